@@ -1,0 +1,58 @@
+"""hdp_spark: differentially private aggregates where every row carries its own ε_i.
+
+Engine-neutral entry points live here; the engines are :mod:`hdp_spark.pandas` and
+:mod:`hdp_spark.spark` (imported lazily: importing this package needs neither).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.specs import MeanSpec
+from hdp_spark.errors import (
+    EngineNotSupportedError,
+    EpsilonColumnError,
+    HdpError,
+    InternalError,
+    ParameterError,
+    SchemaError,
+)
+from hdp_spark.specs import hdp_mean
+
+__all__ = [
+    "EngineNotSupportedError",
+    "EpsGrid",
+    "EpsilonColumnError",
+    "HdpError",
+    "InternalError",
+    "MeanSpec",
+    "ParameterError",
+    "SchemaError",
+    "__version__",
+    "agg",
+    "hdp_mean",
+]
+
+__version__ = "0.1.0"
+
+
+def agg(df: Any, *specs: MeanSpec, **kwargs: Any) -> Any:
+    """Release aggregates of a pandas or Spark DataFrame (dispatches on its type).
+
+    Same arguments as :func:`hdp_spark.pandas.agg` / :func:`hdp_spark.spark.agg`.
+
+    Privacy:
+        See :func:`hdp_spark.hdp_mean`.
+    """
+    module = type(df).__module__
+    if module.startswith("pandas"):
+        from hdp_spark import pandas as backend_pd
+
+        return backend_pd.agg(df, *specs, **kwargs)
+    if module.startswith("pyspark"):
+        from hdp_spark import spark as backend_spark
+
+        return backend_spark.agg(df, *specs, **kwargs)
+    msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
+    raise EngineNotSupportedError(msg)

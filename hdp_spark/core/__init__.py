@@ -1,0 +1,1 @@
+"""Engine-agnostic core: imports neither pyspark nor pandas."""

@@ -1,0 +1,187 @@
+"""Finalize step of the heterogeneous-DP mean: per-level statistics -> released value.
+
+Sensitivity argument (replace-one neighbours, ε public):
+  Values are clamped to the public [lower, upper] and encoded in unit scale u ∈ [0, 1]
+  (:mod:`hdp_spark.core.encoding`). The statistic is a = Σ_l w_l · U_l, where U_l is the
+  sum of u over the rows of level l and w_l the per-row weight, a function of the ε
+  histogram only. Replacing one row of level l moves a by at most w_l (one unit of range).
+  Laplace noise of scale η = max_l{w_l / ε_l : w_l > 0, ε_l finite}, drawn by
+  :func:`~hdp_spark.core.noise.laplace_mechanism`, therefore gives every row of level l a
+  privacy loss of at most w_l / η <= ε_l (the "effective ε", min(ε_l, τ) for capped rules).
+  The estimate is mapped back as lower + (upper - lower) · (a + noise): the noise scale in
+  original units is (upper - lower) · η, applied once (review P1: never rescale twice).
+  The ADPM fallback, the choice of W branch and every weight depend on ε only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.keys import context_key
+from hdp_spark.core.noise import ReleaseKey, encode_context, laplace_mechanism
+from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.stats import GroupStats
+from hdp_spark.core.weights import (
+    Weights,
+    agnostic_phi,
+    drop_phi,
+    normalize,
+    proportional_phi,
+    r_wc2,
+    solve_clip_level,
+    solve_l1,
+    uniform_phi,
+)
+
+__all__ = ["ADPM_C", "LevelPrivacy", "MeanResult", "finalize_mean", "mean_weights"]
+
+ADPM_C = 8.0
+"""Objective constant of ADPM: ||w||²/4 + 2||w/ε||∞² = (||w||² + 8||w/ε||∞²)/4 (seed 001)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LevelPrivacy:
+    """What one ε level got in a release.
+
+    Attributes:
+        eps: the level (the demand, after capping or grid rounding).
+        n: rows at this level.
+        weight: per-row weight.
+        eps_effective: the privacy loss bound actually delivered, weight / η <= eps.
+    """
+
+    eps: float
+    n: int
+    weight: float
+    eps_effective: float
+
+
+@dataclass(frozen=True, slots=True)
+class MeanResult:
+    """Released mean of one group. Field meanings are documented in ``hdp_mean``."""
+
+    estimate: float
+    noise_scale: float
+    ci_low: float
+    ci_high: float
+    n: int
+    tau: float
+    method: str
+    fallback: bool
+    levels: tuple[LevelPrivacy, ...]
+
+
+def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
+    """Per-level weights of ``spec.method`` for the ε histogram (v, m)."""
+    method = spec.method
+    log_pac = math.log(1.0 / spec.beta)
+    if method == "adpm":
+        phi, tau = solve_clip_level(v, m, ADPM_C)
+    elif method == "hpm-a":
+        phi, tau = agnostic_phi(v), math.nan
+    elif method in ("hpm-cp", "hpm-ce"):
+        phi, tau = solve_l1(v, m, log_pac if method == "hpm-cp" else 1.0)
+    elif method in ("hpm-wp", "hpm-we"):
+        lf = log_pac if method == "hpm-wp" else 1.0
+        phi_a, tau_a = solve_l1(v, m, lf)
+        phi_b, tau_b = solve_clip_level(v, m, lf)
+        wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
+        return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+    elif method == "uniform":
+        phi = uniform_phi(v, m)
+        positive = [x for x, c in zip(v, m, strict=True) if c > 0 and x > 0]
+        tau = min(positive) if positive and any(phi) else math.nan
+    elif method == "proportional":
+        phi = proportional_phi(v, m)
+        tau = math.nan if any(math.isinf(x) for x, c in zip(v, m, strict=True) if c) else math.inf
+    else:  # drop
+        phi, tau = drop_phi(v, m, log_pac)
+    return normalize(v, m, phi, tau)
+
+
+def _level_privacy(v: list[float], m: list[int], w: Weights) -> tuple[LevelPrivacy, ...]:
+    out = []
+    for vl, ml, wl in zip(v, m, w.w, strict=True):
+        if wl == 0:
+            eff = 0.0
+        elif w.eta == 0:
+            eff = math.inf
+        else:
+            eff = float(wl / w.eta)
+        out.append(LevelPrivacy(vl, ml, float(wl), eff))
+    return tuple(out)
+
+
+def finalize_mean(
+    spec: MeanSpec,
+    stats: GroupStats,
+    value_index: int,
+    key: ReleaseKey,
+    group: tuple[object, ...],
+    label: str,
+) -> MeanResult:
+    """Weights, estimate, noise and metadata of one group.
+
+    Args:
+        spec: the aggregator.
+        stats: the group's level table.
+        value_index: which encoded sum in ``stats`` belongs to ``spec``.
+        key: the release key (the noise is a PRF of key, group and exact statistics).
+        group: the group key (empty tuple for a global release).
+        label: the aggregator's position/name within the release (domain separation).
+    """
+    lower, upper = float(spec.lower), float(spec.upper)
+    span = upper - lower
+    mid = (lower + upper) / 2
+    v, m = stats.levels, stats.counts
+    n = stats.n
+    weights = mean_weights(spec, v, m) if n else None
+    levels = _level_privacy(v, m, weights) if weights else ()
+
+    def trivial(tau: float) -> MeanResult:
+        return MeanResult(mid, 0.0, lower, upper, n, tau, spec.method, True, levels_zero)
+
+    levels_zero = tuple(LevelPrivacy(x.eps, x.n, 0.0, 0.0) for x in levels)
+    if weights is None or weights.trivial:
+        return trivial(math.nan)
+    if spec.method == "adpm":
+        l2 = sum(float(wl) ** 2 * c for wl, c in zip(weights.w, m, strict=True))
+        worst_mse = l2 / 4 + 2 * float(weights.eta) ** 2
+        if worst_mse > 0.25:
+            # Data-independent fallback (seed 001 Alg. 1): the midpoint beats the affine rule.
+            return trivial(weights.tau)
+    totals = stats.totals(value_index)
+    statistic = sum(
+        (wl * t for wl, t in zip(weights.w, totals, strict=True)), Fraction(0)
+    ) / FIXED_ONE
+    constrained = [wl for wl, vl in zip(weights.w, v, strict=True) if wl > 0 and math.isfinite(vl)]
+    context = encode_context(
+        ("mean", label, spec.method, spec.column, spec.lower, spec.upper, context_key(group),
+         stats.fingerprint(), value_index)
+    )
+    draw = laplace_mechanism(
+        statistic,
+        weights.eta,
+        min(constrained) if constrained else Fraction(1),
+        key.stream(context),
+    )
+    estimate = lower + span * float(draw.value)
+    half = span * draw.half_width(spec.beta)
+    lo, hi = estimate - half, estimate + half
+    if spec.clips:
+        estimate = min(max(estimate, lower), upper)
+    lo, hi = max(lo, lower), min(hi, upper)
+    return MeanResult(
+        estimate=estimate,
+        noise_scale=span * float(draw.scale),
+        ci_low=min(lo, estimate),
+        ci_high=max(hi, estimate),
+        n=n,
+        tau=weights.tau,
+        method=spec.method,
+        fallback=False,
+        levels=levels,
+    )

@@ -1,0 +1,29 @@
+"""The only place in hdp_spark that draws randomness.
+
+* :mod:`.prf` -- release keys and keyed bit streams (HMAC-SHA256 + BLAKE2b counter mode).
+  Noise is a deterministic function of (release key, context), where the context holds the
+  group key and the exact pre-noise statistics: re-evaluating a release replays the same
+  noise, and changed data gets unrelated noise.
+* :mod:`.exact` -- exact discrete Laplace sampling (Canonne-Kamath-Steinke 2020) on
+  rationals, and the floating-point-safe Laplace mechanism built on it.
+"""
+
+from __future__ import annotations
+
+from hdp_spark.core.noise.exact import (
+    LaplaceDraw,
+    bernoulli_exp,
+    discrete_laplace,
+    laplace_mechanism,
+)
+from hdp_spark.core.noise.prf import KeyedStream, ReleaseKey, encode_context
+
+__all__ = [
+    "KeyedStream",
+    "LaplaceDraw",
+    "ReleaseKey",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "encode_context",
+    "laplace_mechanism",
+]

@@ -1,0 +1,173 @@
+"""Release keys and keyed pseudo-random bit streams.
+
+A :class:`ReleaseKey` is 32 bytes from the operating system's CSPRNG, made when a release is
+created. Each noise draw gets its own :class:`KeyedStream`, derived as
+``HMAC-SHA256(release key, domain tag || context)`` and expanded with keyed BLAKE2b in
+counter mode. Both are standard PRFs, so for a secret key the stream is indistinguishable
+from uniform bits, and two different contexts give independent-looking streams.
+
+Why keyed and not fresh randomness per draw: Spark re-evaluates plans (``show()`` then
+``collect()``, cache eviction, task retries). Fresh noise per evaluation would let anyone
+average it away; replaying noise for a *different* dataset would let the difference of two
+outputs cancel the noise exactly. Binding the stream to the exact pre-noise statistics gives
+"same data, same numbers; changed data, unrelated noise".
+
+Generators are built on demand inside the process that draws, from the key; nothing is
+created at import time, so a fork (Spark's Python workers) cannot duplicate a stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import secrets
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from hdp_spark.errors import InternalError, ParameterError
+
+__all__ = ["KeyedStream", "ReleaseKey", "encode_context"]
+
+_DOMAIN = b"hdp_spark/noise/v1\x00"
+_KEY_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseKey:
+    """Secret key of one release.
+
+    Attributes:
+        material: 32 secret bytes. Never logged, never written to outputs.
+        unsafe: True when the key was derived from a caller's seed (tests only).
+    """
+
+    material: bytes = field(repr=False)
+    unsafe: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.material, bytes) or len(self.material) != _KEY_BYTES:
+            msg = f"`material` must be {_KEY_BYTES} bytes."
+            raise ParameterError(msg)
+
+    @classmethod
+    def fresh(cls) -> ReleaseKey:
+        """A new key from the OS entropy pool (the production default)."""
+        return cls(secrets.token_bytes(_KEY_BYTES))
+
+    @classmethod
+    def from_unsafe_seed(cls, seed: int | str | bytes) -> ReleaseKey:
+        """Derive a key from a public seed.
+
+        UNSAFE for production: anyone who knows the seed can subtract the noise. Exists so
+        that tests and documentation examples are reproducible.
+        """
+        if isinstance(seed, bool) or not isinstance(seed, int | str | bytes):
+            msg = f"`unsafe_seed` must be an int, str or bytes, got {type(seed).__name__}."
+            raise ParameterError(msg)
+        raw = seed if isinstance(seed, bytes) else str(seed).encode()
+        return cls(hashlib.sha256(b"hdp_spark/unsafe-seed\x00" + raw).digest(), unsafe=True)
+
+    @classmethod
+    def resolve(cls, unsafe_seed: int | str | bytes | None) -> ReleaseKey:
+        """A fresh key, or a seeded one when the caller opted into ``unsafe_seed``."""
+        return cls.fresh() if unsafe_seed is None else cls.from_unsafe_seed(unsafe_seed)
+
+    def stream(self, context: bytes) -> KeyedStream:
+        """The bit stream of one draw, bound to ``context`` (see :func:`encode_context`)."""
+        return KeyedStream(self, context)
+
+
+class KeyedStream:
+    """Deterministic uniform bits for one (key, context) pair.
+
+    Implements the two methods the exact samplers need: :meth:`getrandbits` and
+    :meth:`randrange` (rejection sampling, so exactly uniform).
+    """
+
+    __slots__ = ("_block_key", "_buffer", "_counter")
+
+    def __init__(self, key: ReleaseKey, context: bytes) -> None:
+        self._block_key = hmac.new(key.material, _DOMAIN + context, hashlib.sha256).digest()
+        self._counter = 0
+        self._buffer = bytearray()
+
+    def _take(self, nbytes: int) -> bytes:
+        while len(self._buffer) < nbytes:
+            block = hashlib.blake2b(
+                self._counter.to_bytes(16, "big"), key=self._block_key, digest_size=64
+            ).digest()
+            self._counter += 1
+            self._buffer.extend(block)
+        out = bytes(self._buffer[:nbytes])
+        del self._buffer[:nbytes]
+        return out
+
+    def getrandbits(self, k: int) -> int:
+        """A uniform integer in [0, 2**k)."""
+        if k < 0:
+            raise InternalError("getrandbits needs k >= 0")
+        if k == 0:
+            return 0
+        nbytes = (k + 7) // 8
+        value = int.from_bytes(self._take(nbytes), "big")
+        return value >> (8 * nbytes - k)
+
+    def randrange(self, n: int) -> int:
+        """A uniform integer in [0, n), n >= 1, by rejection (no modulo bias)."""
+        if n < 1:
+            raise InternalError("randrange needs n >= 1")
+        k = n.bit_length()
+        while True:
+            r = self.getrandbits(k)
+            if r < n:
+                return r
+
+    def derive_seed(self, nbits: int = 256) -> int:
+        """An integer seed for a bulk generator (e.g. a ChaCha bit generator)."""
+        return self.getrandbits(nbits)
+
+
+def _encode(part: object, out: list[bytes]) -> None:
+    if part is None:
+        out.append(b"N")
+    elif isinstance(part, bool):
+        out.append(b"T" if part else b"F")
+    elif isinstance(part, int):
+        raw = str(part).encode()
+        out.append(b"i" + struct.pack(">I", len(raw)) + raw)
+    elif isinstance(part, float):
+        if math.isnan(part):
+            raise InternalError("NaN in a noise context")
+        raw = part.hex().encode()
+        out.append(b"f" + struct.pack(">I", len(raw)) + raw)
+    elif isinstance(part, Fraction):
+        raw = f"{part.numerator}/{part.denominator}".encode()
+        out.append(b"q" + struct.pack(">I", len(raw)) + raw)
+    elif isinstance(part, str):
+        raw = part.encode()
+        out.append(b"s" + struct.pack(">I", len(raw)) + raw)
+    elif isinstance(part, bytes):
+        out.append(b"b" + struct.pack(">I", len(part)) + part)
+    elif isinstance(part, tuple | list):
+        out.append(b"(" + struct.pack(">I", len(part)))
+        for item in part:
+            _encode(item, out)
+        out.append(b")")
+    else:
+        msg = f"cannot encode a {type(part).__name__} into a noise context"
+        raise InternalError(msg)
+
+
+def encode_context(parts: Sequence[object]) -> bytes:
+    """Canonical, injective byte encoding of a tuple of primitive values.
+
+    Accepts None, bool, int, float (by its exact hex form), Fraction, str, bytes and nested
+    tuples or lists of those. Two contexts are equal as bytes iff they are equal as values
+    (with floats compared bit for bit).
+    """
+    out: list[bytes] = []
+    _encode(tuple(parts), out)
+    return b"".join(out)

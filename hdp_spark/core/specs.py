@@ -1,0 +1,118 @@
+"""Aggregator specifications: the one place where aggregator parameters are validated.
+
+Backends take these frozen dataclasses and render them into native expressions, so the
+validation and the error texts are identical on every engine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.errors import ParameterError
+
+__all__ = ["MEAN_METHODS", "MeanMethod", "MeanSpec", "check_column_name"]
+
+MeanMethod = Literal[
+    "adpm", "hpm-a", "hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "uniform", "proportional", "drop"
+]
+MEAN_METHODS: tuple[str, ...] = get_args(MeanMethod)
+
+
+def check_column_name(name: str, value: object) -> None:
+    """Raise unless ``value`` is a non-empty column name."""
+    if not isinstance(value, str) or not value:
+        msg = f"`{name}` must be a non-empty column name, got {value!r}."
+        raise ParameterError(msg)
+
+
+def _check_number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"`{name}` must be a number, got {value!r}."
+        raise ParameterError(msg)
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class MeanSpec:
+    """A heterogeneous-DP mean of one bounded column (see :func:`hdp_spark.hdp_mean`).
+
+    Attributes:
+        column: value column.
+        eps: column holding each row's privacy demand ε_i.
+        lower: public lower bound; values below are clamped to it.
+        upper: public upper bound; values above are clamped to it.
+        method: weighting rule (see :func:`hdp_spark.hdp_mean`).
+        beta: failure probability of the reported interval, and β of the PAC methods.
+        clip_output: clip the released estimate to [lower, upper] (post-processing).
+            ``None`` picks the method's default: False for ``adpm`` (paper-faithful,
+            unbiased), True for every other method.
+        fill: public value imputed for null or NaN values (default: the midpoint).
+        eps_grid: optional geometric grid that ε is rounded down onto.
+        alias: prefix of the output columns (default ``"<column>_mean"``).
+    """
+
+    column: str
+    eps: str
+    lower: float
+    upper: float
+    method: MeanMethod = "adpm"
+    beta: float = 0.05
+    clip_output: bool | None = None
+    fill: float | None = None
+    eps_grid: EpsGrid | None = None
+    alias: str | None = None
+
+    def __post_init__(self) -> None:
+        check_column_name("column", self.column)
+        check_column_name("eps", self.eps)
+        lower = _check_number("lower", self.lower)
+        upper = _check_number("upper", self.upper)
+        if not (math.isfinite(lower) and math.isfinite(upper)):
+            msg = f"`lower` and `upper` must be finite, got ({self.lower!r}, {self.upper!r})."
+            raise ParameterError(msg)
+        if not lower < upper:
+            msg = f"`lower` must be < `upper`, got ({self.lower!r}, {self.upper!r})."
+            raise ParameterError(msg)
+        if not math.isfinite(upper - lower):
+            msg = "`upper - lower` must be a finite float; the bounds are too far apart."
+            raise ParameterError(msg)
+        if self.method not in MEAN_METHODS:
+            msg = f"`method` must be one of {', '.join(MEAN_METHODS)}; got {self.method!r}."
+            raise ParameterError(msg)
+        beta = _check_number("beta", self.beta)
+        if not 0 < beta < 1:
+            msg = f"`beta` must be in (0, 1), got {self.beta!r}."
+            raise ParameterError(msg)
+        if self.clip_output is not None and not isinstance(self.clip_output, bool):
+            msg = f"`clip_output` must be True, False or None, got {self.clip_output!r}."
+            raise ParameterError(msg)
+        if self.fill is not None:
+            fill = _check_number("fill", self.fill)
+            if not lower <= fill <= upper:
+                msg = f"`fill` must lie in [lower, upper], got {self.fill!r}."
+                raise ParameterError(msg)
+        if self.eps_grid is not None and not isinstance(self.eps_grid, EpsGrid):
+            msg = f"`eps_grid` must be an EpsGrid or None, got {type(self.eps_grid).__name__}."
+            raise ParameterError(msg)
+        if self.alias is not None:
+            check_column_name("alias", self.alias)
+
+    @property
+    def name(self) -> str:
+        """Prefix of the output columns."""
+        return self.alias or f"{self.column}_mean"
+
+    @property
+    def fill_value(self) -> float:
+        """The public imputation value for null/NaN values."""
+        return float(self.fill) if self.fill is not None else (self.lower + self.upper) / 2
+
+    @property
+    def clips(self) -> bool:
+        """Whether the released estimate is clipped to [lower, upper]."""
+        if self.clip_output is None:
+            return self.method != "adpm"
+        return self.clip_output

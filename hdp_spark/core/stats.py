@@ -1,0 +1,107 @@
+"""The per-(group, ε level) statistics table that every engine produces.
+
+Engines return, for each group key and ε level, the row count and the exact integer sums
+of the encoded value columns (:mod:`hdp_spark.core.encoding`). The driver-side finalize
+step sees only this table, never rows. The two engines must produce equal tables; the
+tests compare them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hdp_spark.core.levels import BELOW_GRID_LEVEL, INVALID_LEVEL
+from hdp_spark.errors import EpsilonColumnError
+
+__all__ = ["GroupStats", "LevelRow", "build_groups", "check_levels"]
+
+
+@dataclass(frozen=True, slots=True)
+class LevelRow:
+    """Aggregates of one (group, ε level) cell.
+
+    Attributes:
+        level: the ε level (0, a positive float, or +inf).
+        count: number of rows.
+        totals: exact integer sum of each encoded value column, in the order of the specs.
+    """
+
+    level: float
+    count: int
+    totals: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """All level rows of one group, sorted by level."""
+
+    rows: tuple[LevelRow, ...]
+
+    @property
+    def n(self) -> int:
+        """Number of rows in the group."""
+        return sum(r.count for r in self.rows)
+
+    @property
+    def levels(self) -> list[float]:
+        """Distinct ε levels, ascending."""
+        return [r.level for r in self.rows]
+
+    @property
+    def counts(self) -> list[int]:
+        """Row count per level."""
+        return [r.count for r in self.rows]
+
+    def totals(self, index: int) -> list[int]:
+        """Encoded sums of value column ``index`` per level."""
+        return [r.totals[index] for r in self.rows]
+
+    def fingerprint(self) -> tuple[tuple[float, int, tuple[int, ...]], ...]:
+        """Exact, canonical content (the noise context binds to it)."""
+        return tuple((r.level, r.count, r.totals) for r in self.rows)
+
+
+def check_levels(eps_column: str, level_counts: Mapping[float, int]) -> None:
+    """Raise if any row carried an invalid ε (counts only, never values)."""
+    bad = int(level_counts.get(INVALID_LEVEL, 0))
+    if bad:
+        msg = (
+            f"Column `{eps_column}` must hold ε >= 0 or +inf (not null, NaN, negative or "
+            f"-inf); {bad} row(s) break this rule."
+        )
+        raise EpsilonColumnError(msg)
+    below = int(level_counts.get(BELOW_GRID_LEVEL, 0))
+    if below:
+        msg = (
+            f"Column `{eps_column}` has {below} row(s) with 0 < ε below the lowest point of "
+            "`eps_grid`; lower `eps_grid.lowest` (rounding them up would weaken privacy)."
+        )
+        raise EpsilonColumnError(msg)
+
+
+def build_groups(
+    eps_column: str,
+    cells: Iterable[tuple[tuple[object, ...], float, int, Sequence[int]]],
+) -> dict[tuple[object, ...], GroupStats]:
+    """Assemble engine output rows ``(key, level, count, totals)`` into sorted groups.
+
+    Raises:
+        EpsilonColumnError: if any cell has an invalid-ε level code.
+    """
+    per_level: dict[float, int] = {}
+    grouped: dict[tuple[object, ...], list[LevelRow]] = {}
+    for key, level, count, totals in cells:
+        lvl = float(level)
+        if math.isnan(lvl):
+            lvl = INVALID_LEVEL
+        per_level[lvl] = per_level.get(lvl, 0) + int(count)
+        grouped.setdefault(key, []).append(
+            LevelRow(lvl, int(count), tuple(int(t) for t in totals))
+        )
+    check_levels(eps_column, per_level)
+    return {
+        key: GroupStats(tuple(sorted(rows, key=lambda r: r.level)))
+        for key, rows in grouped.items()
+    }

@@ -1,0 +1,231 @@
+"""Driver-side weight solvers (seeds 000 and 001).
+
+Every weight rule has the form ``w_i = phi(eps_i) / sum_j phi(eps_j)`` (spec seed-000 §2.5),
+so the solvers work on the table of distinct ε levels ``v`` (ascending, may contain 0 and
++inf) with their row counts ``m``: O(G log G) for G levels, never the rows.
+
+Conventions (spec seed-000 §2.10, review P3/P4):
+* ε = 0 levels get phi = 0 (their rows count in n but never influence the output);
+* ε = +inf levels are public: they add nothing to the noise, min(inf, tau) = tau;
+* when only public rows carry weight, phi = 1 on them (uniform over the public rows) -- a
+  distinct outcome, never ``tau = inf`` (review P4).
+
+The noise parameter is NOT taken from the solvers: :func:`normalize` recomputes it exactly
+from the final weights (spec seed-000 §6 item 8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from hdp_spark.errors import InternalError
+
+__all__ = [
+    "Weights",
+    "agnostic_phi",
+    "drop_phi",
+    "normalize",
+    "proportional_phi",
+    "r_c2",
+    "r_wc2",
+    "solve_clip_level",
+    "solve_l1",
+    "uniform_phi",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """Per-level weights of one group.
+
+    Attributes:
+        w: exact per-row weight of each level (sums to 1 over rows), or all zero when no
+            level may carry weight (trivial output).
+        eta: exact noise parameter max{w_l / v_l : w_l > 0, v_l finite} (0 if none).
+        tau: clip level of capped rules (+inf = nobody clipped, NaN = not a capped rule).
+    """
+
+    w: tuple[Fraction, ...]
+    eta: Fraction
+    tau: float
+
+    @property
+    def trivial(self) -> bool:
+        """True when no row may influence the output."""
+        return all(x == 0 for x in self.w)
+
+
+def normalize(
+    v: Sequence[float], m: Sequence[int], phi: Sequence[float], tau: float
+) -> Weights:
+    """Exact per-row weights ``phi_l / sum_j m_j phi_j`` and the exact noise parameter."""
+    fphi = [Fraction(p) for p in phi]
+    total = sum((Fraction(c) * p for c, p in zip(m, fphi, strict=True)), Fraction(0))
+    if total == 0:
+        return Weights(tuple(Fraction(0) for _ in v), Fraction(0), tau)
+    w = tuple(p / total for p in fphi)
+    eta = Fraction(0)
+    for wl, vl in zip(w, v, strict=True):
+        if wl > 0 and math.isfinite(vl):
+            if vl <= 0:
+                raise InternalError("positive weight on an ε = 0 level")
+            eta = max(eta, wl / Fraction(vl))
+    return Weights(w, eta, tau)
+
+
+def _public_only(v: Sequence[float]) -> list[float]:
+    return [1.0 if math.isinf(x) else 0.0 for x in v]
+
+
+def solve_clip_level(v: Sequence[float], m: Sequence[int], c: float) -> tuple[list[float], float]:
+    """Capped-proportional solver S2: argmin ||w||² + c ||w/ε||∞² over the simplex.
+
+    Grouped scan of spec seed-000 §2.6 / seed-001 §2.3 (ADPM uses c = 8). Returns phi per
+    level and tau (inf = no clipping; NaN when only public rows carry weight).
+    """
+    if not c > 0:
+        raise InternalError("solve_clip_level needs c > 0")
+    s1 = 0.0
+    s2 = 0.0
+    for vl, ml in zip(v, m, strict=True):
+        if vl <= 0 or ml == 0:
+            continue
+        if math.isinf(vl):
+            break
+        if s1 > 0 and (s2 + c) / s1 <= vl:
+            tau = (s2 + c) / s1
+            return [min(x, tau) for x in v], tau
+        s1 += ml * vl
+        s2 += ml * vl * vl
+    has_public = any(math.isinf(x) and ml > 0 for x, ml in zip(v, m, strict=True))
+    if has_public:
+        if s1 > 0:
+            tau = (s2 + c) / s1
+            return [min(x, tau) for x in v], tau
+        return _public_only(v), math.nan
+    return [max(x, 0.0) for x in v], math.inf
+
+
+def solve_l1(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[list[float], float]:
+    """ℓ1 solver S1: argmin ||w - 1/n||₁² + L² ||w/ε||∞² over the simplex (spec seed-000 §2.7).
+
+    Exact 1-D reduction over the noise parameter s, with the review's P3 fix
+    (s_hi := max(s_lo, 1/(n ε_min⁺))) and the canonical water-filling weights
+    w_i = min(s* ε_i, λ), returned as phi = min(ε, τ) with τ = λ/s*.
+    """
+    if not log_factor > 0:
+        raise InternalError("solve_l1 needs L > 0")
+    va = np.asarray(v, dtype=np.float64)
+    ma = np.asarray(m, dtype=np.float64)
+    n = float(ma.sum())
+    pos = (va > 0) & np.isfinite(va) & (ma > 0)
+    has_inf = bool(np.any(np.isinf(va) & (ma > 0)))
+    if not pos.any():
+        return _public_only(v), math.nan
+    finite_sum = float(np.sum(ma[pos] * va[pos]))
+    s_lo = 0.0 if has_inf else 1.0 / finite_sum
+    eps_min = float(va[pos].min())
+    s_hi = max(s_lo, 1.0 / (n * eps_min))
+    fin = np.isfinite(va)
+    ev = np.where(fin, va, 0.0)
+    mv = np.where(fin, ma, 0.0)
+
+    def g(s: np.ndarray) -> np.ndarray:
+        d = np.sum(mv[None, :] * np.maximum(1.0 / n - s[:, None] * ev[None, :], 0.0), axis=1)
+        return np.asarray(4.0 * d * d + log_factor**2 * s * s)
+
+    zero_count = float(np.sum(ma[(va <= 0)]))
+    pv, pm = va[pos], ma[pos]
+    n_m = zero_count + np.concatenate([[0.0], np.cumsum(pm)])
+    p_m = np.concatenate([[0.0], np.cumsum(pm * pv)])
+    s_m = 4.0 * n_m * p_m / (n * (log_factor**2 + 4.0 * p_m**2))
+    cands = np.concatenate([[s_lo, s_hi], 1.0 / (n * pv), s_m])
+    cands = np.clip(cands, s_lo, s_hi)
+    s_star = float(cands[int(np.argmin(g(cands)))])
+    if s_star <= 0:
+        return _public_only(v), math.nan
+    # water-filling: find λ with Σ m_l min(s* v_l, λ) = 1 (v = inf contributes λ).
+    caps = np.where(fin, s_star * va, np.inf)
+    order = np.argsort(caps, kind="stable")
+    remaining_mass = 1.0
+    remaining_rows = float(ma.sum())
+    lam = math.inf
+    for idx in order:
+        if ma[idx] == 0:
+            continue
+        cap = caps[idx]
+        candidate = remaining_mass / remaining_rows
+        if cap >= candidate:
+            lam = candidate
+            break
+        remaining_mass -= ma[idx] * cap
+        remaining_rows -= ma[idx]
+    if math.isinf(lam):
+        # Σ s* ε = 1 exactly up to rounding: nobody is capped.
+        return [max(x, 0.0) for x in v], math.inf
+    tau = lam / s_star
+    return [min(x, tau) if x > 0 else 0.0 for x in v], tau
+
+
+def agnostic_phi(v: Sequence[float]) -> list[float]:
+    """Heuristic A of seed 000 (§2.9): phi(ε) = 1 - exp(-ε), computed as -expm1(-ε)."""
+    return [1.0 if math.isinf(x) else (-math.expm1(-x) if x > 0 else 0.0) for x in v]
+
+
+def proportional_phi(v: Sequence[float], m: Sequence[int]) -> list[float]:
+    """Prop: phi(ε) = ε; with public rows present, all weight goes to them (seed-000 §2.10)."""
+    if any(math.isinf(x) and c > 0 for x, c in zip(v, m, strict=True)):
+        return _public_only(v)
+    return [max(x, 0.0) for x in v]
+
+
+def uniform_phi(v: Sequence[float], m: Sequence[int]) -> list[float]:
+    """UNI: everyone at ε_min. If some row has ε = 0, no uniform mechanism exists (trivial)."""
+    if any(x <= 0 and c > 0 for x, c in zip(v, m, strict=True)):
+        return [0.0 for _ in v]
+    return [1.0 for _ in v]
+
+
+def drop_phi(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[list[float], float]:
+    """DROP-t: weight 0 on the t most private rows, uniform on the rest (seed-000 §2.4).
+
+    t ranges over level boundaries (so equal ε get equal weight) and is chosen to minimise
+    the correlated objective r_C² with L = ``log_factor``: a function of ε only.
+    """
+    best: tuple[float, list[float], float] | None = None
+    live = [i for i, c in enumerate(m) if c > 0]
+    for cut in range(len(live)):
+        keep = set(live[cut:])
+        phi = [1.0 if i in keep and v[i] > 0 else 0.0 for i in range(len(v))]
+        if not any(phi):
+            continue
+        w = normalize(v, m, phi, math.nan)
+        obj = r_c2(v, m, w, log_factor)
+        if best is None or obj < best[0]:
+            best = (obj, phi, v[live[cut]])
+    if best is None:
+        return [0.0 for _ in v], math.nan
+    return best[1], best[2]
+
+
+def _l1_dev(m: Sequence[int], w: Weights) -> float:
+    n = sum(m)
+    return float(sum(abs(float(wl) - 1.0 / n) * c for wl, c in zip(w.w, m, strict=True)))
+
+
+def r_c2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -> float:
+    """Correlated objective r_C² = ||w - 1/n||₁² + L² s(w)² (seed-000 eq. 6)."""
+    del v
+    return _l1_dev(m, w) ** 2 + log_factor**2 * float(w.eta) ** 2
+
+
+def r_wc2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -> float:
+    """Weakly-correlated objective r_WC² (seed-000 eq. 7)."""
+    del v
+    l2 = float(sum(float(wl) ** 2 * c for wl, c in zip(w.w, m, strict=True)))
+    return min(_l1_dev(m, w) ** 2, log_factor * l2) + log_factor**2 * float(w.eta) ** 2

@@ -1,0 +1,162 @@
+"""pandas implementation of the per-(group, ε level) statistics and of ``agg``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hdp_spark.core.encoding import encode_numpy
+from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.release import (
+    AggSpec,
+    LevelPlan,
+    ReleaseResult,
+    finalize_release,
+    plan_levels,
+)
+from hdp_spark.core.stats import GroupStats, build_groups
+from hdp_spark.errors import ParameterError, SchemaError
+
+__all__ = ["agg", "level_tables", "release"]
+
+KeysLike = Sequence[object] | pd.DataFrame | None
+
+
+def _numeric(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
+    if column not in df.columns:
+        msg = f"{role} column `{column}` is not in the table."
+        raise SchemaError(msg)
+    series = df[column]
+    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
+        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
+        raise SchemaError(msg)
+    return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
+    if not by:
+        if keys is not None:
+            msg = "`keys` needs `by`: a global release has no group keys."
+            raise ParameterError(msg)
+        return None
+    if keys is None:
+        msg = (
+            "a grouped release needs `keys`, the public key set: releasing the keys found "
+            "in the data would reveal which keys exist."
+        )
+        raise ParameterError(msg)
+    if isinstance(keys, pd.DataFrame):
+        missing = [c for c in by if c not in keys.columns]
+        if missing:
+            msg = f"`keys` must have the `by` columns; missing {missing!r}."
+            raise ParameterError(msg)
+        keys = list(keys[list(by)].itertuples(index=False, name=None))
+    if isinstance(keys, str | bytes):
+        msg = "`keys` must be a list of keys or a DataFrame, got a string."
+        raise ParameterError(msg)
+    return normalize_keys(list(keys), len(by))
+
+
+def level_tables(
+    df: pd.DataFrame,
+    plans: Sequence[LevelPlan],
+    by: tuple[str, ...],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> list[dict[tuple[object, ...], GroupStats]]:
+    """The per-(group, ε level) tables of each plan (count and encoded sums)."""
+    if not isinstance(df, pd.DataFrame):
+        msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    for col in by:
+        if col not in df.columns:
+            msg = f"group column `{col}` is not in the table."
+            raise SchemaError(msg)
+    if keys is not None:
+        if len(by) == 1:
+            mask = df[by[0]].isin([k[0] for k in keys]).to_numpy()
+        else:
+            index = pd.MultiIndex.from_frame(df[list(by)])
+            mask = np.asarray(index.isin(list(keys)))
+        df = df.loc[mask]
+    tables = []
+    for plan in plans:
+        eps = _numeric(df, plan.eps, "ε")
+        frame: dict[str, Any] = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
+        frame["__level"] = levels_numpy(eps, plan.grid)
+        for i, spec in enumerate(plan.specs):
+            values = _numeric(df, spec.column, "value")
+            frame[f"__q{i}"] = encode_numpy(values, spec.lower, spec.upper, spec.fill_value)
+        work = pd.DataFrame(frame)
+        group_cols = [f"__by{i}" for i in range(len(by))] + ["__level"]
+        sums = [f"__q{i}" for i in range(len(plan.specs))]
+        named = {"__n": ("__level", "size")} | {q: (q, "sum") for q in sums}
+        res = work.groupby(group_cols, sort=False, dropna=False).agg(**named).reset_index()
+        width = len(by)
+        cells = [
+            (
+                tuple(normalize_key(k) for k in row[:width]),
+                float(row[width]),
+                int(row[width + 1]),
+                [int(x) for x in row[width + 2 :]],
+            )
+            for row in res.itertuples(index=False, name=None)
+        ]
+        tables.append(build_groups(plan.eps, cells))
+    return tables
+
+
+def release(
+    df: pd.DataFrame,
+    *specs: AggSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> ReleaseResult:
+    """Run one release on a pandas DataFrame and return the engine-neutral result.
+
+    See :func:`agg` for the arguments.
+    """
+    by_t = normalize_by(by)
+    key_t = _keys(keys, by_t)
+    plans = plan_levels(specs)
+    tables = level_tables(df, plans, by_t, key_t)
+    return finalize_release(specs, plans, tables, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
+
+
+def agg(
+    df: pd.DataFrame,
+    *specs: AggSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> pd.DataFrame:
+    """Release heterogeneous-DP aggregates of a pandas DataFrame.
+
+    Args:
+        df: the input table, one row per user (ε column included).
+        *specs: aggregators, e.g. ``hdp_mean("salary", eps="eps", lower=0, upper=1e5)``.
+        by: optional group-by column(s).
+        keys: the public key set of a grouped release (list of values, list of tuples for
+            several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
+            a row; rows with other keys are left out.
+        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
+            anyone who knows the seed can remove the noise.
+
+    Returns:
+        One row per group (one row for a global release); columns are documented in
+        :func:`hdp_spark.hdp_mean`.
+
+    Privacy:
+        Each call is one release with fresh noise; calling it twice spends the budget
+        twice. The returned frame is materialized: reading it again never redraws noise.
+        See :func:`hdp_spark.hdp_mean` for what is protected and what is public.
+    """
+    result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed)
+    rows = result.rows()
+    columns = list(rows[0].keys())
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,57 @@
+"""Native Spark column expressions for the per-row rules of :mod:`hdp_spark.core`.
+
+Each function mirrors a numpy reference implementation in the core
+(:func:`~hdp_spark.core.levels.levels_numpy`, :func:`~hdp_spark.core.encoding.encode_numpy`)
+with the same IEEE-754 operations, so both engines produce identical level codes and
+fixed-point integers.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, EpsGrid
+
+__all__ = ["encode_expr", "level_expr"]
+
+_INF = float("inf")
+
+
+def level_expr(eps: str, grid: EpsGrid | None) -> Column:
+    """ε column -> level code (see :mod:`hdp_spark.core.levels`)."""
+    e = F.col(eps).cast("double")
+    invalid = e.isNull() | F.isnan(e) | (e < F.lit(0.0))
+    base = F.when(e == F.lit(_INF), F.lit(_INF)).otherwise(F.least(e, F.lit(EPS_CAP)))
+    if grid is not None:
+        pts = grid.points()
+        last = len(pts) - 1
+        arr = F.array(*[F.lit(p) for p in pts])
+        ratio_log = math.log(grid.ratio)
+        k0 = F.floor(F.log(e / F.lit(pts[0])) / F.lit(ratio_log)).cast("int")
+        k0 = F.least(F.greatest(k0, F.lit(0)), F.lit(last))
+        # exact correction of the approximate log: the grid points are compared as floats
+        up = F.least(k0 + 1, F.lit(last))
+        k1 = F.when((k0 < F.lit(last)) & (F.element_at(arr, up + 1) <= e), up).otherwise(k0)
+        k2 = F.when(F.element_at(arr, k1 + 1) > e, F.greatest(k1 - 1, F.lit(0))).otherwise(k1)
+        snapped = F.element_at(arr, k2 + 1)
+        finite_pos = (e > F.lit(0.0)) & (e < F.lit(_INF))
+        base = (
+            F.when(finite_pos & (e < F.lit(pts[0])), F.lit(BELOW_GRID_LEVEL))
+            .when(finite_pos, snapped)
+            .otherwise(base)
+        )
+    return F.when(invalid, F.lit(INVALID_LEVEL)).otherwise(base)
+
+
+def encode_expr(column: str, lower: float, upper: float, fill: float) -> Column:
+    """Value column -> fixed-point integer in [0, 2**31] (see :mod:`hdp_spark.core.encoding`)."""
+    x = F.col(column).cast("double")
+    x = F.when(x.isNull() | F.isnan(x), F.lit(float(fill))).otherwise(x)
+    x = F.least(F.greatest(x, F.lit(float(lower))), F.lit(float(upper)))
+    span = float(upper) - float(lower)
+    u = (x - F.lit(float(lower))) / F.lit(span)
+    return F.floor(u * F.lit(float(FIXED_ONE)) + F.lit(0.5)).cast("long")

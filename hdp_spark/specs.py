@@ -1,0 +1,91 @@
+"""Public constructors of aggregators (engine-agnostic; both backends accept them)."""
+
+from __future__ import annotations
+
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.specs import MeanMethod, MeanSpec
+
+__all__ = ["hdp_mean"]
+
+
+def hdp_mean(
+    column: str,
+    *,
+    eps: str,
+    lower: float,
+    upper: float,
+    method: MeanMethod = "adpm",
+    beta: float = 0.05,
+    clip_output: bool | None = None,
+    fill: float | None = None,
+    eps_grid: EpsGrid | None = None,
+    alias: str | None = None,
+) -> MeanSpec:
+    """Heterogeneous-DP mean of ``column``, where each row demands its own ε_i.
+
+    Pass the result to ``hdp_spark.pandas.agg`` or ``hdp_spark.spark.agg``.
+
+    Args:
+        column: numeric value column.
+        eps: numeric column with each row's ε_i (ε_i >= 0; +inf marks a public row).
+        lower: public lower bound of the values; smaller values are clamped.
+        upper: public upper bound; larger values are clamped.
+        method: how rows are weighted (weights depend on the ε values only):
+
+            * ``"adpm"`` (default) -- seed 001's minimax-optimal population mean:
+              w_i ∝ min(ε_i, τ*), τ* from the exact grouped solver (c = 8); falls back
+              to the midpoint when its worst-case MSE exceeds that of the midpoint.
+            * ``"hpm-a"`` -- seed 000's agnostic heuristic, w_i ∝ 1 - exp(-ε_i).
+            * ``"hpm-cp"``, ``"hpm-ce"``, ``"hpm-wp"``, ``"hpm-we"`` -- seed 000's
+              optimized empirical-mean weights (correlated/weakly-correlated data, PAC or
+              MSE objective), exact solvers S1/S2.
+            * ``"uniform"`` -- everyone at ε_min (what a homogeneous library does).
+            * ``"proportional"`` -- w_i ∝ ε_i.
+            * ``"drop"`` -- drop the most private ε levels and average the rest, with the
+              cut chosen from ε by seed 000's correlated objective.
+        beta: the reported interval holds the noise with probability >= 1 - beta; also β
+            of the PAC methods (``hpm-cp``, ``hpm-wp``, ``drop``).
+        clip_output: clip the estimate to [lower, upper]; default False for ``adpm``
+            (unbiased, as in the paper) and True otherwise. Clipping is post-processing.
+        fill: public value imputed for null/NaN values (default: the midpoint).
+        eps_grid: round ε down onto this public geometric grid (for continuous ε).
+        alias: output column prefix (default ``"<column>_mean"``).
+
+    Returns:
+        A :class:`~hdp_spark.core.specs.MeanSpec`. A release outputs, per group,
+        the columns ``<alias>`` (the estimate), ``<alias>_noise_scale`` (Laplace scale in
+        value units, 0 when no private row carries weight), ``<alias>_ci_low`` /
+        ``<alias>_ci_high`` (estimate ± the (1 - beta) noise half-width, within
+        [lower, upper]; the whole range for a fallback), ``<alias>_n`` (rows),
+        ``<alias>_tau`` (clip level τ of capped rules; +inf when nobody is clipped, NaN
+        when the rule has none), ``<alias>_method``, ``<alias>_fallback`` (True when the
+        output is the data-independent midpoint) and ``<alias>_eps_levels`` (per ε level:
+        ``eps``, ``n``, per-row ``weight`` and ``eps_effective`` = weight / η <= eps, the
+        privacy each row of the level actually receives; rows above τ get τ for free).
+
+    Raises:
+        ParameterError: a parameter breaks its rule.
+
+    Privacy:
+        Protected unit: one row (replace-one neighbours; the number of rows n is public).
+        Row i's privacy loss is at most ``eps_effective`` of its level, which is <= ε_i.
+        ε_i enters only through the weights and the noise scale, both functions of the
+        ε histogram, which is public in this model (it is visible in the output). Public
+        inputs: ``lower``, ``upper``, ``fill``, the grid and, in a grouped release, the
+        key set and each row's group (per-group n and ε histograms are published).
+        Values outside [lower, upper] are clamped; null/NaN values are imputed with
+        ``fill``; neither raises. Invalid ε (null, NaN, negative, -inf) is rejected with a
+        count of rows: ε is public, so the error leaks no data.
+    """
+    return MeanSpec(
+        column=column,
+        eps=eps,
+        lower=lower,
+        upper=upper,
+        method=method,
+        beta=beta,
+        clip_output=clip_output,
+        fill=fill,
+        eps_grid=eps_grid,
+        alias=alias,
+    )
