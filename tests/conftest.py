@@ -1,0 +1,84 @@
+"""Shared fixtures: a session-scoped local[2] Spark session and an engine fixture that runs
+the same test on pandas and on Spark (Spark input repartitioned, so row order and
+partitioning differ from pandas)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pytest
+
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+
+def _java_available() -> bool:
+    from shutil import which
+
+    return which("java") is not None or bool(os.environ.get("JAVA_HOME"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A classic local[2] Spark session shared by the whole test run."""
+    pytest.importorskip("pyspark")
+    if not _java_available():
+        pytest.skip("Spark tests need Java 17")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("hdp_spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@dataclass
+class Engine:
+    """One engine under test: builds its native frame from pandas and runs the API."""
+
+    name: str
+    session: Any = None
+
+    def frame(self, pdf: pd.DataFrame) -> Any:
+        """The engine's native table for ``pdf`` (Spark: repartitioned into 3)."""
+        if self.name == "pandas":
+            return pdf.copy()
+        return self.session.createDataFrame(pdf).repartition(3)
+
+    @property
+    def module(self) -> Any:
+        """``hdp_spark.pandas`` or ``hdp_spark.spark``."""
+        if self.name == "pandas":
+            import hdp_spark.pandas as mod
+        else:
+            import hdp_spark.spark as mod
+        return mod
+
+    def agg(self, pdf: pd.DataFrame, *specs: Any, **kwargs: Any) -> pd.DataFrame:
+        """Run ``agg`` on this engine and return the output as pandas."""
+        out = self.module.agg(self.frame(pdf), *specs, **kwargs)
+        return out if self.name == "pandas" else out.toPandas()
+
+    def release(self, pdf: pd.DataFrame, *specs: Any, **kwargs: Any) -> Any:
+        """Run ``release`` on this engine (engine-neutral result)."""
+        return self.module.release(self.frame(pdf), *specs, **kwargs)
+
+
+@pytest.fixture(params=["pandas", "spark"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Runs the test once per engine."""
+    if request.param == "spark":
+        return Engine("spark", request.getfixturevalue("spark"))
+    return Engine("pandas")
