@@ -1,0 +1,77 @@
+"""Speed of the heterogeneous mean against native Spark, as ratios measured in one run.
+
+Cases, on the same cached DataFrame of --rows rows (2 cores, local[2]):
+  native global:  df.agg(avg(clamped x))
+  hdp global:     hdp_spark.spark.agg(df, hdp_mean(...)) with 1, 8 and 64 distinct ε levels
+  native grouped: df.groupBy(key).agg(avg(clamped x)) over 1,000 keys
+  hdp grouped:    hdp_spark.spark.agg(df, hdp_mean(...), by="key", keys=range(1000))
+
+Targets (issue 2): <= 1.5x global with up to 8 ε levels, <= 2x with 64 levels and grouped.
+
+Run: .venv/bin/python benchmarks/bench_mean.py --rows 10000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import interleaved, spark_session  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    import hdp_spark.spark as hs
+
+    spark = spark_session()
+    base = spark.range(args.rows).select(
+        (F.rand(7) * 120 - 10).alias("x"),  # values partly outside [0, 100]
+        (F.col("id") % 1000).alias("key"),
+        F.col("id"),
+    )
+    results: dict[str, float] = {}
+    lower, upper = 0.0, 100.0
+    clamped = F.least(F.greatest(F.col("x"), F.lit(lower)), F.lit(upper))
+    for levels in (1, 8, 64):
+        df = base.select(
+            "x", "key", (F.lit(0.05) * F.pow(F.lit(1.1), F.col("id") % levels)).alias("eps")
+        ).cache()
+        df.count()
+        spec = hs.hdp_mean("x", eps="eps", lower=lower, upper=upper)
+        cases = {
+            "native": lambda df=df: df.agg(F.avg(clamped)).collect(),
+            "hdp": lambda df=df, spec=spec: hs.agg(df, spec),
+        }
+        if levels in (8, 64):
+            cases["native_grouped"] = lambda df=df: df.groupBy("key").agg(F.avg(clamped)).collect()
+            cases["hdp_grouped"] = lambda df=df, spec=spec: hs.agg(
+                df, spec, by="key", keys=list(range(1000))
+            )
+        t = interleaved(cases, repeats=args.repeats)
+        results[f"global_{levels}_native_s"] = t["native"]
+        results[f"global_{levels}_hdp_s"] = t["hdp"]
+        results[f"global_{levels}_ratio"] = t["hdp"] / t["native"]
+        if "hdp_grouped" in t:
+            results[f"grouped_{levels}_native_s"] = t["native_grouped"]
+            results[f"grouped_{levels}_hdp_s"] = t["hdp_grouped"]
+            results[f"grouped_{levels}_ratio"] = t["hdp_grouped"] / t["native_grouped"]
+        print(json.dumps({k: round(v, 3) for k, v in results.items() if k.split("_")[1] == str(levels)}))
+        df.unpersist()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    print(json.dumps({k: round(v, 3) for k, v in results.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create .venv (Python >= 3.11) and install hdp_spark with its development extras.
+# Idempotent: re-running only reinstalls when pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.hdp_spark-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  log=.venv/install.log
+  echo "installing hdp_spark and its dependencies into .venv (log: $log) ..." >&2
+  if ! { .venv/bin/python -m pip install --upgrade pip && \
+         .venv/bin/python -m pip install -e ".[dev]"; } >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+  touch "$stamp"
+fi
