@@ -11,16 +11,20 @@ from typing import Any
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.specs import MeanSpec
 from hdp_spark.errors import (
+    DuplicateUserError,
     EngineNotSupportedError,
     EpsilonColumnError,
     HdpError,
     InternalError,
     ParameterError,
     SchemaError,
+    UserIdError,
 )
+from hdp_spark.schema import TableSchema, ValidationReport, load_schema
 from hdp_spark.specs import hdp_mean
 
 __all__ = [
+    "DuplicateUserError",
     "EngineNotSupportedError",
     "EpsGrid",
     "EpsilonColumnError",
@@ -29,9 +33,13 @@ __all__ = [
     "MeanSpec",
     "ParameterError",
     "SchemaError",
+    "TableSchema",
+    "UserIdError",
+    "ValidationReport",
     "__version__",
     "agg",
     "hdp_mean",
+    "load_schema",
 ]
 
 __version__ = "0.1.0"
@@ -56,3 +64,29 @@ def agg(df: Any, *specs: MeanSpec, **kwargs: Any) -> Any:
         return backend_spark.agg(df, *specs, **kwargs)
     msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
     raise EngineNotSupportedError(msg)
+
+from hdp_spark.core.user_mean import UserMeanSpec, hdp_user_mean  # noqa: E402
+
+__all__ += ["UserMeanSpec", "hdp_user_mean"]
+
+from hdp_spark.core.histogram import HistogramSpec  # noqa: E402
+from hdp_spark.histograms import hdp_histogram, histogram  # noqa: E402
+
+__all__ += ["HistogramSpec", "hdp_histogram", "histogram"]
+
+from hdp_spark.ldp import (  # noqa: E402
+    FrequencyOracle,
+    LdpDistributionSpec,
+    LdpMeanSpec,
+    LdpVectorMeanSpec,
+    ldp_distribution,
+    ldp_mean,
+    ldp_mean_vector,
+)
+
+__all__ += ["FrequencyOracle", "LdpDistributionSpec", "LdpMeanSpec", "LdpVectorMeanSpec",
+            "ldp_distribution", "ldp_mean", "ldp_mean_vector"]
+
+from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
+
+__all__ += ["hdp_heavy_hitters"]

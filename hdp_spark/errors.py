@@ -10,12 +10,19 @@ offending rows); they never contain row values, ε_i values or data statistics.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceededError",
+    "DuplicateUserError",
     "EngineNotSupportedError",
     "EpsilonColumnError",
     "HdpError",
     "InternalError",
+    "JobError",
+    "LedgerBusyError",
+    "LedgerConflictError",
+    "LedgerError",
     "ParameterError",
     "SchemaError",
+    "UserIdError",
 ]
 
 
@@ -39,8 +46,50 @@ class EpsilonColumnError(SchemaError):
     """
 
 
+class UserIdError(SchemaError):
+    """The user id column (public in this model) breaks a schema rule, e.g. null ids.
+
+    The message names the column, the rule and the number of offending rows.
+    """
+
+
+class DuplicateUserError(UserIdError):
+    """A schema requires one row per user, and some user id occurs on several rows.
+
+    The message gives the number of rows beyond the first of each user id, never the ids.
+    """
+
+
 class EngineNotSupportedError(HdpError, NotImplementedError):
     """The object passed is not a table of a supported engine."""
+
+
+class JobError(HdpError, ValueError):
+    """A release job file, or the table it names, breaks a documented rule of the job runner.
+
+    The message names the job setting (``[section] key``), the rule and the value written in
+    the job file, or a count of offending rows; never row values.
+    """
+
+
+class BudgetExceededError(HdpError, RuntimeError):
+    """A release would charge users more privacy budget than they have left.
+
+    Raised by the ``"fail"`` budget policy (the other policies cap or exclude instead). The
+    message gives a count of users, never their ids or budgets.
+    """
+
+
+class LedgerError(HdpError, RuntimeError):
+    """The privacy ledger is unreadable, inconsistent, or was used against its protocol."""
+
+
+class LedgerBusyError(LedgerError):
+    """Another run held the ledger's lock for longer than the lock timeout."""
+
+
+class LedgerConflictError(LedgerError):
+    """Another run committed to the ledger first (optimistic version check failed)."""
 
 
 class InternalError(HdpError, AssertionError):

@@ -28,6 +28,8 @@ def hdp_mean(
     Args:
         column: numeric value column.
         eps: numeric column with each row's ε_i (ε_i >= 0; +inf marks a public row).
+            Finite ε above 1e100 is treated as 1e100 and positive ε below 1e-100 as 0
+            (weight 0): both round down, so both only strengthen a row's guarantee.
         lower: public lower bound of the values; smaller values are clamped.
         upper: public upper bound; larger values are clamped.
         method: how rows are weighted (weights depend on the ε values only):
@@ -55,8 +57,9 @@ def hdp_mean(
         A :class:`~hdp_spark.core.specs.MeanSpec`. A release outputs, per group,
         the columns ``<alias>`` (the estimate), ``<alias>_noise_scale`` (Laplace scale in
         value units, 0 when no private row carries weight), ``<alias>_ci_low`` /
-        ``<alias>_ci_high`` (estimate ± the (1 - beta) noise half-width, within
-        [lower, upper]; the whole range for a fallback), ``<alias>_n`` (rows),
+        ``<alias>_ci_high`` (estimate ± the (1 - beta) noise half-width, cut to
+        [lower, upper] but always containing the estimate -- an unclipped ``adpm``
+        estimate may lie outside the bounds; the whole range for a fallback), ``<alias>_n`` (rows),
         ``<alias>_tau`` (clip level τ of capped rules; +inf when nobody is clipped, NaN
         when the rule has none), ``<alias>_method``, ``<alias>_fallback`` (True when the
         output is the data-independent midpoint) and ``<alias>_eps_levels`` (per ε level:

@@ -9,6 +9,11 @@ the tests check that both give the same level table):
 * ε = +inf marks a public row.
 * Finite ε above :data:`EPS_CAP` is lowered to the cap. Lowering ε only strengthens the
   guarantee; it keeps ε² sums finite in the solvers (seed-000-001 review, P6).
+* Positive ε below :data:`EPS_FLOOR` is lowered to 0: the row counts in n and gets weight
+  0. Also privacy-safe (rounding down), it keeps 1/ε, the noise parameter and its square
+  inside the float range (ε = 1e-300 or a subnormal ε made the solvers and the finalize step
+  overflow); such a row's weight would be below 1e-100 of the others' anyway.
+* The cap and the floor apply first; a grid then rounds what is left.
 * Without a grid, every distinct ε value is its own level (exact).
 * With an :class:`EpsGrid`, ε is rounded DOWN to the largest grid point <= ε. Rounding down
   is privacy-safe (each row receives at least the privacy it asked for) and costs at most the
@@ -26,13 +31,22 @@ import numpy.typing as npt
 
 from hdp_spark.errors import ParameterError
 
-__all__ = ["EPS_CAP", "INVALID_LEVEL", "EpsGrid", "levels_numpy"]
+__all__ = ["EPS_CAP", "EPS_FLOOR", "INVALID_LEVEL", "EpsGrid", "levels_numpy"]
 
 EPS_CAP = 1e100
 """Finite ε above this value is treated as this value (a public, data-independent cap)."""
 
+EPS_FLOOR = 1e-100
+"""Positive ε below this value is treated as 0 (a public, data-independent floor)."""
+
 INVALID_LEVEL = -1.0
 """Level code of rows whose ε is null, NaN, negative or -inf."""
+
+MIN_GRID_RATIO = 1 + 1e-9
+"""Smallest accepted grid ratio."""
+
+MAX_GRID_POINTS = 100_000
+"""Largest accepted number of grid points."""
 
 BELOW_GRID_LEVEL = -2.0
 """Level code of rows whose ε is positive but below the grid's lowest point."""
@@ -65,20 +79,34 @@ class EpsGrid:
         if not self.ratio > 1:
             msg = f"`ratio` must be > 1, got {self.ratio!r}."
             raise ParameterError(msg)
-        if not self.lowest > 0:
-            msg = f"`lowest` must be > 0, got {self.lowest!r}."
+        if not self.ratio >= MIN_GRID_RATIO:
+            # Closer ratios collapse neighbouring points in float64, and the Spark backend
+            # locates a row's grid point from a logarithm accurate to about ±1 point only.
+            msg = f"`ratio` must be >= 1 + 1e-9, got {self.ratio!r}."
+            raise ParameterError(msg)
+        if not self.lowest >= EPS_FLOOR:
+            # Positive ε below EPS_FLOOR is 0 before any grid: lower points would never be
+            # used (and subnormal points would lose precision and collapse).
+            msg = f"`lowest` must be >= {EPS_FLOOR!r}, got {self.lowest!r}."
             raise ParameterError(msg)
         if not self.highest >= self.lowest:
             msg = f"`highest` must be >= `lowest`, got {self.highest!r}."
             raise ParameterError(msg)
-        if len(self.points()) > 100_000:
+        # Count the points BEFORE building them: a ratio very close to 1 would otherwise
+        # materialize billions of floats before the size check could reject it.
+        if self._last_index() >= MAX_GRID_POINTS:
             msg = "`ratio` is too close to 1 for the range: the grid would exceed 100,000 points."
             raise ParameterError(msg)
 
+    def _last_index(self) -> int:
+        # log(highest) - log(lowest), not log(highest / lowest): the quotient overflows for
+        # wide ranges (e.g. 1e-100 .. 1e300), which raised OverflowError.
+        span = math.log(self.highest) - math.log(self.lowest)
+        return math.floor(span / math.log(self.ratio) + 1e-9)
+
     def points(self) -> tuple[float, ...]:
         """The grid points, strictly increasing, as exact floats shared by all engines."""
-        k = math.floor(math.log(self.highest / self.lowest) / math.log(self.ratio) + 1e-9)
-        pts = [self.lowest * self.ratio**i for i in range(k + 1)]
+        pts = [_grid_point(self.lowest, self.ratio, i) for i in range(self._last_index() + 1)]
         pts = [p for p in pts if p <= self.highest]
         # strictly increasing after rounding
         out: list[float] = []
@@ -88,13 +116,28 @@ class EpsGrid:
         return tuple(out)
 
 
+def _grid_point(lowest: float, ratio: float, i: int) -> float:
+    """``lowest * ratio**i`` (the same float on every engine), even when ``ratio**i`` alone
+    exceeds the float range while the product does not (wide grids such as 1e-100..1e300)."""
+    try:
+        return lowest * ratio**i
+    except OverflowError:
+        half = i // 2
+        try:
+            return lowest * ratio**half * ratio ** (i - half)
+        except OverflowError:
+            return math.inf  # beyond any finite `highest`: dropped by points()
+
+
 def levels_numpy(
     eps: npt.NDArray[np.float64], grid: EpsGrid | None
 ) -> npt.NDArray[np.float64]:
     """Reference implementation of the level rules on a float64 array (NaN = null)."""
-    eps = np.asarray(eps, dtype=np.float64)
-    out = np.where(np.isposinf(eps), np.inf, np.minimum(eps, EPS_CAP))
-    invalid = np.isnan(eps) | (eps < 0)
+    raw = np.asarray(eps, dtype=np.float64)
+    invalid = np.isnan(raw) | (raw < 0)
+    eps = np.where((raw > 0) & (raw < EPS_FLOOR), 0.0, raw)
+    eps = np.where(np.isfinite(eps) & (eps > EPS_CAP), EPS_CAP, eps)
+    out = eps
     if grid is not None:
         pts = np.asarray(grid.points(), dtype=np.float64)
         finite_pos = np.isfinite(eps) & (eps > 0)

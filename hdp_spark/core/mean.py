@@ -16,6 +16,7 @@ Sensitivity argument (replace-one neighbours, ε public):
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -104,14 +105,17 @@ def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
 
 def _level_privacy(v: list[float], m: list[int], w: Weights) -> tuple[LevelPrivacy, ...]:
     out = []
-    for vl, ml, wl in zip(v, m, w.w, strict=True):
-        if wl == 0:
+    den = w.denominator
+    # eff_l = w_l / η = (P_l / den) / (a / b) = P_l·b / (den·a): one correctly rounded division
+    eta_num, eta_den = w.eta.numerator, w.eta.denominator
+    for vl, ml, p in zip(v, m, w.numerators, strict=True):
+        if p == 0:
             eff = 0.0
-        elif w.eta == 0:
+        elif eta_num == 0:
             eff = math.inf
         else:
-            eff = float(wl / w.eta)
-        out.append(LevelPrivacy(vl, ml, float(wl), eff))
+            eff = (p * eta_den) / (den * eta_num)
+        out.append(LevelPrivacy(vl, ml, p / den, eff))
     return tuple(out)
 
 
@@ -148,24 +152,30 @@ def finalize_mean(
     if weights is None or weights.trivial:
         return trivial(math.nan)
     if spec.method == "adpm":
-        l2 = sum(float(wl) ** 2 * c for wl, c in zip(weights.w, m, strict=True))
+        den = weights.denominator
+        l2 = sum(c * p * p for p, c in zip(weights.numerators, m, strict=True)) / (den * den)
         worst_mse = l2 / 4 + 2 * float(weights.eta) ** 2
         if worst_mse > 0.25:
             # Data-independent fallback (seed 001 Alg. 1): the midpoint beats the affine rule.
             return trivial(weights.tau)
     totals = stats.totals(value_index)
-    statistic = sum(
-        (wl * t for wl, t in zip(weights.w, totals, strict=True)), Fraction(0)
-    ) / FIXED_ONE
-    constrained = [wl for wl, vl in zip(weights.w, v, strict=True) if wl > 0 and math.isfinite(vl)]
+    nums, den = weights.numerators, weights.denominator
+    # exact statistic Σ_l w_l·U_l in unit scale: (Σ P_l·q_l) / (den·2^31)
+    statistic = Fraction(sum(p * t for p, t in zip(nums, totals, strict=True)), den * FIXED_ONE)
+    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and math.isfinite(vl)]
+    # Bind the noise to what the output is a function of: the public ε histogram and the
+    # exact statistic, not the raw per-level sums. Rows of weight 0 (ε = 0, dropped or
+    # public-only-excluded levels) then cannot change the noise, so they cannot change the
+    # output (seed-000 O15); any change of the statistic still gets unrelated noise.
+    histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
     context = encode_context(
         ("mean", label, spec.method, spec.column, spec.lower, spec.upper, context_key(group),
-         stats.fingerprint(), value_index)
+         histogram, statistic, value_index)
     )
     draw = laplace_mechanism(
         statistic,
         weights.eta,
-        min(constrained) if constrained else Fraction(1),
+        Fraction(min(constrained), den) if constrained else Fraction(1),
         key.stream(context),
     )
     estimate = lower + span * float(draw.value)

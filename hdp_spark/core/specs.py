@@ -7,6 +7,7 @@ validation and the error texts are identical on every engine.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -29,7 +30,8 @@ def check_column_name(name: str, value: object) -> None:
 
 
 def _check_number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    # numbers.Real admits numpy scalars (np.int64, np.float32) as well as int and float.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         msg = f"`{name}` must be a number, got {value!r}."
         raise ParameterError(msg)
     return float(value)

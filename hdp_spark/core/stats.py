@@ -9,6 +9,7 @@ tests compare them.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,19 @@ class GroupStats:
     def fingerprint(self) -> tuple[tuple[float, int, tuple[int, ...]], ...]:
         """Exact, canonical content (the noise context binds to it)."""
         return tuple((r.level, r.count, r.totals) for r in self.rows)
+
+    def fingerprint_bytes(self) -> bytes:
+        """:meth:`fingerprint` packed as big-endian float64/int64 (fast, injective).
+
+        Layout: number of levels and totals per row, then per row the level (float64),
+        the count and each total (int64; sums of at most 2**32 rows of 2**31 fit).
+        """
+        width = len(self.rows[0].totals) if self.rows else 0
+        parts = [struct.pack(">QQ", len(self.rows), width)]
+        fmt = struct.Struct(f">dq{width}q")
+        for r in self.rows:
+            parts.append(fmt.pack(r.level, r.count, *r.totals))
+        return b"".join(parts)
 
 
 def check_levels(eps_column: str, level_counts: Mapping[float, int]) -> None:

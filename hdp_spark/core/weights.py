@@ -41,41 +41,63 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Weights:
-    """Per-level weights of one group.
+    """Per-level weights of one group, in exact integer form.
+
+    The per-row weight of level l is ``numerators[l] / denominator`` (they sum to 1 over
+    rows), or every numerator is 0 when no level may carry weight (trivial output).
 
     Attributes:
-        w: exact per-row weight of each level (sums to 1 over rows), or all zero when no
-            level may carry weight (trivial output).
+        numerators: integer numerator of each level's per-row weight.
+        denominator: common positive denominator (1 when trivial).
         eta: exact noise parameter max{w_l / v_l : w_l > 0, v_l finite} (0 if none).
         tau: clip level of capped rules (+inf = nobody clipped, NaN = not a capped rule).
     """
 
-    w: tuple[Fraction, ...]
+    numerators: tuple[int, ...]
+    denominator: int
     eta: Fraction
     tau: float
 
     @property
+    def w(self) -> tuple[Fraction, ...]:
+        """Exact per-row weight of each level."""
+        return tuple(Fraction(p, self.denominator) for p in self.numerators)
+
+    @property
     def trivial(self) -> bool:
         """True when no row may influence the output."""
-        return all(x == 0 for x in self.w)
+        return not any(self.numerators)
 
 
 def normalize(
     v: Sequence[float], m: Sequence[int], phi: Sequence[float], tau: float
 ) -> Weights:
-    """Exact per-row weights ``phi_l / sum_j m_j phi_j`` and the exact noise parameter."""
-    fphi = [Fraction(p) for p in phi]
-    total = sum((Fraction(c) * p for c, p in zip(m, fphi, strict=True)), Fraction(0))
-    if total == 0:
-        return Weights(tuple(Fraction(0) for _ in v), Fraction(0), tau)
-    w = tuple(p / total for p in fphi)
-    eta = Fraction(0)
-    for wl, vl in zip(w, v, strict=True):
-        if wl > 0 and math.isfinite(vl):
+    """Exact per-row weights ``phi_l / sum_j m_j phi_j`` and the exact noise parameter.
+
+    Integer arithmetic: every float phi is a/2^k exactly, so scaling by the largest 2^k
+    gives integer numerators P_l and w_l = P_l / Σ m_j P_j with no rounding at all.
+    """
+    ratios = []
+    for p in phi:
+        if not (math.isfinite(p) and p >= 0):
+            msg = "weights must be finite and >= 0"
+            raise InternalError(msg)
+        ratios.append(float(p).as_integer_ratio())
+    scale = max((b for _, b in ratios), default=1)
+    nums = tuple(a * (scale // b) for a, b in ratios)
+    den = sum(c * p for c, p in zip(m, nums, strict=True))
+    if den == 0:
+        return Weights(tuple(0 for _ in v), 1, Fraction(0), tau)
+    best_num, best_den = 0, 1  # max over levels of P_l / v_l, as an exact ratio
+    for p, vl in zip(nums, v, strict=True):
+        if p > 0 and math.isfinite(vl):
             if vl <= 0:
-                raise InternalError("positive weight on an ε = 0 level")
-            eta = max(eta, wl / Fraction(vl))
-    return Weights(w, eta, tau)
+                msg = "positive weight on an ε = 0 level"
+                raise InternalError(msg)
+            c, d = float(vl).as_integer_ratio()
+            if p * d * best_den > best_num * c:
+                best_num, best_den = p * d, c
+    return Weights(nums, den, Fraction(best_num, den * best_den), tau)
 
 
 def _public_only(v: Sequence[float]) -> list[float]:
@@ -89,7 +111,8 @@ def solve_clip_level(v: Sequence[float], m: Sequence[int], c: float) -> tuple[li
     level and tau (inf = no clipping; NaN when only public rows carry weight).
     """
     if not c > 0:
-        raise InternalError("solve_clip_level needs c > 0")
+        msg = "solve_clip_level needs c > 0"
+        raise InternalError(msg)
     s1 = 0.0
     s2 = 0.0
     for vl, ml in zip(v, m, strict=True):
@@ -119,7 +142,8 @@ def solve_l1(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[l
     w_i = min(s* ε_i, λ), returned as phi = min(ε, τ) with τ = λ/s*.
     """
     if not log_factor > 0:
-        raise InternalError("solve_l1 needs L > 0")
+        msg = "solve_l1 needs L > 0"
+        raise InternalError(msg)
     va = np.asarray(v, dtype=np.float64)
     ma = np.asarray(m, dtype=np.float64)
     n = float(ma.sum())
@@ -168,7 +192,9 @@ def solve_l1(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[l
     if math.isinf(lam):
         # Σ s* ε = 1 exactly up to rounding: nobody is capped.
         return [max(x, 0.0) for x in v], math.inf
-    tau = lam / s_star
+    # a Python float, not numpy.float64: tau is released (`<alias>_tau`), and Spark's
+    # createDataFrame rejects numpy scalars in a DoubleType column
+    tau = float(lam / s_star)
     return [min(x, tau) if x > 0 else 0.0 for x in v], tau
 
 

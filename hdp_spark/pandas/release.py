@@ -19,8 +19,10 @@ from hdp_spark.core.release import (
     finalize_release,
     plan_levels,
 )
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.pandas.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
 
@@ -116,6 +118,7 @@ def release(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> ReleaseResult:
     """Run one release on a pandas DataFrame and return the engine-neutral result.
 
@@ -124,6 +127,8 @@ def release(
     by_t = normalize_by(by)
     key_t = _keys(keys, by_t)
     plans = plan_levels(specs)
+    if schema is not None:
+        check_release(df, schema, specs, by_t)
     tables = level_tables(df, plans, by_t, key_t)
     return finalize_release(specs, plans, tables, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
 
@@ -134,6 +139,7 @@ def agg(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> pd.DataFrame:
     """Release heterogeneous-DP aggregates of a pandas DataFrame.
 
@@ -146,6 +152,11 @@ def agg(
             a row; rows with other keys are left out.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
+        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``. When given, the
+            release first checks that it reads declared columns only, then counts the
+            schema's blocking rules (ε column, user id column, row count: public inputs) and
+            raises before any statistic, noise or result exists; value rules never block
+            (see docs/bad_input.md). ``None`` (default) skips this step.
 
     Returns:
         One row per group (one row for a global release); columns are documented in
@@ -156,7 +167,7 @@ def agg(
         twice. The returned frame is materialized: reading it again never redraws noise.
         See :func:`hdp_spark.hdp_mean` for what is protected and what is public.
     """
-    result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed)
+    result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema)
     rows = result.rows()
     columns = list(rows[0].keys())
     return pd.DataFrame(rows, columns=columns)

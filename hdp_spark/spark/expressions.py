@@ -14,7 +14,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, EpsGrid
+from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
 
 __all__ = ["encode_expr", "level_expr"]
 
@@ -23,9 +23,16 @@ _INF = float("inf")
 
 def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     """ε column -> level code (see :mod:`hdp_spark.core.levels`)."""
-    e = F.col(eps).cast("double")
-    invalid = e.isNull() | F.isnan(e) | (e < F.lit(0.0))
-    base = F.when(e == F.lit(_INF), F.lit(_INF)).otherwise(F.least(e, F.lit(EPS_CAP)))
+    raw = F.col(eps).cast("double")
+    invalid = raw.isNull() | F.isnan(raw) | (raw < F.lit(0.0))
+    # the public floor and cap come first (positive ε < EPS_FLOOR -> 0, finite ε > EPS_CAP
+    # -> EPS_CAP); invalid values pass through unchanged and are coded below
+    e = (
+        F.when((raw > F.lit(0.0)) & (raw < F.lit(EPS_FLOOR)), F.lit(0.0))
+        .when((raw > F.lit(EPS_CAP)) & (raw < F.lit(_INF)), F.lit(EPS_CAP))
+        .otherwise(raw)
+    )
+    base = e
     if grid is not None:
         pts = grid.points()
         last = len(pts) - 1

@@ -22,9 +22,11 @@ from hdp_spark.core.release import (
     finalize_release,
     plan_levels,
 )
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.spark.expressions import encode_expr, level_expr
+from hdp_spark.spark.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
 
@@ -32,6 +34,31 @@ KeysLike = Sequence[object] | DataFrame | None
 
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
             T.DecimalType)
+
+
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _coerce_keys(
+    schema: T.StructType, by: tuple[str, ...], keys: tuple[tuple[object, ...], ...]
+) -> tuple[tuple[object, ...], ...]:
+    """Public keys in the Python types Spark expects for their columns.
+
+    ``1`` for a double column becomes ``1.0`` and ``2.0`` for an integer column becomes
+    ``2``, as pandas matches them; Spark's createDataFrame would reject them otherwise.
+    """
+    types = {f.name: f.dataType for f in schema.fields}
+
+    def coerce(value: object, dtype: object) -> object:
+        if isinstance(value, bool):
+            return value
+        if isinstance(dtype, T.FloatType | T.DoubleType) and isinstance(value, int):
+            return float(value)
+        if isinstance(dtype, _INTEGRAL) and isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    return tuple(tuple(coerce(v, types.get(c)) for v, c in zip(k, by, strict=True)) for k in keys)
 
 
 def _is_dataframe(obj: object) -> bool:
@@ -61,16 +88,17 @@ def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...]
             "in the data would reveal which keys exist."
         )
         raise ParameterError(msg)
-    if _is_dataframe(keys):
+    is_pandas = hasattr(keys, "columns") and hasattr(keys, "itertuples")
+    if _is_dataframe(keys) or is_pandas:
         kdf: Any = keys
         missing = [c for c in by if c not in kdf.columns]
-        if missing:
+        if missing:  # checked for pandas key frames too (was a raw KeyError)
             msg = f"`keys` must have the `by` columns; missing {missing!r}."
             raise ParameterError(msg)
-        keys = [tuple(r) for r in kdf.select(*by).collect()]
-    elif hasattr(keys, "columns") and hasattr(keys, "itertuples"):  # a pandas key frame
-        pkeys: Any = keys
-        keys = list(pkeys[list(by)].itertuples(index=False, name=None))
+        if is_pandas:
+            keys = list(kdf[list(by)].itertuples(index=False, name=None))
+        else:
+            keys = [tuple(r) for r in kdf.select(*by).collect()]
     if isinstance(keys, str | bytes):
         msg = "`keys` must be a list of keys or a DataFrame, got a string."
         raise ParameterError(msg)
@@ -93,32 +121,43 @@ def level_tables(
         _field(schema, plan.eps, "ε", numeric=True)
         for spec in plan.specs:
             _field(schema, spec.column, "value", numeric=True)
+    key_df = None
     if keys is not None:
         key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
-        key_df = df.sparkSession.createDataFrame([list(k) for k in keys], schema=key_schema)
-        df = df.join(F.broadcast(key_df), on=list(by), how="left_semi")
+        try:
+            key_df = df.sparkSession.createDataFrame([list(k) for k in keys], schema=key_schema)
+        except (TypeError, ValueError):  # a key of the wrong type (was a raw PySparkTypeError)
+            types = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in by_fields)
+            msg = f"every key in `keys` must have the type of its `by` column ({types})."
+            raise ParameterError(msg) from None
     tables = []
     for plan in plans:
         sums = [
             F.sum(encode_expr(s.column, s.lower, s.upper, s.fill_value)).alias(f"__q{i}")
             for i, s in enumerate(plan.specs)
         ]
-        rows = (
+        cells_df = (
             df.select(*[F.col(c) for c in by], level_expr(plan.eps, plan.grid).alias("__level"),
                       *[F.col(s.column) for s in plan.specs])
             .groupBy(*by, "__level")
             .agg(F.count(F.lit(1)).alias("__n"), *sums)
-            .collect()
         )
-        width = len(by)
+        if key_df is not None:
+            # Keys outside the public set are dropped after the partial aggregation: the
+            # semi-join then touches one row per (group, level) cell, not one per row.
+            cells_df = cells_df.join(F.broadcast(key_df), on=list(by), how="left_semi")
+        table = cells_df.toArrow()
+        columns = {name: table.column(name).to_pylist() for name in table.column_names}
+        key_cols = [columns[c] for c in by]
+        sum_cols = [columns[f"__q{i}"] for i in range(len(plan.specs))]
         cells = [
             (
-                tuple(normalize_key(k) for k in tuple(r)[:width]),
-                float(r["__level"]),
-                int(r["__n"]),
-                [int(r[f"__q{i}"]) for i in range(len(plan.specs))],
+                tuple(normalize_key(col[j]) for col in key_cols),
+                float(columns["__level"][j]),
+                int(columns["__n"][j]),
+                [int(col[j]) for col in sum_cols],
             )
-            for r in rows
+            for j in range(table.num_rows)
         ]
         tables.append(build_groups(plan.eps, cells))
     return tables
@@ -130,11 +169,16 @@ def release(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> ReleaseResult:
     """Run one release on a Spark DataFrame and return the engine-neutral result."""
     by_t = normalize_by(by)
     key_t = _keys(keys, by_t)
+    if key_t is not None and _is_dataframe(df):
+        key_t = _coerce_keys(df.schema, by_t, key_t)
     plans = plan_levels(specs)
+    if schema is not None:
+        check_release(df, schema, specs, by_t)  # one extra aggregate job, counts only
     tables = level_tables(df, plans, by_t, key_t)
     return finalize_release(specs, plans, tables, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
 
@@ -180,17 +224,19 @@ def agg(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> DataFrame:
     """Release heterogeneous-DP aggregates of a Spark DataFrame.
 
     Same arguments and output columns as :func:`hdp_spark.pandas.agg`. Runs one Spark job
-    and returns a DataFrame built from the released rows: ``show()`` then ``collect()``
-    return the same numbers, because nothing downstream re-runs the mechanism.
+    (two with ``schema``: the validation pass, counts only, comes first) and returns a
+    DataFrame built from the released rows: ``show()`` then ``collect()`` return the same
+    numbers, because nothing downstream re-runs the mechanism.
 
     Privacy:
         Each call is one release with fresh noise. See :func:`hdp_spark.hdp_mean`.
     """
-    result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed)
-    schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return df.sparkSession.createDataFrame(rows, schema=schema)
+    result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema)
+    out_schema = _output_schema(df, result)
+    rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
+    return df.sparkSession.createDataFrame(rows, schema=out_schema)

@@ -74,7 +74,8 @@ def _bernoulli_exp_le1(gamma: Fraction, rng: RandomSource) -> bool:
 def bernoulli_exp(gamma: Fraction, rng: RandomSource) -> bool:
     """Exact Bernoulli(exp(-gamma)) for a rational gamma >= 0."""
     if gamma < 0:
-        raise InternalError("bernoulli_exp needs gamma >= 0")
+        msg = "bernoulli_exp needs gamma >= 0"
+        raise InternalError(msg)
     while gamma > 1:
         if not _bernoulli_exp_le1(Fraction(1), rng):
             return False
@@ -85,7 +86,8 @@ def bernoulli_exp(gamma: Fraction, rng: RandomSource) -> bool:
 def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
     """Exact sample of Y with P[Y = y] ∝ exp(-|y|/scale), scale > 0 (CKS20 Algorithm 2)."""
     if scale <= 0:
-        raise InternalError("discrete_laplace needs scale > 0")
+        msg = "discrete_laplace needs scale > 0"
+        raise InternalError(msg)
     s, t = scale.denominator, scale.numerator
     while True:
         u = rng.randrange(t)
@@ -104,7 +106,8 @@ def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
 def grid_for(min_sensitivity: Fraction) -> Fraction:
     """The power-of-two grid ``g <= min_sensitivity * GRID_SLACK`` of the mechanism."""
     if min_sensitivity <= 0:
-        raise InternalError("grid_for needs a positive sensitivity")
+        msg = "grid_for needs a positive sensitivity"
+        raise InternalError(msg)
     x = min_sensitivity * GRID_SLACK
     e = x.numerator.bit_length() - x.denominator.bit_length()
     # 2**e is within a factor 2 of x; step down until 2**e <= x.

@@ -108,7 +108,8 @@ class KeyedStream:
     def getrandbits(self, k: int) -> int:
         """A uniform integer in [0, 2**k)."""
         if k < 0:
-            raise InternalError("getrandbits needs k >= 0")
+            msg = "getrandbits needs k >= 0"
+            raise InternalError(msg)
         if k == 0:
             return 0
         nbytes = (k + 7) // 8
@@ -118,7 +119,8 @@ class KeyedStream:
     def randrange(self, n: int) -> int:
         """A uniform integer in [0, n), n >= 1, by rejection (no modulo bias)."""
         if n < 1:
-            raise InternalError("randrange needs n >= 1")
+            msg = "randrange needs n >= 1"
+            raise InternalError(msg)
         k = n.bit_length()
         while True:
             r = self.getrandbits(k)
@@ -140,7 +142,8 @@ def _encode(part: object, out: list[bytes]) -> None:
         out.append(b"i" + struct.pack(">I", len(raw)) + raw)
     elif isinstance(part, float):
         if math.isnan(part):
-            raise InternalError("NaN in a noise context")
+            msg = "NaN in a noise context"
+            raise InternalError(msg)
         raw = part.hex().encode()
         out.append(b"f" + struct.pack(">I", len(raw)) + raw)
     elif isinstance(part, Fraction):

@@ -1,0 +1,533 @@
+"""Run the benchmarks and write their figures into benchmarks/RESULTS.md.
+
+Every benchmark is a script run as a subprocess with its own CLI (so each has its own Spark
+session and an honest peak RSS). The registry below names them; scripts matching
+``benchmarks/bench_*.py`` or ``benchmarks/repro_*.py`` that it does not name are discovered
+and run as "external" entries with their own CLI (no arguments; ``--smoke`` only if the
+script declares it), and their own ``RESULTS_*.md`` files are linked from the "Other
+aggregators" section.
+
+Modes:
+  (default)   full sizes; each entry's section of RESULTS.md is replaced, with the command,
+              the load average before/after, the wall time and the raw figures.
+  --smoke     tiny sizes, every entry must exit 0 and (for report-protocol entries) produce
+              at least one figure, all finite. Speed targets are never asserted. Writes to a
+              temporary directory, not RESULTS.md (unless --results is given).
+  --only A,B  run only these entries (names from --list).
+
+Anchor entries need the benchmark venvs (``bash benchmarks/setup_anchors.sh``); without
+them they are skipped, and the skip is reported, never a failure.
+
+Examples:
+  .venv/bin/python benchmarks/run.py --list
+  .venv/bin/python benchmarks/run.py --smoke
+  .venv/bin/python benchmarks/run.py --only mean,scaling
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import BENCH_DIR, REPO_ROOT, count_numbers, load_average, machine, non_finite
+
+RESULTS = BENCH_DIR / "RESULTS.md"
+VENVS = {
+    "main": None,  # the interpreter running this script
+    "anchors": BENCH_DIR / ".venv-anchors" / "bin" / "python",
+    "tmlt": BENCH_DIR / ".venv-tmlt" / "bin" / "python",
+}
+
+
+@dataclass
+class Entry:
+    """One benchmark of the registry.
+
+    Attributes:
+        name: the ``--only`` name and the RESULTS.md section marker.
+        title: section heading.
+        script: path relative to benchmarks/.
+        runs: argument lists of the full run (one subprocess each).
+        smoke: argument lists of the smoke run (``--smoke`` is added); None = not in smoke.
+        venv: which interpreter ("main", "anchors", "tmlt").
+        protocol: True if the script writes the report protocol (``--json``).
+        timeout: seconds per subprocess in full mode.
+        note: a sentence printed under the heading.
+    """
+
+    name: str
+    title: str
+    script: str
+    runs: list[list[str]] = field(default_factory=lambda: [[]])
+    smoke: list[list[str]] | None = field(default_factory=lambda: [[]])
+    venv: str = "main"
+    protocol: bool = True
+    timeout: float = 3 * 3600
+    note: str = ""
+
+
+REGISTRY: list[Entry] = [
+    # order = priority: a run on a loaded machine leaves the most important sections first
+    Entry(
+        "mean",
+        "Mean: speed against native Spark (1M and 10M rows)",
+        "bench_mean.py",
+        runs=[["--rows", "1000000", "--repeats", "3"], ["--rows", "10000000", "--repeats", "3"]],
+        note="Ratios of medians of interleaved runs on one cached DataFrame (issue 2 targets "
+        "are reported, not asserted).",
+    ),
+    Entry(
+        "seed001",
+        "Seed 001 reproductions: Fig. 1(A), Fig. 1(B), Table II",
+        "repro_seed001.py",
+    ),
+    Entry(
+        "seed000-mean",
+        "Seed 000 stand-in BENCH-M-W for the mean (spec §4.6)",
+        "repro_seed000_mean.py",
+    ),
+    Entry(
+        "anchors-local",
+        "Anchors locally: OpenDP and diffprivlib (homogeneous mean at ε_min)",
+        "anchors/local_compare.py",
+        venv="anchors",
+        runs=[["--rows", "1000000", "--groups", "1000", "--repeats", "3"]],
+    ),
+    Entry(
+        "anchors-pipelinedp",
+        "Anchors on Spark: PipelineDP (homogeneous mean at ε_min)",
+        "anchors/spark_compare.py",
+        venv="anchors",
+        runs=[
+            [
+                "--anchor",
+                "pipelinedp",
+                "--rows",
+                "1000000",
+                "--groups",
+                "1000",
+                "--repeats",
+                "2",
+                "--mixes",
+                "high,low",
+            ]
+        ],
+        smoke=[["--anchor", "pipelinedp"]],
+    ),
+    Entry(
+        "scaling",
+        "Scaling: rows (1M–50M), ε levels (1–4096, EpsGrid), driver memory",
+        "bench_scaling.py",
+    ),
+    Entry(
+        "anchors-tumult",
+        "Anchors on Spark: Tumult Analytics (homogeneous mean at ε_min)",
+        "anchors/spark_compare.py",
+        venv="tmlt",
+        runs=[
+            [
+                "--anchor",
+                "tumult",
+                "--rows",
+                "1000000",
+                "--groups",
+                "1000",
+                "--repeats",
+                "1",
+                "--mixes",
+                "high",
+            ]
+        ],
+        smoke=[["--anchor", "tumult"]],
+        note="Tumult's average runs a row-level Python map and materializes every measurement "
+        "(anchors.md §2.4: 40–109 s per call at 1M rows), so this entry runs one mix and one "
+        "timed run after a warm-up.",
+    ),
+]
+
+KNOWN_EXTERNAL = {
+    # script -> title; run with their own CLI (they write their own RESULTS_*.md)
+    "bench_histogram.py": "Histogram: speed against native Spark",
+    "bench_heavy_hitters.py": "Heavy hitters: speed against native Spark",
+    "repro_seed000_frequency.py": "Seed 000 frequency reproductions",
+    "repro_seed002.py": "Seed 002 reproductions (user-level mean)",
+    "repro_seed003.py": "Seed 003 reproductions",
+    "bench_ldp_throughput.py": "LDP throughput",
+    "bench_user_mean.py": "User-level mean: speed",
+}
+
+
+def discover() -> list[Entry]:
+    """The registry plus every other bench_*/repro_* script of benchmarks/ (external)."""
+    named = {e.script for e in REGISTRY}
+    entries = list(REGISTRY)
+    scripts = sorted({*BENCH_DIR.glob("bench_*.py"), *BENCH_DIR.glob("repro_*.py")})
+    for path in scripts:
+        if path.name in named:
+            continue
+        text = path.read_text(errors="replace")
+        declares_smoke = "--smoke" in text or "add_report_args" in text
+        protocol = "add_report_args" in text and "write_report" in text
+        entries.append(
+            Entry(
+                name=path.stem.removeprefix("bench_").removeprefix("repro_").replace("_", "-"),
+                title=KNOWN_EXTERNAL.get(path.name, path.stem),
+                script=path.name,
+                smoke=[[]] if declares_smoke else None,
+                protocol=protocol,
+                note="External entry: its owner's figures are in its own RESULTS file.",
+            )
+        )
+    return entries
+
+
+def interpreter(entry: Entry) -> Path | None:
+    if entry.venv == "main":
+        return Path(sys.executable)
+    path = VENVS[entry.venv]
+    return path if path is not None and path.exists() else None
+
+
+@dataclass
+class Outcome:
+    entry: Entry
+    status: str  # ok | failed | skipped
+    reason: str = ""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_entry(
+    entry: Entry, smoke: bool, out_dir: Path, plots: Path, timeout: float | None
+) -> Outcome:
+    py = interpreter(entry)
+    if py is None:
+        return Outcome(
+            entry,
+            "skipped",
+            f"venv `benchmarks/.venv-{entry.venv}` missing "
+            "(create it with `bash benchmarks/setup_anchors.sh`)",
+        )
+    arg_sets = entry.smoke if smoke else entry.runs
+    if arg_sets is None:
+        return Outcome(entry, "skipped", "the script declares no --smoke mode")
+    outcome = Outcome(entry, "ok")
+    for i, extra in enumerate(arg_sets):
+        json_path = out_dir / f"{entry.name}-{i}.json"
+        cmd = [str(py), str(BENCH_DIR / entry.script), *extra]
+        if smoke:
+            cmd.append("--smoke")
+        shown = " ".join(shlex.quote(_rel(c)) for c in cmd)  # the runner adds --json/--plots
+        if entry.protocol:
+            cmd += ["--json", str(json_path), "--plots", str(plots)]
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(py)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+        log_path = out_dir / f"{entry.name}-{i}.log"
+        print(f"[run.py] {entry.name}: {shown}", flush=True)
+        load_before = load_average()
+        start = time.perf_counter()
+        limit = timeout if timeout is not None else entry.timeout
+        with log_path.open("w") as log:
+            try:
+                proc = subprocess.run(
+                    cmd,
+                    cwd=REPO_ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=limit,
+                    check=False,
+                )
+                code: int | None = proc.returncode
+            except subprocess.TimeoutExpired:
+                code = None
+        wall = time.perf_counter() - start
+        run: dict[str, Any] = {
+            "command": shown,
+            "wall_s": round(wall, 1),
+            "load_before": load_before,
+            "load_after": load_average(),
+            "log": str(log_path),
+            "exit": code,
+        }
+        outcome.runs.append(run)
+        if code != 0:
+            tail = log_path.read_text(errors="replace").splitlines()[-15:]
+            outcome.status = "failed"
+            outcome.reason = (
+                ("timed out after " + f"{limit:.0f} s" if code is None else f"exit {code}")
+                + "\n    "
+                + "\n    ".join(tail)
+            )
+            return outcome
+        if entry.protocol:
+            if not json_path.exists():
+                outcome.status, outcome.reason = "failed", f"no report written ({json_path.name})"
+                return outcome
+            report = json.loads(json_path.read_text())
+            run["report"] = report
+            bad = non_finite(report.get("figures"))
+            numbers = count_numbers(report.get("figures"))
+            if bad or numbers == 0:
+                outcome.status = "failed"
+                outcome.reason = (
+                    f"non-finite figures: {', '.join(bad[:10])}"
+                    if bad
+                    else "the report holds no figure"
+                )
+                return outcome
+            run["figures"] = numbers
+        print(f"[run.py] {entry.name}: ok in {wall:.0f} s", flush=True)
+    return outcome
+
+
+def _rel(text: str) -> str:
+    return text.replace(str(REPO_ROOT) + os.sep, "")
+
+
+# ----------------------------------------------------------------------------- RESULTS.md
+HEADER = """# Benchmark results
+
+Written by `benchmarks/run.py` (see its docstring): every section below is replaced by the
+run that produced it, with the exact command, the load average before/after (the machine has
+2 cores; a load above 2 means other work shared them) and the raw figures. Speed figures are
+ratios against a native baseline measured in the same run (medians of interleaved runs);
+absolute seconds are for orientation only.
+
+Re-run one section: `.venv/bin/python benchmarks/run.py --only NAME` (names: `--list`).
+Anchor sections need `bash benchmarks/setup_anchors.sh` first (benchmark-only venvs).
+"""
+
+
+def marker(name: str, end: bool = False) -> str:
+    return f"<!-- {'END' if end else 'BEGIN'} run.py:{name} -->"
+
+
+def section_text(outcome: Outcome, argv: list[str]) -> str:
+    e = outcome.entry
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"## {e.title}", ""]
+    if e.note:
+        lines += [e.note, ""]
+    lines.append(
+        f"Runner: `.venv/bin/python benchmarks/run.py {' '.join(argv)}` — {now}, "
+        f"commit `{_git_commit()}`."
+    )
+    lines.append("")
+    if outcome.status != "ok":
+        lines += [f"**Not measured ({outcome.status})**: {outcome.reason.splitlines()[0]}", ""]
+    for run in outcome.runs:
+        lines.append(
+            f"Command: `{run['command']}` (wall {run['wall_s']} s; load average "
+            f"before {run['load_before']}, after {run['load_after']})."
+        )
+        lines.append("")
+        report = run.get("report")
+        if report:
+            lines += [report["markdown"].strip(), ""]
+            for p in report.get("plots", []):
+                rel = Path(p).name
+                lines.append(f"![{rel}](plots/{rel})")
+            if report.get("plots"):
+                lines.append("")
+            raw = json.dumps(report.get("figures"), indent=1, default=str)
+            lines += [
+                "<details><summary>raw figures (JSON)</summary>",
+                "",
+                "```json",
+                raw,
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def other_aggregators(outcomes: list[Outcome]) -> str:
+    lines = [
+        "## Other aggregators",
+        "",
+        "Benchmarks of the histogram, heavy hitters, user-level mean and LDP aggregators "
+        "are owned by their engineers, who keep their figures in their own files "
+        "(merged here by the lead):",
+        "",
+    ]
+    files = sorted(BENCH_DIR.glob("RESULTS_*.md"))
+    lines += [f"- [{f.name}]({f.name})" for f in files] or ["- (none yet)"]
+    ran = [o for o in outcomes if o.entry.name not in {e.name for e in REGISTRY}]
+    if ran:
+        lines += ["", "Runner status of their scripts in this run:", ""]
+        for o in ran:
+            cmd = o.runs[0]["command"] if o.runs else o.entry.script
+            lines.append(
+                f"- `{o.entry.script}`: {o.status}"
+                + (f" ({o.reason.splitlines()[0]})" if o.reason else "")
+                + f" — `{cmd}`"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def update_results(
+    path: Path, outcomes: list[Outcome], argv: list[str], entries: list[Entry], final: bool = True
+) -> None:
+    text = path.read_text() if path.exists() else HEADER
+    names = [e.name for e in REGISTRY] + ["other-aggregators"]
+    for name in names:  # make sure every section has its markers, in registry order
+        if marker(name) not in text:
+            title = next((e.title for e in REGISTRY if e.name == name), "Other aggregators")
+            text = (
+                text.rstrip()
+                + f"\n\n{marker(name)}\n## {title}\n\n(not run yet)\n{marker(name, True)}\n"
+            )
+    for o in outcomes:
+        if o.entry.name not in {e.name for e in REGISTRY}:
+            continue
+        if (
+            o.status == "skipped"
+            and marker(o.entry.name) in text
+            and "(not run yet)" not in _section(text, o.entry.name)
+        ):
+            continue  # keep the last measured figures when a venv is missing
+        text = _replace(text, o.entry.name, section_text(o, argv))
+    if final:
+        text = _replace(text, "other-aggregators", other_aggregators(outcomes))
+    path.write_text(text)
+
+
+def _section(text: str, name: str) -> str:
+    m = re.search(re.escape(marker(name)) + r"(.*?)" + re.escape(marker(name, True)), text, re.S)
+    return m.group(1) if m else ""
+
+
+def _replace(text: str, name: str, body: str) -> str:
+    pattern = re.escape(marker(name)) + r".*?" + re.escape(marker(name, True))
+    return re.sub(
+        pattern, lambda _: f"{marker(name)}\n{body}{marker(name, True)}", text, flags=re.S
+    )
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "hdp_spark"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" + uncommitted hdp_spark changes" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes; check finite figures")
+    parser.add_argument("--only", default="", help="comma-separated entry names")
+    parser.add_argument("--skip", default="", help="comma-separated entry names to leave out")
+    parser.add_argument(
+        "--no-external",
+        action="store_true",
+        help="leave out the discovered scripts of other aggregators",
+    )
+    parser.add_argument("--list", action="store_true", help="list the entries and exit")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="RESULTS.md to update (default: benchmarks/RESULTS.md; smoke: none)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="logs and JSON (default: temp)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per subprocess (default: 3 h full, 300 s smoke)",
+    )
+    args = parser.parse_args(raw)
+    entries = discover()
+    if args.list:
+        for e in entries:
+            py = interpreter(e)
+            where = "registry" if e in REGISTRY else "external"
+            print(
+                f"{e.name:22s} {where:8s} venv={e.venv:8s}{'' if py else ' (missing)'} "
+                f"{e.script}  smoke={'yes' if e.smoke is not None else 'no'}"
+            )
+        return 0
+    only = {x for x in args.only.split(",") if x}
+    unknown = only - {e.name for e in entries}
+    if unknown:
+        parser.error(f"unknown entries {sorted(unknown)}; see --list")
+    skip = {x for x in args.skip.split(",") if x}
+    chosen = [
+        e
+        for e in entries
+        if (not only or e.name in only)
+        and e.name not in skip
+        and not (args.no_external and e not in REGISTRY)
+    ]
+    out_dir = args.out or Path(tempfile.mkdtemp(prefix="hdp-bench-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = out_dir / "plots" if args.smoke else BENCH_DIR / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    timeout = args.timeout if args.timeout is not None else (300.0 if args.smoke else None)
+    print(
+        f"[run.py] {len(chosen)} entries, {'smoke' if args.smoke else 'full'} mode, logs in "
+        f"{out_dir}, machine {machine()}, load {load_average()}",
+        flush=True,
+    )
+    start = time.perf_counter()
+    results = args.results if args.results is not None else (None if args.smoke else RESULTS)
+    outcomes: list[Outcome] = []
+    for e in chosen:
+        outcomes.append(run_entry(e, args.smoke, out_dir, plots, timeout))
+        if results is not None:  # after every entry, so a long run leaves finished sections
+            update_results(results, outcomes[-1:], raw, entries, final=False)
+    total = time.perf_counter() - start
+    if results is not None:
+        update_results(results, outcomes, raw, entries)
+        print(f"[run.py] wrote {results}")
+    print(f"\n[run.py] summary ({total:.0f} s):")
+    for o in outcomes:
+        figures = sum(r.get("figures", 0) for r in o.runs)
+        wall = sum(r["wall_s"] for r in o.runs)
+        print(
+            f"  {o.entry.name:22s} {o.status:8s} {wall:7.1f} s  {figures:5d} figures"
+            + (f"  {o.reason}" if o.reason else "")
+        )
+    failed = [o for o in outcomes if o.status == "failed"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""Command-line interface: ``hdp-release`` / ``python -m hdp_spark.jobs``.
+
+Commands::
+
+    run JOB.toml [--engine pandas|spark]    validate, check budgets, compute, publish, charge
+    check JOB.toml [--engine pandas|spark]  dry run: validation and budget situation only
+
+Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
+Exit codes: 0 success; 2 job file, input or schema error; 3 budget refused
+(``policy = "fail"``); 4 ledger busy or conflicting; 1 any other hdp_spark error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from hdp_spark.errors import (
+    BudgetExceededError,
+    HdpError,
+    JobError,
+    LedgerError,
+    ParameterError,
+    SchemaError,
+)
+
+__all__ = ["main"]
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Run heterogeneous-DP release jobs with a privacy ledger."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("run", "run a job: validate, check budgets, compute, publish, charge the ledger"),
+        ("check", "dry run: validate the input and show each release's budget situation"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("job", help="the TOML job file")
+        p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
+        p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+        p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    return parser
+
+
+def _logging(verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _exit_code(exc: HdpError) -> int:
+    if isinstance(exc, BudgetExceededError):
+        return 3
+    if isinstance(exc, LedgerError):
+        return 4
+    if isinstance(exc, JobError | SchemaError | ParameterError):
+        return 2
+    return 1
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int:
+    """Entry point of ``hdp-release`` and ``python -m hdp_spark.jobs``.
+
+    Args:
+        argv: arguments (default: ``sys.argv[1:]``).
+        prog: program name shown in usage messages.
+
+    Returns:
+        The process exit code (see the module docstring).
+
+    Privacy:
+        ``run`` charges the ledger for every newly committed release; re-running a job
+        re-publishes committed releases without charging them again. Error messages name
+        settings, rules and counts, never data values.
+    """
+    args = _parser(prog).parse_args(argv)
+    _logging(args.verbose, args.quiet)
+    from hdp_spark.jobs.runner import plan_job, run_job
+
+    try:
+        if args.command == "run":
+            result = run_job(args.job, engine=args.engine)
+            for r in result.releases:
+                print(f"{r.release_id}: {r.status} {r.record.commit_id} -> {r.path}")
+            print(f"manifest: {result.manifest}")
+            if result.report is not None:
+                print(f"report: {result.report}")
+        else:
+            for plan in plan_job(args.job, engine=args.engine):
+                state = "committed (would re-publish)" if plan.committed else "new"
+                print(
+                    f"{plan.release_id}: {state}; {plan.rows_in_release} row(s) in the release, "
+                    f"{plan.users_over_budget} user(s) over their remaining budget"
+                )
+    except HdpError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return _exit_code(exc)
+    return 0

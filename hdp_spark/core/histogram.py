@@ -1,0 +1,596 @@
+"""Heterogeneous private frequencies (HPF, seed 000 §2.1): spec, weights and finalize.
+
+Engine-agnostic: the backends count rows per (group, ε level, category code) natively; this
+module turns one group's count table into released frequencies on the driver.
+
+Encoding of categories
+----------------------
+The public domain is ``spec.categories`` (k₀ labels). Every row gets a *code*: ``j`` when
+its value equals ``categories[j]``, and :data:`UNMATCHED` (= k₀) when it is null or equal
+to no label. The backends produce identical codes (the tests compare their tables). What
+happens to the unmatched rows is a public rule fixed by ``spec.other``:
+
+* ``other`` is a label not in ``categories`` (default ``"other"``): an extra released bin,
+  appended after the categories and noised like every bin;
+* ``other`` is one of ``categories``: unmatched rows are counted in that bin;
+* ``other=None``: unmatched rows stay in ``n`` and in the weights but in no released bin
+  (the released frequencies then sum to the in-domain share, not to 1).
+
+Rows are never dropped and a data value never raises.
+
+Privacy argument (replace-one neighbours, ε and n public; written out exactly)
+----------------------------------------------------------------------------
+Let w_l be the per-row weight of ε level l (a function of the ε histogram only, summing to
+1 over rows) and ``C[l][j]`` the number of rows of level l in released bin j. The pre-noise
+statistic of bin j is a_j = Σ_l w_l·C[l][j] (an exact rational). Let
+η = max{w_l/ε_l : w_l > 0, ε_l finite} (exact, :func:`~hdp_spark.core.weights.normalize`)
+and b = 2η, the HPF scale (seed-000 §2.1).
+
+Every released bin j goes through :func:`~hdp_spark.core.noise.laplace_mechanism` with scale
+b and ``min_sensitivity`` = w_min := min{w_l : w_l > 0, ε_l finite}: it outputs
+g·(round(a_j/g) + Y_j) with g = 2^e <= w_min·2^-20, Y_j iid discrete Laplace of scale
+t = b'/g, b' = b·(1 + 2^-20).
+
+Replacing the value of one row of level l (finite ε_l, w_l > 0) changes the code of that
+row from some j to some j'. At most two released bins change, each by exactly w_l (one of
+them may be the unreleased slot when ``other=None``, or none if both codes land in the
+same bin). For such a bin |round(a/g) - round(a'/g)| <= w_l/g + 1, and the discrete
+Laplace probability ratio of a shift s is at most exp(|s|/t). Hence the output probability
+ratio is at most
+
+    exp(2·(w_l/g + 1)/t) = exp(2·(w_l + g)/b') <= exp(2·w_l·(1 + 2^-20)/(2η·(1 + 2^-20)))
+                         = exp(w_l/η) <= exp(ε_l),
+
+using g <= w_l·2^-20 and η >= w_l/ε_l. Note the grid is set from the *per-bin* sensitivity
+w_l, not from the ℓ1 sensitivity 2w_l: with g up to 2·w_min·2^-20 the inequality above would
+fail for the rows of weight w_min. Rows with w_l = 0 change nothing; rows with ε_l = +inf
+need no bound. The ε level of a row is <= its ε_i (levels are capped or rounded down), so
+every row gets at most its ε_i. :func:`level_loss_bounds` computes 2·(w_l + g)/b' exactly
+and :func:`finalize_histogram` checks it against ε_l before anything is released.
+
+Noise is a deterministic function of (release key, group key, domain, ε histogram, exact
+statistics a): re-reading a release replays it, and any change of a gives fresh noise.
+Clipping to [0, 1], the simplex projection and the counts view are post-processing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, get_args
+
+from hdp_spark.core.keys import context_key
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.mean import LevelPrivacy
+from hdp_spark.core.noise import ReleaseKey, encode_context, laplace_mechanism
+from hdp_spark.core.noise.exact import GRID_SLACK
+from hdp_spark.core.specs import check_column_name
+from hdp_spark.core.stats import GroupStats
+from hdp_spark.core.weights import (
+    Weights,
+    agnostic_phi,
+    normalize,
+    proportional_phi,
+    r_wc2,
+    solve_clip_level,
+    solve_l1,
+    uniform_phi,
+)
+from hdp_spark.errors import InternalError, ParameterError
+
+__all__ = [
+    "HISTOGRAM_METHODS",
+    "MAX_CATEGORIES",
+    "MAX_INT_LABEL",
+    "HistogramMethod",
+    "HistogramResult",
+    "HistogramSpec",
+    "bin_statistics",
+    "finalize_histogram",
+    "histogram_weights",
+    "integer_weights",
+    "level_loss_bounds",
+    "project_simplex",
+    "released_counts",
+]
+
+HistogramMethod = Literal[
+    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "uniform", "proportional"
+]
+HISTOGRAM_METHODS: tuple[str, ...] = get_args(HistogramMethod)
+
+MAX_CATEGORIES = 100_000
+"""Largest public domain accepted (every bin is released, so k drives the cost)."""
+
+MAX_INT_LABEL = 2**53
+"""Integer labels must satisfy |label| <= 2**53, so a float column compares exactly."""
+
+TRIVIAL_FREQUENCY = 0.5
+"""Per-bin output when no row may carry weight (seed-000 §2.10: the trivial estimator)."""
+
+
+def _label_kind(value: object) -> str | None:
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return "int"
+    return None
+
+
+def _canonical(value: object) -> str | int:
+    return str(value) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """A heterogeneous-DP histogram over a public domain (see :func:`hdp_spark.hdp_histogram`).
+
+    Attributes:
+        column: the category column.
+        eps: column holding each row's privacy demand ε_i.
+        categories: the public domain, all strings or all integers, no duplicates.
+        method: weighting rule.
+        beta: failure probability of the per-bin intervals, and β of the PAC methods.
+        other: label of the bin receiving null and out-of-domain values (appended to the
+            domain unless it is one of ``categories``), or None to release no such bin.
+        eps_grid: optional geometric grid that ε is rounded down onto.
+        alias: name of the histogram (noise domain separation); default
+            ``"<column>_histogram"``.
+    """
+
+    column: str
+    eps: str
+    categories: tuple[str | int, ...]
+    method: HistogramMethod = "hpf-a"
+    beta: float = 0.05
+    other: str | int | None = "other"
+    eps_grid: EpsGrid | None = None
+    alias: str | None = None
+
+    def __post_init__(self) -> None:
+        check_column_name("column", self.column)
+        check_column_name("eps", self.eps)
+        raw = self.categories
+        if isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
+            msg = (
+                "`categories` must be a list or tuple of labels, got "
+                f"{type(raw).__name__}."
+            )
+            raise ParameterError(msg)
+        cats = list(raw)
+        if not cats:
+            msg = "`categories` must contain at least one label, got an empty list."
+            raise ParameterError(msg)
+        if len(cats) > MAX_CATEGORIES:
+            msg = f"`categories` may hold at most {MAX_CATEGORIES} labels, got {len(cats)}."
+            raise ParameterError(msg)
+        kinds = {_label_kind(c) for c in cats}
+        if None in kinds or len(kinds) != 1:
+            first = _label_kind(cats[0])
+            pos = next(
+                i for i, c in enumerate(cats) if first is None or _label_kind(c) != first
+            )
+            msg = (
+                "`categories` must be all strings or all integers (no bool, float or null); "
+                f"got {cats[pos]!r} at position {pos}."
+            )
+            raise ParameterError(msg)
+        canon = tuple(_canonical(c) for c in cats)
+        kind = "str" if isinstance(canon[0], str) else "int"
+        if kind == "int":
+            for c in canon:
+                if abs(int(c)) > MAX_INT_LABEL:
+                    msg = f"integer `categories` must satisfy |label| <= 2**53, got {c!r}."
+                    raise ParameterError(msg)
+        seen: set[str | int] = set()
+        for c in canon:
+            if c in seen:
+                msg = f"`categories` must not repeat a label; {c!r} appears twice."
+                raise ParameterError(msg)
+            seen.add(c)
+        object.__setattr__(self, "categories", canon)
+        if self.other is not None:
+            if _label_kind(self.other) != kind:
+                hint = "e.g. other=-1, " if kind == "int" else ""
+                msg = (
+                    f"`other` must be a label of the same type as `categories` ({kind}; "
+                    f"{hint}or None to release no other bin), got {self.other!r}."
+                )
+                raise ParameterError(msg)
+            other = _canonical(self.other)
+            if kind == "int" and abs(int(other)) > MAX_INT_LABEL:
+                msg = f"integer `other` must satisfy |label| <= 2**53, got {other!r}."
+                raise ParameterError(msg)
+            object.__setattr__(self, "other", other)
+        if self.method not in HISTOGRAM_METHODS:
+            msg = (
+                f"`method` must be one of {', '.join(HISTOGRAM_METHODS)}; got {self.method!r}."
+            )
+            raise ParameterError(msg)
+        if isinstance(self.beta, bool) or not isinstance(self.beta, int | float):
+            msg = f"`beta` must be a number, got {self.beta!r}."
+            raise ParameterError(msg)
+        if not 0 < self.beta < 1:
+            msg = f"`beta` must be in (0, 1), got {self.beta!r}."
+            raise ParameterError(msg)
+        if self.method in ("hpf-ce", "hpf-we") and self.k < 2:
+            msg = (
+                f"`method` {self.method!r} needs at least 2 released bins (its log factor is "
+                f"ln k), got {self.k}; add a category or an `other` bin."
+            )
+            raise ParameterError(msg)
+        if self.eps_grid is not None and not isinstance(self.eps_grid, EpsGrid):
+            msg = f"`eps_grid` must be an EpsGrid or None, got {type(self.eps_grid).__name__}."
+            raise ParameterError(msg)
+        if self.alias is not None:
+            check_column_name("alias", self.alias)
+
+    @property
+    def name(self) -> str:
+        """Name of the histogram (default ``"<column>_histogram"``)."""
+        return self.alias or f"{self.column}_histogram"
+
+    @property
+    def kind(self) -> str:
+        """``"str"`` or ``"int"``: the type of the labels."""
+        return "str" if isinstance(self.categories[0], str) else "int"
+
+    @property
+    def unmatched_code(self) -> int:
+        """Code of rows that are null or match no category (= number of categories)."""
+        return len(self.categories)
+
+    @property
+    def appends_other(self) -> bool:
+        """True when ``other`` is an extra bin after the categories."""
+        return self.other is not None and self.other not in self.categories
+
+    @property
+    def labels(self) -> tuple[str | int, ...]:
+        """Labels of the released bins, in output order."""
+        if self.appends_other:
+            assert self.other is not None
+            return (*self.categories, self.other)
+        return self.categories
+
+    @property
+    def k(self) -> int:
+        """Number of released (noised) bins."""
+        return len(self.categories) + (1 if self.appends_other else 0)
+
+    @property
+    def other_bin(self) -> int | None:
+        """Released bin that receives the unmatched rows (None: no bin)."""
+        if self.other is None:
+            return None
+        return self.categories.index(self.other) if not self.appends_other else self.k - 1
+
+    @property
+    def log_factor(self) -> float:
+        """L of the optimized methods: ln(k/β) for PAC (cp, wp), ln k for MSE (ce, we)."""
+        if self.method in ("hpf-ce", "hpf-we"):
+            return math.log(self.k)
+        return math.log(self.k / self.beta)
+
+    def code_of(self) -> dict[str | int, int]:
+        """Label -> code (the driver-side half of the category matching)."""
+        return {c: i for i, c in enumerate(self.categories)}
+
+
+def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]) -> Weights:
+    """Per-level weights of ``spec.method`` for the ε histogram (levels v ascending, counts m).
+
+    * ``hpf-a``: w ∝ 1 - exp(-ε) (seed-000 §2.9);
+    * ``hpf-cp`` / ``hpf-ce``: solver S1 with L = ln(k/β) / ln k (§2.7);
+    * ``hpf-wp`` / ``hpf-we``: both branches, S1(L) and S2(c = L), keeping the smaller
+      r_WC (§2.8);
+    * ``uniform``: everyone at ε_min (trivial when some row has ε = 0);
+    * ``proportional``: w ∝ ε (all weight on the public rows when there are some).
+
+    Weights depend on (v, m, k, β) only, never on the data.
+
+    Privacy:
+        A function of the public ε histogram; see the module docstring for the mechanism.
+    """
+    method = spec.method
+    v, m = list(v), list(m)
+    if method == "hpf-a":
+        return normalize(v, m, agnostic_phi(v), math.nan)
+    if method in ("hpf-cp", "hpf-ce"):
+        phi, tau = solve_l1(v, m, spec.log_factor)
+        return normalize(v, m, phi, tau)
+    if method in ("hpf-wp", "hpf-we"):
+        lf = spec.log_factor
+        phi_a, tau_a = solve_l1(v, m, lf)
+        phi_b, tau_b = solve_clip_level(v, m, lf)
+        wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
+        return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+    if method == "uniform":
+        phi = uniform_phi(v, m)
+        positive = [x for x, c in zip(v, m, strict=True) if c > 0 and x > 0]
+        tau = min(positive) if positive and any(phi) else math.nan
+        return normalize(v, m, phi, tau)
+    if method == "proportional":
+        phi = proportional_phi(v, m)
+        public = any(math.isinf(x) for x, c in zip(v, m, strict=True) if c)
+        return normalize(v, m, phi, math.nan if public else math.inf)
+    msg = f"unknown histogram method {method!r}"
+    raise InternalError(msg)
+
+
+def released_counts(spec: HistogramSpec, stats: GroupStats) -> list[list[int]]:
+    """Per level, the row count of every released bin (applies the ``other`` rule).
+
+    ``stats`` rows carry, as ``totals``, the counts of codes 0..k₀ (k₀ = unmatched).
+    """
+    k0 = len(spec.categories)
+    target = spec.other_bin
+    out = []
+    for row in stats.rows:
+        if len(row.totals) != k0 + 1:
+            msg = "histogram level row has the wrong number of category counts"
+            raise InternalError(msg)
+        counts = list(row.totals[:k0])
+        if spec.appends_other:
+            counts.append(row.totals[k0])
+        elif target is not None:
+            counts[target] += row.totals[k0]
+        out.append(counts)
+    return out
+
+
+def integer_weights(weights: Weights) -> tuple[tuple[int, ...], int]:
+    """Per-level weights as integer numerators over one common denominator (exact)."""
+    nums = getattr(weights, "numerators", None)
+    if nums is not None:
+        return tuple(int(x) for x in nums), int(getattr(weights, "denominator"))  # noqa: B009
+    w = weights.w
+    den = 1
+    for x in w:
+        if x:
+            den = math.lcm(den, x.denominator)
+    return tuple(x.numerator * (den // x.denominator) for x in w), den
+
+
+def _bin_sums(nums: Sequence[int], counts: Sequence[Sequence[int]], k: int) -> list[int]:
+    sums = [0] * k
+    for nl, row in zip(nums, counts, strict=True):
+        if nl:
+            for j, c in enumerate(row):
+                if c:
+                    sums[j] += nl * c
+    return sums
+
+
+def bin_statistics(
+    weights: Weights, counts: Sequence[Sequence[int]], k: int
+) -> tuple[Fraction, ...]:
+    """Exact pre-noise statistics a_j = Σ_l w_l · counts[l][j] (integer arithmetic).
+
+    Args:
+        weights: the group's weights (:func:`histogram_weights`).
+        counts: per level, the row count of each released bin (:func:`released_counts`).
+        k: number of released bins.
+    """
+    nums, den = integer_weights(weights)
+    return tuple(Fraction(s, den) for s in _bin_sums(nums, counts, k))
+
+
+def level_loss_bounds(
+    w: Sequence[Fraction], v: Sequence[float], granularity: Fraction, scale: Fraction
+) -> list[Fraction | None]:
+    """Exact per-level privacy loss bound 2·(w_l + g)/b' of the released histogram.
+
+    ``None`` for public levels (ε = +inf, no bound needed); 0 for levels without weight.
+    See the module docstring for the derivation; every bound must be <= ε_l.
+    """
+    out: list[Fraction | None] = []
+    for wl, vl in zip(w, v, strict=True):
+        if math.isinf(vl):
+            out.append(None)
+        elif wl == 0:
+            out.append(Fraction(0))
+        elif scale == 0:
+            msg = "a private level carries weight but the noise scale is 0"
+            raise InternalError(msg)
+        else:
+            out.append(2 * (wl + granularity) / scale)
+    return out
+
+
+def project_simplex(values: Sequence[Fraction]) -> list[Fraction]:
+    """Exact Euclidean projection of a vector onto the probability simplex.
+
+    Sort-based algorithm: with u sorted descending, ρ = max{j : u_j - (Σ_{i<=j} u_i - 1)/j > 0},
+    θ = (Σ_{i<=ρ} u_i - 1)/ρ and x_j = max(y_j - θ, 0).
+    """
+    if not values:
+        return []
+    u = sorted(values, reverse=True)
+    total = Fraction(0)
+    theta = Fraction(0)
+    for j, uj in enumerate(u, start=1):
+        total += uj
+        candidate = (total - 1) / j
+        if uj - candidate > 0:
+            theta = candidate
+    return [max(y - theta, Fraction(0)) for y in values]
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramResult:
+    """Released histogram of one group. Field meanings are documented in ``hdp_histogram``.
+
+    Attributes:
+        labels: released bin labels.
+        noisy: unclipped noisy value of each bin (exact; trivial output: 1/2 per bin).
+        noise_scale: Laplace scale actually used, 2η(1 + 2^-20) (0 when noiseless).
+        scale: the same scale, exact.
+        granularity: the noise grid g (0 when noiseless).
+        half_width: (1 - β) half-width of each bin's noise.
+        bias_bound: ||w - 1/n||₁/2, a bound on every bin's reweighting bias (ε only).
+        n: rows in the group.
+        tau: clip level of capped rules (+inf: nobody clipped; NaN: not a capped rule).
+        method: the weighting rule.
+        fallback: True when the output is the data-independent trivial one.
+        levels: per ε level: eps, n, per-row weight, eps_effective = w/η <= eps.
+    """
+
+    labels: tuple[str | int, ...]
+    noisy: tuple[Fraction, ...]
+    noise_scale: float
+    scale: Fraction
+    granularity: Fraction
+    half_width: float
+    bias_bound: float
+    n: int
+    tau: float
+    method: str
+    fallback: bool
+    levels: tuple[LevelPrivacy, ...]
+
+    def frequencies(self, project: bool = False) -> list[float]:
+        """Released frequencies: clipped to [0, 1], or projected onto the simplex."""
+        if project:
+            return [float(x) for x in project_simplex(self.noisy)]
+        return [min(max(float(x), 0.0), 1.0) for x in self.noisy]
+
+    def intervals(self) -> list[tuple[float, float]]:
+        """Per-bin (1 - β) noise interval around the unprojected estimate, within [0, 1]."""
+        if self.fallback:
+            return [(0.0, 1.0) for _ in self.noisy]
+        out = []
+        for x in self.noisy:
+            y = float(x)
+            est = min(max(y, 0.0), 1.0)
+            lo, hi = max(y - self.half_width, 0.0), min(y + self.half_width, 1.0)
+            out.append((min(lo, est), max(hi, est)))
+        return out
+
+
+def _level_privacy(
+    v: Sequence[float], m: Sequence[int], nums: Sequence[int], den: int, eta: Fraction
+) -> tuple[LevelPrivacy, ...]:
+    out = []
+    for vl, ml, p in zip(v, m, nums, strict=True):
+        if p == 0:
+            eff = 0.0
+        elif eta == 0:
+            eff = math.inf
+        else:
+            # w_l / η = (p / den) / (a / b) = p·b / (den·a), one correctly rounded division
+            eff = (p * eta.denominator) / (den * eta.numerator)
+        out.append(LevelPrivacy(vl, ml, p / den, eff))
+    return tuple(out)
+
+
+def _bias_bound(m: Sequence[int], nums: Sequence[int], den: int) -> float:
+    """||w - 1/n||₁ / 2 = Σ_l m_l·|p_l·n - den| / (2·n·den)."""
+    n = sum(m)
+    total = sum(c * abs(p * n - den) for p, c in zip(nums, m, strict=True))
+    return float(Fraction(total, 2 * n * den))
+
+
+def _check_losses(
+    v: Sequence[float], nums: Sequence[int], den: int, grid: Fraction, scale: Fraction
+) -> None:
+    """Raise unless 2·(w_l + g)/b' <= ε_l for every private level (integer arithmetic)."""
+    gn, gd = grid.numerator, grid.denominator
+    sn, sd = scale.numerator, scale.denominator
+    for vl, p in zip(v, nums, strict=True):
+        if p == 0 or math.isinf(vl):
+            continue
+        en, ed = float(vl).as_integer_ratio()
+        # 2·(p/den + gn/gd)·sd/sn <= en/ed  <=>  2·(p·gd + gn·den)·sd·ed <= en·sn·den·gd
+        if 2 * (p * gd + gn * den) * sd * ed > en * sn * den * gd:
+            msg = "a level's privacy loss bound exceeds its ε"
+            raise InternalError(msg)
+
+
+def finalize_histogram(
+    spec: HistogramSpec,
+    stats: GroupStats,
+    key: ReleaseKey,
+    group: tuple[object, ...],
+    weights: Weights | None = None,
+) -> HistogramResult:
+    """Weights, noisy bins and metadata of one group.
+
+    Args:
+        spec: the histogram.
+        stats: the group's level table; each row's ``totals`` are the counts of codes
+            0..k₀ (k₀ = unmatched).
+        key: the release key.
+        group: the group key (``()`` for a global release).
+        weights: precomputed :func:`histogram_weights` for this group's ε histogram
+            (optional; they are a function of ``stats.levels``/``stats.counts`` only).
+
+    Privacy:
+        Every row of level l loses at most 2·(w_l + g)/b' <= w_l/η <= ε_l (module
+        docstring); the bound is checked exactly before the result is returned. The
+        result holds only noisy values and functions of the public ε histogram, never the
+        pre-noise statistics.
+    """
+    v, m, n = stats.levels, stats.counts, stats.n
+    labels = spec.labels
+    k = len(labels)
+    if not n:
+        weights = None
+    elif weights is None:
+        weights = histogram_weights(spec, v, m)
+    if weights is None or weights.trivial:
+        zero = tuple(LevelPrivacy(lv, ml, 0.0, 0.0) for lv, ml in zip(v, m, strict=True))
+        return HistogramResult(
+            labels, tuple(Fraction(1, 2) for _ in labels), 0.0, Fraction(0), Fraction(0),
+            0.0, TRIVIAL_FREQUENCY, n, math.nan, spec.method, True, zero,
+        )
+    nums, den = integer_weights(weights)
+    if len(nums) != len(v):
+        msg = "weights do not match the group's ε levels"
+        raise InternalError(msg)
+    counts = released_counts(spec, stats)
+    statistics = tuple(Fraction(x, den) for x in _bin_sums(nums, counts, k))
+    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and math.isfinite(vl)]
+    min_sensitivity = Fraction(min(constrained), den) if constrained else Fraction(1)
+    scale = 2 * weights.eta
+    histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
+    digest = hashlib.sha256(
+        encode_context(
+            ("hdp_spark/histogram/v1", spec.name, spec.method, spec.column, spec.eps,
+             spec.kind, labels, spec.other, spec.beta, context_key(group), n, histogram,
+             statistics)
+        )
+    ).digest()
+    draws = [
+        laplace_mechanism(a, scale, min_sensitivity, key.stream(encode_context(("bin", digest, j))))
+        for j, a in enumerate(statistics)
+    ]
+    used = draws[0].scale
+    grid = draws[0].granularity
+    if scale > 0:
+        if used != scale * (1 + GRID_SLACK) or grid > min_sensitivity * GRID_SLACK:
+            msg = "histogram noise does not match its privacy analysis"
+            raise InternalError(msg)
+        _check_losses(v, nums, den, grid, used)
+    elif constrained:
+        msg = "a private level carries weight but the noise scale is 0"
+        raise InternalError(msg)
+    return HistogramResult(
+        labels=labels,
+        noisy=tuple(d.value for d in draws),
+        noise_scale=float(used),
+        scale=used,
+        granularity=grid,
+        half_width=draws[0].half_width(spec.beta),
+        bias_bound=_bias_bound(m, nums, den),
+        n=n,
+        tau=weights.tau,
+        method=spec.method,
+        fallback=False,
+        levels=_level_privacy(v, m, nums, den, weights.eta),
+    )

@@ -1,0 +1,172 @@
+"""Engine-agnostic orchestration of a local-DP aggregation.
+
+The engine computes one :class:`~hdp_spark.core.ldp_stats.LdpGroupStats` table per spec;
+this module finalizes every (spec, group) on the driver and turns the results into plain
+rows with documented columns. No noise is added anywhere (the reports are already private),
+so there is no release key: the output is a deterministic function of the level tables,
+and both engines give identical outputs for identical reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdp_spark.core.ldp_distribution import LdpDistributionResult, finalize_ldp_distribution
+from hdp_spark.core.ldp_mean import (
+    LdpMeanResult,
+    LdpVectorResult,
+    finalize_ldp_mean,
+    finalize_ldp_vector,
+)
+from hdp_spark.core.ldp_specs import (
+    LdpDistributionSpec,
+    LdpMeanSpec,
+    LdpSpec,
+    LdpVectorMeanSpec,
+)
+from hdp_spark.core.ldp_stats import CountKind, LdpGroupStats, empty_stats
+from hdp_spark.errors import ParameterError
+
+__all__ = [
+    "LdpReleaseResult",
+    "LdpResult",
+    "count_kind",
+    "finalize_ldp_release",
+    "output_fields",
+    "validate_ldp_specs",
+]
+
+LdpResult = LdpMeanResult | LdpVectorResult | LdpDistributionResult
+
+_COMMON_TAIL: tuple[tuple[str, str], ...] = (
+    ("_n", "int"),
+    ("_skipped", "int"),
+    ("_weights", "str"),
+    ("_fallback", "bool"),
+    ("_eps_levels", "levels"),
+)
+
+
+def output_fields(spec: LdpSpec) -> tuple[tuple[str, str], ...]:
+    """Output columns of ``spec`` as (suffix after the alias, kind).
+
+    Kinds: ``float``, ``int``, ``str``, ``bool``, ``floats`` (array of doubles) and
+    ``levels`` (array of {eps, n, weight} structs).
+    """
+    if isinstance(spec, LdpMeanSpec):
+        head: tuple[tuple[str, str], ...] = (
+            ("", "float"), ("_raw", "float"), ("_ci_low", "float"), ("_ci_high", "float"),
+            ("_radius", "float"), ("_mechanism", "str"),
+        )
+    elif isinstance(spec, LdpVectorMeanSpec):
+        head = (
+            ("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
+            ("_radius", "float"), ("_mechanism", "str"),
+        )
+    else:
+        head = (
+            ("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
+            ("_radius", "float"), ("_m", "int"), ("_projection", "str"),
+        )
+    return head + _COMMON_TAIL
+
+
+def count_kind(spec: LdpSpec) -> CountKind:
+    """How the engine's per-index counts add up to rows (see ``build_ldp_groups``)."""
+    return "coordinates" if isinstance(spec, LdpVectorMeanSpec) else "rows"
+
+
+def validate_ldp_specs(specs: Sequence[object]) -> tuple[LdpSpec, ...]:
+    """Check the spec types and that output names are unique."""
+    if not specs:
+        msg = "an aggregation needs at least one aggregator, got none."
+        raise ParameterError(msg)
+    names: set[str] = set()
+    out: list[LdpSpec] = []
+    for spec in specs:
+        if not isinstance(spec, LdpMeanSpec | LdpVectorMeanSpec | LdpDistributionSpec):
+            msg = (
+                "aggregators must come from ldp_mean, ldp_mean_vector or ldp_distribution, "
+                f"got {type(spec).__name__}."
+            )
+            raise ParameterError(msg)
+        if spec.name in names:
+            msg = f"two aggregators share the output name {spec.name!r}; set `alias`."
+            raise ParameterError(msg)
+        names.add(spec.name)
+        out.append(spec)
+    return tuple(out)
+
+
+def finalize_one(spec: LdpSpec, stats: LdpGroupStats) -> LdpResult:
+    """Finalize one (spec, group)."""
+    if isinstance(spec, LdpMeanSpec):
+        return finalize_ldp_mean(spec, stats)
+    if isinstance(spec, LdpVectorMeanSpec):
+        return finalize_ldp_vector(spec, stats)
+    return finalize_ldp_distribution(spec, stats)
+
+
+def _row_values(spec: LdpSpec, r: LdpResult) -> list[Any]:
+    def floats(values: tuple[float, ...]) -> list[float]:
+        return list(values)
+
+    if isinstance(r, LdpMeanResult):
+        head: list[Any] = [r.estimate, r.raw, r.ci_low, r.ci_high, r.radius, r.mechanism]
+    elif isinstance(r, LdpVectorResult):
+        head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
+                r.radius, r.mechanism]
+    else:
+        head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
+                r.radius, r.m, r.projection]
+    levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight} for lv in r.levels]
+    return [*head, r.n, r.skipped, r.weights, r.fallback, levels]
+
+
+@dataclass(frozen=True, slots=True)
+class LdpReleaseResult:
+    """Everything one local-DP aggregation computed.
+
+    Attributes:
+        by: group-by columns.
+        keys: group keys in output order.
+        specs: the aggregators.
+        results: ``results[spec.name][key]``.
+        tables: the pre-finalize level tables, one per spec (engine-equality checks).
+    """
+
+    by: tuple[str, ...]
+    keys: tuple[tuple[object, ...], ...]
+    specs: tuple[LdpSpec, ...]
+    results: Mapping[str, Mapping[tuple[object, ...], LdpResult]] = field(repr=False)
+    tables: tuple[Mapping[tuple[object, ...], LdpGroupStats], ...] = field(repr=False)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per group: group columns, then each aggregator's fields."""
+        out = []
+        for key in self.keys:
+            row: dict[str, Any] = dict(zip(self.by, key, strict=True))
+            for spec in self.specs:
+                r = self.results[spec.name][key]
+                values = _row_values(spec, r)
+                for (suffix, _), value in zip(output_fields(spec), values, strict=True):
+                    row[spec.name + suffix] = value
+            out.append(row)
+        return out
+
+
+def finalize_ldp_release(
+    specs: Sequence[LdpSpec],
+    tables: Sequence[Mapping[tuple[object, ...], LdpGroupStats]],
+    by: tuple[str, ...],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> LdpReleaseResult:
+    """Finalize every (spec, group); groups of the public key set with no rows are empty."""
+    order = keys if keys is not None else ((),)
+    empty = empty_stats()
+    results: dict[str, dict[tuple[object, ...], LdpResult]] = {}
+    for spec, table in zip(specs, tables, strict=True):
+        results[spec.name] = {key: finalize_one(spec, table.get(key, empty)) for key in order}
+    return LdpReleaseResult(by, order, tuple(specs), results, tuple(tables))

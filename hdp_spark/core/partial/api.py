@@ -1,0 +1,106 @@
+"""Public constructors of the partial-DP releases (engine-agnostic; both backends take them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, HeavyHittersSpec, build_domains
+
+__all__ = ["attribute_histogram_spec", "hdp_heavy_hitters"]
+
+
+def hdp_heavy_hitters(
+    cols: Sequence[str],
+    *,
+    domains: Mapping[str, Sequence[object]],
+    eps0: float,
+    delta: float = 1e-6,
+    threshold: float | None = None,
+    count_fraction: float = 0.5,
+    other: Mapping[str, object] | None = None,
+    failure_prob: float = 0.05,
+    beta: float = 0.05,
+    privacy_unit: str | None = None,
+    max_candidates: int = 10**8,
+) -> HeavyHittersSpec:
+    """Partial-DP heavy hitters: frequent whole records over ``cols``, per-attribute ε₀.
+
+    Pass the result to ``hdp_spark.pandas.heavy_hitters`` or ``hdp_spark.spark.heavy_hitters``.
+    The input has one row per person; a record is the tuple of its ``cols`` values. The
+    release is the list of records (keys) found frequent by a PrivTree-style tree over the
+    attributes (Ghazi-Kumar-Manurangsi-Steinke 2022, Algorithm 2, with the corrected
+    budget split of ``spec/seed-004.md`` §2.2.4), each with a fresh noisy count.
+
+    Args:
+        cols: attribute columns, in tree order (public; it affects utility only: adjacent
+            attributes are paired first). At least 2.
+        domains: public values of every attribute, ``{col: [values...]}``; the order
+            fixes the output order. Values are all str, all numbers or all bool.
+        eps0: per-attribute budget ε₀ = ε_tree + ε_count (pure DP).
+        delta: release guarantee: a key whose true count is at most the reported
+            ``release_max_count`` is released with probability <= delta; sets the tree's
+            bias κ = ln(1/(2δ)). Must be in (0, 0.5).
+        threshold: base (level-1) threshold τ as an absolute count, rounded up; the
+            threshold grows by μ per level. Default: τ = μ (recommended minimum).
+        count_fraction: ε_count = count_fraction · ε₀ goes to the released counts; 0
+            releases keys only (counts null).
+        other: ``{col: value}``: the declared value that absorbs null and out-of-domain
+            values of ``col``. Columns not listed get an extra category for them,
+            reported as null.
+        failure_prob: η of the reported detection count F_η.
+        beta: released count intervals hold the count noise with probability >= 1 - beta.
+        privacy_unit: id column; if given, the release first checks (one native pass)
+            that ids are unique and non-null, and raises a SchemaError with the number
+            of offending rows otherwise. Without it the caller asserts one row per person.
+        max_candidates: stop with an error if a node's candidate product exceeds this.
+
+    Returns:
+        A :class:`~hdp_spark.core.partial.spec.HeavyHittersSpec`; ``spec.budget`` holds
+        every public number of the configuration.
+
+    Raises:
+        ParameterError: a parameter breaks its rule (domains, budgets, key-space size).
+
+    Privacy:
+        Protected unit: one attribute of one person (per-attribute DP, ε₀-∇₀DP), and,
+        with the weaker ``eps_person`` of the report, one person's whole record
+        (replacement neighbours; n is public). ε₀ enters as ε_tree = (1 -
+        count_fraction)·ε₀ through the tree noise scale t = (2/ε_tree)(1 + 1/(1 -
+        e^{-κ})) (Lemma 28, rounded up) and as ε_count = count_fraction·ε₀ through the
+        count noise scale 2/ε_count (sensitivity 2: a flip moves the person between two
+        keys). Public: ``cols`` and their order, ``domains``, ``other``, every parameter
+        above and the released list. Only released keys and fresh noisy counts leave
+        the driver; the tree's noisy values and exact counts never do. Null or
+        out-of-domain values are recoded to the public "other" value, never raised on.
+        Per-attribute DP does not hide membership, nor information repeated across
+        several attributes: see ``docs/partial_dp.md``.
+    """
+    return HeavyHittersSpec(
+        domains=build_domains(cols, domains, other),
+        eps0=eps0,
+        delta=delta,
+        threshold=threshold,
+        count_fraction=count_fraction,
+        failure_prob=failure_prob,
+        beta=beta,
+        privacy_unit=privacy_unit,
+        max_candidates=max_candidates,
+    )
+
+
+def attribute_histogram_spec(
+    cols: Sequence[str],
+    *,
+    domains: Mapping[str, Sequence[object]],
+    eps0: float,
+    other: Mapping[str, object] | None = None,
+    beta: float = 0.05,
+    privacy_unit: str | None = None,
+) -> AttributeHistogramSpec:
+    """The validated spec of ``attribute_histograms`` (same keywords; see there)."""
+    return AttributeHistogramSpec(
+        domains=build_domains(cols, domains, other),
+        eps0=eps0,
+        beta=beta,
+        privacy_unit=privacy_unit,
+    )

@@ -1,0 +1,334 @@
+"""Budget of the partial-DP heavy hitters: the corrected Theorem 15 split, in exact noise.
+
+Everything here is a function of public parameters (ε₀, the split, δ, τ, η and the tree
+shape); nothing reads data. Spec: ``spec/seed-004.md`` §2.2.3-2.2.6 as amended by
+``spec/seed-004-review.md`` (P1-P11).
+
+The algorithm (HIST, seed-004 §2.2.4, corrected):
+
+* tree stage: PrivTree over the attributes (bottom-up, dyadic blocks). At level ℓ a
+  candidate s of node I is kept iff ``max(f_s, τ_ℓ - μ) + Z > τ_ℓ`` with Z discrete
+  Laplace of scale t and τ_ℓ = τ + (ℓ-1)μ (τ, μ integers);
+* count stage: every released key y gets ``f_y + Z'``, Z' discrete Laplace of scale
+  b >= 2/ε_count (fresh noise; the tree's noisy values are never released).
+
+Per-attribute privacy (one attribute of one person changes; n public):
+
+* tree: Lemma 28, ``ε_tree(t, μ) = (2/t)(1 + 1/(1 - e^{-μ/t}))`` for μ > 1. The paper's
+  λ = 3/ε is wrong (review: a counterexample at 0.916ε > 0.5ε); we solve
+  ``t = (2/ε_tree)(1 + 1/(1 - e^{-κ}))`` and round t up onto a 2^-10 grid and μ = κt up to
+  an integer: ε_tree(t, μ) decreases in both t and μ, so rounding up is safe (review P4),
+  and the exact discrete chain sup is <= 0.75 ε_tree (review; our calculator in
+  :mod:`.privacy` checks it). The naive bound 2D/t (two candidates change by one count in
+  each of the D noisy nodes containing the attribute; ln-ratio <= 1/t each) is also
+  valid; we report ``min``.
+* count stage: one attribute change moves the person's whole-record key from y to y', so
+  the released counts have L1 sensitivity 2: scale 2/ε_count gives ε_count.
+
+Per-person privacy (the person's whole record changes; replacement, n public):
+``min(d_real · ε_tree_attr, 2 N_int / t) + ε_count``, where N_int counts the noisy
+internal nodes (blocks holding >= 1 real attribute; review P7: counted on the padded
+tree, it can exceed d_real - 1). The first term is group privacy over the d_real
+attributes; the second is basic composition over the candidates whose count changes
+(two per noisy node, ln-ratio <= 1/t each). The count stage costs ε_count per person
+(the whole-record key moves y -> y', L1 change 2). No level-0 thresholding is done, so
+review P1's extra d_real nodes do not apply.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from hdp_spark.errors import InternalError
+
+__all__ = [
+    "SCALE_GRID",
+    "TreeBudget",
+    "TreeShape",
+    "count_scale_for",
+    "detection_count",
+    "dlap_sf",
+    "eps_tree",
+    "exclusion_probability",
+    "inclusion_probability",
+    "lam_for",
+    "release_max_count",
+    "round_scale_up",
+    "solve_budget",
+]
+
+SCALE_GRID = 1024
+"""Noise scales are rounded up to multiples of 1/SCALE_GRID (exact rationals)."""
+
+_INFLATE = 1.0 + 1e-9
+"""Relative margin that dominates float error before rounding a scale up."""
+
+
+def eps_tree(lam: float, mu: float) -> float:
+    """Lemma 28: ``(2/λ)(1 + 1/(1 - e^{-μ/λ}))``, the tree's per-attribute ε (μ > 1)."""
+    return (2.0 / lam) * (1.0 + 1.0 / -math.expm1(-mu / lam))
+
+
+def lam_for(eps: float, kappa: float) -> float:
+    """The scale λ with ``eps_tree(λ, κλ) == eps``: ``(2/ε)(1 + 1/(1 - e^{-κ}))``."""
+    return (2.0 / eps) * (1.0 + 1.0 / -math.expm1(-kappa))
+
+
+def round_scale_up(scale: float | Fraction) -> Fraction:
+    """The smallest multiple of 1/SCALE_GRID that is >= scale.
+
+    A Fraction is rounded exactly; a float (the result of inexact arithmetic such as
+    :func:`lam_for`) is first inflated by a relative 1e-9 that dominates its error.
+    """
+    if isinstance(scale, Fraction):
+        return Fraction(math.ceil(scale * SCALE_GRID), SCALE_GRID)
+    return Fraction(math.ceil(scale * _INFLATE * SCALE_GRID), SCALE_GRID)
+
+
+def count_scale_for(eps: float) -> Fraction:
+    """The exact scale >= 2/ε of a count with L1 sensitivity 2, on the 1/SCALE_GRID grid."""
+    return round_scale_up(Fraction(2) / Fraction(eps))
+
+
+def dlap_sf(m: int, scale: float) -> float:
+    """P[Z >= m] for Z discrete Laplace, P[Z = z] ∝ exp(-|z|/scale).
+
+    With q = e^{-1/scale}: q^m/(1+q) for m >= 1 and 1 - q^{1-m}/(1+q) for m <= 0.
+    """
+    q = math.exp(-1.0 / scale)
+    if m >= 1:
+        return math.exp(-m / scale) / (1.0 + q)
+    return 1.0 - math.exp(-(1 - m) / scale) / (1.0 + q)
+
+
+def inclusion_probability(count: int, tau_level: int, mu: int, scale: float) -> float:
+    """P[a candidate with true count ``count`` is kept at a node of threshold τ_ℓ].
+
+    ``P[max(count, τ_ℓ - μ) + Z > τ_ℓ] = P[Z >= τ_ℓ - max(count, τ_ℓ - μ) + 1]``: the law
+    the driver samples, both for explicit draws and for the Binomial over low candidates
+    (review P2: never the continuous-Laplace formula, never p_low when τ_ℓ < μ: counts
+    are clipped at ``max(τ_ℓ - μ, 0)`` since a count is never negative).
+    """
+    g = max(count, tau_level - mu, 0)
+    return dlap_sf(tau_level - g + 1, scale)
+
+
+def exclusion_probability(count: int, tau_level: int, mu: int, scale: float) -> float:
+    """1 - :func:`inclusion_probability`, computed without cancellation.
+
+    ``P[Z < m] = P[Z <= m - 1] = P[Z >= 1 - m]`` by the symmetry of Z.
+    """
+    g = max(count, tau_level - mu, 0)
+    return dlap_sf(1 - (tau_level - g + 1), scale)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeShape:
+    """The attribute tree: real attributes first, padded to a power of two.
+
+    Attributes:
+        d_real: number of real attributes (tree leaves carrying data).
+        d_pad: 2^ceil(log2 d_real); padded leaves hold one constant value.
+        depth: D = log2 d_pad internal levels.
+        noisy_per_level: per level ℓ = 1..D, the number of noisy nodes ⌈d_real/2^ℓ⌉
+            (nodes whose block holds a real attribute). Blocks of padded leaves only
+            are public constants under replacement neighbours and get no noise.
+    """
+
+    d_real: int
+    d_pad: int
+    depth: int
+    noisy_per_level: tuple[int, ...]
+
+    @classmethod
+    def for_attributes(cls, d_real: int) -> TreeShape:
+        """The tree over ``d_real`` attributes (d_real >= 2)."""
+        d_pad = 1 << (d_real - 1).bit_length()
+        depth = d_pad.bit_length() - 1
+        noisy = tuple(-(-d_real // (1 << lv)) for lv in range(1, depth + 1))
+        return cls(d_real, d_pad, depth, noisy)
+
+    @property
+    def n_internal(self) -> int:
+        """N_int: noisy internal nodes (review P7: can exceed d_real - 1)."""
+        return sum(self.noisy_per_level)
+
+
+def detection_count(
+    shape: TreeShape, taus: tuple[int, ...], scale: float, failure_prob: float
+) -> int:
+    """F_η: the smallest count f such that a key with true count >= f is missed with
+    probability <= η (per key, not simultaneously for all keys: review P9).
+
+    A key is released only if its restriction survives every noisy node; each restriction
+    has count >= f, so ``P[miss] <= Σ_ℓ N_ℓ · P[f + Z <= τ_ℓ] = Σ_ℓ N_ℓ q^{f-τ_ℓ}/(1+q)``
+    (discrete law, f > τ_D). The sum, over every noisy node at every level, is the
+    union bound of seed-004 §2.2.6 with padded-only blocks removed (they are constants).
+    """
+    top = taus[-1] + 1
+    q = math.exp(-1.0 / scale)
+    terms = [math.log(n) + t / scale for n, t in zip(shape.noisy_per_level, taus, strict=True)]
+    peak = max(terms)
+    log_s = peak + math.log(sum(math.exp(x - peak) for x in terms)) - math.log1p(q)
+    f = max(top, math.ceil(scale * (log_s - math.log(failure_prob))))
+
+    def miss(f: int) -> float:
+        return sum(n * dlap_sf(f - t, scale)
+                   for n, t in zip(shape.noisy_per_level, taus, strict=True))
+
+    while f > top and miss(f - 1) <= failure_prob:
+        f -= 1
+    while miss(f) > failure_prob:
+        f += 1
+    return f
+
+
+def release_max_count(tau_top: int, mu: int, scale: float, delta: float) -> int:
+    """X: every key whose true count is <= X is released with probability <= δ.
+
+    A released key passed the root, where ``P[in] = P[Z >= τ_D - max(f, τ_D - μ) + 1]``.
+    This is <= δ iff ``τ_D - f + 1 >= t ln(1/(δ(1+q)))``, i.e. f <= τ_D + 1 - t ln(1/(δ(1+q))).
+    (seed-004 §2.2.6 in the discrete law; the clipped floor keeps every key with
+    f <= τ_D - μ at q^{μ+1}/(1+q) <= δ because μ >= t ln(1/(2δ)).)
+    """
+    q = math.exp(-1.0 / scale)
+    bound = tau_top + 1 - scale * math.log(1.0 / (delta * (1.0 + q)))
+    x = math.floor(bound - 1e-9)
+    while x >= 0 and dlap_sf(tau_top - max(x, tau_top - mu) + 1, scale) > delta:
+        x -= 1
+    return x
+
+
+def _smallest_scale(t: Fraction, mu: int, eps: float) -> Fraction:
+    """The smallest grid scale <= t with Lemma 28 <= eps at the (rounded-up) μ.
+
+    Rounding μ up lowers ε_tree; giving the slack back as a smaller t keeps the delivered
+    ε close to the budget. ε_tree(·, μ) decreases in t, so a bisection on the grid works;
+    the float test carries a relative margin of 1e-9 against rounding error. μ/t only
+    grows, so μ >= κt still holds.
+    """
+    lo, hi = 1, t.numerator * (SCALE_GRID // t.denominator)  # grid units; hi is feasible
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if eps_tree(mid / SCALE_GRID, mu) * _INFLATE <= eps:
+            hi = mid
+        else:
+            lo = mid + 1
+    return Fraction(hi, SCALE_GRID)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeBudget:
+    """Every public number of one heavy-hitters configuration.
+
+    Attributes:
+        shape: the attribute tree.
+        eps0: the per-attribute budget the caller asked for.
+        tree_scale: t, the discrete Laplace scale of the tree stage (exact rational).
+        mu: per-level bias μ (integer).
+        kappa: κ = ln(1/(2δ)) before rounding (μ = ceil(κt), at least 2).
+        tau: base threshold τ (integer, level 1).
+        taus: τ_ℓ = τ + (ℓ-1)μ for ℓ = 1..D.
+        count_scale: b, the discrete Laplace scale of the released counts (None: no counts).
+        eps_tree_lemma: Lemma 28 at the rounded (t, μ).
+        eps_tree_naive: 2D/t.
+        eps_tree: per-attribute ε of the tree stage, min of the two.
+        eps_count: per-attribute (and per-person) ε of the count stage, 2/b (0 if no counts).
+        eps_attribute: ε_tree + ε_count <= eps0, the per-attribute guarantee delivered.
+        eps_person: min(d_real ε_tree, 2 N_int / t) + ε_count, the per-person guarantee.
+        delta: the release guarantee's probability.
+        release_max_count: X (see :func:`release_max_count`).
+        failure_prob: η of the detection count.
+        detection_count: F_η (see :func:`detection_count`).
+        low_inclusion: per level, the probability that a candidate with count <=
+            max(τ_ℓ - μ, 0) (in particular an absent one) is kept (review P8).
+    """
+
+    shape: TreeShape
+    eps0: float
+    tree_scale: Fraction
+    mu: int
+    kappa: float
+    tau: int
+    taus: tuple[int, ...]
+    count_scale: Fraction | None
+    eps_tree_lemma: float
+    eps_tree_naive: float
+    eps_tree: float
+    eps_count: float
+    eps_attribute: float
+    eps_person: float
+    delta: float
+    release_max_count: int
+    failure_prob: float
+    detection_count: int
+    low_inclusion: tuple[float, ...]
+
+    def floor(self, level: int) -> int:
+        """max(τ_ℓ - μ, 0): counts at or below it all have the inclusion law of count 0."""
+        return max(self.taus[level - 1] - self.mu, 0)
+
+
+def solve_budget(
+    d_real: int,
+    eps0: float,
+    count_fraction: float,
+    delta: float,
+    threshold: float | None,
+    failure_prob: float,
+) -> TreeBudget:
+    """The budget of a configuration (arguments validated by the spec).
+
+    ε_count = count_fraction·ε₀ and ε_tree = ε₀ - ε_count; κ = ln(1/(2δ)) so that a key
+    below the root threshold by μ is kept with probability <= δ; t from Lemma 28 rounded
+    up; μ = max(ceil(κt), 2) (review P11: μ must exceed 1; raising μ only lowers ε_tree,
+    and the slack is returned by the smallest grid t that still meets the budget);
+    τ defaults to μ (review P8: τ >= μ keeps level 1's false-positive rate at ~δ).
+    """
+    shape = TreeShape.for_attributes(d_real)
+    eps_count_req = count_fraction * eps0
+    eps_tree_req = eps0 - eps_count_req
+    kappa = math.log(1.0 / (2.0 * delta))
+    t = round_scale_up(lam_for(eps_tree_req, kappa))
+    mu = max(math.ceil(kappa * float(t)), 2)
+    t = _smallest_scale(t, mu, eps_tree_req)
+    t_f = float(t)
+    tau = mu if threshold is None else math.ceil(threshold)
+    taus = tuple(tau + (lv - 1) * mu for lv in range(1, shape.depth + 1))
+    lemma = eps_tree(t_f, mu)
+    naive = 2.0 * shape.depth / t_f
+    e_tree = min(lemma, naive)
+    if lemma > eps_tree_req * (1 + 1e-12):  # pragma: no cover - rounding is upward
+        msg = "the rounded tree scale exceeds the tree budget"
+        raise InternalError(msg)
+    b: Fraction | None = None
+    e_count = 0.0
+    if count_fraction > 0:
+        b = count_scale_for(eps_count_req)
+        e_count = 2.0 / float(b)
+    person_tree = min(d_real * e_tree, 2.0 * shape.n_internal / t_f)
+    return TreeBudget(
+        shape=shape,
+        eps0=eps0,
+        tree_scale=t,
+        mu=mu,
+        kappa=kappa,
+        tau=tau,
+        taus=taus,
+        count_scale=b,
+        eps_tree_lemma=lemma,
+        eps_tree_naive=naive,
+        eps_tree=e_tree,
+        eps_count=e_count,
+        eps_attribute=e_tree + e_count,
+        eps_person=person_tree + e_count,
+        delta=delta,
+        release_max_count=release_max_count(taus[-1], mu, t_f, delta),
+        failure_prob=failure_prob,
+        detection_count=detection_count(shape, taus, t_f, failure_prob),
+        low_inclusion=tuple(
+            inclusion_probability(0, tl, mu, t_f) for tl in taus
+        ),
+    )

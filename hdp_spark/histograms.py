@@ -1,0 +1,127 @@
+"""Public constructor of the heterogeneous-DP histogram and its engine dispatcher."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from hdp_spark.core.histogram import HistogramMethod, HistogramSpec
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.errors import EngineNotSupportedError
+
+__all__ = ["hdp_histogram", "histogram"]
+
+
+def hdp_histogram(
+    column: str,
+    *,
+    eps: str,
+    categories: Sequence[str] | Sequence[int],
+    method: HistogramMethod = "hpf-a",
+    beta: float = 0.05,
+    other: str | int | None = "other",
+    eps_grid: EpsGrid | None = None,
+    alias: str | None = None,
+) -> HistogramSpec:
+    """Heterogeneous-DP normalized histogram of ``column`` over a public domain (seed 000 HPF).
+
+    Pass the result to ``hdp_spark.pandas.histogram`` or ``hdp_spark.spark.histogram``
+    (or :func:`hdp_spark.histogram`, which dispatches on the table's type).
+
+    Args:
+        column: the category column (strings for string labels; integers or floats for
+            integer labels, compared numerically: 2.0 matches 2, 2.5 matches nothing).
+        eps: numeric column with each row's ε_i (ε_i >= 0; +inf marks a public row).
+        categories: the public domain: all strings or all integers (|label| <= 2**53), no
+            duplicates, at most 100,000. Never derive it from the data.
+        method: how rows are weighted (weights depend on the ε values only):
+
+            * ``"hpf-a"`` (default) -- the agnostic heuristic, w_i ∝ 1 - exp(-ε_i);
+              recommended by the paper and best in its experiments.
+            * ``"hpf-cp"`` / ``"hpf-ce"`` -- optimal weights for correlated data
+              (ε and values may be related), PAC (L = ln(k/β)) or MSE (L = ln k) objective,
+              exact solver S1.
+            * ``"hpf-wp"`` / ``"hpf-we"`` -- weakly-correlated data (values independent of
+              ε up to a permutation): both branches S1(L) and S2(c = L), keeping the smaller
+              r_WC.
+            * ``"uniform"`` -- everyone at ε_min (what a homogeneous library does).
+            * ``"proportional"`` -- w_i ∝ ε_i.
+
+            k is the number of released bins (the categories plus an appended ``other``).
+        beta: the per-bin interval holds the noise with probability >= 1 - beta; also β of
+            ``hpf-cp`` and ``hpf-wp``.
+        other: the public rule for null and out-of-domain values, which never raise and
+            are never dropped. A label not in ``categories`` (default ``"other"``) adds one
+            released bin, noised like every bin; a label in ``categories`` sends those rows
+            to that bin; ``None`` keeps them in n and in the weights but releases no bin for
+            them (the frequencies then sum to the in-domain share). Must have the type of
+            the categories (for integer labels pass e.g. ``other=-1`` or ``None``).
+        eps_grid: round ε down onto this public geometric grid (for continuous ε).
+        alias: name of the histogram, used to separate its noise from other releases'
+            (default ``"<column>_histogram"``).
+
+    Returns:
+        A :class:`~hdp_spark.core.histogram.HistogramSpec`. A release outputs a long table,
+        one row per (group, released bin), with the group columns then:
+        ``category`` (label), ``frequency`` (noisy weighted share of the group's rows,
+        clipped to [0, 1]; with ``project=True`` the Euclidean projection of the unclipped
+        vector onto the simplex), ``noise_scale`` (Laplace scale 2·max w/ε, times
+        1 + 2**-20 for the exact sampler; 0 when no private row carries weight), ``ci_low``
+        / ``ci_high`` (per-bin (1 - beta) noise interval around the unprojected estimate,
+        within [0, 1]; [0, 1] for a fallback), ``bias_bound`` (||w - 1/n||₁/2 >= every
+        bin's reweighting bias; a function of ε only), ``n`` (rows of the group, in or out
+        of the domain), ``method``, ``tau`` (clip level of capped rules; +inf when nobody
+        is clipped, NaN when the rule has none), ``fallback`` (True when no row may carry
+        weight, e.g. all ε = 0 or an empty group: every bin is then 1/2) and
+        ``eps_levels`` (per ε level: ``eps``, ``n``, per-row ``weight`` and
+        ``eps_effective`` = weight/η <= eps). The counts view (``counts=True``) adds
+        ``count``, ``count_ci_low`` and ``count_ci_high`` = the frequency columns × n.
+
+    Raises:
+        ParameterError: a parameter breaks its rule.
+
+    Privacy:
+        Protected unit: one row (replace-one neighbours; n is public). Replacing one row's
+        value moves its weight w_i between at most two bins (ℓ1 sensitivity 2·w_i), and
+        every released bin gets Laplace noise of scale 2·η, η = max{w_l/ε_l}, so row i's
+        privacy loss is at most ``eps_effective`` of its level, which is <= ε_i. ε_i enters
+        only through the weights and the noise scale, functions of the ε histogram, which
+        is public in this model (it is in the output). Public inputs: ``categories``,
+        ``other``, the grid, and in a grouped release the key set and each row's group
+        (per-group n and ε histograms are published). Every bin of the domain is noised,
+        empty ones included, so the output reveals nothing about which categories occur.
+        Null or out-of-domain values follow the ``other`` rule and never raise. Invalid ε
+        (null, NaN, negative, -inf) is rejected with a count of rows: ε is public, so the
+        error leaks no data.
+    """
+    return HistogramSpec(
+        column=column,
+        eps=eps,
+        categories=cast(Any, categories),
+        method=method,
+        beta=beta,
+        other=other,
+        eps_grid=eps_grid,
+        alias=alias,
+    )
+
+
+def histogram(df: Any, spec: HistogramSpec, **kwargs: Any) -> Any:
+    """Release a histogram of a pandas or Spark DataFrame (dispatches on its type).
+
+    Same arguments as :func:`hdp_spark.pandas.histogram` / :func:`hdp_spark.spark.histogram`.
+
+    Privacy:
+        See :func:`hdp_spark.hdp_histogram`.
+    """
+    module = type(df).__module__
+    if module.startswith("pandas"):
+        from hdp_spark.pandas.histogram import histogram as run_pandas
+
+        return run_pandas(df, spec, **kwargs)
+    if module.startswith("pyspark"):
+        from hdp_spark.spark.histogram import histogram as run_spark
+
+        return run_spark(df, spec, **kwargs)
+    msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
+    raise EngineNotSupportedError(msg)

@@ -1,0 +1,52 @@
+"""Scheduled release jobs with a persistent per-user privacy ledger.
+
+Run a job with ``python -m hdp_spark.jobs run jobs/<job>.toml`` (or ``hdp-release run ...``),
+or from Python with :func:`run_job`. The job format, the ledger and the guarantees are
+described in ``docs/jobs.md``.
+"""
+
+from __future__ import annotations
+
+from hdp_spark.jobs.registry import (
+    AggregatorKind,
+    Interval,
+    KindResult,
+    get_kind,
+    kinds,
+    register_kind,
+)
+from hdp_spark.jobs.runner import JobRun, ReleasePlan, ReleaseRun, plan_job, run_job
+from hdp_spark.jobs.spec import (
+    AggregatorEntry,
+    BudgetSpec,
+    InputSpec,
+    JobSpec,
+    LedgerSpec,
+    OutputSpec,
+    ReleaseSpec,
+    load_job,
+    parse_job,
+)
+
+__all__ = [
+    "AggregatorEntry",
+    "AggregatorKind",
+    "BudgetSpec",
+    "InputSpec",
+    "Interval",
+    "JobRun",
+    "JobSpec",
+    "KindResult",
+    "LedgerSpec",
+    "OutputSpec",
+    "ReleasePlan",
+    "ReleaseRun",
+    "ReleaseSpec",
+    "get_kind",
+    "kinds",
+    "load_job",
+    "parse_job",
+    "plan_job",
+    "register_kind",
+    "run_job",
+]

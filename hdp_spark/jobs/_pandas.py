@@ -1,0 +1,239 @@
+"""pandas implementation of :class:`~hdp_spark.jobs.engines.EngineAdapter` (vectorized)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hdp_spark.core.ledger import (
+    EXCLUDED,
+    FULL,
+    UNIT,
+    BudgetPolicy,
+    ChargeMode,
+    budget_units_numpy,
+    cap_numpy,
+    charge_units_numpy,
+    remaining_units_numpy,
+)
+from hdp_spark.core.levels import levels_numpy
+from hdp_spark.errors import SchemaError
+from hdp_spark.jobs.engines import (
+    HIST_BINS,
+    QUANTILES,
+    REMAINING,
+    STATUS,
+    UID,
+    AggCharge,
+    BudgetDistribution,
+    ChargeSummary,
+    InputCheck,
+    Key,
+)
+from hdp_spark.jobs.spec import BudgetSpec, InputSpec
+from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
+from hdp_spark.ledger.io import PandasIO
+
+__all__ = ["PandasAdapter"]
+
+SPENT = "__spent"
+BUDGET = "__budget"
+
+
+def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
+    if column not in df.columns:
+        msg = f"{role} column `{column}` is not in the table."
+        raise SchemaError(msg)
+    return df[column]
+
+
+def _floats(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
+    s = _column(df, column, role)
+    if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_numeric_dtype(s):
+        msg = f"{role} column `{column}` must be numeric, got dtype {s.dtype}."
+        raise SchemaError(msg)
+    return s.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _cast(s: pd.Series, kind: str) -> pd.Series:
+    if kind == "double":
+        return pd.to_numeric(s, errors="coerce").astype(np.float64)
+    if kind == "long":
+        return pd.to_numeric(s, errors="coerce").round().astype("Int64")
+    return s.where(s.isna(), s.astype(str))
+
+
+class PandasAdapter:
+    """The job runner's operations on pandas DataFrames."""
+
+    name = "pandas"
+
+    def __init__(self) -> None:
+        self.io = PandasIO()
+
+    def load(self, spec: InputSpec) -> pd.DataFrame:
+        """Read the CSV or parquet input and apply the ``[input.types]`` casts."""
+        if spec.path is None:
+            msg = "the pandas engine reads files; `[input] table` needs engine = 'spark'."
+            raise SchemaError(msg)
+        if spec.resolved_format == "csv":
+            df = pd.read_csv(spec.path)
+        else:
+            import pyarrow.parquet as pq
+
+            df = pq.read_table(spec.path).to_pandas()
+        for col, kind in spec.types:
+            df[col] = _cast(_column(df, col, "typed"), kind)
+        return df
+
+    def content_hash(self, df: pd.DataFrame) -> str:
+        """Order-independent hash of the rows (sum and xor of per-row 64-bit hashes)."""
+        h = pd.util.hash_pandas_object(df, index=False).to_numpy(np.uint64)
+        total = int(h.astype(object).sum()) if len(h) else 0
+        xor = int(np.bitwise_xor.reduce(h)) if len(h) else 0
+        payload = f"{len(df)}:{total}:{xor}:{list(df.columns)}".encode()
+        return hashlib.sha256(payload).hexdigest()
+
+    def validate(self, df: pd.DataFrame, schema: Any) -> Any:
+        """``hdp_spark.pandas.validate(df, schema)`` (issue 5)."""
+        import hdp_spark.pandas as hpd
+
+        return hpd.validate(df, schema)
+
+    def check_input(self, df: pd.DataFrame, user_col: str, budget: BudgetSpec) -> InputCheck:
+        """Null/duplicate user ids and invalid budgets, as counts."""
+        uid = _column(df, user_col, "user id")
+        nulls = int(uid.isna().sum())
+        dups = int(uid[uid.notna()].astype(str).duplicated().sum())
+        col = _floats(df, budget.column, "budget") if budget.column else None
+        _units, invalid = budget_units_numpy(col, budget.default, len(df))
+        return InputCheck(len(df), nulls, dups, invalid)
+
+    def prepare(
+        self, df: pd.DataFrame, user_col: str, budget: BudgetSpec, spent: pd.DataFrame
+    ) -> pd.DataFrame:
+        """Add ``__uid``, ``__remaining`` (and the spend and budget, in units)."""
+        uid = df[user_col].astype(str)
+        lookup = pd.Series(
+            spent[UNITS_COLUMN].to_numpy(np.int64), index=spent[USER_COLUMN].astype(str)
+        )
+        spent_units = uid.map(lookup).fillna(0).to_numpy(np.int64)
+        col = _floats(df, budget.column, "budget") if budget.column else None
+        budget_units, _invalid = budget_units_numpy(col, budget.default, len(df))
+        remaining = remaining_units_numpy(budget_units, spent_units)
+        return df.assign(
+            **{UID: uid.to_numpy(), REMAINING: remaining, SPENT: spent_units, BUDGET: budget_units}
+        )
+
+    def restrict(
+        self, df: pd.DataFrame, by: tuple[str, ...], keys: tuple[Key, ...] | None
+    ) -> pd.DataFrame:
+        """Rows whose group key is in ``keys`` (all rows for a global release)."""
+        if keys is None:
+            return df
+        for col in by:
+            _column(df, col, "group")
+        if len(by) == 1:
+            mask = df[by[0]].isin([k[0] for k in keys]).to_numpy()
+        else:
+            index = pd.MultiIndex.from_frame(df[list(by)])
+            mask = np.asarray(index.isin(list(keys)))
+        return df.loc[mask]
+
+    def cap(
+        self, df: pd.DataFrame, columns: Sequence[tuple[str, int]], policy: BudgetPolicy
+    ) -> pd.DataFrame:
+        """Capped ε columns (replacing the originals) and ``__status``."""
+        arrays = [(_floats(df, c, "ε"), m) for c, m in columns]
+        outcome = cap_numpy(arrays, df[REMAINING].to_numpy(np.int64), policy)
+        out = df.copy()
+        for (c, _), capped in zip(columns, outcome.eps, strict=True):
+            out[c] = capped
+        out[STATUS] = outcome.status
+        return out
+
+    def count_over(self, df: pd.DataFrame) -> int:
+        """Rows whose ε had to be capped or excluded."""
+        return int((df[STATUS].to_numpy() != FULL).sum())
+
+    def charges(
+        self,
+        df: pd.DataFrame,
+        by: tuple[str, ...],
+        aggs: Sequence[AggCharge],
+        mode: ChargeMode = "effective",
+    ) -> tuple[pd.DataFrame, ChargeSummary]:
+        """Per-user charges of one release and their summary."""
+        n = len(df)
+        total = np.zeros(n, dtype=np.int64)
+        matched = np.zeros(n, dtype=bool)
+        for agg in aggs:
+            eps = _floats(df, agg.eps_column, "ε")
+            level = levels_numpy(eps, agg.grid)
+            cells = list(agg.effective.items())
+            lookup: dict[str, Any] = {
+                f"__by{i}": pd.Series([k[i] for (k, _), _ in cells]).astype(df[c].dtype)
+                for i, c in enumerate(by)
+            }
+            lookup["__level"] = pd.Series([lv for (_, lv), _ in cells], dtype=np.float64)
+            lookup["__eff"] = pd.Series([e for _, e in cells], dtype=np.float64)
+            left: dict[str, Any] = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
+            left["__level"] = level
+            on = [*(f"__by{i}" for i in range(len(by))), "__level"]
+            merged = pd.DataFrame(left).merge(pd.DataFrame(lookup), how="left", on=on)
+            eff = merged["__eff"].to_numpy(np.float64)
+            matched |= ~np.isnan(eff)
+            total += charge_units_numpy(eff, eps, mode)
+        frame = pd.DataFrame({USER_COLUMN: df[UID].to_numpy(), UNITS_COLUMN: total})
+        per_user = frame.groupby(USER_COLUMN, sort=False, as_index=False)[UNITS_COLUMN].sum()
+        remaining = pd.Series(df[REMAINING].to_numpy(np.int64), index=df[UID].to_numpy())
+        remaining = remaining[~remaining.index.duplicated()]
+        over = per_user[UNITS_COLUMN].to_numpy() > remaining.reindex(
+            per_user[USER_COLUMN]).to_numpy()
+        charged = per_user[per_user[UNITS_COLUMN] > 0].reset_index(drop=True)
+        status = df[STATUS].to_numpy() if STATUS in df.columns else np.zeros(n, np.int8)
+        summary = ChargeSummary(
+            rows_in_release=int(matched.sum()),
+            users_charged=len(charged),
+            units_charged=int(charged[UNITS_COLUMN].sum()),
+            units_max=int(charged[UNITS_COLUMN].max()) if len(charged) else 0,
+            users_capped=int(((status != FULL) & (status != EXCLUDED) & matched).sum()),
+            users_excluded=int(((status == EXCLUDED) & matched).sum()),
+            overspent=int(over.sum()),
+        )
+        return charged, summary
+
+    def distribution(
+        self, df: pd.DataFrame, budget_default: float | None = None
+    ) -> BudgetDistribution:
+        """Remaining and spent budgets of the table's users (``budget_default``: the
+        job-wide budget when there is no budget column; the histogram's range)."""
+        once = df.drop_duplicates(UID)
+        remaining = once[REMAINING].to_numpy(np.int64).astype(np.float64) * UNIT
+        spent = once[SPENT].to_numpy(np.int64).astype(np.float64) * UNIT
+        budget = once[BUDGET].to_numpy(np.int64).astype(np.float64) * UNIT
+        if len(once) == 0:
+            return BudgetDistribution(0, 0, {}, {}, 0.0)
+        top = float(budget_default) if budget_default else (float(budget.max()) or 1.0)
+        width = top / HIST_BINS
+        # the same IEEE operations as the Spark twin: floor(x / width), top bin closed
+        bins = np.minimum(np.floor(remaining / width), HIST_BINS - 1).astype(np.int64)
+        counts = np.bincount(bins, minlength=HIST_BINS)
+        return BudgetDistribution(
+            users=len(once),
+            exhausted=int((once[REMAINING].to_numpy() == 0).sum()),
+            remaining_quantiles={q: float(np.quantile(remaining, q)) for q in QUANTILES},
+            spent_quantiles={q: float(np.quantile(spent, q)) for q in QUANTILES},
+            total_spent=float(spent.sum()),
+            hist_edges=[i * width for i in range(HIST_BINS + 1)],
+            hist_counts=[int(c) for c in counts],
+        )
+
+    def release_input(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The table without the runner's helper columns."""
+        return df.drop(columns=[c for c in (UID, REMAINING, STATUS, SPENT, BUDGET)
+                                if c in df.columns])

@@ -1,0 +1,340 @@
+"""Spark implementation of :class:`~hdp_spark.jobs.engines.EngineAdapter`.
+
+Native column expressions, joins and aggregates only (no UDF, no RDD). The ledger's spend is
+joined with the table on the executors; only per-release summaries and the small
+(group, ε level) effective-ε tables cross the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from hdp_spark.core.ledger import (
+    BUDGET_MAX,
+    CAPPED,
+    DEMAND_CLAMP,
+    EXCLUDED,
+    FULL,
+    UNIT,
+    UNIT_BITS,
+    BudgetPolicy,
+    ChargeMode,
+)
+from hdp_spark.errors import SchemaError
+from hdp_spark.jobs.engines import (
+    HIST_BINS,
+    QUANTILES,
+    REMAINING,
+    STATUS,
+    UID,
+    AggCharge,
+    BudgetDistribution,
+    ChargeSummary,
+    InputCheck,
+    Key,
+)
+from hdp_spark.jobs.spec import BudgetSpec, InputSpec
+from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
+from hdp_spark.ledger.io import SparkIO
+from hdp_spark.spark.expressions import level_expr
+
+__all__ = ["SparkAdapter"]
+
+SPENT = "__spent"
+BUDGET = "__budget"
+_SCALE = float(2**UNIT_BITS)
+_INF = float("inf")
+
+
+def _session(spark: Any, conf: Sequence[tuple[str, str]]) -> Any:
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName("hdp_spark-jobs")
+    for k, v in conf:
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def _has(df: DataFrame, column: str, role: str) -> None:
+    if column not in df.columns:
+        msg = f"{role} column `{column}` is not in the table."
+        raise SchemaError(msg)
+
+
+def ceil_units_expr(col: Column) -> Column:
+    """Spark twin of :func:`~hdp_spark.core.ledger.ceil_units_numpy`."""
+    x = col.cast("double")
+    x = F.when(x.isNull() | F.isnan(x) | (x < F.lit(0.0)), F.lit(0.0)).otherwise(
+        F.least(x, F.lit(DEMAND_CLAMP))
+    )
+    return F.ceil(x * F.lit(_SCALE)).cast("long")
+
+
+def budget_units_expr(budget: BudgetSpec) -> tuple[Column, Column]:
+    """Spark twin of :func:`~hdp_spark.core.ledger.budget_units_numpy`: (units, invalid)."""
+    if budget.column is None:
+        default = float(budget.default or 0.0)
+        return F.floor(F.lit(default) * F.lit(_SCALE)).cast("long"), F.lit(False)
+    b = F.col(budget.column).cast("double")
+    if budget.default is not None:
+        b = F.coalesce(b, F.lit(float(budget.default)))
+    bad = b.isNull() | F.isnan(b) | (b < F.lit(0.0)) | (b == F.lit(_INF)) | (
+        b > F.lit(BUDGET_MAX)
+    )
+    units = F.when(bad, F.lit(0)).otherwise(F.floor(b * F.lit(_SCALE))).cast("long")
+    return units, bad
+
+
+class SparkAdapter:
+    """The job runner's operations on Spark DataFrames."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any = None, conf: Sequence[tuple[str, str]] = ()) -> None:
+        self.spark = _session(spark, conf)
+        self.io = SparkIO(self.spark)
+
+    def load(self, spec: InputSpec) -> DataFrame:
+        """Read the input (CSV, parquet or a table), cast ``[input.types]``, checkpoint it.
+
+        The checkpoint pins the rows read once: the fingerprint, the release and the charges
+        all see the same data even if the source changes during the run.
+        """
+        reader = self.spark.read
+        if spec.table is not None:
+            df = self.spark.table(spec.table)
+        elif spec.resolved_format == "csv":
+            df = reader.csv(str(spec.path), header=True, inferSchema=True)
+        else:
+            df = reader.parquet(str(spec.path))
+        for col, kind in spec.types:
+            _has(df, col, "typed")
+            df = df.withColumn(col, F.col(col).try_cast(kind))
+        pinned: DataFrame = df.localCheckpoint(eager=True)
+        return pinned
+
+    def content_hash(self, df: DataFrame) -> str:
+        """Order-independent hash of the rows (count, sum and xor of 64-bit row hashes)."""
+        cols = [F.col(c) for c in df.columns]
+        h = F.xxhash64(*cols)
+        row = df.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(h.cast("decimal(38,0)")).alias("s"),
+            F.bit_xor(F.xxhash64(F.lit("hdp"), *cols)).alias("x"),
+        ).collect()[0]
+        payload = f"{row['n']}:{row['s']}:{row['x']}:{df.columns}".encode()
+        return hashlib.sha256(payload).hexdigest()
+
+    def validate(self, df: DataFrame, schema: Any) -> Any:
+        """``hdp_spark.spark.validate(df, schema)`` (issue 5)."""
+        import hdp_spark.spark as hs
+
+        return hs.validate(df, schema)
+
+    def check_input(self, df: DataFrame, user_col: str, budget: BudgetSpec) -> InputCheck:
+        """Null/duplicate user ids and invalid budgets, as counts (one Spark job)."""
+        _has(df, user_col, "user id")
+        if budget.column is not None:
+            _has(df, budget.column, "budget")
+        _units, bad = budget_units_expr(budget)
+        uid = F.col(user_col).cast("string")
+        row = df.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.count(uid).alias("ids"),
+            F.countDistinct(uid).alias("distinct"),
+            F.sum(F.when(bad, 1).otherwise(0)).alias("bad"),
+        ).collect()[0]
+        n = int(row["n"])
+        return InputCheck(
+            rows=n,
+            null_users=n - int(row["ids"]),
+            duplicate_users=int(row["ids"]) - int(row["distinct"]),
+            invalid_budgets=int(row["bad"] or 0),
+        )
+
+    def prepare(self, df: DataFrame, user_col: str, budget: BudgetSpec, spent: Any) -> DataFrame:
+        """Join the spend and add ``__uid`` and ``__remaining`` (units, >= 0)."""
+        units, _bad = budget_units_expr(budget)
+        s = spent.select(F.col(USER_COLUMN).alias(UID), F.col(UNITS_COLUMN).alias(SPENT))
+        out = (
+            df.withColumn(UID, F.col(user_col).cast("string"))
+            .join(s, on=UID, how="left")
+            .withColumn(SPENT, F.coalesce(F.col(SPENT), F.lit(0).cast("long")))
+            .withColumn(BUDGET, units)
+        )
+        return out.withColumn(
+            REMAINING, F.greatest(F.col(BUDGET) - F.col(SPENT), F.lit(0).cast("long"))
+        )
+
+    def restrict(
+        self, df: DataFrame, by: tuple[str, ...], keys: tuple[Key, ...] | None
+    ) -> DataFrame:
+        """Rows whose group key is in ``keys`` (broadcast semi-join)."""
+        if keys is None:
+            return df
+        fields = []
+        for c in by:
+            _has(df, c, "group")
+            fields.append(T.StructField(c, df.schema[c].dataType, False))
+        key_df = self.spark.createDataFrame([list(k) for k in keys], T.StructType(fields))
+        return df.join(F.broadcast(key_df), on=list(by), how="left_semi")
+
+    def cap(
+        self, df: DataFrame, columns: Sequence[tuple[str, int]], policy: BudgetPolicy
+    ) -> DataFrame:
+        """Capped ε columns (replacing the originals) and ``__status``."""
+        k = sum(m for _, m in columns)
+        demand: Column = F.lit(0).cast("long")
+        valid_all: Column = F.lit(True)
+        for c, m in columns:
+            _has(df, c, "ε")
+            e = F.col(c).cast("double")
+            demand = demand + F.lit(m) * ceil_units_expr(e)
+            valid_all = valid_all & e.isNotNull() & ~F.isnan(e) & (e >= F.lit(0.0))
+        over = (demand > F.col(REMAINING)) & valid_all
+        share = F.expr(f"`{REMAINING}` div {k}").cast("double") * F.lit(UNIT)
+        out = df.withColumn("__over", over)
+        for c, _ in columns:
+            e = F.col(c).cast("double")
+            if policy == "cap":
+                new = F.when(F.col("__over"), F.least(e, share)).otherwise(e)
+            elif policy == "exclude":
+                new = F.when(F.col("__over"), F.lit(0.0)).otherwise(e)
+            else:
+                new = e
+            out = out.withColumn(c, new)
+        code = EXCLUDED if policy == "exclude" else CAPPED
+        out = out.withColumn(
+            STATUS, F.when(F.col("__over"), F.lit(code)).otherwise(F.lit(FULL)).cast("byte")
+        )
+        return out.drop("__over")
+
+    def count_over(self, df: DataFrame) -> int:
+        """Rows whose ε had to be capped or excluded."""
+        return int(df.where(F.col(STATUS) != F.lit(FULL)).count())
+
+    def charges(
+        self,
+        df: DataFrame,
+        by: tuple[str, ...],
+        aggs: Sequence[AggCharge],
+        mode: ChargeMode = "effective",
+    ) -> tuple[DataFrame, ChargeSummary]:
+        """Per-user charges of one release (broadcast joins with the effective-ε tables)."""
+        total: Column = F.lit(0).cast("long")
+        matched: Column = F.lit(False)
+        out = df
+        for j, agg in enumerate(aggs):
+            lv, eff = f"__lv{j}", f"__eff{j}"
+            fields = [T.StructField(c, df.schema[c].dataType, True) for c in by]
+            fields += [T.StructField(lv, T.DoubleType(), False),
+                       T.StructField(eff, T.DoubleType(), False)]
+            cells = [[*key, float(level), float(e)] for (key, level), e in agg.effective.items()]
+            table = self.spark.createDataFrame(cells, T.StructType(fields))
+            out = out.withColumn(lv, level_expr(agg.eps_column, agg.grid)).join(
+                F.broadcast(table), on=[*by, lv], how="left"
+            )
+            demand = ceil_units_expr(F.col(agg.eps_column))
+            charge = demand if mode == "demand" else F.least(ceil_units_expr(F.col(eff)), demand)
+            total = total + F.when(F.col(eff).isNull(), F.lit(0).cast("long")).otherwise(charge)
+            matched = matched | F.col(eff).isNotNull()
+        per_row = out.select(
+            F.col(UID), F.col(REMAINING), F.col(STATUS), total.alias("__charge"),
+            matched.alias("__matched"),
+        )
+        per_user = per_row.groupBy(UID).agg(
+            F.sum("__charge").cast("long").alias(UNITS_COLUMN),
+            F.min(REMAINING).alias(REMAINING),
+            F.max(F.when(F.col("__matched"), F.col(STATUS))).alias(STATUS),
+            F.max(F.col("__matched").cast("int")).alias("__matched"),
+        )
+        # Deterministic (the input is checkpointed, ledger files are immutable): the summary
+        # and the ledger write may each evaluate it.
+        row = per_user.agg(
+            F.sum("__matched").alias("rows"),
+            F.sum(F.when(F.col(UNITS_COLUMN) > 0, 1).otherwise(0)).alias("users"),
+            F.sum(UNITS_COLUMN).alias("units"),
+            F.max(UNITS_COLUMN).alias("max"),
+            F.sum(F.when(F.col(STATUS) == F.lit(CAPPED), 1).otherwise(0)).alias("capped"),
+            F.sum(F.when(F.col(STATUS) == F.lit(EXCLUDED), 1).otherwise(0)).alias("excluded"),
+            F.sum(F.when(F.col(UNITS_COLUMN) > F.col(REMAINING), 1).otherwise(0)).alias("over"),
+        ).collect()[0]
+        summary = ChargeSummary(
+            rows_in_release=int(row["rows"] or 0),
+            users_charged=int(row["users"] or 0),
+            units_charged=int(row["units"] or 0),
+            units_max=int(row["max"] or 0),
+            users_capped=int(row["capped"] or 0),
+            users_excluded=int(row["excluded"] or 0),
+            overspent=int(row["over"] or 0),
+        )
+        charged = per_user.where(F.col(UNITS_COLUMN) > 0).select(
+            F.col(UID).alias(USER_COLUMN), F.col(UNITS_COLUMN)
+        )
+        return charged, summary
+
+    def distribution(
+        self, df: DataFrame, budget_default: float | None = None
+    ) -> BudgetDistribution:
+        """Remaining and spent budgets of the table's users (exact percentiles).
+
+        ``budget_default``: the job-wide budget when there is no budget column (the
+        histogram's range; saves a Spark job).
+        """
+        once = df.select(UID, REMAINING, SPENT, BUDGET).dropDuplicates([UID])
+        rem = F.col(REMAINING).cast("double") * F.lit(UNIT)
+        spent = F.col(SPENT).cast("double") * F.lit(UNIT)
+        qs = list(QUANTILES)
+
+        def bucket(top: float) -> Column:
+            width = top / HIST_BINS
+            return F.least(F.floor(rem / F.lit(width)).cast("int"), F.lit(HIST_BINS - 1))
+
+        # With a job-wide budget the histogram range is known: one Spark job for everything.
+        known = float(budget_default) if budget_default else None
+        hist = [F.sum(F.when(bucket(known) == i, 1).otherwise(0)).alias(f"h{i}")
+                for i in range(HIST_BINS)] if known else []
+        row = once.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.when(F.col(REMAINING) == 0, 1).otherwise(0)).alias("exhausted"),
+            F.percentile(rem, qs).alias("rq"),
+            F.percentile(spent, qs).alias("sq"),
+            F.sum(spent).alias("total"),
+            F.max(F.col(BUDGET).cast("double") * F.lit(UNIT)).alias("top"),
+            *hist,
+        ).collect()[0]
+        n = int(row["n"])
+        if n == 0:
+            return BudgetDistribution(0, 0, {}, {}, 0.0)
+        top = known or float(row["top"] or 0.0) or 1.0
+        width = top / HIST_BINS
+        if known:
+            counts = [int(row[f"h{i}"] or 0) for i in range(HIST_BINS)]
+        else:
+            counts = [0] * HIST_BINS
+            for r in once.groupBy(bucket(top).alias("b")).count().collect():
+                counts[int(r["b"])] += int(r["count"])
+        return BudgetDistribution(
+            users=n,
+            exhausted=int(row["exhausted"] or 0),
+            remaining_quantiles={q: float(v) for q, v in zip(qs, row["rq"], strict=True)},
+            spent_quantiles={q: float(v) for q, v in zip(qs, row["sq"], strict=True)},
+            total_spent=float(row["total"] or 0.0),
+            hist_edges=[i * width for i in range(HIST_BINS + 1)],
+            hist_counts=counts,
+        )
+
+    def release_input(self, df: DataFrame) -> DataFrame:
+        """The table without the runner's helper columns."""
+        return df.drop(UID, REMAINING, STATUS, SPENT, BUDGET)

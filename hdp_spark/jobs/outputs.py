@@ -1,0 +1,155 @@
+"""Published outputs of committed releases: staging, atomic publish, manifest.
+
+Layout under ``[output] path``::
+
+    <release id>/<commit id>/values.parquet   one row per public key: values + accuracy
+    <release id>/<commit id>/values.json      the same rows with the release's metadata
+    manifest.json                             current commit of every release of the job
+    report.md, plots/*.png                    the report for people
+    .staging/                                 scratch space of running (or crashed) runs
+
+The ledger's commit record is the source of truth; these files are a materialization of it,
+written only *after* the ledger commit: to ``.staging`` first, then published by one
+``rename``. So a published directory always belongs to a committed release; no noisy value
+of an uncommitted (uncharged) release is ever written here; and a committed release whose
+directory is missing (crash between commit and publish) is re-materialized from its record
+by the next run: same rows, byte for byte the same JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hdp_spark.errors import JobError
+from hdp_spark.ledger._fs import atomic_write, fsync_dir, fsync_tree, remove_orphans, tmp_name
+from hdp_spark.ledger.base import CommitRecord
+
+__all__ = [
+    "cleanup_staging",
+    "ensure_published",
+    "json_safe",
+    "publish",
+    "release_dir",
+    "stage",
+    "write_manifest",
+]
+
+log = logging.getLogger("hdp_spark.jobs")
+
+STAGING = ".staging"
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: non-finite floats become ``"inf"``, ``"-inf"`` or ``"nan"``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def release_dir(out: Path, record: CommitRecord) -> Path:
+    """The published directory of a committed release."""
+    return out / record.release_id / record.commit_id
+
+
+def _values_table(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows)
+
+
+def stage(out: Path, record: CommitRecord) -> Path:
+    """Write a release's outputs to a new staging directory (fsynced) and return it."""
+    import pyarrow.parquet as pq
+
+    outcome = record.outcome_data()
+    rows = outcome["rows"]
+    staging = out / STAGING / tmp_name(f"{record.commit_id}-")
+    staging.mkdir(parents=True)
+    pq.write_table(_values_table(rows), staging / "values.parquet")
+    meta = {k: v for k, v in outcome.items() if k != "rows"}
+    doc = {
+        "job": record.job,
+        "release_id": record.release_id,
+        "commit_id": record.commit_id,
+        "committed_at": record.committed_at,
+        "input_fingerprint": record.fingerprint,
+        **meta,
+        "rows": rows,
+    }
+    (staging / "values.json").write_text(
+        json.dumps(json_safe(doc), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    )
+    fsync_tree(staging)
+    return staging
+
+
+def publish(out: Path, staged: Path, record: CommitRecord) -> Path:
+    """Move a staged directory into place (one atomic ``rename``).
+
+    If the release is already published (a concurrent or earlier run), the staged copy is
+    discarded: both were materialized from the same committed record.
+    """
+    final = release_dir(out, record)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staged, final)
+    except OSError:
+        if not final.is_dir():
+            raise
+        shutil.rmtree(staged, ignore_errors=True)
+    fsync_dir(final.parent)
+    return final
+
+
+def ensure_published(out: Path, record: CommitRecord) -> Path:
+    """The published directory of ``record``, re-materializing it from the record if missing."""
+    final = release_dir(out, record)
+    if final.is_dir():
+        return final
+    log.info("re-materializing committed release %s (%s)", record.release_id, record.commit_id)
+    return publish(out, stage(out, record), record)
+
+
+def cleanup_staging(out: Path) -> int:
+    """Remove staging directories of runs of this host that died; returns a count.
+
+    Directories of live runs and of other hosts (whose processes cannot be checked from here)
+    are left alone.
+    """
+    removed = remove_orphans(out / STAGING)
+    if removed:
+        log.info("removed %d staging directorie(s) of crashed runs", removed)
+    return removed
+
+
+def write_manifest(out: Path, job: str, releases: dict[str, dict[str, Any]]) -> Path:
+    """Atomically (re)write ``manifest.json``: the current commit of each of the job's releases.
+
+    Entries of releases not run this time are kept from the previous manifest.
+    """
+    path = out / "manifest.json"
+    previous: dict[str, Any] = {}
+    if path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            previous = json.loads(path.read_text()).get("releases", {})
+    merged = {**previous, **releases}
+    doc = {"job": job, "updated_at": datetime.now(UTC).isoformat(), "releases": merged}
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        atomic_write(path, (json.dumps(json_safe(doc), indent=2, sort_keys=True) + "\n").encode())
+    except OSError as exc:
+        msg = f"cannot write `{path}`: {exc}."
+        raise JobError(msg) from exc
+    return path

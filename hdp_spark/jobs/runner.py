@@ -1,0 +1,521 @@
+"""The job runner: validate -> check budgets -> compute -> write outputs -> charge the ledger.
+
+One run of a job (``python -m hdp_spark.jobs run jobs/<job>.toml``):
+
+1. **load** the input and fingerprint it (the fingerprint enters every idempotency key);
+2. **validate** it against its schema (issue 5) and check user ids and budgets; a failure
+   stops the run before any release (the counts go to the operator's log, never to outputs);
+3. for each release, in order, under the ledger's write lock (a *session*):
+
+   a. if the release's idempotency key (job, release id, input fingerprint, release
+      definition) is committed already, **re-publish** the committed outcome: nothing is
+      recomputed, no noise is drawn, nothing is charged;
+   b. otherwise join the remaining budgets with the table and **cap** the ε columns
+      (:mod:`hdp_spark.core.ledger`), **compute** the release (fresh noise, once),
+      compute the **charges** from the effective ε of every (group, ε level) and **commit**
+      the record (which holds the outcome) and the charges in one atomic step; then
+      materialize the outputs from the record in a staging directory and publish them by one
+      ``rename``;
+
+4. write ``manifest.json`` and the report (remaining-budget distribution included).
+
+Crash consistency: the ledger commit is the only commit point. Before it, nothing is
+visible and no released value is on disk outside the ledger's own (trusted) storage; after
+it, the outputs are a materialization of the committed record, re-created by the next run if
+the crash hit between commit and publish. ``HDP_FAULT_AT=<stage>``
+(:mod:`hdp_spark.jobs.faults`) kills the process at any stage to test this.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hdp_spark.core.ledger import UNIT, canonical_json, idempotency_key
+from hdp_spark.errors import (
+    BudgetExceededError,
+    InternalError,
+    JobError,
+    LedgerConflictError,
+)
+from hdp_spark.jobs.engines import AggCharge, BudgetDistribution, ChargeSummary, make_adapter
+from hdp_spark.jobs.faults import fault_point
+from hdp_spark.jobs.fingerprint import file_fingerprint, file_stats
+from hdp_spark.jobs.outputs import cleanup_staging, ensure_published, publish, stage
+from hdp_spark.jobs.outputs import write_manifest as _write_manifest
+from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
+from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
+from hdp_spark.ledger import open_ledger
+from hdp_spark.ledger.base import CommitRecord
+
+__all__ = ["JobRun", "ReleasePlan", "ReleaseRun", "plan_job", "run_job"]
+
+log = logging.getLogger("hdp_spark.jobs")
+
+_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRun:
+    """What happened to one release in a run.
+
+    Attributes:
+        release_id: the release.
+        status: ``"committed"`` (computed and charged now) or ``"republished"`` (committed
+            earlier; its stored outcome was published again, nothing charged).
+        record: the ledger's commit record (its outcome is what was published).
+        path: the published directory.
+        seconds: wall time of the release.
+    """
+
+    release_id: str
+    status: Literal["committed", "republished"]
+    record: CommitRecord
+    path: Path
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """Result of :func:`run_job`.
+
+    Attributes:
+        job: the job that ran.
+        fingerprint: the input fingerprint.
+        releases: one entry per release, in job order.
+        distribution: remaining/spent budgets of the input's users after the run (computed
+            for the report; None when ``[output] report = false``).
+        manifest: the output manifest.
+        report: the Markdown report (None when disabled).
+        stage_seconds: wall time per stage (``load``, ``validate``, ``release:<id>``, ...).
+    """
+
+    job: JobSpec
+    fingerprint: str
+    releases: tuple[ReleaseRun, ...]
+    distribution: BudgetDistribution | None
+    manifest: Path
+    report: Path | None
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def values(self, release_id: str) -> list[dict[str, Any]]:
+        """The published rows of a release (as committed)."""
+        for r in self.releases:
+            if r.release_id == release_id:
+                rows: list[dict[str, Any]] = r.record.outcome_data()["rows"]
+                return rows
+        msg = f"`release_id` must be one of the job's releases; got {release_id!r}."
+        raise JobError(msg)
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        log.info("stage %s ...", name)
+        t0 = time.perf_counter()
+        yield
+        took = time.perf_counter() - t0
+        self.seconds[name] = self.seconds.get(name, 0.0) + took
+        log.info("stage %s done in %.2f s", name, took)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _definition(rel: ReleaseSpec) -> dict[str, Any]:
+    return {
+        "by": list(rel.by),
+        "keys": [list(k) for k in rel.keys] if rel.keys is not None else None,
+        "aggregators": [
+            {"kind": a.kind, **dict(get_kind(a.kind).describe(a.spec))} for a in rel.aggregators
+        ],
+    }
+
+
+def _eps_columns(rel: ReleaseSpec) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for a in rel.aggregators:
+        col = get_kind(a.kind).eps_column(a.spec)
+        counts[col] = counts.get(col, 0) + 1
+    return list(counts.items())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.date | dt.datetime | dt.time):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _compute(adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResult:
+    """Run every kind of the release once on the capped table; merge rows by key."""
+    by_kind: dict[str, list[Any]] = {}
+    for a in rel.aggregators:
+        by_kind.setdefault(a.kind, []).append(a.spec)
+    table = adapter.release_input(df)
+    n_keys = len(rel.keys) if rel.keys is not None else 1
+    rows: list[dict[str, Any]] | None = None
+    effective: dict[str, Any] = {}
+    tau: dict[str, Any] = {}
+    for kind_name, specs in by_kind.items():
+        kind = get_kind(kind_name)
+        seed = f"{job.unsafe_seed}/{rel.id}/{kind_name}" if job.unsafe_seed else None
+        result = kind.release(job.engine, table, specs, rel.by, rel.keys, seed)
+        check_kind_result(kind_name, result, n_keys)
+        if rows is None:
+            rows = [dict(r) for r in result.rows]
+        else:
+            for mine, theirs in zip(rows, result.rows, strict=True):
+                mine.update(theirs)
+        effective.update(result.effective)
+        tau.update(result.tau)
+    return KindResult(rows or [], effective, tau)
+
+
+def _outcome(
+    job: JobSpec, rel: ReleaseSpec, result: KindResult, summary: ChargeSummary
+) -> str:
+    aggregators = []
+    for a in rel.aggregators:
+        kind = get_kind(a.kind)
+        aggregators.append(
+            {"kind": a.kind, "name": kind.output_name(a.spec),
+             "definition": dict(kind.describe(a.spec)),
+             "intervals": [[i.label, i.estimate, i.low, i.high] for i in kind.intervals(a.spec)]}
+        )
+    tau = {
+        name: [[list(_plain(list(key))), t] for key, t in per.items()]
+        for name, per in result.tau.items()
+    }
+    return canonical_json(
+        {
+            "engine": job.engine,
+            "by": list(rel.by),
+            "aggregators": aggregators,
+            "rows": _plain(result.rows),
+            "tau": tau,
+            "budget": {
+                "policy": job.budget.policy,
+                "charge": job.budget.charge,
+                "rows_in_release": summary.rows_in_release,
+                "users_charged": summary.users_charged,
+                "units_charged": summary.units_charged,
+                "eps_charged_total": summary.units_charged * UNIT,
+                "eps_charged_max": summary.units_max * UNIT,
+                "users_capped": summary.users_capped,
+                "users_excluded": summary.users_excluded,
+            },
+            "unsafe_seed": job.unsafe_seed is not None,
+        }
+    )
+
+
+def _load(adapter: Any, job: JobSpec) -> tuple[Any, str]:
+    spec = job.input
+    if spec.path is None:
+        df = adapter.load(spec)
+        return df, "table:" + adapter.content_hash(df)
+    before = file_stats(spec.path)
+    extra = {"format": spec.resolved_format, "types": [list(t) for t in spec.types]}
+    fingerprint = file_fingerprint(spec.path, spec.fingerprint, extra)
+    df = adapter.load(spec)
+    if file_stats(spec.path) != before:
+        msg = (
+            f"`[input] path` {str(spec.path)!r} changed while the job read it; run the job "
+            "on a stable snapshot."
+        )
+        raise JobError(msg)
+    return df, fingerprint
+
+
+def _validate(adapter: Any, df: Any, job: JobSpec) -> None:
+    spec = job.input
+    if spec.schema is not None:
+        try:
+            from hdp_spark.schema import load_schema
+        except ImportError as exc:
+            msg = (
+                "`[input] schema` needs hdp_spark.schema (table schemas), which this "
+                f"installation lacks; got {str(spec.schema)!r}."
+            )
+            raise JobError(msg) from exc
+        report = adapter.validate(df, load_schema(spec.schema))
+        if not report.ok:
+            log.warning(
+                "schema validation: rule violations (counts, for the operator; value rules "
+                "never block, the aggregators clamp or impute): %s", dict(report.violations)
+            )
+        report.raise_for_release()
+    check = adapter.check_input(df, spec.user_id, job.budget)
+    col = spec.user_id
+    if check.null_users:
+        msg = (
+            f"`[input] user_id` column `{col}` must not be null; {check.null_users} row(s) "
+            "break this rule."
+        )
+        raise JobError(msg)
+    if check.duplicate_users:
+        msg = (
+            f"`[input] user_id` column `{col}` must be unique (one row per user: the ledger "
+            f"charges users, the aggregators protect rows); {check.duplicate_users} row(s) "
+            "repeat an id."
+        )
+        raise JobError(msg)
+    if check.invalid_budgets:
+        where = f"`[budget] column` `{job.budget.column}`" if job.budget.column else "budget"
+        msg = (
+            f"{where} must hold a finite budget in [0, 2**20] (or null with `[budget] "
+            f"default`); {check.invalid_budgets} row(s) break this rule."
+        )
+        raise JobError(msg)
+    log.info("input: %d row(s), user ids unique, budgets valid", check.rows)
+
+
+# -- one release ----------------------------------------------------------------------------
+
+
+def _run_release(
+    adapter: Any, ledger: Any, df: Any, job: JobSpec, rel: ReleaseSpec, fingerprint: str,
+    timer: _Timer,
+) -> ReleaseRun:
+    key = idempotency_key(job.name, rel.id, fingerprint, _definition(rel))
+    out = job.output.path
+    t0 = time.perf_counter()
+
+    def republish(record: CommitRecord) -> ReleaseRun:
+        path = ensure_published(out, record)
+        log.info("release %s: already committed as %s; re-published, nothing charged",
+                 rel.id, record.commit_id)
+        return ReleaseRun(rel.id, "republished", record, path, time.perf_counter() - t0)
+
+    found = ledger.find(key)
+    if found is not None:
+        return republish(found)
+    for attempt in range(1, _MAX_ATTEMPTS + 1):
+        try:
+            with ledger.session(adapter.io) as session:
+                fault_point("locked", rel.id)
+                found = session.find(key)
+                if found is not None:
+                    return republish(found)
+                with timer.stage(f"{rel.id}:budgets"):
+                    prepared = adapter.prepare(df, job.input.user_id, job.budget, session.spent())
+                    scoped = adapter.restrict(prepared, rel.by, rel.keys)
+                    capped = adapter.cap(scoped, _eps_columns(rel), job.budget.policy)
+                    if job.budget.policy == "fail":
+                        over = adapter.count_over(capped)
+                        if over:
+                            msg = (
+                                f"release `{rel.id}`: {over} user(s) have less remaining "
+                                "budget than the release demands (`[budget] policy` = "
+                                "'fail'); nothing was released or charged."
+                            )
+                            raise BudgetExceededError(msg)
+                fault_point("budgets_checked", rel.id)
+                with timer.stage(f"{rel.id}:compute"):
+                    result = _compute(adapter, capped, job, rel)
+                fault_point("computed", rel.id)
+                with timer.stage(f"{rel.id}:charges"):
+                    aggs = [
+                        AggCharge(
+                            get_kind(a.kind).eps_column(a.spec),
+                            get_kind(a.kind).eps_grid(a.spec),
+                            result.effective[get_kind(a.kind).output_name(a.spec)],
+                        )
+                        for a in rel.aggregators
+                    ]
+                    charges, summary = adapter.charges(capped, rel.by, aggs, job.budget.charge)
+                if summary.overspent:
+                    msg = (
+                        f"release `{rel.id}`: {summary.overspent} user(s) would be charged "
+                        "above their remaining budget; refusing to commit"
+                    )
+                    raise InternalError(msg)
+                record = CommitRecord(
+                    key=key, job=job.name, release_id=rel.id, fingerprint=fingerprint,
+                    committed_at=dt.datetime.now(dt.UTC).isoformat(),
+                    outcome=_outcome(job, rel, result, summary),
+                    users_charged=summary.users_charged, units_charged=summary.units_charged,
+                )
+                with timer.stage(f"{rel.id}:commit"):
+                    session.commit(
+                        record, charges, before_commit=lambda: fault_point("charged", rel.id)
+                    )
+        except LedgerConflictError:
+            if attempt == _MAX_ATTEMPTS:
+                raise
+            log.warning("release %s: ledger conflict (attempt %d); retrying", rel.id, attempt)
+            continue
+        fault_point("committed", rel.id)
+        # Outputs are materialized only now: no noisy value of a release that might never be
+        # committed (hence never charged) is ever written where readers of outputs look.
+        with timer.stage(f"{rel.id}:publish"):
+            staged = stage(out, record)
+            fault_point("staged", rel.id)
+            path = publish(out, staged, record)
+        fault_point("published", rel.id)
+        log.info(
+            "release %s: committed %s; %d user(s) charged, ε %.4g in total (max %.4g); "
+            "%d capped, %d excluded",
+            rel.id, record.commit_id, summary.users_charged, summary.units_charged * UNIT,
+            summary.units_max * UNIT, summary.users_capped, summary.users_excluded,
+        )
+        return ReleaseRun(rel.id, "committed", record, path, time.perf_counter() - t0)
+    msg = "release loop ended without a result"
+    raise InternalError(msg)
+
+
+# -- public API ----------------------------------------------------------------------------
+
+
+def _resolve(job: JobSpec | str | Path, engine: EngineName | None) -> JobSpec:
+    if isinstance(job, JobSpec):
+        return job.with_engine(engine) if engine else job
+    return load_job(job, engine=engine)
+
+
+def run_job(
+    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
+) -> JobRun:
+    """Run a release job: validate, check budgets, compute, publish, charge the ledger.
+
+    Args:
+        job: a :class:`~hdp_spark.jobs.spec.JobSpec` or the path of a TOML job file.
+        engine: run on this engine instead of the job's.
+        spark: the SparkSession to use (Spark engine; default: the active one or a new one
+            configured from the job's ``[spark]`` table).
+
+    Returns:
+        A :class:`JobRun` (published paths, commit records, budget distribution).
+
+    Raises:
+        JobError: the job file or the input breaks a rule (nothing released).
+        SchemaError: the input fails schema validation (nothing released).
+        BudgetExceededError: ``policy = "fail"`` and some user lacks budget.
+        LedgerBusyError: another run held the ledger for longer than ``lock_timeout``.
+
+    Privacy:
+        Each release is charged to every user the effective ε it gave them (sequential
+        composition), after capping ε at the user's remaining budget, so no user's total
+        spend ever exceeds their budget, even with concurrent runs or crashes. A committed
+        release is never recomputed: re-running it re-publishes the stored outcome (the
+        noise is not redrawn, nothing is charged). The release key is never stored.
+        Remaining budgets become part of the (public) ε vector of later releases.
+    """
+    spec = _resolve(job, engine)
+    timer = _Timer()
+    log.info("job %s: engine %s, ledger %s (%s), %d release(s)", spec.name, spec.engine,
+             spec.ledger.path, spec.ledger_backend, len(spec.releases))
+    if spec.unsafe_seed is not None:
+        log.warning("job %s uses `unsafe_seed`: its noise is reproducible and NOT private",
+                    spec.name)
+    out = spec.output.path
+    out.mkdir(parents=True, exist_ok=True)
+    cleanup_staging(out)
+    adapter = make_adapter(spec.engine, spark, spec.spark_conf)
+    with timer.stage("load"):
+        df, fingerprint = _load(adapter, spec)
+    fault_point("loaded")
+    with timer.stage("validate"):
+        _validate(adapter, df, spec)
+    fault_point("validated")
+    ledger = open_ledger(
+        spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
+        compact_every=spec.ledger.compact_every,
+    )
+    runs = []
+    for rel in spec.releases:
+        with timer.stage(f"release:{rel.id}"):
+            runs.append(_run_release(adapter, ledger, df, spec, rel, fingerprint, timer))
+    with timer.stage("report"):
+        manifest = _write_manifest(
+            out, spec.name,
+            {
+                r.release_id: {
+                    "commit_id": r.record.commit_id,
+                    "committed_at": r.record.committed_at,
+                    "path": str(r.path.relative_to(out)),
+                    "values": str((r.path / "values.parquet").relative_to(out)),
+                }
+                for r in runs
+            },
+        )
+        report, distribution = None, None
+        if spec.output.report:
+            from hdp_spark.report import write_report
+
+            spent = ledger.spent(adapter.io)
+            distribution = adapter.distribution(
+                adapter.prepare(df, spec.input.user_id, spec.budget, spent),
+                spec.budget.default if spec.budget.column is None else None,
+            )
+            report = write_report(out, spec, fingerprint, runs, distribution)
+    fault_point("reported")
+    log.info("job %s done: %d committed, %d re-published", spec.name,
+             sum(r.status == "committed" for r in runs),
+             sum(r.status == "republished" for r in runs))
+    return JobRun(spec, fingerprint, tuple(runs), distribution, manifest, report,
+                  dict(timer.seconds))
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasePlan:
+    """What :func:`run_job` would do with one release (from :func:`plan_job`).
+
+    Attributes:
+        release_id: the release.
+        committed: True if it is committed already (a run would re-publish it).
+        rows_in_release: rows whose key is in the public key set.
+        users_over_budget: users in the release whose remaining budget is below its demand
+            (capped, excluded or refused according to ``[budget] policy``).
+    """
+
+    release_id: str
+    committed: bool
+    rows_in_release: int
+    users_over_budget: int
+
+
+def plan_job(
+    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
+) -> list[ReleasePlan]:
+    """Dry run: validate the input and report the budget situation of each release.
+
+    Reads the ledger without locking it; computes nothing private (no noise, no charge).
+    Later releases of the same run are not accounted for: each plan assumes the ledger as
+    it is now.
+
+    Privacy:
+        Only counts derived from the ε vectors and budgets (public in this model).
+    """
+    spec = _resolve(job, engine)
+    adapter = make_adapter(spec.engine, spark, spec.spark_conf)
+    df, fingerprint = _load(adapter, spec)
+    _validate(adapter, df, spec)
+    ledger = open_ledger(
+        spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
+        compact_every=spec.ledger.compact_every,
+    )
+    prepared = adapter.prepare(df, spec.input.user_id, spec.budget, ledger.spent(adapter.io))
+    plans = []
+    for rel in spec.releases:
+        key = idempotency_key(spec.name, rel.id, fingerprint, _definition(rel))
+        scoped = adapter.restrict(prepared, rel.by, rel.keys)
+        capped = adapter.cap(scoped, _eps_columns(rel), "fail")
+        n = len(scoped) if spec.engine == "pandas" else int(scoped.count())
+        plans.append(
+            ReleasePlan(rel.id, ledger.find(key) is not None, n, adapter.count_over(capped))
+        )
+    return plans

@@ -1,0 +1,502 @@
+"""Declarative release jobs: the TOML format and its validated, frozen specification.
+
+A job file names the input table, its schema, the engine, the budget rule, the ledger, the
+output location and the releases (see ``docs/jobs.md`` and ``jobs/sample_employees.toml``).
+Relative paths are resolved against the directory of the job file, so a job runs the same
+from any working directory.
+
+Every rule is checked when the job is loaded; errors name the setting as ``[section] key``,
+the rule and the value written in the file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, NoReturn, get_args
+
+from hdp_spark.core.keys import normalize_keys
+from hdp_spark.core.ledger import (
+    BUDGET_MAX,
+    CHARGE_MODES,
+    POLICIES,
+    BudgetPolicy,
+    ChargeMode,
+)
+from hdp_spark.errors import HdpError, JobError
+
+__all__ = [
+    "AggregatorEntry",
+    "BudgetSpec",
+    "InputSpec",
+    "JobSpec",
+    "LedgerSpec",
+    "OutputSpec",
+    "ReleaseSpec",
+    "load_job",
+    "parse_job",
+]
+
+EngineName = Literal["pandas", "spark"]
+ENGINES: tuple[str, ...] = get_args(EngineName)
+ColumnType = Literal["double", "long", "string"]
+COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def _reject(setting: str, rule: str, value: object) -> NoReturn:
+    """Raise the JobError of a setting that breaks its rule."""
+    msg = f"`{setting}` {rule}; got {value!r}."
+    raise JobError(msg)
+
+
+def _check_name(setting: str, value: object) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        _reject(setting, "must be a name of letters, digits, '_', '.' or '-' "
+                             "(starting with a letter or digit, at most 128 characters)", value)
+
+
+def _check_column(setting: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        _reject(setting, "must be a non-empty column name", value)
+
+
+def _check_positive(setting: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 \
+            or not math.isfinite(value):
+        _reject(setting, "must be a finite number > 0", value)
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """The input table.
+
+    Attributes:
+        path: a CSV file, a parquet file or a directory of parquet files (or None).
+        table: a Spark table name (Spark engine only; or None).
+        format: ``"csv"`` or ``"parquet"``; None infers it from the path.
+        schema: the table schema file checked before any release (issue 5), or None.
+        user_id: the column identifying users (the ledger's key; one row per user).
+        eps: the default ε column of the aggregators.
+        types: columns cast on load, ``(column, "double" | "long" | "string")``; values that
+            do not parse become null (handled by the aggregators, never an error).
+        fingerprint: ``"content"`` hashes the input files' bytes; ``"stat"`` hashes their
+            names, sizes and modification times (cheap for very large inputs).
+    """
+
+    path: Path | None = None
+    table: str | None = None
+    format: Literal["csv", "parquet"] | None = None
+    schema: Path | None = None
+    user_id: str = "user_id"
+    eps: str | None = None
+    types: tuple[tuple[str, ColumnType], ...] = ()
+    fingerprint: Literal["content", "stat"] = "content"
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.table is None):
+            _reject("[input] path / table", "must give exactly one of them",
+                        (str(self.path) if self.path else None, self.table))
+        if self.table is not None and (not isinstance(self.table, str) or not self.table):
+            _reject("[input] table", "must be a non-empty table name", self.table)
+        if self.format is not None and self.format not in ("csv", "parquet"):
+            _reject("[input] format", "must be 'csv' or 'parquet'", self.format)
+        _check_column("[input] user_id", self.user_id)
+        if self.eps is not None:
+            _check_column("[input] eps", self.eps)
+        for col, kind in self.types:
+            _check_column("[input.types] column", col)
+            if kind not in COLUMN_TYPES:
+                _reject(f"[input.types] {col}", f"must be one of {', '.join(COLUMN_TYPES)}",
+                            kind)
+        if self.fingerprint not in ("content", "stat"):
+            _reject("[input] fingerprint", "must be 'content' or 'stat'", self.fingerprint)
+
+    @property
+    def resolved_format(self) -> Literal["csv", "parquet"]:
+        """The file format (explicit, or from the path's suffix; directories are parquet)."""
+        if self.format is not None:
+            return self.format
+        if self.path is not None and self.path.suffix.lower() in (".csv", ".txt"):
+            return "csv"
+        return "parquet"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSpec:
+    """Per-user total budgets and what happens when a release asks for more than is left.
+
+    Attributes:
+        default: total ε of every user (and of users whose budget column is null).
+        column: a column of per-user total budgets (finite, 0 <= budget <= 2**20).
+        policy: ``"cap"`` (ε := what remains, rounded down), ``"exclude"`` (ε := 0) or
+            ``"fail"`` (refuse the release); see :mod:`hdp_spark.core.ledger`.
+        charge: ``"effective"`` (default: charge the effective ε, e.g. min(ε, τ)) or
+            ``"demand"`` (charge the capped demand).
+
+    Privacy:
+        Budgets cap the ε vector of each release, which is public in this model: treat
+        budgets as public too. With ``charge = "effective"`` and grouped releases, the
+        remaining budget of a user depends on their group's τ, and a later release that caps
+        the user reveals it through its ε levels; ``"demand"`` avoids this (see
+        :mod:`hdp_spark.core.ledger`).
+    """
+
+    default: float | None = None
+    column: str | None = None
+    policy: BudgetPolicy = "cap"
+    charge: ChargeMode = "effective"
+
+    def __post_init__(self) -> None:
+        if self.default is None and self.column is None:
+            _reject("[budget] default / column", "must give at least one of them", None)
+        if self.default is not None:
+            value = _check_positive("[budget] default", self.default)
+            if value > BUDGET_MAX:
+                _reject("[budget] default", f"must be <= {BUDGET_MAX:g}", self.default)
+        if self.column is not None:
+            _check_column("[budget] column", self.column)
+        if self.policy not in POLICIES:
+            _reject("[budget] policy", f"must be one of {', '.join(POLICIES)}", self.policy)
+        if self.charge not in CHARGE_MODES:
+            _reject("[budget] charge", f"must be one of {', '.join(CHARGE_MODES)}",
+                        self.charge)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSpec:
+    """Where the ledger lives.
+
+    Attributes:
+        path: SQLite file or parquet directory.
+        backend: ``"sqlite"`` or ``"parquet"``; None picks sqlite for pandas, parquet for Spark.
+        lock_timeout: seconds to wait for a concurrent run.
+        compact_every: parquet: deltas between full snapshots.
+    """
+
+    path: Path
+    backend: Literal["sqlite", "parquet"] | None = None
+    lock_timeout: float = 600.0
+    compact_every: int = 20
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, Path):
+            _reject("[ledger] path", "must be a path", self.path)
+        if self.backend is not None and self.backend not in ("sqlite", "parquet"):
+            _reject("[ledger] backend", "must be 'sqlite' or 'parquet'", self.backend)
+        _check_positive("[ledger] lock_timeout", self.lock_timeout)
+        if isinstance(self.compact_every, bool) or not isinstance(self.compact_every, int) \
+                or self.compact_every < 1:
+            _reject("[ledger] compact_every", "must be an integer >= 1", self.compact_every)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """Where released values and the report go.
+
+    Attributes:
+        path: output directory (``<path>/<release id>/<commit id>/values.{parquet,json}``,
+            ``<path>/manifest.json``, ``<path>/report.md``).
+        report: write the Markdown report (with PNG plots when matplotlib is installed).
+    """
+
+    path: Path
+    report: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, Path):
+            _reject("[output] path", "must be a path", self.path)
+        if not isinstance(self.report, bool):
+            _reject("[output] report", "must be true or false", self.report)
+
+
+@dataclass(frozen=True, slots=True)
+class AggregatorEntry:
+    """One aggregator of a release: its registered kind and its validated spec."""
+
+    kind: str
+    spec: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseSpec:
+    """One release: aggregators computed together over one grouping, committed atomically.
+
+    Attributes:
+        id: unique within the job (part of the idempotency key and of output paths).
+        by: group-by columns (empty for a global release).
+        keys: the public key set (required iff ``by`` is given).
+        aggregators: at least one.
+    """
+
+    id: str
+    aggregators: tuple[AggregatorEntry, ...]
+    by: tuple[str, ...] = ()
+    keys: tuple[tuple[object, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("[[releases]] id", self.id)
+        where = f"[[releases]] id = {self.id!r}"
+        if not self.aggregators:
+            _reject(f"{where}: aggregators", "must list at least one aggregator", [])
+        for col in self.by:
+            _check_column(f"{where}: by", col)
+        if len(set(self.by)) != len(self.by):
+            _reject(f"{where}: by", "must not repeat a column", list(self.by))
+        if bool(self.by) != (self.keys is not None):
+            _reject(f"{where}: keys", "is required with `by` (the public key set) and "
+                        "not allowed without it", self.keys)
+        names = [entry_name(a) for a in self.aggregators]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            _reject(f"{where}: aggregators", "must have distinct output names (set "
+                        "`alias`)", sorted(dup))
+
+
+def entry_name(entry: AggregatorEntry) -> str:
+    """Output column prefix of an aggregator entry."""
+    from hdp_spark.jobs.registry import get_kind
+
+    return get_kind(entry.kind).output_name(entry.spec)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A release job (see ``docs/jobs.md``).
+
+    Attributes:
+        name: job name (part of every idempotency key; letters, digits, ``_.-``).
+        input: the input table.
+        budget: per-user budgets and the capping policy.
+        ledger: the ledger location.
+        output: the output location.
+        releases: the releases, run in order, each committed on its own.
+        engine: ``"pandas"`` (default) or ``"spark"``.
+        description: free text for the report.
+        unsafe_seed: reproducible noise for tests and examples. UNSAFE: anyone who knows
+            the seed can remove the noise; outputs are marked ``unsafe_seed: true``.
+        spark_conf: Spark settings used when the runner creates the session
+            (e.g. ``spark.master``).
+        source: the job file, if loaded from one.
+
+    Privacy:
+        Each release is charged once to the ledger; re-running a committed release
+        re-publishes its stored outcome without recomputing (no fresh noise).
+    """
+
+    name: str
+    input: InputSpec
+    budget: BudgetSpec
+    ledger: LedgerSpec
+    output: OutputSpec
+    releases: tuple[ReleaseSpec, ...]
+    engine: EngineName = "pandas"
+    description: str = ""
+    unsafe_seed: str | None = None
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    source: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_name("[job] name", self.name)
+        if self.engine not in ENGINES:
+            _reject("[job] engine", f"must be one of {', '.join(ENGINES)}", self.engine)
+        if not self.releases:
+            _reject("[[releases]]", "must define at least one release", [])
+        ids = [r.id for r in self.releases]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            _reject("[[releases]] id", "must be unique within the job", dup)
+        if self.input.table is not None and self.engine != "spark":
+            _reject("[input] table", "needs engine = 'spark' (pandas reads files)",
+                        self.input.table)
+        if self.unsafe_seed is not None and not isinstance(self.unsafe_seed, str):
+            _reject("[job] unsafe_seed", "must be a string", self.unsafe_seed)
+
+    @property
+    def ledger_backend(self) -> Literal["sqlite", "parquet"]:
+        """The ledger backend (explicit, or sqlite for pandas and parquet for Spark)."""
+        if self.ledger.backend is not None:
+            return self.ledger.backend
+        return "sqlite" if self.engine == "pandas" else "parquet"
+
+    def with_engine(self, engine: EngineName) -> JobSpec:
+        """This job run on another engine (a table input needs Spark)."""
+        return replace(self, engine=engine)
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+_SECTIONS = {"job", "input", "budget", "ledger", "output", "releases", "spark"}
+
+
+def _table(data: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, Any]:
+    section = data.get(name, {})
+    if not isinstance(section, Mapping):
+        _reject(f"[{name}]", "must be a table", type(section).__name__)
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        _reject(f"[{name}]", f"accepts only {', '.join(sorted(allowed))}",
+                    unknown)
+    return dict(section)
+
+
+def _path(base: Path, setting: str, value: object) -> Path:
+    if not isinstance(value, str) or not value:
+        _reject(setting, "must be a non-empty path", value)
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def _release(raw: object, index: int, default_eps: str | None) -> ReleaseSpec:
+    from hdp_spark.jobs.registry import get_kind
+
+    where = f"[[releases]] #{index + 1}"
+    if not isinstance(raw, Mapping):
+        _reject(where, "must be a table", type(raw).__name__)
+    unknown = sorted(set(raw) - {"id", "by", "keys", "aggregators"})
+    if unknown:
+        _reject(where, "accepts only id, by, keys, aggregators", unknown)
+    rid = raw.get("id")
+    _check_name(f"{where}: id", rid)
+    where = f"[[releases]] id = {rid!r}"
+    by_raw = raw.get("by", [])
+    by = (by_raw,) if isinstance(by_raw, str) else by_raw
+    if not isinstance(by, list | tuple) or not all(isinstance(c, str) and c for c in by):
+        _reject(f"{where}: by", "must be a column name or a list of column names", by_raw)
+    keys = None
+    if "keys" in raw:
+        raw_keys = raw["keys"]
+        if not isinstance(raw_keys, list):
+            _reject(f"{where}: keys", "must be a list", type(raw_keys).__name__)
+        try:
+            keys = normalize_keys(raw_keys, len(by) or 1)
+        except HdpError as exc:
+            msg = f"{where}: {exc}"
+            raise JobError(msg) from exc
+    aggs_raw = raw.get("aggregators", [])
+    if not isinstance(aggs_raw, list):
+        _reject(f"{where}: aggregators", "must be an array of tables", aggs_raw)
+    entries = []
+    for j, agg in enumerate(aggs_raw):
+        at = f"{where}: aggregator #{j + 1}"
+        if not isinstance(agg, Mapping) or not isinstance(agg.get("kind"), str):
+            _reject(f"{at}: kind", "must name an aggregator kind", agg)
+        kind = get_kind(str(agg["kind"]), setting=f"{at}: kind")
+        params = {k: v for k, v in agg.items() if k != "kind"}
+        if "eps" not in params and default_eps is not None:
+            params["eps"] = default_eps
+        try:
+            spec = kind.build(params)
+        except HdpError as exc:
+            msg = f"{at} ({kind.name}): {exc}"
+            raise JobError(msg) from exc
+        except TypeError as exc:
+            msg = f"{at} ({kind.name}): unknown or missing parameter ({exc})."
+            raise JobError(msg) from exc
+        entries.append(AggregatorEntry(kind.name, spec))
+    return ReleaseSpec(id=str(rid), aggregators=tuple(entries), by=tuple(by), keys=keys)
+
+
+def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = None) -> JobSpec:
+    """Build a :class:`JobSpec` from a parsed TOML document.
+
+    Args:
+        data: the document (``tomllib.load`` output).
+        base_dir: directory that relative paths are resolved against.
+        source: the job file, for messages and the report.
+
+    Raises:
+        JobError: a setting breaks its rule.
+    """
+    unknown = sorted(set(data) - _SECTIONS)
+    if unknown:
+        _reject("job file", f"accepts only the sections {', '.join(sorted(_SECTIONS))}",
+                    unknown)
+    job = _table(data, "job", {"name", "engine", "description", "unsafe_seed"})
+    inp = _table(data, "input", {"path", "table", "format", "schema", "user_id", "eps",
+                                 "types", "fingerprint"})
+    bud = _table(data, "budget", {"default", "column", "policy", "charge"})
+    led = _table(data, "ledger", {"path", "backend", "lock_timeout", "compact_every"})
+    out = _table(data, "output", {"path", "report"})
+    spark = data.get("spark", {})
+    if not isinstance(spark, Mapping):
+        _reject("[spark]", "must be a table of Spark settings", spark)
+
+    types_raw = inp.pop("types", {})
+    if not isinstance(types_raw, Mapping):
+        _reject("[input] types", "must be a table of column = type", types_raw)
+    input_spec = InputSpec(
+        path=_path(base_dir, "[input] path", inp["path"]) if "path" in inp else None,
+        table=inp.get("table"),
+        format=inp.get("format"),
+        schema=_path(base_dir, "[input] schema", inp["schema"]) if "schema" in inp else None,
+        user_id=inp.get("user_id", "user_id"),
+        eps=inp.get("eps"),
+        types=tuple(sorted((str(k), v) for k, v in types_raw.items())),
+        fingerprint=inp.get("fingerprint", "content"),
+    )
+    if "path" not in led:
+        _reject("[ledger] path", "is required", None)
+    if "path" not in out:
+        _reject("[output] path", "is required", None)
+    releases_raw = data.get("releases", [])
+    if not isinstance(releases_raw, list):
+        _reject("[[releases]]", "must be an array of tables", releases_raw)
+    releases = tuple(_release(r, i, input_spec.eps) for i, r in enumerate(releases_raw))
+    if "name" not in job:
+        _reject("[job] name", "is required", None)
+    return JobSpec(
+        name=job["name"],
+        engine=job.get("engine", "pandas"),
+        description=str(job.get("description", "")),
+        unsafe_seed=job.get("unsafe_seed"),
+        input=input_spec,
+        budget=BudgetSpec(
+            default=bud.get("default"), column=bud.get("column"),
+            policy=bud.get("policy", "cap"), charge=bud.get("charge", "effective"),
+        ),
+        ledger=LedgerSpec(
+            path=_path(base_dir, "[ledger] path", led["path"]),
+            backend=led.get("backend"),
+            lock_timeout=led.get("lock_timeout", 600.0),
+            compact_every=led.get("compact_every", 20),
+        ),
+        output=OutputSpec(
+            path=_path(base_dir, "[output] path", out["path"]), report=out.get("report", True)
+        ),
+        releases=releases,
+        spark_conf=tuple(sorted((str(k), str(v)) for k, v in spark.items())),
+        source=source,
+    )
+
+
+def load_job(path: str | Path, *, engine: EngineName | None = None) -> JobSpec:
+    """Load and validate a TOML job file.
+
+    Args:
+        path: the job file. Relative paths inside it are resolved against its directory.
+        engine: run on this engine instead of the file's (``"pandas"`` or ``"spark"``).
+
+    Raises:
+        JobError: the file is missing, is not valid TOML, or a setting breaks its rule.
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        _reject("job file", "must exist", str(p))
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"`job file` {p} is not valid TOML: {exc}."
+        raise JobError(msg) from exc
+    job = parse_job(data, p.resolve().parent, source=p.resolve())
+    if engine is not None:
+        if engine not in ENGINES:
+            _reject("--engine", f"must be one of {', '.join(ENGINES)}", engine)
+        job = job.with_engine(engine)
+    return job

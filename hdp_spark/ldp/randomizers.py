@@ -1,0 +1,543 @@
+"""Client-side local randomizers of seed 003 on numpy arrays, one ε_i per row.
+
+In local DP each device randomizes its own value with its own ε_i and sends only the
+report; the server never sees raw values. These functions are what a device runs (on one
+row or a batch). The same code powers the pandas and Spark *simulation* transforms
+(:func:`hdp_spark.pandas.ldp_simulate`, :func:`hdp_spark.spark.ldp_simulate`), which exist
+to test pipelines and reproduce experiments on central data; in production the
+randomization happens on the device.
+
+Randomness: every draw comes from :mod:`hdp_spark.core.noise.vector` (exact, integer-only
+samplers on ChaCha20). The generator is keyed by a :class:`~hdp_spark.core.noise.ReleaseKey`
+and a context that binds the mechanism, its parameters and a BLAKE2b digest of the exact
+input. So the same (key, input) replays the same reports (re-evaluation leaks nothing new),
+and changed input under the same key gets unrelated reports (no differencing attack).
+``key=None`` (the default) draws a fresh key from OS entropy on every call: calling twice on
+the same value is then two releases, and the budget is spent twice. Never reuse a key
+across different queries on purpose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from hdp_spark.core.ldp_common import (
+    LDP_EPS_MIN,
+    check_beta,
+    check_finite,
+    check_positive_int,
+    duchi_scale,
+    sphere_constant,
+)
+from hdp_spark.core.ldp_oracle import MAX_CATEGORIES, FrequencyOracle, Projection
+from hdp_spark.core.ldp_specs import MAX_VECTOR_DIM
+from hdp_spark.core.noise import ReleaseKey, encode_context
+from hdp_spark.core.noise import vector as vx
+from hdp_spark.errors import EpsilonColumnError, ParameterError
+
+__all__ = [
+    "DuchiRandomizer",
+    "FrequencyReports",
+    "JLRandomizer",
+    "LaplaceRandomizer",
+    "RRRandomizer",
+    "Randomizer",
+    "duchi",
+    "jl_frequency_report",
+    "laplace",
+    "randomized_response",
+    "resolve_key",
+    "run_randomizer",
+]
+
+_CONTEXT_TAG = "hdp_spark/ldp/v1"
+_UNIT = 2.0**-vx.LAPLACE_GRID_BITS
+
+
+def resolve_key(key: ReleaseKey | None, unsafe_seed: int | str | bytes | None) -> ReleaseKey:
+    """The caller's key, a seeded one (tests only), or a fresh one from OS entropy."""
+    if key is not None and unsafe_seed is not None:
+        msg = "pass at most one of `key` and `unsafe_seed`, got both."
+        raise ParameterError(msg)
+    if key is not None:
+        if not isinstance(key, ReleaseKey):
+            msg = f"`key` must be a ReleaseKey, got {type(key).__name__}."
+            raise ParameterError(msg)
+        return key
+    return ReleaseKey.resolve(unsafe_seed)
+
+
+def _eps_array(eps: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
+    try:
+        e = np.asarray(eps, dtype=np.float64)
+    except (TypeError, ValueError):
+        msg = "`eps` must be a number or an array of numbers."
+        raise ParameterError(msg) from None
+    if e.ndim == 0:
+        e = np.full(n, float(e))
+    if e.shape != (n,):
+        msg = f"`eps` must be a scalar or have one value per row ({n}), got shape {e.shape}."
+        raise ParameterError(msg)
+    bad = int(np.count_nonzero(~(np.isfinite(e) & (e >= LDP_EPS_MIN))))
+    if bad:
+        msg = (
+            f"`eps` must be finite and >= 2**-20 for every randomized row; {bad} row(s) "
+            "break this rule (rows with ε = 0 must not be randomized: they report nothing)."
+        )
+        raise EpsilonColumnError(msg)
+    return e
+
+
+def _digest(*arrays: npt.NDArray[Any]) -> bytes:
+    h = hashlib.blake2b(digest_size=32)
+    for a in arrays:
+        c = np.ascontiguousarray(a)
+        h.update(str((c.dtype.str, c.shape)).encode())
+        h.update(c.tobytes())
+    return h.digest()
+
+
+def _check_bounds(lower: object, upper: object) -> tuple[float, float]:
+    lo, hi = check_finite("lower", lower), check_finite("upper", upper)
+    if not lo < hi:
+        msg = f"`lower` must be < `upper`, got ({lower!r}, {upper!r})."
+        raise ParameterError(msg)
+    if not math.isfinite(hi - lo):
+        msg = "`upper - lower` must be a finite float; the bounds are too far apart."
+        raise ParameterError(msg)
+    return lo, hi
+
+
+def _unit_scale(
+    x: npt.NDArray[np.float64], lower: float, upper: float, fill: float | None
+) -> npt.NDArray[np.float64]:
+    """Impute NaN with the public fill, clamp to [lower, upper], map to [-1, 1]."""
+    mid, half = (lower + upper) / 2.0, (upper - lower) / 2.0
+    f = mid if fill is None else fill
+    x = np.where(np.isnan(x), f, x)
+    x = np.minimum(np.maximum(x, lower), upper)
+    out: npt.NDArray[np.float64] = np.clip((x - mid) / half, -1.0, 1.0)
+    return out
+
+
+def _as_float_vector(x: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        msg = f"`{name}` must be an array of numbers."
+        raise ParameterError(msg) from None
+    if a.ndim != 1:
+        msg = f"`{name}` must be one-dimensional, got {a.ndim} dimension(s)."
+        raise ParameterError(msg)
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class LaplaceRandomizer:
+    """Alg. 1's randomizer: x in [lower, upper] -> x + Laplace noise of scale (upper-lower)/ε.
+
+    In the unit scale u = (x - mid)/half ∈ [-1, 1] this is u + Lap(2/ε) (scale, not rate),
+    realized exactly on the grid 2**-30 (see
+    :func:`hdp_spark.core.noise.vector.laplace_unit` for the privacy argument of the
+    rounding). Reports are returned in data units: mid + half (u + Z).
+
+    Attributes:
+        lower: public lower bound; smaller values are clamped.
+        upper: public upper bound; larger values are clamped.
+        fill: public value for NaN (default: the midpoint).
+    """
+
+    lower: float = -1.0
+    upper: float = 1.0
+    fill: float | None = None
+    mechanism: ClassVar[str] = "laplace"
+
+    def __post_init__(self) -> None:
+        _check_bounds(self.lower, self.upper)
+        if self.fill is not None:
+            check_finite("fill", self.fill)
+
+    def params(self) -> tuple[object, ...]:
+        """Canonical parameters (part of the randomness context)."""
+        return (self.mechanism, float(self.lower), float(self.upper), self.fill)
+
+    def prepare(self, values: Any) -> npt.NDArray[np.float64]:
+        """Values -> unit scale (deterministic pre-processing)."""
+        x = _as_float_vector(values, "x")
+        return _unit_scale(x, float(self.lower), float(self.upper), self.fill)
+
+    def sample(
+        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """Reports in data units."""
+        mid = (float(self.lower) + float(self.upper)) / 2.0
+        half = (float(self.upper) - float(self.lower)) / 2.0
+        k = vx.laplace_unit(rng, prepared, eps)
+        return {"": mid + half * (k.astype(np.float64) * _UNIT)}
+
+
+@dataclass(frozen=True, slots=True)
+class RRRandomizer:
+    """Alg. 2's randomizer: a ±1 report; +1 stands for ``upper``, -1 for ``lower``.
+
+    Binary data (x = lower or upper; booleans: True = upper) is reported truthfully with
+    probability e^ε/(1+e^ε) (realized as an exact dyadic rounded down, see
+    :func:`hdp_spark.core.noise.vector.keep_numerator`). Other values in [lower, upper] are
+    first rounded to an endpoint with the unbiased probability (extension X1 of the spec).
+
+    Attributes:
+        lower: public value reported as -1 (smaller values are clamped).
+        upper: public value reported as +1 (larger values are clamped).
+        fill: public value for NaN (default: the midpoint, i.e. a fair coin).
+    """
+
+    lower: float = -1.0
+    upper: float = 1.0
+    fill: float | None = None
+    mechanism: ClassVar[str] = "rr"
+
+    def __post_init__(self) -> None:
+        _check_bounds(self.lower, self.upper)
+        if self.fill is not None:
+            check_finite("fill", self.fill)
+
+    def params(self) -> tuple[object, ...]:
+        """Canonical parameters (part of the randomness context)."""
+        return (self.mechanism, float(self.lower), float(self.upper), self.fill)
+
+    def prepare(self, values: Any) -> npt.NDArray[np.float64]:
+        """Values (or booleans) -> unit scale."""
+        a = np.asarray(values)
+        if a.dtype == np.bool_:
+            if a.ndim != 1:
+                msg = f"`x` must be one-dimensional, got {a.ndim} dimension(s)."
+                raise ParameterError(msg)
+            return np.where(a, 1.0, -1.0)
+        x = _as_float_vector(a, "x")
+        return _unit_scale(x, float(self.lower), float(self.upper), self.fill)
+
+    def sample(
+        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """±1 reports (int8)."""
+        return {"": vx.rr_pm1(rng, prepared, eps)}
+
+
+@dataclass(frozen=True, slots=True)
+class DuchiRandomizer:
+    """Alg. 4's randomizer (Duchi et al.) for vectors in the ℓ2 ball of radius r.
+
+    Each row is projected onto the ball (NaN and infinite coordinates are imputed as 0
+    first), then reported as a point of the sphere of radius B = c(ε) r A_d — the
+    CORRECTED radius of erratum E1 (the paper prints 2 c r A_d, which doubles the mean).
+    The implementation uses the realized keep probability, B = r A_d / T', so that
+    E[Y | x] = x exactly. See :func:`hdp_spark.core.noise.vector.duchi_sphere`.
+
+    Attributes:
+        d: dimension.
+        radius: public radius r of the ball.
+    """
+
+    d: int
+    radius: float = 1.0
+    mechanism: ClassVar[str] = "duchi"
+
+    def __post_init__(self) -> None:
+        check_positive_int("d", self.d, MAX_VECTOR_DIM)
+        r = check_finite("radius", self.radius)
+        if not r > 0:
+            msg = f"`radius` must be > 0, got {self.radius!r}."
+            raise ParameterError(msg)
+
+    def params(self) -> tuple[object, ...]:
+        """Canonical parameters (part of the randomness context)."""
+        return (self.mechanism, int(self.d), float(self.radius))
+
+    def prepare(self, values: Any) -> npt.NDArray[np.float64]:
+        """Rows -> rows projected onto the ball."""
+        try:
+            x = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            msg = "`vectors` must be an array of numbers of shape (n, d)."
+            raise ParameterError(msg) from None
+        if x.ndim != 2 or x.shape[1] != self.d:
+            msg = f"`vectors` must have shape (n, {self.d}), got {x.shape}."
+            raise ParameterError(msg)
+        finite = np.isfinite(x)
+        if not finite.all():
+            x = np.where(finite, x, 0.0)
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        overflow = ~np.isfinite(norms)
+        if overflow.any():  # huge coordinates: rescale those rows before the norm
+            big = np.max(np.abs(x[overflow]), axis=1)
+            sub = x[overflow] / big[:, None]
+            norms[overflow] = np.sqrt(np.einsum("ij,ij->i", sub, sub)) * big
+        outside = norms > self.radius
+        if outside.any():
+            x = x.copy() if x is values else x
+            x[outside] *= (self.radius / norms[outside])[:, None]
+        out: npt.NDArray[np.float64] = x
+        return out
+
+    def sample(
+        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """Reports of shape (n, d)."""
+        r = float(self.radius)
+        scale = r * sphere_constant(self.d) / vx.realized_tanh(eps)
+        return {"": vx.duchi_sphere(rng, prepared, eps, r, scale)}
+
+    def nominal_scale(self, eps: float) -> float:
+        """B = c(ε) r A_d (what the realized scale equals up to a relative 2**-38)."""
+        return duchi_scale(eps, float(self.radius), self.d)
+
+
+@dataclass(frozen=True, slots=True)
+class JLRandomizer:
+    """Alg. 5's local randomizer (Bassily-Smith frequency oracle): x in [0, d) -> (j, b).
+
+    j is uniform on [0, m) and b = s(j, x) with probability e^ε/(1+e^ε), else -s(j, x).
+    Values that are not an integer in [0, d) (NaN, negative, too large, fractional) map to
+    ⊥ ("no item"), which reports a fair sign: data-independent handling, never an error.
+
+    Attributes:
+        oracle: the public protocol parameters (d, m, Φ seed, projection).
+    """
+
+    oracle: FrequencyOracle
+    mechanism: ClassVar[str] = "jl"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.oracle, FrequencyOracle):
+            msg = f"`oracle` must be a FrequencyOracle, got {type(self.oracle).__name__}."
+            raise ParameterError(msg)
+
+    def params(self) -> tuple[object, ...]:
+        """Canonical parameters (part of the randomness context)."""
+        o = self.oracle
+        return (self.mechanism, o.d, o.m, o.phi_seed, o.projection)
+
+    def prepare(self, values: Any) -> npt.NDArray[np.int64]:
+        """Values -> categories in [0, d), or -1 for ⊥."""
+        x = _as_float_vector(values, "values")
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(x) & (x >= 0) & (x < self.oracle.d) & (np.floor(x) == x)
+        out: npt.NDArray[np.int64] = np.where(ok, x, -1.0).astype(np.int64)
+        return out
+
+    def sample(
+        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """Report indices (``_j``, int64) and signs (``_b``, int8)."""
+        j, b = vx.fo_report(rng, prepared, eps, self.oracle.m, self.oracle.signs)
+        return {"_j": j, "_b": b}
+
+
+Randomizer = LaplaceRandomizer | RRRandomizer | DuchiRandomizer | JLRandomizer
+
+
+def run_randomizer(
+    randomizer: Randomizer,
+    values: Any,
+    eps: npt.ArrayLike,
+    key: ReleaseKey,
+    tag: tuple[object, ...] = (),
+) -> Mapping[str, npt.NDArray[Any]]:
+    """Validate, prepare and randomize one batch; the generator is created here.
+
+    Args:
+        randomizer: the mechanism.
+        values: the batch of true values (1-D, or (n, d) for Duchi).
+        eps: scalar or per-row ε (each finite and >= 2**-20).
+        key: the release key.
+        tag: extra context (engine, partition id, batch index) for batches of a larger
+            table: two batches never share a context.
+
+    Returns:
+        Output arrays keyed by column suffix (``""``, or ``"_j"``/``"_b"``).
+    """
+    prepared = randomizer.prepare(values)
+    e = _eps_array(eps, prepared.shape[0])
+    context = encode_context(
+        (_CONTEXT_TAG, randomizer.params(), tag, _digest(prepared, e))
+    )
+    rng = vx.generator(key, context)
+    return randomizer.sample(rng, prepared, e)
+
+
+def laplace(
+    x: npt.ArrayLike,
+    eps: npt.ArrayLike,
+    *,
+    lower: float = -1.0,
+    upper: float = 1.0,
+    fill: float | None = None,
+    key: ReleaseKey | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> npt.NDArray[np.float64]:
+    """Laplace local randomizer (seed 003, Alg. 1): one real-valued report per row.
+
+    Args:
+        x: values (1-D). NaN is imputed with ``fill``; values are clamped to the bounds.
+        eps: ε_i per row (or one scalar), finite and >= 2**-20.
+        lower: public lower bound of x.
+        upper: public upper bound of x.
+        fill: public value imputed for NaN (default: the midpoint).
+        key: release key; default a fresh one from OS entropy per call.
+        unsafe_seed: reproducible reports for tests. UNSAFE: the seed reveals the noise.
+
+    Returns:
+        Reports in data units, mid + half (u + Z) with u the unit-scale value and Z exact
+        discrete Laplace on the grid 2**-30 of scale just above 2/ε_i.
+
+    Privacy:
+        Row i's report is ε_i-LDP for its value x_i (replace-one of the value; the row's
+        presence is not hidden). ε_i enters as the noise scale (upper - lower)/ε_i, inflated
+        by at most one grid step to pay for the rounding (exact argument in
+        :func:`hdp_spark.core.noise.vector.laplace_unit`). Public: ε_i, the bounds, fill.
+    """
+    r = LaplaceRandomizer(lower, upper, fill)
+    return run_randomizer(r, x, eps, resolve_key(key, unsafe_seed))[""]
+
+
+def randomized_response(
+    bits: npt.ArrayLike,
+    eps: npt.ArrayLike,
+    *,
+    lower: float = -1.0,
+    upper: float = 1.0,
+    fill: float | None = None,
+    key: ReleaseKey | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> npt.NDArray[np.int8]:
+    """Randomized response (seed 003, Alg. 2): one ±1 report per row.
+
+    Args:
+        bits: ±1 values (or booleans, True = +1). With ``lower``/``upper`` set, values equal
+            to ``upper`` are +1 and to ``lower`` -1; values in between are rounded to an
+            endpoint at random (unbiased). 0/1 data must be passed as booleans or with
+            ``lower=0, upper=1`` (a 0 would otherwise be read as the midpoint).
+        eps: ε_i per row (or one scalar), finite and >= 2**-20.
+        lower: public value reported as -1.
+        upper: public value reported as +1.
+        fill: public value for NaN (default: the midpoint, i.e. a fair coin).
+        key: release key; default a fresh one from OS entropy per call.
+        unsafe_seed: reproducible reports for tests. UNSAFE.
+
+    Returns:
+        int8 array of ±1. The flip is -x, never a bitwise NOT.
+
+    Privacy:
+        Row i's report is ε_i-LDP: it keeps the bit with probability K/2**64 with
+        K/(2**64 - K) <= e^{ε_i} checked exactly (rounded in the privacy-safe direction).
+        Public: ε_i and the bounds.
+    """
+    r = RRRandomizer(lower, upper, fill)
+    return run_randomizer(r, bits, eps, resolve_key(key, unsafe_seed))[""]
+
+
+def duchi(
+    vectors: npt.ArrayLike,
+    eps: npt.ArrayLike,
+    *,
+    radius: float = 1.0,
+    key: ReleaseKey | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> npt.NDArray[np.float64]:
+    """Duchi et al.'s randomizer (seed 003, Alg. 4) for rows in the ℓ2 ball of radius r.
+
+    Args:
+        vectors: array of shape (n, d). Rows outside the ball are projected onto it;
+            NaN/infinite coordinates are imputed as 0.
+        eps: ε_i per row (or one scalar), finite and >= 2**-20.
+        radius: public radius r.
+        key: release key; default a fresh one from OS entropy per call.
+        unsafe_seed: reproducible reports for tests. UNSAFE.
+
+    Returns:
+        Reports of shape (n, d), each of norm B_i = c(ε_i) r A_d (corrected, erratum E1),
+        unbiased: E[Y_i | x_i] = x_i.
+
+    Privacy:
+        Row i's report is ε_i-LDP for its whole vector: the side of the hemisphere is
+        chosen by exact integer comparisons with ratio <= e^{ε_i}; the direction within
+        it is drawn independently of the data. Public: ε_i, r, d.
+    """
+    arr = np.asarray(vectors, dtype=np.float64) if not isinstance(vectors, np.ndarray) else vectors
+    if arr.ndim != 2:
+        msg = f"`vectors` must have shape (n, d), got {np.shape(arr)}."
+        raise ParameterError(msg)
+    r = DuchiRandomizer(int(arr.shape[1]), radius)
+    return run_randomizer(r, arr, eps, resolve_key(key, unsafe_seed))[""]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class FrequencyReports:
+    """Frequency-oracle reports of a batch.
+
+    Attributes:
+        index: row index j of each report, in [0, oracle.m).
+        sign: sign b of each report, ±1 (int8).
+        oracle: the public protocol parameters the reports were made with.
+    """
+
+    index: npt.NDArray[np.int64]
+    sign: npt.NDArray[np.int8]
+    oracle: FrequencyOracle
+
+
+def jl_frequency_report(
+    values: npt.ArrayLike,
+    eps: npt.ArrayLike,
+    d: int | None = None,
+    *,
+    oracle: FrequencyOracle | None = None,
+    beta: float = 0.05,
+    projection: Projection = "jl",
+    key: ReleaseKey | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> FrequencyReports:
+    """JL + randomized-response frequency oracle (seed 003, Alg. 5): (j, b) per row.
+
+    Args:
+        values: categories in [0, d); anything else is "no item" (⊥, a fair sign).
+        eps: ε_i per row (or one scalar), finite and >= 2**-20.
+        d: domain size (needed when ``oracle`` is not given).
+        oracle: the public parameters every device shares. When omitted, it is planned
+            from ``eps`` (all participants' ε; erratum E2's γ and m) with ``beta`` and
+            ``projection`` and a fresh public Φ seed.
+        beta: failure probability m is sized for (only without ``oracle``).
+        projection: ``"jl"`` (the paper) or ``"hadamard"`` (only without ``oracle``).
+        key: release key; default a fresh one from OS entropy per call.
+        unsafe_seed: reproducible reports for tests. UNSAFE.
+
+    Returns:
+        :class:`FrequencyReports` (j, b and the oracle to aggregate with).
+
+    Privacy:
+        Row i's report is ε_i-LDP for its category: j is independent of the value, and b
+        goes through randomized response with ratio <= e^{ε_i} (exact integers; ⊥ versus
+        an item has ratio <= 2e^ε/(1+e^ε)). Φ, d and m are public.
+    """
+    if oracle is None:
+        if d is None:
+            msg = "pass `d` (domain size) or `oracle`, got neither."
+            raise ParameterError(msg)
+        check_positive_int("d", d, MAX_CATEGORIES)
+        check_beta(beta)
+        e = np.asarray(eps, dtype=np.float64)
+        n = np.asarray(values).shape[0] if np.ndim(values) else 1
+        e_all = np.full(n, float(e)) if e.ndim == 0 else e
+        oracle = FrequencyOracle.plan(e_all, d, beta=beta, projection=projection)
+    elif d is not None and d != oracle.d:
+        msg = f"`d` must equal `oracle.d` ({oracle.d}), got {d!r}."
+        raise ParameterError(msg)
+    out = run_randomizer(JLRandomizer(oracle), values, eps, resolve_key(key, unsafe_seed))
+    return FrequencyReports(out["_j"], out["_b"], oracle)

@@ -1,0 +1,52 @@
+"""Persistent per-user privacy ledgers: SQLite (embedded default) and parquet (Spark scale).
+
+The pure accounting rules (units, capping, charges) live in :mod:`hdp_spark.core.ledger`;
+this package stores them with an atomic commit protocol. See ``docs/jobs.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from hdp_spark.errors import ParameterError
+from hdp_spark.ledger.base import CommitRecord, FrameIO, Ledger, LedgerSession
+from hdp_spark.ledger.parquet import ParquetLedger
+from hdp_spark.ledger.sqlite import SqliteLedger
+
+__all__ = [
+    "CommitRecord",
+    "FrameIO",
+    "Ledger",
+    "LedgerSession",
+    "ParquetLedger",
+    "SqliteLedger",
+    "open_ledger",
+]
+
+
+def open_ledger(
+    backend: Literal["sqlite", "parquet"],
+    path: str | Path,
+    *,
+    lock_timeout: float = 600.0,
+    compact_every: int = 20,
+) -> SqliteLedger | ParquetLedger:
+    """Open (creating if needed) a ledger.
+
+    Args:
+        backend: ``"sqlite"`` (one file) or ``"parquet"`` (a directory).
+        path: the file or directory.
+        lock_timeout: seconds to wait for a concurrent run's lock.
+        compact_every: parquet only: deltas between two full snapshots.
+
+    Privacy:
+        Both backends make "check remaining budget, then charge" atomic with respect to
+        other runs, so no user is ever overspent.
+    """
+    if backend == "sqlite":
+        return SqliteLedger(path, lock_timeout=lock_timeout)
+    if backend == "parquet":
+        return ParquetLedger(path, lock_timeout=lock_timeout, compact_every=compact_every)
+    msg = f"`backend` must be 'sqlite' or 'parquet', got {backend!r}."
+    raise ParameterError(msg)

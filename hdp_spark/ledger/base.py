@@ -1,0 +1,168 @@
+"""Types shared by the ledger backends: commit records, the engine frame bridge, sessions.
+
+A ledger holds, per user, the ε units spent by committed releases, and one commit record
+per committed release (its idempotency key and its published outcome). A *session* holds the
+ledger's write lock: reading the spend, checking budgets, computing the release and
+committing the charges happen inside one session, so two runs can never both spend the
+same remaining budget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hdp_spark.errors import LedgerError
+
+__all__ = ["UNITS_COLUMN", "USER_COLUMN", "CommitRecord", "FrameIO", "Ledger", "LedgerSession"]
+
+USER_COLUMN = "user_id"
+"""User id column of every ledger frame (strings)."""
+
+UNITS_COLUMN = "units"
+"""ε units column of every ledger frame (int64, > 0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """One committed release.
+
+    Attributes:
+        key: idempotency key (SHA-256 hex of job, release id, input fingerprint, definition).
+        job: job name.
+        release_id: release id within the job.
+        fingerprint: input fingerprint.
+        committed_at: ISO-8601 UTC time of the commit.
+        outcome: canonical JSON of what was released (rows, specs, budget summary). It never
+            contains the release key, so the noise cannot be removed from it.
+        users_charged: number of users with a positive charge.
+        units_charged: total ε units charged.
+    """
+
+    key: str
+    job: str
+    release_id: str
+    fingerprint: str
+    committed_at: str
+    outcome: str
+    users_charged: int
+    units_charged: int
+
+    def __post_init__(self) -> None:
+        if len(self.key) != 64 or any(c not in "0123456789abcdef" for c in self.key):
+            msg = "a commit record's `key` must be 64 lowercase hex digits."
+            raise LedgerError(msg)
+
+    @property
+    def commit_id(self) -> str:
+        """Short id of the commit (the first 16 hex digits of the key)."""
+        return self.key[:16]
+
+    def outcome_data(self) -> dict[str, Any]:
+        """The decoded outcome."""
+        data: dict[str, Any] = json.loads(self.outcome)
+        return data
+
+    def to_json(self) -> str:
+        """The record as JSON (the parquet backend's commit file)."""
+        return json.dumps(
+            {
+                "key": self.key,
+                "job": self.job,
+                "release_id": self.release_id,
+                "fingerprint": self.fingerprint,
+                "committed_at": self.committed_at,
+                "outcome": self.outcome,
+                "users_charged": self.users_charged,
+                "units_charged": self.units_charged,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CommitRecord:
+        """Inverse of :meth:`to_json`."""
+        try:
+            d = json.loads(text)
+            return cls(
+                d["key"], d["job"], d["release_id"], d["fingerprint"], d["committed_at"],
+                d["outcome"], int(d["users_charged"]), int(d["units_charged"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            msg = "a ledger commit record is unreadable (corrupt ledger)."
+            raise LedgerError(msg) from exc
+
+
+class FrameIO(Protocol):
+    """Bridge between a ledger backend and an engine's native frames.
+
+    Frames exchanged have the columns :data:`USER_COLUMN` (string) and :data:`UNITS_COLUMN`
+    (int64), at most one row per user.
+    """
+
+    name: str
+
+    def from_pairs(self, users: list[str], units: list[int]) -> Any:
+        """A native frame from Python lists."""
+
+    def to_pairs(self, frame: Any) -> tuple[list[str], list[int]]:
+        """Python lists from a native frame (collects it on Spark)."""
+
+    def read_parquet(self, paths: list[str]) -> Any:
+        """The sum of units per user over the parquet directories ``paths``."""
+
+    def write_parquet(self, frame: Any, path: str) -> None:
+        """Write ``frame`` as a new parquet directory at ``path`` (must not exist)."""
+
+    def add(self, left: Any, right: Any) -> Any:
+        """Per-user sum of two frames."""
+
+
+class LedgerSession(Protocol):
+    """The ledger under its write lock (see :meth:`Ledger.session`)."""
+
+    def find(self, key: str) -> CommitRecord | None:
+        """The commit record with idempotency key ``key``, if committed."""
+
+    def spent(self) -> Any:
+        """Units spent per user (native frame; users with no spend may be absent)."""
+
+    def commit(
+        self,
+        record: CommitRecord,
+        charges: Any,
+        before_commit: Callable[[], None] | None = None,
+    ) -> None:
+        """Atomically record ``record`` and add ``charges`` to the spend.
+
+        Either both happen or neither. ``before_commit`` runs after everything is written
+        and before the atomic commit point (a fault-injection hook).
+
+        Raises:
+            LedgerConflictError: another run committed first (optimistic backends).
+        """
+
+
+class Ledger(Protocol):
+    """A persistent per-user privacy ledger."""
+
+    backend: str
+
+    def session(self, io: FrameIO) -> AbstractContextManager[LedgerSession]:
+        """Acquire the write lock; released (and uncommitted work rolled back) on exit.
+
+        Raises:
+            LedgerBusyError: the lock was not obtained within the lock timeout.
+        """
+
+    def find(self, key: str) -> CommitRecord | None:
+        """Read-only lookup of a committed release (no lock)."""
+
+    def spent(self, io: FrameIO) -> Any:
+        """Read-only snapshot of the units spent per user (no lock)."""
+
+    def records(self, job: str | None = None) -> Iterator[CommitRecord]:
+        """Committed records, oldest first (optionally of one job)."""

@@ -1,0 +1,147 @@
+"""Engine bridges of the ledger (:class:`~hdp_spark.ledger.base.FrameIO`): pandas and Spark.
+
+Ledger frames have two columns, ``user_id`` (string) and ``units`` (int64 ε units).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
+
+__all__ = ["PandasIO", "SparkIO"]
+
+
+def _sum_by_user(frame: pd.DataFrame) -> pd.DataFrame:
+    if frame.empty:
+        return _empty()
+    sums = frame.groupby(USER_COLUMN, sort=False)[UNITS_COLUMN].sum()
+    return pd.DataFrame(
+        {USER_COLUMN: sums.index.to_numpy(dtype=object), UNITS_COLUMN: sums.to_numpy(np.int64)}
+    )
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(
+        {USER_COLUMN: pd.Series([], dtype=object), UNITS_COLUMN: pd.Series([], dtype=np.int64)}
+    )
+
+
+class PandasIO:
+    """Ledger frames as pandas DataFrames; parquet through pyarrow."""
+
+    name = "pandas"
+
+    def from_pairs(self, users: list[str], units: list[int]) -> pd.DataFrame:
+        """A ledger frame from Python lists."""
+        return pd.DataFrame(
+            {
+                USER_COLUMN: pd.Series(users, dtype=object),
+                UNITS_COLUMN: pd.Series(units, dtype=np.int64),
+            }
+        )
+
+    def to_pairs(self, frame: pd.DataFrame) -> tuple[list[str], list[int]]:
+        """Python lists from a ledger frame."""
+        return (
+            [str(u) for u in frame[USER_COLUMN].tolist()],
+            [int(n) for n in frame[UNITS_COLUMN].tolist()],
+        )
+
+    def read_parquet(self, paths: list[str]) -> pd.DataFrame:
+        """Per-user sum over parquet directories (files starting with ``_`` or ``.`` ignored)."""
+        import pyarrow.parquet as pq
+
+        parts = []
+        for p in paths:
+            files = sorted(
+                f for f in Path(p).iterdir()
+                if f.suffix == ".parquet" and not f.name.startswith(("_", "."))
+            )
+            for f in files:
+                t = pq.read_table(f, columns=[USER_COLUMN, UNITS_COLUMN]).to_pandas()
+                parts.append(t)
+        if not parts:
+            return _empty()
+        frame = pd.concat(parts, ignore_index=True)
+        frame[USER_COLUMN] = frame[USER_COLUMN].astype(str)
+        return _sum_by_user(frame)
+
+    def write_parquet(self, frame: pd.DataFrame, path: str) -> None:
+        """Write a ledger frame as a new parquet directory."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        Path(path).mkdir(parents=True)
+        table = pa.table(
+            {
+                USER_COLUMN: pa.array(frame[USER_COLUMN].astype(str).tolist(), pa.string()),
+                UNITS_COLUMN: pa.array(frame[UNITS_COLUMN].to_numpy(np.int64), pa.int64()),
+            }
+        )
+        pq.write_table(table, Path(path) / "part-00000.parquet")
+
+    def add(self, left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
+        """Per-user sum of two ledger frames."""
+        return _sum_by_user(pd.concat([left, right], ignore_index=True))
+
+
+class SparkIO:
+    """Ledger frames as Spark DataFrames (parquet read and written by the executors)."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+
+    @staticmethod
+    def _schema() -> Any:
+        from pyspark.sql import types as T
+
+        return T.StructType(
+            [
+                T.StructField(USER_COLUMN, T.StringType(), False),
+                T.StructField(UNITS_COLUMN, T.LongType(), False),
+            ]
+        )
+
+    def from_pairs(self, users: list[str], units: list[int]) -> Any:
+        """A ledger frame from Python lists."""
+        return self.spark.createDataFrame(
+            list(zip(users, units, strict=True)), schema=self._schema()
+        )
+
+    def to_pairs(self, frame: Any) -> tuple[list[str], list[int]]:
+        """Python lists from a ledger frame (collected on the driver)."""
+        rows = frame.select(USER_COLUMN, UNITS_COLUMN).collect()
+        return [str(r[0]) for r in rows], [int(r[1]) for r in rows]
+
+    def _sum(self, frame: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        return frame.groupBy(USER_COLUMN).agg(
+            F.sum(UNITS_COLUMN).cast("long").alias(UNITS_COLUMN)
+        )
+
+    def read_parquet(self, paths: list[str]) -> Any:
+        """Per-user sum over parquet directories."""
+        if not paths:
+            return self.from_pairs([], [])
+        frame = self.spark.read.schema(self._schema()).parquet(*paths)
+        return self._sum(frame)
+
+    def write_parquet(self, frame: Any, path: str) -> None:
+        """Write a ledger frame as a new parquet directory (fails if it exists)."""
+        frame.select(USER_COLUMN, UNITS_COLUMN).write.mode("errorifexists").parquet(path)
+
+    def add(self, left: Any, right: Any) -> Any:
+        """Per-user sum of two ledger frames."""
+        return self._sum(
+            left.select(USER_COLUMN, UNITS_COLUMN).unionByName(
+                right.select(USER_COLUMN, UNITS_COLUMN)
+            )
+        )

@@ -1,0 +1,423 @@
+"""pandas implementation of the local-DP aggregators and of the simulation transform.
+
+The per-row rules mirror :mod:`hdp_spark.spark.ldp` operation for operation (same IEEE-754
+double arithmetic), so both engines produce identical level tables for identical reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.ldp_common import (
+    duchi_report_bound,
+    encode_reports_numpy,
+    laplace_report_bound,
+    sphere_constant,
+    split_limbs,
+)
+from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
+from hdp_spark.core.ldp_release import (
+    LdpReleaseResult,
+    count_kind,
+    finalize_ldp_release,
+    validate_ldp_specs,
+)
+from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
+from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.ldp.randomizers import (
+    DuchiRandomizer,
+    JLRandomizer,
+    Randomizer,
+    RRRandomizer,
+    resolve_key,
+    run_randomizer,
+)
+
+__all__ = [
+    "ldp_agg",
+    "ldp_oracle",
+    "ldp_release",
+    "ldp_simulate",
+    "ldp_tables",
+    "simulate_frame",
+]
+
+KeysLike = Sequence[object] | pd.DataFrame | None
+
+
+def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
+    if column not in df.columns:
+        msg = f"{role} column `{column}` is not in the table."
+        raise SchemaError(msg)
+    return df[column]
+
+
+def _numeric(df: pd.DataFrame, column: str, role: str) -> npt.NDArray[np.float64]:
+    series = _column(df, column, role)
+    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
+        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
+        raise SchemaError(msg)
+    out: npt.NDArray[np.float64] = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    return out
+
+
+def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
+    if not by:
+        if keys is not None:
+            msg = "`keys` needs `by`: a global aggregation has no group keys."
+            raise ParameterError(msg)
+        return None
+    if keys is None:
+        msg = "a grouped aggregation needs `keys`, the public key set."
+        raise ParameterError(msg)
+    if isinstance(keys, pd.DataFrame):
+        missing = [c for c in by if c not in keys.columns]
+        if missing:
+            msg = f"`keys` must have the `by` columns; missing {missing!r}."
+            raise ParameterError(msg)
+        keys = list(keys[list(by)].itertuples(index=False, name=None))
+    if isinstance(keys, str | bytes):
+        msg = "`keys` must be a list of keys or a DataFrame, got a string."
+        raise ParameterError(msg)
+    return normalize_keys(list(keys), len(by))
+
+
+def _safe_level(level: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Level where it is a usable ε, else 1.0 (those rows are dropped downstream)."""
+    return np.where((level > 0) & np.isfinite(level), level, 1.0)
+
+
+def _cells(work: dict[str, Any], by: tuple[str, ...], sums: list[str]) -> pd.DataFrame:
+    """Native groupby: one row per (group, level, index) with the count and limb sums."""
+    frame = pd.DataFrame(work)
+    group_cols = [f"__by{i}" for i in range(len(by))] + ["__level", "__idx"]
+    named = {"__n": ("__level", "size")} | {s: (s, "sum") for s in sums}
+    return frame.groupby(group_cols, sort=False, dropna=False).agg(**named).reset_index()
+
+
+def _to_cells(res: pd.DataFrame, width: int, columns: list[tuple[str, str, int]]) -> LdpCells:
+    """Columnar cells from the groupby result.
+
+    ``columns`` lists (hi column, lo column, k): k = -1 keeps the row's own index
+    (scalar means, frequency oracle); k >= 0 turns a valid vector row into coordinate k.
+    """
+    if width and len(res):
+        frame = res[[f"__by{i}" for i in range(width)]]
+        codes, uniques = pd.MultiIndex.from_frame(frame).factorize()
+        keys = [tuple(normalize_key(v) for v in k) for k in uniques]
+        key_code = np.asarray(codes, dtype=np.int64)
+    else:
+        keys = [()] if len(res) or not width else []
+        key_code = np.zeros(len(res), dtype=np.int64)
+    level = res["__level"].to_numpy(dtype=np.float64)
+    idx = res["__idx"].to_numpy(dtype=np.int64)
+    count = res["__n"].to_numpy(dtype=np.int64)
+    parts: list[tuple[npt.NDArray[Any], ...]] = []
+    for hi_col, lo_col, k in columns:
+        index = idx if k < 0 else np.where(idx < 0, -1, k)
+        keep = np.ones(len(res), dtype=bool) if k <= 0 else idx >= 0
+        parts.append((
+            key_code[keep], level[keep], index[keep], count[keep],
+            res[hi_col].to_numpy(dtype=np.int64)[keep], res[lo_col].to_numpy(dtype=np.int64)[keep],
+        ))
+    cat = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+    return LdpCells(keys, cat[0], cat[1], cat[2], cat[3], cat[4], cat[5])
+
+
+def _by(base: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k for k in base if k.startswith("__by"))
+
+
+def _mean_table(
+    df: pd.DataFrame, spec: LdpMeanSpec, base: dict[str, Any], level: npt.NDArray[np.float64]
+) -> LdpCells:
+    y = _numeric(df, spec.report, "report")
+    valid = ~np.isnan(y)
+    use = valid & (level > 0) & np.isfinite(level)
+    if spec.mechanism == "laplace":
+        mid = (float(spec.lower) + float(spec.upper)) / 2.0
+        half = (float(spec.upper) - float(spec.lower)) / 2.0
+        z = np.where(use, (y - mid) / half, 0.0)
+        q = encode_reports_numpy(z, laplace_report_bound(_safe_level(level)))
+    else:
+        q = np.sign(np.where(use, y, 0.0)).astype(np.int64)
+    hi, lo = split_limbs(np.where(use, q, 0))
+    work = base | {"__idx": np.where(valid, 0, -1), "__hi": hi, "__lo": lo}
+    by = _by(base)
+    return _to_cells(_cells(work, by, ["__hi", "__lo"]), len(by), [("__hi", "__lo", -1)])
+
+
+def _vector_matrix(
+    series: pd.Series, d: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Array column -> (n, d) matrix and the rows holding a usable length-d report."""
+    items = series.to_numpy(dtype=object)
+    n = items.shape[0]
+    mat = np.zeros((n, d), dtype=np.float64)
+    present = np.fromiter(
+        (isinstance(a, list | tuple | np.ndarray) and len(a) == d for a in items),
+        dtype=bool, count=n,
+    )
+    if present.any():
+        try:
+            mat[present] = np.vstack(items[present].tolist()).astype(np.float64)
+        except (TypeError, ValueError):
+            for i in np.flatnonzero(present):
+                try:
+                    mat[i] = np.asarray(items[i], dtype=np.float64)
+                except (TypeError, ValueError):
+                    present[i] = False
+    bad = np.isnan(mat).any(axis=1)
+    mat[bad] = 0.0
+    return mat, present & ~bad
+
+
+def _vector_table(
+    df: pd.DataFrame, spec: LdpVectorMeanSpec, base: dict[str, Any],
+    level: npt.NDArray[np.float64],
+) -> LdpCells:
+    d = spec.d
+    mat, valid = _vector_matrix(_column(df, spec.report, "report"), d)
+    use = valid & (level > 0) & np.isfinite(level)
+    bound = duchi_report_bound(_safe_level(level), sphere_constant(d))
+    q = encode_reports_numpy(mat / float(spec.radius), bound[:, None])
+    hi, lo = split_limbs(np.where(use[:, None], q, 0))
+    work = base | {"__idx": np.where(valid, 0, -1)}
+    sums = []
+    for k in range(d):
+        work[f"__hi{k}"] = hi[:, k]
+        work[f"__lo{k}"] = lo[:, k]
+        sums += [f"__hi{k}", f"__lo{k}"]
+    by = _by(base)
+    return _to_cells(_cells(work, by, sums), len(by),
+                     [(f"__hi{k}", f"__lo{k}", k) for k in range(d)])
+
+
+def _distribution_table(
+    df: pd.DataFrame, spec: LdpDistributionSpec, base: dict[str, Any],
+    level: npt.NDArray[np.float64],
+) -> LdpCells:
+    j = _numeric(df, spec.index, "index")
+    b = _numeric(df, spec.sign, "sign")
+    m = float(spec.oracle.m)
+    with np.errstate(invalid="ignore"):
+        valid = (~np.isnan(j)) & (j >= 0) & (j < m) & (j == np.floor(j)) & (~np.isnan(b))
+    use = valid & (level > 0) & np.isfinite(level)
+    idx = np.where(valid, j, -1.0).astype(np.int64)
+    q = np.where(use, np.sign(np.where(use, b, 0.0)), 0.0).astype(np.int64)
+    hi, lo = split_limbs(q)
+    work = base | {"__idx": idx, "__hi": hi, "__lo": lo}
+    by = _by(base)
+    return _to_cells(_cells(work, by, ["__hi", "__lo"]), len(by), [("__hi", "__lo", -1)])
+
+
+def ldp_tables(
+    df: pd.DataFrame,
+    specs: Sequence[LdpSpec],
+    by: tuple[str, ...],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> list[dict[tuple[object, ...], LdpGroupStats]]:
+    """The per-(group, ε level, index) tables of each spec (pre-finalize aggregates)."""
+    if not isinstance(df, pd.DataFrame):
+        msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    for col in by:
+        _column(df, col, "group")
+    if keys is not None:
+        if len(by) == 1:
+            mask = df[by[0]].isin([k[0] for k in keys]).to_numpy()
+        else:
+            index = pd.MultiIndex.from_frame(df[list(by)])
+            mask = np.asarray(index.isin(list(keys)))
+        df = df.loc[mask]
+    tables = []
+    for spec in specs:
+        level = levels_numpy(_numeric(df, spec.eps, "ε"), None)
+        base: dict[str, Any] = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
+        base["__level"] = level
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if isinstance(spec, LdpMeanSpec):
+                cells = _mean_table(df, spec, base, level)
+            elif isinstance(spec, LdpVectorMeanSpec):
+                cells = _vector_table(df, spec, base, level)
+            else:
+                cells = _distribution_table(df, spec, base, level)
+        tables.append(build_ldp_groups(spec.eps, cells, count_kind(spec)))
+    return tables
+
+
+def ldp_release(
+    df: pd.DataFrame,
+    *specs: LdpSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+) -> LdpReleaseResult:
+    """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
+    checked = validate_ldp_specs(specs)
+    by_t = normalize_by(by)
+    key_t = _keys(keys, by_t)
+    tables = ldp_tables(df, checked, by_t, key_t)
+    return finalize_ldp_release(checked, tables, by_t, key_t)
+
+
+def ldp_agg(
+    df: pd.DataFrame,
+    *specs: LdpSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+) -> pd.DataFrame:
+    """Aggregate local-DP reports of a pandas DataFrame.
+
+    Args:
+        df: one row per report, with its ε column.
+        *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
+        by: optional group-by column(s) (treated as public columns).
+        keys: the public key set of a grouped aggregation; every key gets a row.
+
+    Returns:
+        One row per group; columns documented in the spec constructors.
+
+    Privacy:
+        Adds no noise and needs no key: the reports are already ε_i-LDP and the output
+        is post-processing (deterministic; repeated calls give the same numbers).
+    """
+    result = ldp_release(df, *specs, by=by, keys=keys)
+    rows = result.rows()
+    return pd.DataFrame(rows, columns=list(rows[0].keys()))
+
+
+def ldp_oracle(
+    df: pd.DataFrame,
+    *,
+    eps: str,
+    d: int,
+    beta: float = 0.05,
+    projection: Projection = "jl",
+    m: int | None = None,
+    phi_seed: int | None = None,
+) -> FrequencyOracle:
+    """Plan a :class:`~hdp_spark.ldp.FrequencyOracle` from a table's ε column (pass A).
+
+    Privacy:
+        Reads the ε column only (public in this model).
+    """
+    return FrequencyOracle.plan(
+        _numeric(df, eps, "ε"), d, beta=beta, projection=projection, m=m, phi_seed=phi_seed
+    )
+
+
+def _output_names(randomizer: Randomizer, output: str) -> dict[str, str]:
+    if isinstance(randomizer, JLRandomizer):
+        return {"_j": output + "_j", "_b": output + "_b"}
+    return {"": output}
+
+
+def simulate_frame(
+    pdf: pd.DataFrame,
+    column: str,
+    eps: str,
+    randomizer: Randomizer,
+    key: ReleaseKey,
+    tag: tuple[object, ...],
+    output: str,
+) -> pd.DataFrame:
+    """Randomize one batch: rows with ε = 0 get null reports, the others one report each."""
+    e = _numeric(pdf, eps, "ε")
+    active = e != 0.0
+    raw = _column(pdf, column, "value").to_numpy(dtype=object if isinstance(
+        randomizer, DuchiRandomizer) else None)
+    if isinstance(randomizer, DuchiRandomizer):
+        values: Any = np.zeros((int(active.sum()), randomizer.d), dtype=np.float64)
+        bad = 0
+        for i, item in enumerate(raw[active]):
+            if item is None or (isinstance(item, float) and np.isnan(item)):
+                continue
+            arr = np.asarray(item, dtype=np.float64)
+            if arr.shape != (randomizer.d,):
+                bad += 1
+                continue
+            values[i] = arr
+        if bad:
+            msg = (
+                f"value column `{column}` must hold arrays of length {randomizer.d}; "
+                f"{bad} row(s) break this rule."
+            )
+            raise SchemaError(msg)
+    elif isinstance(randomizer, RRRandomizer) and raw.dtype == np.bool_:
+        values = raw[active]
+    else:
+        values = pd.to_numeric(pd.Series(raw[active]), errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+    reports = run_randomizer(randomizer, values, e[active], key, tag)
+    out = pdf.copy()
+    n = len(pdf)
+    for suffix, name in _output_names(randomizer, output).items():
+        rep = reports[suffix]
+        if isinstance(randomizer, DuchiRandomizer):
+            col: list[Any] = [None] * n
+            for pos, row in zip(np.flatnonzero(active), rep, strict=True):
+                col[int(pos)] = row
+            out[name] = col
+        elif rep.dtype == np.float64:
+            full = np.full(n, np.nan)
+            full[active] = rep
+            out[name] = full
+        else:
+            dtype = pd.Int8Dtype() if rep.dtype == np.int8 else pd.Int64Dtype()
+            series = pd.Series(np.zeros(n, dtype=rep.dtype), index=pdf.index).astype(dtype)
+            series[~active] = None
+            series[active] = rep
+            out[name] = series
+    return out
+
+
+def ldp_simulate(
+    df: pd.DataFrame,
+    column: str,
+    *,
+    eps: str,
+    randomizer: Randomizer,
+    output: str | None = None,
+    key: ReleaseKey | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> pd.DataFrame:
+    """SIMULATION ONLY: add LDP reports of ``column`` to a central pandas table.
+
+    Real local DP randomizes on the device and the server never holds raw values. This
+    helper exists to test pipelines and reproduce experiments.
+
+    Args:
+        df: the table (raw values and the ε column).
+        column: value column (for :class:`~hdp_spark.ldp.DuchiRandomizer`: arrays of
+            length d; null arrays are imputed as the zero vector).
+        eps: ε column; rows with ε = 0 get a null report; other rows need finite
+            ε >= 2**-20.
+        randomizer: :class:`~hdp_spark.ldp.LaplaceRandomizer`, ``RRRandomizer``,
+            ``DuchiRandomizer`` or ``JLRandomizer``.
+        output: report column (``<output>_j``/``<output>_b`` for the frequency oracle);
+            default ``"<column>_report"``.
+        key: release key; default fresh from OS entropy.
+        unsafe_seed: reproducible reports for tests. UNSAFE.
+
+    Returns:
+        A copy of ``df`` with the report column(s).
+
+    Privacy:
+        Each report is ε_i-LDP for its row's value (the randomizers' guarantees); the
+        same (key, table) gives the same reports. The input table is NOT protected.
+    """
+    if not isinstance(df, pd.DataFrame):
+        msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    k = resolve_key(key, unsafe_seed)
+    return simulate_frame(df, column, eps, randomizer, k, ("pandas",), output or f"{column}_report")

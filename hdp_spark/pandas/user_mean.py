@@ -1,0 +1,334 @@
+"""pandas backend of the user-level heterogeneous mean (:mod:`hdp_spark.core.user_mean`).
+
+Same function names, keywords and output columns as :mod:`hdp_spark.spark.user_mean`.
+One ``groupby(user)`` turns the rows into a per-user table (k, Σ encoded value, ε, group);
+every later stage is a vectorized operation or a ``groupby`` on that table. Order keys
+(SHA-256 of salt || user id) are computed only for users in a k bucket that a group boundary
+splits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hdp_spark.core.encoding import encode_numpy
+from hdp_spark.core.keys import normalize_by, normalize_keys
+from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.user_mean import (
+    Census,
+    CensusCell,
+    Cut,
+    FinalCell,
+    FirstStage,
+    MeanCell,
+    OrderKey,
+    RankQuery,
+    UserMeanRelease,
+    UserMeanSpec,
+    VarUser,
+    hdp_user_mean,
+    order_key,
+    run_user_mean,
+)
+from hdp_spark.errors import ParameterError, SchemaError
+
+__all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
+
+KeysLike = Sequence[object] | pd.DataFrame | None
+
+
+def _numeric(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
+    if column not in df.columns:
+        msg = f"{role} column `{column}` is not in the table."
+        raise SchemaError(msg)
+    series = df[column]
+    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
+        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
+        raise SchemaError(msg)
+    return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _user_kind(df: pd.DataFrame, column: str) -> str:
+    if column not in df.columns:
+        msg = f"user column `{column}` is not in the table."
+        raise SchemaError(msg)
+    series = df[column]
+    if pd.api.types.is_bool_dtype(series):
+        msg = f"user column `{column}` must hold integers or strings, got dtype {series.dtype}."
+        raise SchemaError(msg)
+    if pd.api.types.is_integer_dtype(series):
+        return "int"
+    kind = pd.api.types.infer_dtype(series, skipna=True)
+    if kind in ("string", "empty"):
+        return "str"
+    if kind == "integer":
+        return "int"
+    msg = f"user column `{column}` must hold integers or strings, got dtype {series.dtype}."
+    raise SchemaError(msg)
+
+
+def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...]:
+    if not by:
+        if keys is not None:
+            msg = "`keys` needs `by`: a global release has no group keys."
+            raise ParameterError(msg)
+        return ((),)
+    if keys is None:
+        msg = (
+            "a grouped release needs `keys`, the public key set: releasing the keys found "
+            "in the data would reveal which keys exist."
+        )
+        raise ParameterError(msg)
+    if isinstance(keys, pd.DataFrame):
+        missing = [c for c in by if c not in keys.columns]
+        if missing:
+            msg = f"`keys` must have the `by` columns; missing {missing!r}."
+            raise ParameterError(msg)
+        keys = list(keys[list(by)].itertuples(index=False, name=None))
+    if isinstance(keys, str | bytes):
+        msg = "`keys` must be a list of keys or a DataFrame, got a string."
+        raise ParameterError(msg)
+    return normalize_keys(list(keys), len(by))
+
+
+def _group_ids(
+    df: pd.DataFrame, by: tuple[str, ...], keys: tuple[tuple[object, ...], ...]
+) -> np.ndarray:
+    """Position of each row's key in ``keys`` (-1 outside the key set; 0 when global)."""
+    if not by:
+        return np.zeros(len(df), dtype=np.int64)
+    for col in by:
+        if col not in df.columns:
+            msg = f"group column `{col}` is not in the table."
+            raise SchemaError(msg)
+    if len(by) == 1:
+        index = pd.Index([k[0] for k in keys])
+        return np.asarray(index.get_indexer(pd.Index(df[by[0]])), dtype=np.int64)
+    multi = pd.MultiIndex.from_tuples(list(keys))
+    return np.asarray(multi.get_indexer(pd.MultiIndex.from_frame(df[list(by)])), dtype=np.int64)
+
+
+def _cells(frame: pd.DataFrame, value: str) -> list[tuple[int, int, float, int, int]]:
+    """(gid, k, level, count, Σ value) per (gid, k, level) cell of ``frame``."""
+    agg = frame.groupby(["gid", "k", "level"], sort=True)[value].agg(["size", "sum"])
+    return [
+        (int(g), int(k), float(lvl), int(n), int(t))
+        for g, k, lvl, n, t in agg.reset_index().itertuples(index=False, name=None)
+    ]
+
+
+class PandasUsers:
+    """The per-user table of one release and the native stages over it."""
+
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        spec: UserMeanSpec,
+        by: tuple[str, ...],
+        keys: tuple[tuple[object, ...], ...],
+    ) -> None:
+        if not isinstance(df, pd.DataFrame):
+            msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
+            raise ParameterError(msg)
+        self.spec = spec
+        kind = _user_kind(df, spec.user)
+        values = _numeric(df, spec.column, "value")
+        eps = _numeric(df, spec.eps, "ε")
+        gid = _group_ids(df, by, keys)
+        keep = gid >= 0
+        users = df[spec.user].to_numpy()[keep]
+        user_null = np.asarray(pd.isna(users), dtype=bool)
+        self.null_user_rows = int(user_null.sum())
+        e = eps[keep]
+        invalid = np.isnan(e) | (e < 0)
+        q = encode_numpy(values[keep], spec.lower, spec.upper, spec.fill_value)
+        rows = pd.DataFrame(
+            {
+                "user": users,
+                "q": q,
+                "e": np.where(invalid, np.nan, e),
+                "bad": invalid.astype(np.int64),
+                "gid": gid[keep],
+            }
+        )[~user_null]
+        per = rows.groupby("user", sort=False, dropna=True).agg(
+            k=("q", "size"),
+            s=("q", "sum"),
+            emin=("e", "min"),
+            emax=("e", "max"),
+            nbad=("bad", "sum"),
+            gmin=("gid", "min"),
+            gmax=("gid", "max"),
+        )
+        ids = per.index.to_numpy()
+        if kind == "int":
+            self.text = np.array([str(int(u)) for u in ids], dtype=object)
+        else:
+            self.text = np.array([str(u) for u in ids], dtype=object)
+        self.k = per["k"].to_numpy(dtype=np.int64)
+        self.s = per["s"].to_numpy(dtype=np.int64)
+        emin = per["emin"].to_numpy(dtype=np.float64)
+        emax = per["emax"].to_numpy(dtype=np.float64)
+        nbad = per["nbad"].to_numpy(dtype=np.int64)
+        level = levels_numpy(emin, spec.eps_grid)
+        self.level = np.where(np.isposinf(level), EPS_CAP, level)
+        self.gid = per["gmin"].to_numpy(dtype=np.int64)
+        self.invalid = nbad > 0
+        self.mixed = ~self.invalid & (emin != emax)
+        self.below = ~self.invalid & (level == BELOW_GRID_LEVEL)
+        self.invalid |= level == INVALID_LEVEL
+        self.multi = per["gmin"].to_numpy() != per["gmax"].to_numpy()
+        self._keys: dict[int, OrderKey] = {}
+
+    def _key(self, index: int) -> OrderKey:
+        cached = self._keys.get(index)
+        if cached is None:
+            cached = order_key(str(self.text[index]), self.spec.salt)
+            self._keys[index] = cached
+        return cached
+
+    # -- the four stages ---------------------------------------------------------------------
+
+    def census(self) -> Census:
+        """Users per (group id, k, ε level) and violation counts."""
+        frame = pd.DataFrame({"gid": self.gid, "k": self.k, "level": self.level, "one": 1})
+        cells: dict[int, list[CensusCell]] = {}
+        for g, k, lvl, c, _ in _cells(frame, "one"):
+            cells.setdefault(g, []).append(CensusCell(k, lvl, c))
+        return Census(
+            {g: tuple(v) for g, v in cells.items()},
+            invalid_eps_users=int(self.invalid.sum()),
+            mixed_eps_users=int(self.mixed.sum()),
+            below_grid_users=int(self.below.sum()),
+            mixed_group_users=int(self.multi.sum()),
+            null_user_rows=self.null_user_rows,
+        )
+
+    def rank_keys(self, queries: Sequence[RankQuery]) -> dict[RankQuery, OrderKey]:
+        """Exact order statistics of the order keys in each queried bucket."""
+        out: dict[RankQuery, OrderKey] = {}
+        for query in queries:
+            idx = np.flatnonzero((self.gid == query.gid) & (self.k == query.k) & (self.level > 0))
+            ranked = sorted(self._key(int(i)) for i in idx)
+            out[query] = ranked[query.rank - 1]
+        return out
+
+    def _roles(self, cuts: Mapping[int, Cut]) -> np.ndarray:
+        """Role per user: 'v' (G_var), 'm' (G_mean), 'f' (G_fin) or 'x' (not released)."""
+        n = self.k.size
+        role = np.full(n, "x", dtype="<U1")
+        for gid, cut in cuts.items():
+            in_group = (self.gid == gid) & (self.level > 0)
+            is_var = in_group & (self.k > cut.var_k)
+            for i in np.flatnonzero(in_group & (self.k == cut.var_k)):
+                is_var[i] = self._key(int(i)) <= cut.var_key
+            is_mean = in_group & ~is_var & (self.k < cut.mean_k)
+            for i in np.flatnonzero(in_group & ~is_var & (self.k == cut.mean_k)):
+                is_mean[i] = self._key(int(i)) > cut.mean_key
+            role[in_group] = "f"
+            role[is_var] = "v"
+            role[is_mean] = "m"
+        return role
+
+    def first_stage(self, cuts: Mapping[int, Cut]) -> FirstStage:
+        """G_mean per-class sums, G_var users and G_fin class counts."""
+        role = self._roles(cuts)
+        frame = pd.DataFrame(
+            {"gid": self.gid, "k": self.k, "level": self.level, "s": self.s, "role": role}
+        )
+        mean: dict[int, list[MeanCell]] = {}
+        for g, k, lvl, c, t in _cells(frame[frame["role"] == "m"], "s"):
+            mean.setdefault(g, []).append(MeanCell(k, lvl, c, t))
+        var: dict[int, list[VarUser]] = {}
+        for i in np.flatnonzero(role == "v"):
+            var.setdefault(int(self.gid[i]), []).append(
+                VarUser(int(self.k[i]), float(self.level[i]), int(self.s[i]), self._key(int(i)))
+            )
+        fin: dict[int, dict[tuple[int, float], int]] = {}
+        for g, k, lvl, c, _ in _cells(frame[frame["role"] == "f"], "s"):
+            fin.setdefault(g, {})[(k, lvl)] = c
+        return FirstStage(
+            {g: tuple(v) for g, v in mean.items()},
+            {g: tuple(v) for g, v in var.items()},
+            fin,
+        )
+
+    def final_stage(
+        self, cuts: Mapping[int, Cut], bounds: Mapping[int, Mapping[int, tuple[int, int]]]
+    ) -> dict[int, tuple[FinalCell, ...]]:
+        """Per (group id, k, ε): G_fin users and Σ clamp(s_i, A_k, B_k)."""
+        role = self._roles(cuts)
+        fin = np.flatnonzero(role == "f")
+        lo = np.empty(fin.size, dtype=np.int64)
+        hi = np.empty(fin.size, dtype=np.int64)
+        for j, i in enumerate(fin):
+            lo[j], hi[j] = bounds[int(self.gid[i])][int(self.k[i])]
+        clamped = np.minimum(np.maximum(self.s[fin], lo), hi)
+        frame = pd.DataFrame(
+            {"gid": self.gid[fin], "k": self.k[fin], "level": self.level[fin], "c": clamped}
+        )
+        out: dict[int, list[FinalCell]] = {}
+        for g, k, lvl, c, t in _cells(frame, "c"):
+            out.setdefault(g, []).append(FinalCell(k, lvl, c, t))
+        return {g: tuple(v) for g, v in out.items()}
+
+
+def user_mean_release(
+    df: pd.DataFrame,
+    spec: UserMeanSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> UserMeanRelease:
+    """Run one user-level release and return the engine-neutral result.
+
+    See :func:`user_mean` for the arguments.
+
+    Privacy:
+        Same release as :func:`user_mean` (one user = one unit; n, k_i, ε_i, ids and groups
+        public); the result holds only released values, never pre-noise statistics.
+    """
+    if not isinstance(spec, UserMeanSpec):
+        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    by_t = normalize_by(by)
+    key_t = _keys(keys, by_t)
+    backend = PandasUsers(df, spec, by_t, key_t)
+    return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
+
+
+def user_mean(
+    df: pd.DataFrame,
+    spec: UserMeanSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> pd.DataFrame:
+    """Release a user-level heterogeneous-DP mean of a pandas DataFrame.
+
+    Args:
+        df: the input table, several rows per user (user, value and ε columns).
+        spec: from :func:`hdp_spark.hdp_user_mean`.
+        by: optional group-by column(s); each user must fall into one group.
+        keys: the public key set of a grouped release (list of values, list of tuples for
+            several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
+            a row; rows with other keys are left out.
+        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
+            anyone who knows the seed can remove the noise.
+
+    Returns:
+        One row per group (one row for a global release) with the columns of
+        ``docs/user_mean.md``.
+
+    Privacy:
+        Protected unit: one user (all rows). Each call is one release with fresh noise;
+        calling it twice spends each user's ε_i twice. Public: n, every k_i, the ε_i, the
+        user ids and each user's group. See :func:`hdp_spark.hdp_user_mean`.
+    """
+    result = user_mean_release(df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed)
+    rows = result.rows()
+    return pd.DataFrame(rows, columns=list(rows[0].keys()))

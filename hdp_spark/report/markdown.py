@@ -1,0 +1,269 @@
+"""The Markdown report of a job run (with PNG plots when matplotlib is installed).
+
+Everything in the report is either a released (noisy) value, its accuracy metadata, or a
+function of the ε vectors and budgets, which are public in this model; validation counts
+and user ids never appear.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hdp_spark.ledger._fs import atomic_write
+from hdp_spark.report.plots import plot_estimates, plot_remaining
+
+if TYPE_CHECKING:
+    from hdp_spark.jobs.engines import BudgetDistribution
+    from hdp_spark.jobs.runner import ReleaseRun
+    from hdp_spark.jobs.spec import JobSpec
+
+__all__ = ["render_report", "write_report"]
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, str):
+        return v
+    x = float(v)
+    if math.isnan(x):
+        return "–"
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """A Markdown table; numbers formatted by :func:`_num`."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_num(c) if not isinstance(c, str) else c for c in r) + " |"
+            for r in rows]
+    return out
+
+
+def _key_label(row: dict[str, Any], by: Sequence[str]) -> str:
+    return ", ".join(str(row.get(c)) for c in by) if by else "all"
+
+
+def _release_section(out: Path, run: ReleaseRun, plots: bool) -> list[str]:
+    outcome = run.record.outcome_data()
+    by = list(outcome["by"])
+    rows: list[dict[str, Any]] = outcome["rows"]
+    status = "committed in this run" if run.status == "committed" else (
+        "committed earlier, re-published (nothing charged now)")
+    lines = [
+        f"## Release `{run.release_id}`",
+        "",
+        f"Commit `{run.record.commit_id}` at {run.record.committed_at}: {status}. "
+        f"Values: `{(run.path / 'values.parquet').relative_to(out)}` and `values.json`.",
+        "",
+    ]
+    for agg in outcome["aggregators"]:
+        name = agg["name"]
+        beta = float(agg["definition"].get("beta", 0.05))
+        method = agg["definition"].get("method")
+        intervals = _intervals(agg)
+        lines += [f"### `{name}` ({agg['kind']}{', ' + method if method else ''})", ""]
+        single = len(intervals) == 1
+        header = [*(by or ["group"])]
+        if single:
+            header += ["estimate", f"{1 - beta:.0%} noise interval"]
+        else:
+            header += [f"`{label}` [interval]" for label, *_ in intervals]
+        header += ["rows", "τ", "fallback"]
+        body = []
+        for r in rows:
+            cells: list[Any] = [*(str(r.get(c)) for c in by), *([] if by else ["all"])]
+            for _label, est, low, high in intervals:
+                interval = f"[{_num(r.get(low))}, {_num(r.get(high))}]"
+                cells += [r.get(est), interval] if single else [
+                    f"{_num(r.get(est))} {interval}"]
+            cells += [r.get(f"{name}_n"), r.get(f"{name}_tau"), r.get(f"{name}_fallback")]
+            body.append(cells)
+        lines += _table(header, body)
+        lines += [
+            "",
+            f"Intervals hold the noise with probability ≥ {1 - beta:.0%}; they do not include "
+            "sampling error.",
+            "",
+        ]
+        if plots and intervals:
+            png = plot_estimates(
+                out / "plots" / f"{run.release_id}__{name}.png",
+                [_key_label(r, by) for r in rows],
+                {label: ([r.get(est) for r in rows], [r.get(low) for r in rows],
+                         [r.get(high) for r in rows])
+                 for label, est, low, high in intervals},
+                title=f"{run.release_id}: {name}",
+            )
+            if png is not None:
+                lines += [f"![{name}]({png.relative_to(out).as_posix()})", ""]
+        lines += _levels_section(name, rows, by, outcome.get("tau", {}).get(name))
+    b = outcome["budget"]
+    lines += [
+        "### Budget consumed",
+        "",
+        *_table(
+            ["policy", "charge", "rows in release", "users charged", "ε charged (total)",
+             "ε charged (max per user)", "users capped", "users excluded"],
+            [[b["policy"], b.get("charge", "effective"), b["rows_in_release"],
+              b["users_charged"], b["eps_charged_total"],
+              b["eps_charged_max"], b["users_capped"], b["users_excluded"]]],
+        ),
+        "",
+        "Each user is charged the effective ε the release gave them (weight / noise scale, "
+        "at most their capped demand), per aggregator; charges add up across releases "
+        "(sequential composition).",
+        "",
+    ]
+    return lines
+
+
+def _intervals(agg: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [(str(a), str(b), str(c), str(d)) for a, b, c, d in agg.get("intervals", [])]
+
+
+def _levels_section(
+    name: str, rows: list[dict[str, Any]], by: list[str], tau: list[Any] | None
+) -> list[str]:
+    col = f"{name}_eps_levels"
+    if not rows or col not in rows[0]:
+        return []
+    body: list[list[Any]] = []
+    free: list[list[Any]] = []
+    for r in rows:
+        label = _key_label(r, by)
+        levels = r.get(col) or []
+        for lv in levels:
+            body.append([label, lv["eps"], lv["n"], lv["weight"], lv["eps_effective"]])
+        t = r.get(f"{name}_tau")
+        if isinstance(t, float | int) and math.isfinite(t):
+            above = [lv for lv in levels if lv["eps"] > t]
+            n_above = sum(int(lv["n"]) for lv in above)
+            free.append([label, t, n_above, ", ".join(_num(lv["eps"]) for lv in above) or "–"])
+        else:
+            free.append([label, t, 0, "–"])
+    lines = [f"#### Effective ε per level (`{name}`)", ""]
+    lines += _table(["group", "ε level (after capping)", "rows", "weight per row",
+                     "effective ε"], body)
+    lines += [
+        "",
+        f"#### Privacy for free (`{name}`)",
+        "",
+        "τ is the clip level of the weight solver (seed 001): a row whose ε is above τ gets "
+        "τ-DP with the same accuracy as if it had asked for τ, so it could be offered τ at "
+        "no accuracy cost, and the ledger charges it τ only.",
+        "",
+    ]
+    lines += _table(["group", "τ", "rows with ε > τ", "their ε levels"], free)
+    lines.append("")
+    return lines
+
+
+def render_report(
+    out: Path,
+    job: JobSpec,
+    fingerprint: str,
+    runs: Sequence[ReleaseRun],
+    distribution: BudgetDistribution,
+    *,
+    plots: bool = True,
+) -> str:
+    """The report's Markdown text (plots are written under ``out/plots``).
+
+    Privacy:
+        Shows released values with their accuracy metadata and functions of the public ε
+        vectors and budgets only; never user ids or validation counts.
+    """
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+    src = str(job.input.path) if job.input.path is not None else f"table `{job.input.table}`"
+    budget = []
+    if job.budget.default is not None:
+        budget.append(f"default {_num(job.budget.default)} ε per user")
+    if job.budget.column is not None:
+        budget.append(f"column `{job.budget.column}`")
+    lines = [
+        f"# Release report: `{job.name}`",
+        "",
+        *([job.description, ""] if job.description else []),
+        *_table(
+            ["setting", "value"],
+            [
+                ["run at (UTC)", now],
+                ["engine", job.engine],
+                ["input", f"`{src}`"],
+                ["input fingerprint", f"`{fingerprint[:32]}…`"],
+                ["ledger", f"{job.ledger_backend}: `{job.ledger.path}`"],
+                ["budget", f"{'; '.join(budget)}; policy `{job.budget.policy}`"],
+            ],
+        ),
+        "",
+    ]
+    if job.unsafe_seed is not None:
+        lines += ["> **UNSAFE**: this job sets `unsafe_seed`; its noise is reproducible by "
+                  "anyone who knows the seed and the values below are NOT private.", ""]
+    lines += [
+        "The ε values (and therefore the remaining budgets that cap them) are public in this "
+        "model: they are visible in the per-level tables below.",
+        "",
+    ]
+    for run in runs:
+        lines += _release_section(out, run, plots)
+    d = distribution
+    lines += [
+        "## Remaining budgets (after this run)",
+        "",
+        *_table(["users", "budget exhausted", "ε spent by all users"],
+                [[d.users, d.exhausted, d.total_spent]]),
+        "",
+        *_table(
+            ["quantile", "remaining ε", "spent ε"],
+            [[f"{q:.0%}", d.remaining_quantiles.get(q), d.spent_quantiles.get(q)]
+             for q in d.remaining_quantiles],
+        ),
+        "",
+    ]
+    if plots and d.hist_counts:
+        png = plot_remaining(out / "plots" / "remaining_budget.png", d.hist_edges,
+                             d.hist_counts)
+        if png is not None:
+            lines += [f"![remaining budgets]({png.relative_to(out).as_posix()})", ""]
+    if plots and not _has_matplotlib():
+        lines += ["_Plots skipped: install matplotlib to get them._", ""]
+    return "\n".join(lines)
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_report(
+    out: Path,
+    job: JobSpec,
+    fingerprint: str,
+    runs: Sequence[ReleaseRun],
+    distribution: BudgetDistribution,
+) -> Path:
+    """Write ``out/report.md`` (atomically) and its plots; return the report's path.
+
+    Privacy:
+        See :func:`render_report`.
+    """
+    text = render_report(out, job, fingerprint, runs, distribution)
+    path = out / "report.md"
+    atomic_write(path, (text + "\n").encode())
+    return path

@@ -1,0 +1,372 @@
+"""Spark backend of the partial-DP releases (classic PySpark and Spark Connect).
+
+Same plan, names and output columns as :mod:`hdp_spark.pandas.heavy_hitters`; only
+native operations touch rows:
+
+* recoding: per attribute, ``array_position`` against the public domain literal (a
+  broadcast hash join for domains above 64 values); null/out-of-domain -> "other" code.
+  The n x d code table is persisted for the release and unpersisted at the end;
+* one pass per tree level: per noisy node a mixed-radix ``long`` key expression (shifted
+  into a node-private range), the children's lists tested with ``isin`` (Spark turns long
+  literal lists into a hash-set ``InSet``), the keys exploded and counted by
+  ``groupBy(key).count()`` with a ``count > floor`` filter, collected (at most
+  n/(floor+1) rows per node);
+* the exact counts of the released keys, read from the root pass's persisted aggregate
+  (one small job over at most n aggregated rows, not over the data).
+
+The driver logic is :mod:`hdp_spark.core.partial`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
+from hdp_spark.core.partial.heavy_hitters import (
+    COUNT_COLUMNS,
+    HeavyHittersResult,
+    run_heavy_hitters,
+)
+from hdp_spark.core.partial.histograms import (
+    HISTOGRAM_COLUMNS,
+    HistogramResult,
+    finalize_histograms,
+)
+from hdp_spark.core.partial.output import PartialRelease
+from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
+from hdp_spark.core.partial.tree import NodeRequest, key_space
+from hdp_spark.errors import InternalError, ParameterError, SchemaError
+
+__all__ = [
+    "SparkTreeCounter",
+    "attribute_histograms",
+    "hdp_heavy_hitters",
+    "heavy_hitters",
+    "release_heavy_hitters",
+]
+
+LOOKUP_JOIN_MIN = 64
+"""Domains with more values than this are recoded by a broadcast join, not a literal scan."""
+
+_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+            T.DecimalType)
+
+
+def _check_frame(df: object) -> DataFrame:
+    if not (type(df).__name__ == "DataFrame" and type(df).__module__.startswith("pyspark")):
+        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    return df  # type: ignore[return-value]
+
+
+def _field(df: DataFrame, column: str, role: str) -> T.StructField:
+    for f in df.schema.fields:
+        if f.name == column:
+            return f
+    msg = f"{role} column `{column}` is not in the table."
+    raise SchemaError(msg)
+
+
+def _check_type(field: T.StructField, dom: AttributeDomain) -> None:
+    dt = field.dataType
+    kind = dom.kind
+    if kind == "str":
+        ok = isinstance(dt, T.StringType | T.VarcharType | T.CharType)
+    elif kind == "bool":
+        ok = isinstance(dt, T.BooleanType)
+    else:
+        ok = isinstance(dt, _NUMERIC)
+    if not ok:
+        msg = (
+            f"attribute column `{dom.column}` has type {dt.simpleString()}, which cannot hold "
+            f"the {kind} values of its domain."
+        )
+        raise SchemaError(msg)
+
+
+def _lookup_type(dom: AttributeDomain) -> str:
+    return {"str": "string", "int": "bigint", "float": "double", "bool": "boolean"}[
+        dom.output_type
+    ]
+
+
+def encode_codes(df: DataFrame, domains: Sequence[AttributeDomain]) -> DataFrame:
+    """A table of int columns ``__c0..`` (attribute codes; "other" for null/out-of-domain)."""
+    df = _check_frame(df)
+    for dom in domains:
+        _check_type(_field(df, dom.column, "attribute"), dom)
+    cur = df
+    exprs = []
+    for j, dom in enumerate(domains):
+        if len(dom.values) <= LOOKUP_JOIN_MIN:
+            pos = F.array_position(F.array(*[F.lit(v) for v in dom.values]), F.col(dom.column))
+            code = F.when(pos > 0, pos - 1).otherwise(F.lit(dom.other_code))
+        else:
+            v, k = f"__hh_v{j}", f"__hh_k{j}"
+            lookup = cur.sparkSession.createDataFrame(
+                [(val, i) for i, val in enumerate(dom.values)],
+                schema=f"{v} {_lookup_type(dom)}, {k} int",
+            )
+            cur = cur.join(F.broadcast(lookup), cur[dom.column] == lookup[v], "left")
+            code = F.coalesce(F.col(k), F.lit(dom.other_code))
+        exprs.append(code.cast("int").alias(f"__c{j}"))
+    return cur.select(*exprs)
+
+
+def check_unit(df: DataFrame, privacy_unit: str | None) -> None:
+    """Raise unless ``privacy_unit`` (if given) is a unique, non-null id column.
+
+    One native pass (count and exact distinct count). The error states the number of
+    offending rows (a schema violation for the operator), never an id or other value.
+    """
+    if privacy_unit is None:
+        return
+    _field(df, privacy_unit, "`privacy_unit`")
+    row = df.agg(F.count(F.lit(1)).alias("n"),
+                 F.count_distinct(F.col(privacy_unit)).alias("k")).collect()[0]
+    bad = int(row["n"]) - int(row["k"])
+    if bad:
+        msg = (
+            f"`privacy_unit` column `{privacy_unit}` must hold one non-null id per row (one "
+            f"row per person): {bad} row(s) repeat an id or have a null id."
+        )
+        raise SchemaError(msg)
+
+
+def _key(attrs: Sequence[int], weights: Sequence[int]) -> Column:
+    terms = [F.col(f"__c{j}").cast("long") * F.lit(w).cast("long")
+             for j, w in zip(attrs, weights, strict=True)]
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
+
+
+class SparkTreeCounter:
+    """The :class:`~hdp_spark.core.partial.heavy_hitters.TreeCounter` of a Spark table.
+
+    Holds the persisted code table; use as a context manager (or call :meth:`close`).
+    """
+
+    def __init__(self, codes: DataFrame, sizes: Sequence[int], persist: bool = True) -> None:
+        self._codes = codes.persist(StorageLevel.MEMORY_AND_DISK) if persist else codes
+        self._persisted = persist
+        self._sizes = tuple(sizes)
+        # The aggregate of the last single-node level (the root): the released keys' exact
+        # counts are read from it instead of a further pass over the rows.
+        self._root: tuple[tuple[int, ...], DataFrame] | None = None
+
+    @classmethod
+    def from_frame(cls, df: DataFrame, spec: HeavyHittersSpec) -> SparkTreeCounter:
+        """Recode ``df`` against the spec's domains (lazy; persisted on first use)."""
+        return cls(encode_codes(df, spec.domains), [d.size for d in spec.domains])
+
+    def close(self) -> None:
+        """Release the persisted tables."""
+        self._drop_root()
+        if self._persisted:
+            self._codes.unpersist()
+            self._persisted = False
+
+    def _drop_root(self) -> None:
+        if self._root is not None:
+            self._root[1].unpersist()
+            self._root = None
+
+    def __enter__(self) -> SparkTreeCounter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def count_level(
+        self, requests: Sequence[NodeRequest], floor: int
+    ) -> dict[int, dict[int, int]]:
+        """One Spark job: per node, the counts of the candidate keys above ``floor``.
+
+        Each node's keys are shifted by the total key space of the nodes before it, so one
+        ``long`` column carries (node, key): the sum of the key spaces is at most the
+        product of all domain sizes plus the node count, below 2^63 by the spec's bound.
+        """
+        if not requests:
+            return {}
+        offsets: list[int] = []
+        entries = []
+        total = 0
+        for r in requests:
+            offsets.append(total)
+            total += key_space(r.attrs, self._sizes)
+            cond: Column | None = None
+            for f in r.filters:
+                inside = _key(f.attrs, f.weights).isin(list(f.members))
+                cond = inside if cond is None else cond & inside
+            entry = F.lit(offsets[-1]).cast("long") + _key(r.attrs, r.weights)
+            entries.append(entry if cond is None else F.when(cond, entry))
+        if total >= 2**63:  # pragma: no cover - excluded by MAX_KEY_SPACE
+            msg = "level key space overflows int64"
+            raise InternalError(msg)
+        counts = (
+            self._codes.select(F.explode(F.array(*entries)).alias("k"))
+            .where(F.col("k").isNotNull())
+            .groupBy("k")
+            .count()
+        )
+        self._drop_root()
+        if len(requests) == 1:
+            counts = counts.persist(StorageLevel.MEMORY_AND_DISK)
+            self._root = (requests[0].weights, counts)
+        rows = counts.where(F.col("count") > F.lit(floor)).collect()
+        out: dict[int, dict[int, int]] = {r.node: {} for r in requests}
+        for row in rows:
+            k = int(row["k"])
+            i = bisect.bisect_right(offsets, k) - 1
+            out[requests[i].node][k - offsets[i]] = int(row["count"])
+        return out
+
+    def count_keys(self, weights: Sequence[int], keys: Sequence[int]) -> dict[int, int]:
+        """Exact counts of the given whole-record keys.
+
+        When the last level pass was the root's (same key weights, offset 0), its
+        aggregate already holds every root candidate's count: one small job over it.
+        Otherwise one pass over the rows.
+        """
+        if self._root is not None and tuple(weights) == self._root[0]:
+            counts = self._root[1]
+        else:
+            key = _key(range(len(self._sizes)), weights)
+            counts = self._codes.select(key.alias("k")).groupBy("k").count()
+        rows = counts.where(F.col("k").isin(list(keys))).collect()
+        return {int(r["k"]): int(r["count"]) for r in rows}
+
+
+def release_heavy_hitters(
+    df: DataFrame, spec: HeavyHittersSpec, unsafe_seed: int | str | bytes | None = None
+) -> HeavyHittersResult:
+    """Run one heavy-hitters release and return the engine-neutral result."""
+    if not isinstance(spec, HeavyHittersSpec):
+        msg = f"`spec` must come from hdp_heavy_hitters(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    df = _check_frame(df)
+    with SparkTreeCounter.from_frame(df, spec) as counter:
+        check_unit(df, spec.privacy_unit)
+        return run_heavy_hitters(spec, counter, ReleaseKey.resolve(unsafe_seed))
+
+
+_SPARK_TYPES: dict[str, T.DataType] = {
+    "str": T.StringType(), "int": T.LongType(), "float": T.DoubleType(), "bool": T.BooleanType()
+}
+
+
+def _convert(value: object, dom: AttributeDomain) -> object:
+    if value is None:
+        return None
+    return float(value) if dom.output_type == "float" else value  # type: ignore[arg-type]
+
+
+def heavy_hitters(
+    df: DataFrame, spec: HeavyHittersSpec, unsafe_seed: int | str | bytes | None = None
+) -> PartialRelease:
+    """Release the partial-DP heavy hitters of a Spark DataFrame.
+
+    Same arguments, output columns and report as :func:`hdp_spark.pandas.heavy_hitters`.
+    Runs D + 1 Spark jobs (one per tree level, one for the released counts; one more
+    with ``privacy_unit``) and returns a DataFrame built from the released rows:
+    ``show()`` then ``collect()`` return the same numbers.
+
+    Privacy:
+        See :func:`hdp_spark.hdp_heavy_hitters`. Each call is one release with fresh
+        noise; calling twice spends twice.
+    """
+    result = release_heavy_hitters(df, spec, unsafe_seed)
+    schema = T.StructType(
+        [T.StructField(d.column, _SPARK_TYPES[d.output_type], True) for d in spec.domains]
+        + [T.StructField(c, T.LongType(), True) for c in COUNT_COLUMNS]
+    )
+    rows = [
+        tuple(_convert(r[d.column], d) for d in spec.domains) + tuple(r[c] for c in COUNT_COLUMNS)
+        for r in result.rows
+    ]
+    return PartialRelease(df.sparkSession.createDataFrame(rows, schema=schema), result.report)
+
+
+def release_histograms(
+    df: DataFrame,
+    cols: Sequence[str],
+    *,
+    domains: Mapping[str, Sequence[object]],
+    eps0: float,
+    other: Mapping[str, object] | None = None,
+    beta: float = 0.05,
+    privacy_unit: str | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> HistogramResult:
+    """Engine-neutral result of :func:`attribute_histograms` (one Spark job, plus one
+    with ``privacy_unit``)."""
+    spec = attribute_histogram_spec(
+        cols, domains=domains, eps0=eps0, other=other, beta=beta, privacy_unit=privacy_unit
+    )
+    df = _check_frame(df)
+    codes = encode_codes(df, spec.domains)
+    check_unit(df, spec.privacy_unit)
+    pairs = F.array(*[
+        F.struct(F.lit(j).alias("a"), F.col(f"__c{j}").alias("c"))
+        for j in range(len(spec.domains))
+    ])
+    rows = (
+        codes.select(F.explode(pairs).alias("e"))
+        .select(F.col("e.a").alias("a"), F.col("e.c").alias("c"))
+        .groupBy("a", "c")
+        .count()
+        .collect()
+    )
+    counts: list[dict[int, int]] = [{} for _ in spec.domains]
+    for r in rows:
+        counts[int(r["a"])][int(r["c"])] = int(r["count"])
+    return finalize_histograms(spec, counts, ReleaseKey.resolve(unsafe_seed))
+
+
+_HIST_SCHEMA = T.StructType([
+    T.StructField("attribute", T.StringType(), False),
+    T.StructField("value", T.StringType(), True),
+    T.StructField("code", T.LongType(), False),
+    T.StructField("noisy_count", T.LongType(), False),
+    T.StructField("count_ci_low", T.LongType(), False),
+    T.StructField("count_ci_high", T.LongType(), False),
+])
+
+
+def attribute_histograms(
+    df: DataFrame,
+    cols: Sequence[str],
+    *,
+    domains: Mapping[str, Sequence[object]],
+    eps0: float,
+    other: Mapping[str, object] | None = None,
+    beta: float = 0.05,
+    privacy_unit: str | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> PartialRelease:
+    """Release each attribute's histogram under per-attribute ε₀ (Spark).
+
+    Same arguments, output columns and report as
+    :func:`hdp_spark.pandas.attribute_histograms`.
+
+    Privacy:
+        See :func:`hdp_spark.pandas.attribute_histograms`: ε₀ per attribute (L1
+        sensitivity 2 per histogram, parallel composition), d·ε₀ per person.
+    """
+    result = release_histograms(
+        df, cols, domains=domains, eps0=eps0, other=other, beta=beta,
+        privacy_unit=privacy_unit, unsafe_seed=unsafe_seed,
+    )
+    rows: list[Any] = [tuple(r[c] for c in HISTOGRAM_COLUMNS) for r in result.rows]
+    return PartialRelease(df.sparkSession.createDataFrame(rows, schema=_HIST_SCHEMA),
+                          result.report)

@@ -1,0 +1,438 @@
+"""Spark implementation of the local-DP aggregators and of the simulation transform.
+
+Aggregators: per row only native column expressions (ε -> level, report -> fixed-point
+integer split in two limbs), per (group, ε level, index) native ``count``/``sum``; the driver
+finalizes the small table (:mod:`hdp_spark.core.ldp_release`). No Python runs per row.
+The expressions use the same IEEE-754 operations as :mod:`hdp_spark.pandas.ldp`, so both
+engines produce identical tables and outputs for identical reports.
+
+Simulation (:func:`ldp_simulate`) is the one place a vectorized Python function runs on
+executors: ``mapInPandas`` randomizes each Arrow batch with numpy. It is a test and
+reproduction helper; in production each device randomizes its own value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.ldp_common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
+from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
+from hdp_spark.core.ldp_release import (
+    LdpReleaseResult,
+    count_kind,
+    finalize_ldp_release,
+    output_fields,
+    validate_ldp_specs,
+)
+from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
+from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
+from hdp_spark.spark.expressions import level_expr
+
+__all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables"]
+
+KeysLike = Sequence[object] | DataFrame | None
+
+_DIRECT_MAX_D = 32
+"""Vector means with d up to this use one sum per coordinate; larger d explode the array."""
+
+_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+            T.DecimalType)
+_INF = float("inf")
+_LO_MASK = (1 << LIMB_BITS) - 1
+
+
+def _is_dataframe(obj: object) -> bool:
+    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark")
+
+
+def _field(schema: T.StructType, column: str, role: str, numeric: bool) -> T.StructField:
+    for f in schema.fields:
+        if f.name == column:
+            if numeric and not isinstance(f.dataType, _NUMERIC):
+                msg = f"{role} column `{column}` must be numeric, got {f.dataType.simpleString()}."
+                raise SchemaError(msg)
+            return f
+    msg = f"{role} column `{column}` is not in the table."
+    raise SchemaError(msg)
+
+
+def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
+    if not by:
+        if keys is not None:
+            msg = "`keys` needs `by`: a global aggregation has no group keys."
+            raise ParameterError(msg)
+        return None
+    if keys is None:
+        msg = "a grouped aggregation needs `keys`, the public key set."
+        raise ParameterError(msg)
+    if _is_dataframe(keys):
+        kdf: Any = keys
+        keys = [tuple(r) for r in kdf.select(*by).collect()]
+    elif isinstance(keys, pd.DataFrame):
+        keys = list(keys[list(by)].itertuples(index=False, name=None))
+    if isinstance(keys, str | bytes):
+        msg = "`keys` must be a list of keys or a DataFrame, got a string."
+        raise ParameterError(msg)
+    return normalize_keys(list(keys), len(by))  # type: ignore[arg-type]
+
+
+def _usable(level: Column) -> Column:
+    return (level > F.lit(0.0)) & (level < F.lit(_INF))
+
+
+def _safe(level: Column) -> Column:
+    """The level where it is a usable ε, else 1.0 (no division by zero in ANSI mode)."""
+    return F.when(_usable(level), level).otherwise(F.lit(1.0))
+
+
+def _encode(value: Column, bound: Column) -> Column:
+    """Mirror of :func:`hdp_spark.core.ldp_common.encode_reports_numpy`."""
+    clipped = F.least(F.greatest(value, -bound), bound)
+    return F.floor(clipped * F.lit(float(2**FRACTION_BITS)) + F.lit(0.5)).cast("long")
+
+
+def _limbs(q: Column, name: str) -> list[Column]:
+    return [
+        F.shiftright(q, LIMB_BITS).alias(f"{name}hi"),
+        q.bitwiseAND(F.lit(_LO_MASK).cast("long")).alias(f"{name}lo"),
+    ]
+
+
+def _collect_cells(
+    frame: DataFrame, by: tuple[str, ...], sums: list[str]
+) -> list[tuple[tuple[object, ...], float, int, int, list[int]]]:
+    rows = (
+        frame.groupBy(*by, "__level", "__idx")
+        .agg(F.count(F.lit(1)).alias("__n"), *[F.sum(s).alias(s) for s in sums])
+        .collect()
+    )
+    width = len(by)
+    return [
+        (
+            tuple(normalize_key(k) for k in tuple(r)[:width]),
+            float(r["__level"]),
+            int(r["__idx"]),
+            int(r["__n"]),
+            [int(r[s]) if r[s] is not None else 0 for s in sums],
+        )
+        for r in rows
+    ]
+
+
+def _mean_cells(
+    df: DataFrame, spec: LdpMeanSpec, by: tuple[str, ...]
+) -> list[tuple[tuple[object, ...], float, int, int, int, int]]:
+    level = F.col("__level")
+    y = F.col(spec.report).cast("double")
+    valid = y.isNotNull() & ~F.isnan(y)
+    use = valid & _usable(level)
+    if spec.mechanism == "laplace":
+        mid = (float(spec.lower) + float(spec.upper)) / 2.0
+        half = (float(spec.upper) - float(spec.lower)) / 2.0
+        z = (y - F.lit(mid)) / F.lit(half)
+        bound = (F.lit(128.0) / _safe(level)) + F.lit(1.0)
+        q = _encode(z, bound)
+    else:
+        q = F.signum(y).cast("long")
+    q = F.when(use, q).otherwise(F.lit(0).cast("long"))
+    frame = df.select(*by, level, F.when(valid, F.lit(0)).otherwise(F.lit(-1)).alias("__idx"),
+                      *_limbs(q, "__"))
+    return [(k, lv, ix, n, s[0], s[1]) for k, lv, ix, n, s in
+            _collect_cells(frame, by, ["__hi", "__lo"])]
+
+
+def _vector_cells(
+    df: DataFrame, spec: LdpVectorMeanSpec, by: tuple[str, ...]
+) -> list[tuple[tuple[object, ...], float, int, int, int, int]]:
+    d, r = spec.d, float(spec.radius)
+    level = F.col("__level")
+    arr = F.col(spec.report)
+    # array_contains uses Spark's NaN = NaN semantics (true on a NaN element, null on a null
+    # element): no higher-order lambda per row, so the whole expression is code-generated
+    valid = (
+        arr.isNotNull()
+        & (F.size(arr) == F.lit(d))
+        & ~F.array_contains(arr, F.lit(float("nan")))
+    )
+    bound = (((F.lit(2.0) / _safe(level)) + F.lit(1.0)) * F.lit(sphere_constant(d))) * F.lit(
+        DUCHI_BOUND_SLACK
+    )
+    use = valid & _usable(level)
+
+    out: list[tuple[tuple[object, ...], float, int, int, int, int]] = []
+    if d <= _DIRECT_MAX_D:
+        pre = df.select(*by, level, F.when(valid, F.lit(0)).otherwise(F.lit(-1)).alias("__idx"),
+                        use.alias("__use"), bound.alias("__bound"), arr.alias("__arr"))
+        limbs: list[Column] = []
+        sums: list[str] = []
+        for k in range(d):
+            value = F.try_element_at(F.col("__arr"), F.lit(k + 1)) / F.lit(r)
+            q = F.when(F.col("__use"), _encode(value, F.col("__bound"))).otherwise(
+                F.lit(0).cast("long")
+            )
+            limbs += _limbs(q, f"__{k}")
+            sums += [f"__{k}hi", f"__{k}lo"]
+        frame = pre.select(*by, "__level", "__idx", *limbs)
+        for key, lv, ix, cnt, s in _collect_cells(frame, by, sums):
+            if ix < 0:
+                out.append((key, lv, -1, cnt, 0, 0))
+            else:
+                out.extend((key, lv, k, cnt, s[2 * k], s[2 * k + 1]) for k in range(d))
+        return out
+    safe_arr = F.when(valid, arr).otherwise(F.array(F.lit(0.0)))
+    exploded = df.select(*by, level, valid.alias("__valid"), use.alias("__use"), bound.alias(
+        "__bound"), F.posexplode(safe_arr).alias("__pos", "__val"))
+    q = F.when(
+        F.col("__use"), _encode(F.col("__val") / F.lit(r), F.col("__bound"))
+    ).otherwise(F.lit(0).cast("long"))
+    frame = exploded.select(
+        *by, "__level",
+        F.when(F.col("__valid"), F.col("__pos")).otherwise(F.lit(-1)).alias("__idx"),
+        *_limbs(q, "__"),
+    )
+    return [(k, lv, ix, n, s[0], s[1]) for k, lv, ix, n, s in
+            _collect_cells(frame, by, ["__hi", "__lo"])]
+
+
+def _distribution_cells(
+    df: DataFrame, spec: LdpDistributionSpec, by: tuple[str, ...]
+) -> list[tuple[tuple[object, ...], float, int, int, int, int]]:
+    level = F.col("__level")
+    j = F.col(spec.index).cast("double")
+    b = F.col(spec.sign).cast("double")
+    m = float(spec.oracle.m)
+    valid = (
+        j.isNotNull() & ~F.isnan(j) & (j >= F.lit(0.0)) & (j < F.lit(m))
+        & (j == F.floor(j).cast("double")) & b.isNotNull() & ~F.isnan(b)
+    )
+    use = valid & _usable(level)
+    q = F.when(use, F.signum(b)).otherwise(F.lit(0.0)).cast("long")
+    frame = df.select(*by, level,
+                      F.when(valid, j.cast("long")).otherwise(F.lit(-1).cast("long")).alias(
+                          "__idx"),
+                      *_limbs(q, "__"))
+    return [(k, lv, ix, n, s[0], s[1]) for k, lv, ix, n, s in
+            _collect_cells(frame, by, ["__hi", "__lo"])]
+
+
+def ldp_tables(
+    df: DataFrame,
+    specs: Sequence[LdpSpec],
+    by: tuple[str, ...],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> list[dict[tuple[object, ...], LdpGroupStats]]:
+    """The per-(group, ε level, index) tables of each spec, one Spark job per spec."""
+    if not _is_dataframe(df):
+        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    schema = df.schema
+    by_fields = [_field(schema, c, "group", numeric=False) for c in by]
+    for spec in specs:
+        _field(schema, spec.eps, "ε", numeric=True)
+        if isinstance(spec, LdpDistributionSpec):
+            _field(schema, spec.index, "index", numeric=True)
+            _field(schema, spec.sign, "sign", numeric=True)
+        elif isinstance(spec, LdpMeanSpec):
+            _field(schema, spec.report, "report", numeric=True)
+        else:
+            f = _field(schema, spec.report, "report", numeric=False)
+            if not isinstance(f.dataType, T.ArrayType):
+                msg = f"report column `{spec.report}` must be an array, got " \
+                      f"{f.dataType.simpleString()}."
+                raise SchemaError(msg)
+    if keys is not None:
+        key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
+        key_df = df.sparkSession.createDataFrame([list(k) for k in keys], schema=key_schema)
+        df = df.join(F.broadcast(key_df), on=list(by), how="left_semi")
+    tables = []
+    for spec in specs:
+        leveled = df.withColumn("__level", level_expr(spec.eps, None))
+        if isinstance(spec, LdpMeanSpec):
+            cells = _mean_cells(leveled, spec, by)
+        elif isinstance(spec, LdpVectorMeanSpec):
+            cells = _vector_cells(leveled, spec, by)
+        else:
+            cells = _distribution_cells(leveled, spec, by)
+        tables.append(build_ldp_groups(spec.eps, LdpCells.from_rows(cells), count_kind(spec)))
+    return tables
+
+
+def ldp_release(
+    df: DataFrame,
+    *specs: LdpSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+) -> LdpReleaseResult:
+    """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
+    checked = validate_ldp_specs(specs)
+    by_t = normalize_by(by)
+    key_t = _keys(keys, by_t)
+    tables = ldp_tables(df, checked, by_t, key_t)
+    return finalize_ldp_release(checked, tables, by_t, key_t)
+
+
+_LEVELS_TYPE = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField("eps", T.DoubleType()),
+            T.StructField("n", T.LongType()),
+            T.StructField("weight", T.DoubleType()),
+        ]
+    )
+)
+
+_KIND_TYPES: dict[str, T.DataType] = {
+    "float": T.DoubleType(),
+    "int": T.LongType(),
+    "str": T.StringType(),
+    "bool": T.BooleanType(),
+    "floats": T.ArrayType(T.DoubleType()),
+    "levels": _LEVELS_TYPE,
+}
+
+
+def _output_schema(df: DataFrame, result: LdpReleaseResult) -> T.StructType:
+    fields = [
+        T.StructField(f.name, f.dataType, True)
+        for c in result.by
+        for f in df.schema.fields
+        if f.name == c
+    ]
+    for spec in result.specs:
+        fields += [
+            T.StructField(spec.name + suffix, _KIND_TYPES[kind])
+            for suffix, kind in output_fields(spec)
+        ]
+    return T.StructType(fields)
+
+
+def ldp_agg(
+    df: DataFrame,
+    *specs: LdpSpec,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+) -> DataFrame:
+    """Aggregate local-DP reports of a Spark DataFrame.
+
+    Same arguments and output columns as :func:`hdp_spark.pandas.ldp_agg`. One Spark job
+    per aggregator (native expressions and aggregates only); the result is materialized
+    on the driver, so re-reading it never re-runs anything.
+
+    Privacy:
+        Adds no noise and needs no key: the reports are already ε_i-LDP and the output
+        is post-processing.
+    """
+    result = ldp_release(df, *specs, by=by, keys=keys)
+    schema = _output_schema(df, result)
+    rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
+    return df.sparkSession.createDataFrame(rows, schema=schema)
+
+
+def ldp_oracle(
+    df: DataFrame,
+    *,
+    eps: str,
+    d: int,
+    beta: float = 0.05,
+    projection: Projection = "jl",
+    m: int | None = None,
+    phi_seed: int | None = None,
+) -> FrequencyOracle:
+    """Plan a :class:`~hdp_spark.ldp.FrequencyOracle` from the ε column (pass A).
+
+    One native ``groupBy(ε).count()``; the driver sizes m from the ε histogram.
+
+    Privacy:
+        Reads the ε column only (public in this model).
+    """
+    _field(df.schema, eps, "ε", numeric=True)
+    rows = df.groupBy(F.col(eps).cast("double").alias("e")).count().collect()
+    levels = [math.nan if r["e"] is None else float(r["e"]) for r in rows]
+    counts = [int(r["count"]) for r in rows]
+    bad = sum(c for lv, c in zip(levels, counts, strict=True) if not (0 <= lv < _INF))
+    if bad:
+        msg = f"Column `{eps}` must hold finite ε >= 0; {bad} row(s) break this rule."
+        raise EpsilonColumnError(msg)
+    return FrequencyOracle.from_levels(
+        levels, counts, d, beta=beta, projection=projection, m=m, phi_seed=phi_seed
+    )
+
+
+def _report_fields(randomizer: Randomizer, output: str) -> list[T.StructField]:
+    if isinstance(randomizer, JLRandomizer):
+        return [T.StructField(output + "_j", T.LongType()),
+                T.StructField(output + "_b", T.ByteType())]
+    if isinstance(randomizer, DuchiRandomizer):
+        return [T.StructField(output, T.ArrayType(T.DoubleType()))]
+    if randomizer.mechanism == "rr":
+        return [T.StructField(output, T.ByteType())]
+    return [T.StructField(output, T.DoubleType())]
+
+
+def ldp_simulate(
+    df: DataFrame,
+    column: str,
+    *,
+    eps: str,
+    randomizer: Randomizer,
+    output: str | None = None,
+    key: ReleaseKey | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+) -> DataFrame:
+    """SIMULATION ONLY: add LDP reports of ``column`` to a central Spark table.
+
+    Real local DP randomizes on the device; this helper exists to test pipelines and
+    reproduce experiments. It runs a vectorized numpy function per Arrow batch
+    (``mapInPandas``). Each batch builds its own ChaCha20 generator inside the task, from
+    the release key, the partition id, the batch index and a digest of the batch: a
+    re-executed task (retry, second action, cache eviction) replays the same reports, and
+    changed input gets unrelated ones. The reports depend on the partitioning; aggregate
+    them (any engine, any partitioning) for partition-independent results.
+
+    Same arguments as :func:`hdp_spark.pandas.ldp_simulate`.
+
+    Privacy:
+        Each report is ε_i-LDP for its row's value; the input table is NOT protected.
+        The release key is shipped to the executors (it only protects reproducibility in
+        a simulation).
+    """
+    if not _is_dataframe(df):
+        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    _field(df.schema, column, "value", numeric=False)
+    _field(df.schema, eps, "ε", numeric=True)
+    k = resolve_key(key, unsafe_seed)
+    name = output or f"{column}_report"
+    fields = _report_fields(randomizer, name)
+    taken = {f.name for f in df.schema.fields}
+    clash = [f.name for f in fields if f.name in taken]
+    if clash:
+        msg = f"`output` would overwrite existing column(s) {clash!r}; choose another name."
+        raise ParameterError(msg)
+    schema = T.StructType([*df.schema.fields, *fields])
+    material, unsafe = k.material, k.unsafe
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from pyspark import TaskContext
+
+        from hdp_spark.pandas.ldp import simulate_frame
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else -1
+        task_key = ReleaseKey(material, unsafe)
+        for i, pdf in enumerate(batches):
+            yield simulate_frame(pdf, column, eps, randomizer, task_key, ("spark", partition, i),
+                                 name)
+
+    return df.mapInPandas(run, schema)  # design-ok: LDP simulation runs on the device in production

@@ -1,0 +1,46 @@
+"""CI smoke of the benchmarks: ``benchmarks/run.py --smoke`` must pass.
+
+Every benchmark runs at tiny sizes in its own subprocess and must exit 0 with finite figures;
+speed targets are never asserted (see ``benchmarks/run.py``). Anchor entries are skipped by
+the runner when their benchmark-only venvs are absent (as in CI); the Spark anchors
+(PipelineDP, Tumult) are left out here even where the venvs exist, to keep this test well
+under 3 minutes: run ``benchmarks/run.py --smoke`` by hand to smoke them too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_benchmarks_smoke(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("the benchmarks need Java 17 for Spark")
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "run.py"),
+        "--smoke",
+        "--skip",
+        "anchors-pipelinedp,anchors-tumult",
+        "--out",
+        str(tmp_path),
+    ]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    elapsed = time.monotonic() - start
+    report = proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, f"benchmark smoke failed after {elapsed:.0f} s:\n{report}"
+    assert "[run.py] summary" in proc.stdout, report
+    for name in ("mean", "seed001", "seed000-mean", "scaling"):
+        assert f"  {name} " in proc.stdout, f"{name} did not run:\n{report}"
+    print(proc.stdout[proc.stdout.index("[run.py] summary") :])
