@@ -6,7 +6,7 @@ distinct ε levels, as ratios to native Spark in the same run, plus driver memor
    Data come from ``spark.range`` and are cached when they fit comfortably in the storage
    memory of the local JVM (otherwise generated on the fly for every run, both sides paying
    the generation; the mode is reported per size).
-2. ε levels (default 1..4096 exact distinct levels at 5M rows), global and grouped over 100
+2. ε levels (default 1..4096 exact distinct levels at 2M rows), global and grouped over 100
    keys; then continuous ε = exp(U[−4, 2]) rounded down onto an ``EpsGrid`` of ratio 2, 1.1
    and 1.01. The hdp time is split into the Spark job (``level_tables``: one
    ``groupBy(key, level).agg(count, sum)`` job) and the driver's finalize (weights, noise).
@@ -64,7 +64,7 @@ def _mem_available_gib() -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows-list", default="1e6,2e6,5e6,10e6,50e6")
-    parser.add_argument("--levels-rows", type=int, default=5_000_000)
+    parser.add_argument("--levels-rows", type=int, default=2_000_000)
     parser.add_argument("--levels-list", default="1,4,16,64,256,1024,4096")
     parser.add_argument("--grid-ratios", default="2,1.1,1.01")
     parser.add_argument("--nogrid-rows", type=int, default=100_000)

@@ -3,7 +3,8 @@
 Per attribute, values are recoded once against the public domain (``pd.Categorical``:
 hash lookups, null/out-of-domain -> the public "other" code). Each tree level is one
 vectorized pass over the code matrix (mixed-radix keys, membership of the children's
-lists, counts of the keys above the level's floor); the count stage is one more pass.
+lists, counts of the keys above the level's floor); the count stage reads the root pass's
+aggregate.
 The driver logic is :mod:`hdp_spark.core.partial`.
 """
 

@@ -3,8 +3,9 @@
 Same plan, names and output columns as :mod:`hdp_spark.pandas.heavy_hitters`; only
 native operations touch rows:
 
-* recoding: per attribute, ``array_position`` against the public domain literal (a
-  broadcast hash join for domains above 64 values); null/out-of-domain -> "other" code.
+* recoding: per attribute, arithmetic for a domain of consecutive integers, a CASE WHEN
+  chain of equalities up to 64 values, a broadcast hash join above; null/out-of-domain ->
+  the "other" code.
   The n x d code table is persisted for the release and unpersisted at the end;
 * one pass per tree level: per noisy node a mixed-radix ``long`` key expression (shifted
   into a node-private range), the children's lists tested with ``isin`` (Spark turns long
@@ -98,6 +99,20 @@ def _lookup_type(dom: AttributeDomain) -> str:
     ]
 
 
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _int_range_start(dom: AttributeDomain) -> int | None:
+    """a if the domain is exactly the integers a, a+1, ..., a+m-1 (in order), else None."""
+    values = dom.values
+    if dom.output_type != "int":
+        return None
+    first = values[0]
+    if not isinstance(first, int):
+        return None
+    return first if list(values) == list(range(first, first + len(values))) else None
+
+
 def encode_codes(df: DataFrame, domains: Sequence[AttributeDomain]) -> DataFrame:
     """A table of int columns ``__c0..`` (attribute codes; "other" for null/out-of-domain)."""
     df = _check_frame(df)
@@ -106,9 +121,18 @@ def encode_codes(df: DataFrame, domains: Sequence[AttributeDomain]) -> DataFrame
     cur = df
     exprs = []
     for j, dom in enumerate(domains):
-        if len(dom.values) <= LOOKUP_JOIN_MIN:
-            pos = F.array_position(F.array(*[F.lit(v) for v in dom.values]), F.col(dom.column))
-            code = F.when(pos > 0, pos - 1).otherwise(F.lit(dom.other_code))
+        start = _int_range_start(dom)
+        col = F.col(dom.column)
+        if start is not None:  # values start..start+m-1: arithmetic, O(1) per row
+            inside = (col >= F.lit(start)) & (col <= F.lit(start + len(dom.values) - 1))
+            if not isinstance(_field(df, dom.column, "attribute").dataType, _INTEGRAL):
+                inside = inside & (col == F.floor(col))
+            code = F.when(inside, (col - F.lit(start)).cast("int")).otherwise(
+                F.lit(dom.other_code))
+        elif len(dom.values) <= LOOKUP_JOIN_MIN:  # a CASE WHEN chain of primitive equalities
+            code = F.lit(dom.other_code)
+            for i in reversed(range(len(dom.values))):
+                code = F.when(col == F.lit(dom.values[i]), F.lit(i)).otherwise(code)
         else:
             v, k = f"__hh_v{j}", f"__hh_k{j}"
             lookup = cur.sparkSession.createDataFrame(
@@ -277,8 +301,9 @@ def heavy_hitters(
     """Release the partial-DP heavy hitters of a Spark DataFrame.
 
     Same arguments, output columns and report as :func:`hdp_spark.pandas.heavy_hitters`.
-    Runs D + 1 Spark jobs (one per tree level, one for the released counts; one more
-    with ``privacy_unit``) and returns a DataFrame built from the released rows:
+    Runs one Spark job per tree level over the rows, one small job over the root's
+    aggregate for the released counts (and one more pass with ``privacy_unit``), and
+    returns a DataFrame built from the released rows:
     ``show()`` then ``collect()`` return the same numbers.
 
     Privacy:

@@ -128,3 +128,20 @@ def test_count_stage_noise_moments_and_intervals() -> None:
     assert covered >= 0.95 - 4.5 * math.sqrt(0.05 * 0.95 / n)
     h = count_half_width(spec.budget.count_scale, 0.05)
     assert 2 * q ** (h + 1) / (1 + q) <= 0.05 < 2 * q ** h / (1 + q)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_engine_pruning_leaves_the_release_unchanged(seed: int, monkeypatch) -> None:
+    """Restricting level passes to rows whose halves can still be high (the driver's
+    engine filters) changes no count of a high candidate, hence no output."""
+    import hdp_spark.core.partial.heavy_hitters as core
+
+    frame = _data(seed=10 + seed, n=4000)
+    spec = _spec(threshold=15, delta=1e-3)
+    codes = encode_codes(frame, spec.domains)
+    records = [tuple(int(v) for v in row) for row in codes]
+    pruned = run_heavy_hitters(spec, ReferenceCounter(records), ReleaseKey.from_unsafe_seed(seed))
+    monkeypatch.setattr(core, "_engine_filter", lambda survivors, *a, **k: survivors)
+    plain = run_heavy_hitters(spec, ReferenceCounter(records), ReleaseKey.from_unsafe_seed(seed))
+    assert pruned.rows == plain.rows
+    assert len(plain.rows) >= 2

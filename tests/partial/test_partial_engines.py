@@ -16,19 +16,19 @@ from hdp_spark.core.partial.tree import ChildFilter, NodeRequest, key_weights
 from hdp_spark.errors import ParameterError, SchemaError
 
 COLORS = ["red", "green", "blue"]
-ZIPS = list(range(100))  # > 64 values: the Spark broadcast-join recoding path
+ZIPS = list(range(0, 200, 2))  # 100 values, not a range: the Spark broadcast-join path
 
 
 def _frame(n: int = 4000, seed: int = 0) -> pd.DataFrame:
     """Attributes with planted frequent records, nulls and out-of-domain values."""
     rng = np.random.default_rng(seed)
     color = rng.choice(["red", "green", "blue", "purple", None], n, p=[.4, .3, .2, .05, .05])
-    size = rng.choice([1.0, 2.0, 3.0, 4.0, 9.0, np.nan], n, p=[.3, .3, .2, .1, .05, .05])
+    size = rng.choice([1.0, 2.0, 3.0, 4.0, 9.0, 2.5, np.nan], n, p=[.3, .3, .2, .1, .03, .02, .05])
     flag = rng.random(n) < 0.3
     zips = rng.integers(0, 120, n)
     level = rng.choice(["a", "b"], n)
-    planted = [("red", 2.0, True, 7, "a", 900), ("blue", 1.0, False, 50, "b", 600),
-               ("purple", np.nan, False, 110, "a", 400)]
+    planted = [("red", 2.0, True, 8, "a", 900), ("blue", 1.0, False, 50, "b", 600),
+               ("purple", 2.5, False, 111, "a", 400)]
     start = 0
     for c, s, f, z, lv, k in planted:
         color[start:start + k], size[start:start + k] = c, s
@@ -38,6 +38,8 @@ def _frame(n: int = 4000, seed: int = 0) -> pd.DataFrame:
                          "zip": zips, "level": level})
 
 
+# size: consecutive ints (arithmetic recoding, float column: 2.5 and NaN -> other);
+# color, flag, level: CASE WHEN recoding; zip: broadcast join.
 DOMAINS = {"color": COLORS, "size": [1, 2, 3, 4], "flag": [False, True], "zip": ZIPS,
            "level": ["a", "b"]}
 COLS = ["color", "size", "flag", "zip", "level"]  # d = 5: padded to 8
@@ -122,7 +124,7 @@ def test_release_identical_on_both_engines_and_partitionings(spark) -> None:
     # the planted records are found; the out-of-domain one appears as the "other" values
     found = {tuple(r) for r in ta[COLS].astype(object).where(ta[COLS].notna(), None)
              .itertuples(index=False)}
-    assert ("red", 2, True, 7, "a") in found
+    assert ("red", 2, True, 8, "a") in found
     assert ("blue", 1, False, 50, "b") in found
     assert (None, None, False, None, "a") in found
     # oracle 19: every released key is in the product of the (recoded) domains
@@ -225,6 +227,7 @@ def test_histograms_on_both_engines(spark) -> None:
     assert a.report == b.report
     # every domain value has a row (absent ones too); "other" category only without `other`
     assert len(ta) == 4 + 4 + 101
+    assert ta[ta.attribute == "size"]["noisy_count"].sum() > 0.9 * len(pdf)
     assert ta[ta.attribute == "color"]["value"].tolist() == [*COLORS, None]
     assert ta[ta.attribute == "size"]["value"].tolist() == ["1", "2", "3", "4"]
     r = a.report

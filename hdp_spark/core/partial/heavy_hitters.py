@@ -1,10 +1,10 @@
 """Driver side of the partial-DP heavy hitters: tree decisions, count stage, report.
 
-The engines answer two kinds of questions (the :class:`TreeCounter` protocol), one data
-pass each: per tree level, the exact counts of the candidates of every noisy node whose
-count exceeds the level's floor; and once at the end, the exact counts of the released
-whole-record keys. Everything else happens here, on small tables, with all randomness
-from :mod:`hdp_spark.core.noise`.
+The engines answer two kinds of questions (the :class:`TreeCounter` protocol): per tree
+level, in one data pass, the exact counts of the candidates of every noisy node whose count
+exceeds the level's floor; and once at the end, the exact counts of the released
+whole-record keys (from the root pass's aggregate). Everything else happens here, on
+small tables, with all randomness from :mod:`hdp_spark.core.noise`.
 
 Processing every candidate, cheaply (seed-004 §2.2.7, review P2/P3/P11)
 ------------------------------------------------------------------------
@@ -280,10 +280,29 @@ class HeavyHittersResult:
     report: HeavyHittersReport
 
 
+def _engine_filter(
+    survivors: tuple[int, ...], counts: Mapping[int, int] | None, floor: int, prune: bool
+) -> tuple[int, ...]:
+    """The child keys an engine must keep rows for, to count a node's high candidates.
+
+    A node key whose count exceeds ``floor`` is a candidate (both halves survived) and
+    each half's count is at least its own, hence above ``floor`` too. The previous level
+    returned the exact count of every child key above *its* floor, which is <= this
+    level's floor (floors grow by μ per level), so the halves that can still be high are
+    known exactly: restricting the rows to them gives the same counts for every high
+    candidate, and fewer rows to aggregate. This only shapes the engine's work; the
+    counts, hence the release, are identical. Not used at the root, whose aggregate also
+    serves the released keys' exact counts (they may have halves at or below the floor).
+    """
+    if not prune or counts is None:
+        return survivors
+    return tuple(k for k in survivors if counts.get(k, 0) > floor)
+
+
 def run_heavy_hitters(
     spec: HeavyHittersSpec, counter: TreeCounter, release_key: ReleaseKey
 ) -> HeavyHittersResult:
-    """Run the tree (D level passes) and the count stage (one pass) of one release."""
+    """Run the tree (D level passes) and the count stage of one release."""
     b = spec.budget
     shape = b.shape
     sizes = [dom.size for dom in spec.domains]
@@ -291,8 +310,11 @@ def run_heavy_hitters(
     # lists[i]: surviving keys of node i of the previous level; leaves: whole domains.
     lists: list[tuple[int, ...]] = [tuple(range(sizes[j])) if j < d else (0,)
                                     for j in range(shape.d_pad)]
+    # high[i]: exact counts of the previous level's node i above that level's floor.
+    high: list[Mapping[int, int] | None] = [None] * shape.d_pad
     for level in range(1, shape.depth + 1):
         n_nodes = shape.d_pad >> level
+        floor = b.floor(level)
         requests: list[NodeRequest] = []
         for i in range(n_nodes):
             attrs = node_attrs(level, i, d)
@@ -301,9 +323,10 @@ def run_heavy_hitters(
             filters = []
             for child in (2 * i, 2 * i + 1):
                 c_attrs = node_attrs(level - 1, child, d)
-                if len(lists[child]) < key_space(c_attrs, sizes):
-                    filters.append(ChildFilter(c_attrs, key_weights(c_attrs, sizes),
-                                               lists[child]))
+                members = _engine_filter(lists[child], high[child], floor,
+                                         prune=level < shape.depth)
+                if len(members) < key_space(c_attrs, sizes):
+                    filters.append(ChildFilter(c_attrs, key_weights(c_attrs, sizes), members))
             n_cand = len(lists[2 * i]) * len(lists[2 * i + 1])
             if n_cand > spec.max_candidates:
                 msg = (
@@ -312,20 +335,26 @@ def run_heavy_hitters(
                     "lists are differentially private, so this stop is post-processing)."
                 )
                 raise ParameterError(msg)
-            requests.append(NodeRequest(i, attrs, key_weights(attrs, sizes), tuple(filters)))
-        counts = counter.count_level(requests, b.floor(level)) if requests else {}
+            if all(f.members for f in filters):  # an empty filter: no candidate is high
+                requests.append(NodeRequest(i, attrs, key_weights(attrs, sizes),
+                                            tuple(filters)))
+        counts = counter.count_level(requests, floor) if requests else {}
         new_lists: list[tuple[int, ...]] = []
+        new_high: list[Mapping[int, int] | None] = []
         for i in range(n_nodes):
             attrs = node_attrs(level, i, d)
             if not attrs:
                 new_lists.append((0,))
+                new_high.append(None)
                 continue
             right_attrs = node_attrs(level - 1, 2 * i + 1, d)
+            node_high = counts.get(i, {})
             new_lists.append(
                 decide_node(level, i, lists[2 * i], lists[2 * i + 1],
-                            key_space(right_attrs, sizes), counts.get(i, {}), b, release_key)
+                            key_space(right_attrs, sizes), node_high, b, release_key)
             )
-        lists = new_lists
+            new_high.append(node_high)
+        lists, high = new_lists, new_high
     released = lists[0]
     all_attrs = tuple(range(d))
     rows: list[dict[str, Any]] = []

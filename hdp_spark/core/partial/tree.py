@@ -78,10 +78,12 @@ class ChildFilter:
 class NodeRequest:
     """What an engine counts for one noisy node in a level pass.
 
-    For every row whose restrictions to the children pass ``filters`` (children whose
-    list is their whole key space need no test), count the row under the node key
+    For every row whose restrictions to the children pass ``filters`` (a child whose
+    filter would be its whole key space needs no test), count the row under the node key
     ``Σ code_j · weights_j`` over ``attrs``. The engine returns only keys whose count
-    exceeds the level's floor.
+    exceeds the level's floor. A filter holds the child's surviving keys, below the root
+    narrowed to those whose own count exceeds the floor (see
+    ``heavy_hitters._engine_filter``): the counts of all high candidates are unchanged.
 
     Attributes:
         node: index of the node within its level.
