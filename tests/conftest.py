@@ -5,6 +5,7 @@ partitioning differ from pandas)."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,9 @@ import pandas as pd
 import pytest
 
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# Spark's Python workers (used only by the LDP simulation helper) must run this interpreter,
+# which has pyarrow and randomgen; the system python3 may have neither.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _java_available() -> bool:

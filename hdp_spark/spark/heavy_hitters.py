@@ -5,8 +5,8 @@ native operations touch rows:
 
 * recoding: per attribute, arithmetic for a domain of consecutive integers, a CASE WHEN
   chain of equalities up to 64 values, a broadcast hash join above; null/out-of-domain ->
-  the "other" code.
-  The n x d code table is persisted for the release and unpersisted at the end;
+  the "other" code. Unless the input is cached, the n x d code table is persisted for
+  the release and unpersisted at the end;
 * one pass per tree level: per noisy node a mixed-radix ``long`` key expression (shifted
   into a node-private range), the children's lists tested with ``isin`` (Spark turns long
   literal lists into a hash-set ``InSet``), the keys exploded and counted by
@@ -165,6 +165,14 @@ def check_unit(df: DataFrame, privacy_unit: str | None) -> None:
         raise SchemaError(msg)
 
 
+def _is_cached(df: DataFrame) -> bool:
+    try:
+        level = df.storageLevel
+    except Exception:  # an engine without the property: assume not cached
+        return False
+    return bool(level.useMemory or level.useDisk)
+
+
 def _key(attrs: Sequence[int], weights: Sequence[int]) -> Column:
     terms = [F.col(f"__c{j}").cast("long") * F.lit(w).cast("long")
              for j, w in zip(attrs, weights, strict=True)]
@@ -190,8 +198,14 @@ class SparkTreeCounter:
 
     @classmethod
     def from_frame(cls, df: DataFrame, spec: HeavyHittersSpec) -> SparkTreeCounter:
-        """Recode ``df`` against the spec's domains (lazy; persisted on first use)."""
-        return cls(encode_codes(df, spec.domains), [d.size for d in spec.domains])
+        """Recode ``df`` against the spec's domains (lazy).
+
+        The code table is persisted for the release unless ``df`` is itself cached:
+        recoding a cached table on each level pass is cheaper than building a second
+        cache, while an uncached source would otherwise be re-read by every pass.
+        """
+        return cls(encode_codes(df, spec.domains), [d.size for d in spec.domains],
+                   persist=not _is_cached(df))
 
     def close(self) -> None:
         """Release the persisted tables."""
