@@ -241,6 +241,8 @@ def run_entry(
         log_path = out_dir / f"{entry.name}-{i}.log"
         print(f"[run.py] {entry.name}: {shown}", flush=True)
         load_before = load_average()
+        started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        commit = _git_commit()
         start = time.perf_counter()
         limit = timeout if timeout is not None else entry.timeout
         with log_path.open("w") as log:
@@ -259,6 +261,8 @@ def run_entry(
                 code = None
         wall = time.perf_counter() - start
         run: dict[str, Any] = {
+            "started": started,
+            "commit": commit,
             "command": shown,
             "wall_s": round(wall, 1),
             "load_before": load_before,
@@ -326,16 +330,16 @@ def section_text(outcome: Outcome, argv: list[str]) -> str:
     if e.note:
         lines += [e.note, ""]
     lines.append(
-        f"Runner: `.venv/bin/python benchmarks/run.py {' '.join(argv)}` — {now}, "
-        f"commit `{_git_commit()}`."
+        f"Runner: `.venv/bin/python benchmarks/run.py {' '.join(argv)}` — section written {now}."
     )
     lines.append("")
     if outcome.status != "ok":
         lines += [f"**Not measured ({outcome.status})**: {outcome.reason.splitlines()[0]}", ""]
     for run in outcome.runs:
         lines.append(
-            f"Command: `{run['command']}` (wall {run['wall_s']} s; load average "
-            f"before {run['load_before']}, after {run['load_after']})."
+            f"Command: `{run['command']}` — started {run.get('started', '?')} at commit "
+            f"`{run.get('commit', '?')}` (wall {run['wall_s']} s; load average before "
+            f"{run['load_before']}, after {run['load_after']})."
         )
         lines.append("")
         report = run.get("report")
@@ -385,7 +389,12 @@ def other_aggregators(outcomes: list[Outcome]) -> str:
 
 
 def update_results(
-    path: Path, outcomes: list[Outcome], argv: list[str], entries: list[Entry], final: bool = True
+    path: Path,
+    outcomes: list[Outcome],
+    argv: list[str],
+    entries: list[Entry],
+    final: bool = True,
+    sections: bool = True,
 ) -> None:
     text = path.read_text() if path.exists() else HEADER
     names = [e.name for e in REGISTRY] + ["other-aggregators"]
@@ -396,7 +405,7 @@ def update_results(
                 text.rstrip()
                 + f"\n\n{marker(name)}\n## {title}\n\n(not run yet)\n{marker(name, True)}\n"
             )
-    for o in outcomes:
+    for o in outcomes if sections else []:
         if o.entry.name not in {e.name for e in REGISTRY}:
             continue
         if (
@@ -514,8 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         if results is not None:  # after every entry, so a long run leaves finished sections
             update_results(results, outcomes[-1:], raw, entries, final=False)
     total = time.perf_counter() - start
-    if results is not None:
-        update_results(results, outcomes, raw, entries)
+    if results is not None:  # entry sections are written already; now the links section
+        update_results(results, outcomes, raw, entries, sections=False)
         print(f"[run.py] wrote {results}")
     print(f"\n[run.py] summary ({total:.0f} s):")
     for o in outcomes:

@@ -40,11 +40,12 @@ def level_expr(eps: str, grid: EpsGrid | None) -> Column:
         ratio_log = math.log(grid.ratio)
         k0 = F.floor(F.log(e / F.lit(pts[0])) / F.lit(ratio_log)).cast("int")
         k0 = F.least(F.greatest(k0, F.lit(0)), F.lit(last))
-        # exact correction of the approximate log: the grid points are compared as floats
-        up = F.least(k0 + 1, F.lit(last))
-        k1 = F.when((k0 < F.lit(last)) & (F.element_at(arr, up + 1) <= e), up).otherwise(k0)
-        k2 = F.when(F.element_at(arr, k1 + 1) > e, F.greatest(k1 - 1, F.lit(0))).otherwise(k1)
-        snapped = F.element_at(arr, k2 + 1)
+        # Exact correction of the approximate log (off by at most one point): of the grid
+        # points k0-1, k0, k0+1 keep the largest one <= e, compared as floats. One slice
+        # references k0 once, so the logarithm is evaluated once per row (a chain of
+        # CASEs on k0 would copy it into every branch).
+        window = F.slice(arr, F.greatest(k0, F.lit(1)), 3)
+        snapped = F.array_max(F.filter(window, lambda p: p <= e))
         finite_pos = (e > F.lit(0.0)) & (e < F.lit(_INF))
         base = (
             F.when(finite_pos & (e < F.lit(pts[0])), F.lit(BELOW_GRID_LEVEL))
