@@ -38,30 +38,14 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
 from hdp_spark.spark.expressions import level_expr
+from hdp_spark.spark.release import _field, _is_dataframe  # shared backend helpers
 
 __all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables"]
 
 KeysLike = Sequence[object] | DataFrame | None
 
-_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-            T.DecimalType)
 _INF = float("inf")
 _LO_MASK = (1 << LIMB_BITS) - 1
-
-
-def _is_dataframe(obj: object) -> bool:
-    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark")
-
-
-def _field(schema: T.StructType, column: str, role: str, numeric: bool) -> T.StructField:
-    for f in schema.fields:
-        if f.name == column:
-            if numeric and not isinstance(f.dataType, _NUMERIC):
-                msg = f"{role} column `{column}` must be numeric, got {f.dataType.simpleString()}."
-                raise SchemaError(msg)
-            return f
-    msg = f"{role} column `{column}` is not in the table."
-    raise SchemaError(msg)
 
 
 def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
