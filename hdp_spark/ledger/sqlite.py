@@ -23,7 +23,9 @@ committed_at, outcome, users_charged, units_charged)``, ``charges(key, user_id, 
 from __future__ import annotations
 
 import logging
+import random
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,7 +110,7 @@ class SqliteLedger:
 
     def _init(self, conn: _Conn) -> None:
         c = conn.raw
-        c.execute("PRAGMA journal_mode=WAL")
+        self._enable_wal(c)
         c.execute("PRAGMA synchronous=FULL")
         try:
             c.execute("BEGIN IMMEDIATE")
@@ -128,6 +130,29 @@ class SqliteLedger:
         except BaseException:
             c.execute("ROLLBACK")
             raise
+
+    def _enable_wal(self, c: sqlite3.Connection) -> None:
+        """Switch the file to WAL, retrying while another process holds it.
+
+        Changing the journal mode needs an exclusive lock, and SQLite returns ``SQLITE_BUSY``
+        for it without calling the busy handler in some lock states (two processes creating
+        the same ledger at once), so ``timeout=`` alone does not cover it.
+        """
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.005
+        while True:
+            try:
+                row = c.execute("PRAGMA journal_mode=WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise _busy(self.path, self.lock_timeout) from exc
+                time.sleep(delay * (0.5 + random.random()))  # jitter: no lock-step retries
+                delay = min(delay * 2, 0.25)
+                continue
+            if row is None or str(row[0]).lower() != "wal":
+                msg = f"the SQLite ledger `{self.path}` cannot use WAL journaling (got {row})."
+                raise LedgerError(msg)
+            return
 
     @contextmanager
     def session(self, io: FrameIO) -> Iterator[_SqliteSession]:
@@ -181,6 +206,11 @@ class SqliteLedger:
                 "SELECT user_id, units FROM charges WHERE key = ?", (key,)
             ).fetchall()
         return {str(u): int(n) for u, n in rows}
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _busy(path: Path, timeout: float) -> LedgerBusyError:
