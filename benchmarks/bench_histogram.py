@@ -7,7 +7,7 @@ release: one Spark job (ε level + category match per row, ``groupBy(level, cate
 count), the driver finalize (weights, exact noise on every bin) and the output DataFrame.
 
 ``--encodings`` also times ways of matching the category natively (see
-``hdp_spark/spark/histogram.py``): the ``isin`` mask used by the library, a ``when`` chain,
+``hdp_spark/spark/_histogram.py``): the ``isin`` mask used by the library, a ``when`` chain,
 a literal map lookup, ``array_position`` and a broadcast join with the domain table.
 
 Usage::
@@ -33,8 +33,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from hdp_spark.histograms import hdp_histogram
+from hdp_spark.spark._histogram import histogram, histogram_tables
 from hdp_spark.spark.expressions import level_expr
-from hdp_spark.spark.histogram import histogram, histogram_tables
 
 EPS_LEVELS = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, float("inf"), 0.02, 10.0, 20.0, 50.0]
 

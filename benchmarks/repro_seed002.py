@@ -6,7 +6,7 @@ with both caps (solved by hdp_spark's exact solver), of the uniform user average
 reduction, the pooled row average and inverse-variance weighting without clipping.
 
 Part B (§4.4, Monte-Carlo): the realistic Algorithm 2 as released by
-``hdp_spark.pandas.user_mean`` on materialized rows (data and mechanism redrawn per
+``hdp_spark.pandas._user_mean`` on materialized rows (data and mechanism redrawn per
 repetition), MSE / V_np around the true p, for the paper cap and the width cap with the
 private variance step (C2) and the width cap with the oracle variance. Baselines on the same
 data, all through ``hdp_spark.pandas.agg(hdp_mean(...))``:
@@ -40,7 +40,7 @@ import pandas as pd
 
 from hdp_spark.core.user_mean import hdp_user_mean, solve_user_weights
 from hdp_spark.pandas import agg as hdp_agg
-from hdp_spark.pandas.user_mean import user_mean
+from hdp_spark.pandas._user_mean import user_mean
 from hdp_spark.specs import hdp_mean
 
 BETA = 0.05

@@ -25,7 +25,7 @@ def hdp_histogram(
 ) -> HistogramSpec:
     """Heterogeneous-DP normalized histogram of ``column`` over a public domain (seed 000 HPF).
 
-    Pass the result to ``hdp_spark.pandas.histogram`` or ``hdp_spark.spark.histogram``
+    Pass the result to ``hdp_spark.pandas._histogram`` or ``hdp_spark.spark._histogram``
     (or :func:`hdp_spark.histogram`, which dispatches on the table's type).
 
     Args:
@@ -109,18 +109,18 @@ def hdp_histogram(
 def histogram(df: Any, spec: HistogramSpec, **kwargs: Any) -> Any:
     """Release a histogram of a pandas or Spark DataFrame (dispatches on its type).
 
-    Same arguments as :func:`hdp_spark.pandas.histogram` / :func:`hdp_spark.spark.histogram`.
+    Same arguments as :func:`hdp_spark.pandas._histogram` / :func:`hdp_spark.spark._histogram`.
 
     Privacy:
         See :func:`hdp_spark.hdp_histogram`.
     """
     module = type(df).__module__
     if module.startswith("pandas"):
-        from hdp_spark.pandas.histogram import histogram as run_pandas
+        from hdp_spark.pandas._histogram import histogram as run_pandas
 
         return run_pandas(df, spec, **kwargs)
     if module.startswith("pyspark"):
-        from hdp_spark.spark.histogram import histogram as run_spark
+        from hdp_spark.spark._histogram import histogram as run_spark
 
         return run_spark(df, spec, **kwargs)
     msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."

@@ -298,7 +298,7 @@ def hdp_user_mean(
 ) -> UserMeanSpec:
     """User-level heterogeneous-DP mean of ``column`` (seed 002, Algorithm 2).
 
-    Pass the result to ``hdp_spark.pandas.user_mean`` or ``hdp_spark.spark.user_mean``.
+    Pass the result to ``hdp_spark.pandas._user_mean`` or ``hdp_spark.spark._user_mean``.
     Rows are first aggregated per user (k_i rows, per-user mean p̂_i); the estimate is a
     weighted, clipped average of the p̂_i of the middle users plus Laplace noise, with
     weights, clip intervals and noise set from a private initial mean (users with the

@@ -242,7 +242,7 @@ def _release_histogram(
 ) -> KindResult:
     import importlib
 
-    mod = importlib.import_module(f"hdp_spark.{engine}.histogram")
+    mod = importlib.import_module(f"hdp_spark.{engine}._histogram")
     rows: list[dict[str, Any]] | None = None
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     tau: dict[str, dict[Key, float]] = {}
@@ -319,7 +319,7 @@ def _ensure_builtins() -> None:
     if "histogram" not in _KINDS:
         import importlib.util
 
-        if importlib.util.find_spec("hdp_spark.pandas.histogram") is not None:
+        if importlib.util.find_spec("hdp_spark.pandas._histogram") is not None:
             _KINDS["histogram"] = HISTOGRAM
 
 

@@ -9,18 +9,18 @@ Usage::
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.pandas.release import agg, level_tables, release
+from hdp_spark.pandas._mean import agg, level_tables, release
 from hdp_spark.pandas.schema import validate
 from hdp_spark.specs import hdp_mean
 
 __all__ = ["EpsGrid", "agg", "hdp_mean", "level_tables", "release", "validate"]
 
-from hdp_spark.pandas.user_mean import hdp_user_mean, user_mean, user_mean_release
+from hdp_spark.pandas._user_mean import hdp_user_mean, user_mean, user_mean_release
 
 __all__ += ["hdp_user_mean", "user_mean", "user_mean_release"]
 
 from hdp_spark.histograms import hdp_histogram  # noqa: E402
-from hdp_spark.pandas.histogram import histogram, histogram_release, histogram_tables  # noqa: E402
+from hdp_spark.pandas._histogram import histogram, histogram_release, histogram_tables  # noqa: E402
 
 __all__ += ["hdp_histogram", "histogram", "histogram_release", "histogram_tables"]
 
@@ -37,6 +37,6 @@ __all__ += ["ldp_agg", "ldp_distribution", "ldp_mean", "ldp_mean_vector", "ldp_o
             "ldp_release", "ldp_simulate", "ldp_tables"]
 
 from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
-from hdp_spark.pandas.heavy_hitters import attribute_histograms, heavy_hitters  # noqa: E402
+from hdp_spark.pandas._heavy_hitters import attribute_histograms, heavy_hitters  # noqa: E402
 
 __all__ += ["attribute_histograms", "hdp_heavy_hitters", "heavy_hitters"]

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.ldp_common import (
     duchi_report_bound,
     encode_reports_numpy,
@@ -41,6 +41,7 @@ from hdp_spark.ldp.randomizers import (
     resolve_key,
     run_randomizer,
 )
+from hdp_spark.pandas._common import KeysLike, numeric_column, public_keys
 
 __all__ = [
     "ldp_agg",
@@ -51,44 +52,12 @@ __all__ = [
     "simulate_frame",
 ]
 
-KeysLike = Sequence[object] | pd.DataFrame | None
-
 
 def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
     if column not in df.columns:
         msg = f"{role} column `{column}` is not in the table."
         raise SchemaError(msg)
     return df[column]
-
-
-def _numeric(df: pd.DataFrame, column: str, role: str) -> npt.NDArray[np.float64]:
-    series = _column(df, column, role)
-    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
-        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
-        raise SchemaError(msg)
-    out: npt.NDArray[np.float64] = series.to_numpy(dtype=np.float64, na_value=np.nan)
-    return out
-
-
-def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global aggregation has no group keys."
-            raise ParameterError(msg)
-        return None
-    if keys is None:
-        msg = "a grouped aggregation needs `keys`, the public key set."
-        raise ParameterError(msg)
-    if isinstance(keys, pd.DataFrame):
-        missing = [c for c in by if c not in keys.columns]
-        if missing:
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        keys = list(keys[list(by)].itertuples(index=False, name=None))
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))
 
 
 def _safe_level(level: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -140,7 +109,7 @@ def _by(base: dict[str, Any]) -> tuple[str, ...]:
 def _mean_table(
     df: pd.DataFrame, spec: LdpMeanSpec, base: dict[str, Any], level: npt.NDArray[np.float64]
 ) -> LdpCells:
-    y = _numeric(df, spec.report, "report")
+    y = numeric_column(df, spec.report, "report")
     valid = ~np.isnan(y)
     use = valid & (level > 0) & np.isfinite(level)
     if spec.mechanism == "laplace":
@@ -206,8 +175,8 @@ def _distribution_table(
     df: pd.DataFrame, spec: LdpDistributionSpec, base: dict[str, Any],
     level: npt.NDArray[np.float64],
 ) -> LdpCells:
-    j = _numeric(df, spec.index, "index")
-    b = _numeric(df, spec.sign, "sign")
+    j = numeric_column(df, spec.index, "index")
+    b = numeric_column(df, spec.sign, "sign")
     m = float(spec.oracle.m)
     with np.errstate(invalid="ignore"):
         valid = (~np.isnan(j)) & (j >= 0) & (j < m) & (j == np.floor(j)) & (~np.isnan(b))
@@ -241,7 +210,7 @@ def ldp_tables(
         df = df.loc[mask]
     tables = []
     for spec in specs:
-        level = levels_numpy(_numeric(df, spec.eps, "ε"), None)
+        level = levels_numpy(numeric_column(df, spec.eps, "ε"), None)
         base: dict[str, Any] = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
         base["__level"] = level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -264,7 +233,7 @@ def ldp_release(
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
     by_t = normalize_by(by)
-    key_t = _keys(keys, by_t)
+    key_t = public_keys(keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)
 
@@ -311,7 +280,7 @@ def ldp_oracle(
         Reads the ε column only (public in this model).
     """
     return FrequencyOracle.plan(
-        _numeric(df, eps, "ε"), d, beta=beta, projection=projection, m=m, phi_seed=phi_seed
+        numeric_column(df, eps, "ε"), d, beta=beta, projection=projection, m=m, phi_seed=phi_seed
     )
 
 
@@ -331,7 +300,7 @@ def simulate_frame(
     output: str,
 ) -> pd.DataFrame:
     """Randomize one batch: rows with ε = 0 get null reports, the others one report each."""
-    e = _numeric(pdf, eps, "ε")
+    e = numeric_column(pdf, eps, "ε")
     active = e != 0.0
     raw = _column(pdf, column, "value").to_numpy(dtype=object if isinstance(
         randomizer, DuchiRandomizer) else None)

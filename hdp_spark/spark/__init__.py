@@ -13,18 +13,18 @@ aggregates, and the driver finalizes the small level table.
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.spark.release import agg, level_tables, release
+from hdp_spark.spark._mean import agg, level_tables, release
 from hdp_spark.spark.schema import validate
 from hdp_spark.specs import hdp_mean
 
 __all__ = ["EpsGrid", "agg", "hdp_mean", "level_tables", "release", "validate"]
 
-from hdp_spark.spark.user_mean import hdp_user_mean, user_mean, user_mean_release
+from hdp_spark.spark._user_mean import hdp_user_mean, user_mean, user_mean_release
 
 __all__ += ["hdp_user_mean", "user_mean", "user_mean_release"]
 
 from hdp_spark.histograms import hdp_histogram  # noqa: E402
-from hdp_spark.spark.histogram import histogram, histogram_release, histogram_tables  # noqa: E402
+from hdp_spark.spark._histogram import histogram, histogram_release, histogram_tables  # noqa: E402
 
 __all__ += ["hdp_histogram", "histogram", "histogram_release", "histogram_tables"]
 
@@ -41,6 +41,6 @@ __all__ += ["ldp_agg", "ldp_distribution", "ldp_mean", "ldp_mean_vector", "ldp_o
             "ldp_release", "ldp_simulate", "ldp_tables"]
 
 from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
-from hdp_spark.spark.heavy_hitters import attribute_histograms, heavy_hitters  # noqa: E402
+from hdp_spark.spark._heavy_hitters import attribute_histograms, heavy_hitters  # noqa: E402
 
 __all__ += ["attribute_histograms", "hdp_heavy_hitters", "heavy_hitters"]

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.ldp_common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
 from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp_release import (
@@ -37,35 +36,14 @@ from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
+from hdp_spark.spark._common import KeysLike, field, is_dataframe, public_keys
 from hdp_spark.spark.expressions import level_expr
-from hdp_spark.spark.release import _field, _is_dataframe  # shared backend helpers
 
 __all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables"]
 
-KeysLike = Sequence[object] | DataFrame | None
 
 _INF = float("inf")
 _LO_MASK = (1 << LIMB_BITS) - 1
-
-
-def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global aggregation has no group keys."
-            raise ParameterError(msg)
-        return None
-    if keys is None:
-        msg = "a grouped aggregation needs `keys`, the public key set."
-        raise ParameterError(msg)
-    if _is_dataframe(keys):
-        kdf: Any = keys
-        keys = [tuple(r) for r in kdf.select(*by).collect()]
-    elif isinstance(keys, pd.DataFrame):
-        keys = list(keys[list(by)].itertuples(index=False, name=None))
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))  # type: ignore[arg-type]
 
 
 def _usable(level: Column) -> Column:
@@ -195,20 +173,20 @@ def ldp_tables(
     keys: tuple[tuple[object, ...], ...] | None,
 ) -> list[dict[tuple[object, ...], LdpGroupStats]]:
     """The per-(group, ε level, index) tables of each spec, one Spark job per spec."""
-    if not _is_dataframe(df):
+    if not is_dataframe(df):
         msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
     schema = df.schema
-    by_fields = [_field(schema, c, "group", numeric=False) for c in by]
+    by_fields = [field(schema, c, "group", numeric=False) for c in by]
     for spec in specs:
-        _field(schema, spec.eps, "ε", numeric=True)
+        field(schema, spec.eps, "ε", numeric=True)
         if isinstance(spec, LdpDistributionSpec):
-            _field(schema, spec.index, "index", numeric=True)
-            _field(schema, spec.sign, "sign", numeric=True)
+            field(schema, spec.index, "index", numeric=True)
+            field(schema, spec.sign, "sign", numeric=True)
         elif isinstance(spec, LdpMeanSpec):
-            _field(schema, spec.report, "report", numeric=True)
+            field(schema, spec.report, "report", numeric=True)
         else:
-            f = _field(schema, spec.report, "report", numeric=False)
+            f = field(schema, spec.report, "report", numeric=False)
             if not isinstance(f.dataType, T.ArrayType):
                 msg = f"report column `{spec.report}` must be an array, got " \
                       f"{f.dataType.simpleString()}."
@@ -239,7 +217,7 @@ def ldp_release(
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
     by_t = normalize_by(by)
-    key_t = _keys(keys, by_t)
+    key_t = public_keys(keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)
 
@@ -318,7 +296,7 @@ def ldp_oracle(
     Privacy:
         Reads the ε column only (public in this model).
     """
-    _field(df.schema, eps, "ε", numeric=True)
+    field(df.schema, eps, "ε", numeric=True)
     rows = df.groupBy(F.col(eps).cast("double").alias("e")).count().collect()
     levels = [math.nan if r["e"] is None else float(r["e"]) for r in rows]
     counts = [int(r["count"]) for r in rows]
@@ -369,11 +347,11 @@ def ldp_simulate(
         The release key is shipped to the executors (it only protects reproducibility in
         a simulation).
     """
-    if not _is_dataframe(df):
+    if not is_dataframe(df):
         msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
-    _field(df.schema, column, "value", numeric=False)
-    _field(df.schema, eps, "ε", numeric=True)
+    field(df.schema, column, "value", numeric=False)
+    field(df.schema, eps, "ε", numeric=True)
     k = resolve_key(key, unsafe_seed)
     name = output or f"{column}_report"
     fields = _report_fields(randomizer, name)

@@ -23,14 +23,11 @@ from hdp_spark.core.validation import (
     ValidationReport,
 )
 from hdp_spark.errors import ParameterError
+from hdp_spark.spark._common import is_dataframe
 
 __all__ = ["check_release", "validate"]
 
 _INF = float("inf")
-
-
-def _is_dataframe(obj: object) -> bool:
-    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark")
 
 
 def _kind(dtype: T.DataType) -> str:
@@ -145,7 +142,7 @@ def validate(df: DataFrame, schema: TableSchema, *, scope: Scope = "all") -> Val
         Counts of value rules depend on private values: the report is for the trusted
         operator, never for publication or for gating a release.
     """
-    if not _is_dataframe(df):
+    if not is_dataframe(df):
         msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
     if not isinstance(schema, TableSchema):

@@ -107,7 +107,7 @@ def test_histogram_kind_in_a_job(tmp_path: Path) -> None:
     from hdp_spark.jobs import kinds
 
     if "histogram" not in kinds():
-        pytest.skip("hdp_spark.pandas.histogram is not available")
+        pytest.skip("hdp_spark.pandas._histogram is not available")
     releases = """
 [[releases]]
 id = "family_by_dept"

@@ -201,7 +201,7 @@ def test_eps_varies_within_one_user(engine: Any, native: Native) -> None:
 def test_rejection_happens_before_statistics_and_noise(
     engine: Any, native: Native, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = sys.modules[f"hdp_spark.{engine.name}.release"]
+    module = sys.modules[f"hdp_spark.{engine.name}._mean"]
     calls: list[str] = []
 
     def spy(name: str) -> Callable[..., Any]:

@@ -18,8 +18,8 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import hdp_user_mean
 from hdp_spark.errors import EpsilonColumnError
 
-# `hdp_spark.pandas.user_mean` is also the exported function, so import the module by name.
-pum = importlib.import_module("hdp_spark.pandas.user_mean")
+# `hdp_spark.pandas._user_mean` is also the exported function, so import the module by name.
+pum = importlib.import_module("hdp_spark.pandas._user_mean")
 
 SPEC = hdp_user_mean("x", user="user", eps="eps", lower=-1, upper=2, alias="m")
 
@@ -49,7 +49,7 @@ def _run(engine_name: str, df: Any, spark: Any) -> tuple[dict[str, Any], pd.Data
     if engine_name == "pandas":
         backend: Any = pum.PandasUsers(df, SPEC, by, keys)
     else:
-        from hdp_spark.spark.user_mean import SparkUsers
+        from hdp_spark.spark._user_mean import SparkUsers
 
         backend = SparkUsers(spark.createDataFrame(df).repartition(3), SPEC, by, keys)
     rec = Recorder(backend)
@@ -65,7 +65,7 @@ def _run(engine_name: str, df: Any, spark: Any) -> tuple[dict[str, Any], pd.Data
 def test_engines_agree_on_every_pre_noise_table(
     spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sum_ = importlib.import_module("hdp_spark.spark.user_mean")
+    sum_ = importlib.import_module("hdp_spark.spark._user_mean")
 
     monkeypatch.setattr(sum_, "COLLECT_LIMIT", 256)
     df = _table()
@@ -81,7 +81,7 @@ def test_engines_agree_on_every_pre_noise_table(
 
 @pytest.mark.spark
 def test_spark_user_mean_matches_pandas_output(spark: Any) -> None:
-    sum_ = importlib.import_module("hdp_spark.spark.user_mean")
+    sum_ = importlib.import_module("hdp_spark.spark._user_mean")
 
     df = example1(250, seed=31, eps=np.where(np.arange(250) % 2 == 0, 0.5, 1.0))
     spec = hdp_user_mean("x", user="user", eps="eps", lower=0, upper=1, cap="paper")

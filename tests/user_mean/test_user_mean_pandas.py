@@ -19,8 +19,8 @@ from hdp_spark.core.noise.exact import GRID_SLACK, grid_for
 from hdp_spark.core.user_mean import hdp_user_mean
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 
-# `hdp_spark.pandas.user_mean` is also the exported function, so import the module by name.
-pum = importlib.import_module("hdp_spark.pandas.user_mean")
+# `hdp_spark.pandas._user_mean` is also the exported function, so import the module by name.
+pum = importlib.import_module("hdp_spark.pandas._user_mean")
 
 SPEC = hdp_user_mean("x", user="user", eps="eps", lower=0, upper=1)
 

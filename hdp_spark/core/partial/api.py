@@ -25,7 +25,7 @@ def hdp_heavy_hitters(
 ) -> HeavyHittersSpec:
     """Partial-DP heavy hitters: frequent whole records over ``cols``, per-attribute ε₀.
 
-    Pass the result to ``hdp_spark.pandas.heavy_hitters`` or ``hdp_spark.spark.heavy_hitters``.
+    Pass the result to ``hdp_spark.pandas._heavy_hitters`` or ``hdp_spark.spark._heavy_hitters``.
     The input has one row per person; a record is the tuple of its ``cols`` values. The
     release is the list of records (keys) found frequent by a PrivTree-style tree over the
     attributes (Ghazi-Kumar-Manurangsi-Steinke 2022, Algorithm 2, with the corrected

@@ -1,6 +1,6 @@
 """Spark backend of the partial-DP releases (classic PySpark and Spark Connect).
 
-Same plan, names and output columns as :mod:`hdp_spark.pandas.heavy_hitters`; only
+Same plan, names and output columns as :mod:`hdp_spark.pandas._heavy_hitters`; only
 native operations touch rows:
 
 * recoding: per attribute, arithmetic for a domain of consecutive integers, a CASE WHEN
@@ -45,6 +45,7 @@ from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
+from hdp_spark.spark._common import INTEGRAL, NUMERIC
 
 __all__ = [
     "SparkTreeCounter",
@@ -56,9 +57,6 @@ __all__ = [
 
 LOOKUP_JOIN_MIN = 64
 """Domains with more values than this are recoded by a broadcast join, not a literal scan."""
-
-_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-            T.DecimalType)
 
 
 def _check_frame(df: object) -> DataFrame:
@@ -84,7 +82,7 @@ def _check_type(field: T.StructField, dom: AttributeDomain) -> None:
     elif kind == "bool":
         ok = isinstance(dt, T.BooleanType)
     else:
-        ok = isinstance(dt, _NUMERIC)
+        ok = isinstance(dt, NUMERIC)
     if not ok:
         msg = (
             f"attribute column `{dom.column}` has type {dt.simpleString()}, which cannot hold "
@@ -97,9 +95,6 @@ def _lookup_type(dom: AttributeDomain) -> str:
     return {"str": "string", "int": "bigint", "float": "double", "bool": "boolean"}[
         dom.output_type
     ]
-
-
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
 def _int_range_start(dom: AttributeDomain) -> int | None:
@@ -125,7 +120,7 @@ def encode_codes(df: DataFrame, domains: Sequence[AttributeDomain]) -> DataFrame
         col = F.col(dom.column)
         if start is not None:  # values start..start+m-1: arithmetic, O(1) per row
             inside = (col >= F.lit(start)) & (col <= F.lit(start + len(dom.values) - 1))
-            if not isinstance(_field(df, dom.column, "attribute").dataType, _INTEGRAL):
+            if not isinstance(_field(df, dom.column, "attribute").dataType, INTEGRAL):
                 inside = inside & (col == F.floor(col))
             code = F.when(inside, (col - F.lit(start)).cast("int")).otherwise(
                 F.lit(dom.other_code))
@@ -314,7 +309,7 @@ def heavy_hitters(
 ) -> PartialRelease:
     """Release the partial-DP heavy hitters of a Spark DataFrame.
 
-    Same arguments, output columns and report as :func:`hdp_spark.pandas.heavy_hitters`.
+    Same arguments, output columns and report as :func:`hdp_spark.pandas._heavy_hitters`.
     Runs one Spark job per tree level over the rows, one small job over the root's
     aggregate for the released counts (and one more pass with ``privacy_unit``), and
     returns a DataFrame built from the released rows:

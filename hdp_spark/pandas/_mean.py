@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from hdp_spark.core.encoding import encode_numpy
-from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.release import (
@@ -22,46 +22,10 @@ from hdp_spark.core.release import (
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.pandas._common import KeysLike, numeric_column, public_keys
 from hdp_spark.pandas.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
-
-KeysLike = Sequence[object] | pd.DataFrame | None
-
-
-def _numeric(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
-    if column not in df.columns:
-        msg = f"{role} column `{column}` is not in the table."
-        raise SchemaError(msg)
-    series = df[column]
-    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
-        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
-        raise SchemaError(msg)
-    return series.to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global release has no group keys."
-            raise ParameterError(msg)
-        return None
-    if keys is None:
-        msg = (
-            "a grouped release needs `keys`, the public key set: releasing the keys found "
-            "in the data would reveal which keys exist."
-        )
-        raise ParameterError(msg)
-    if isinstance(keys, pd.DataFrame):
-        missing = [c for c in by if c not in keys.columns]
-        if missing:
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        keys = list(keys[list(by)].itertuples(index=False, name=None))
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))
 
 
 def level_tables(
@@ -87,11 +51,11 @@ def level_tables(
         df = df.loc[mask]
     tables = []
     for plan in plans:
-        eps = _numeric(df, plan.eps, "ε")
+        eps = numeric_column(df, plan.eps, "ε")
         frame: dict[str, Any] = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
         frame["__level"] = levels_numpy(eps, plan.grid)
         for i, spec in enumerate(plan.specs):
-            values = _numeric(df, spec.column, "value")
+            values = numeric_column(df, spec.column, "value")
             frame[f"__q{i}"] = encode_numpy(values, spec.lower, spec.upper, spec.fill_value)
         work = pd.DataFrame(frame)
         group_cols = [f"__by{i}" for i in range(len(by))] + ["__level"]
@@ -125,7 +89,7 @@ def release(
     See :func:`agg` for the arguments.
     """
     by_t = normalize_by(by)
-    key_t = _keys(keys, by_t)
+    key_t = public_keys(keys, by_t)
     plans = plan_levels(specs)
     if schema is not None:
         check_release(df, schema, specs, by_t)

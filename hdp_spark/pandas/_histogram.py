@@ -28,7 +28,7 @@ from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas.release import KeysLike, _keys, _numeric
+from hdp_spark.pandas._common import KeysLike, numeric_column, public_keys
 
 __all__ = ["category_codes", "histogram", "histogram_release", "histogram_tables"]
 
@@ -138,7 +138,7 @@ def histogram_tables(
         msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
     df = _filter_keys(df, by, keys)
-    eps = _numeric(df, spec.eps, "ε")
+    eps = numeric_column(df, spec.eps, "ε")
     codes = category_codes(df, spec)
     frame = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
     work = pd.DataFrame(frame | {"__level": levels_numpy(eps, spec.eps_grid), "__code": codes})
@@ -176,7 +176,7 @@ def histogram_release(
     """
     by_t = normalize_by(by)
     check_histogram_options(spec, by_t, project, counts)
-    key_t = _keys(keys, by_t)
+    key_t = public_keys(keys, by_t)
     table = histogram_tables(df, spec, by_t, key_t)
     return finalize_histogram_release(
         spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts

@@ -1,6 +1,6 @@
 """Spark backend of the user-level heterogeneous mean (:mod:`hdp_spark.core.user_mean`).
 
-Same function names, keywords and output columns as :mod:`hdp_spark.pandas.user_mean`.
+Same function names, keywords and output columns as :mod:`hdp_spark.pandas._user_mean`.
 No per-row Python: every stage is native.
 
 * pass 1: ``groupBy(user)`` over native per-row expressions (clamp + fixed-point encoding,
@@ -22,14 +22,13 @@ Only these small tables reach the driver, never the per-user table.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by, normalize_keys
+from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import (
@@ -51,61 +50,17 @@ from hdp_spark.core.user_mean import (
     run_user_mean,
 )
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
+from hdp_spark.spark._common import INTEGRAL, NUMERIC, KeysLike, field, is_dataframe, public_keys
 from hdp_spark.spark.expressions import encode_expr, level_expr
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
 
-KeysLike = Sequence[object] | DataFrame | None
-
-_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-            T.DecimalType)
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 RADIX_BITS = 12
 """Bits of the order-key hash resolved per radix-selection job."""
 
 COLLECT_LIMIT = 16384
 """A queried hash range with at most this many users is collected (ids are public)."""
-
-
-def _is_dataframe(obj: object) -> bool:
-    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark")
-
-
-def _field(schema: T.StructType, column: str, role: str) -> T.StructField:
-    for f in schema.fields:
-        if f.name == column:
-            return f
-    msg = f"{role} column `{column}` is not in the table."
-    raise SchemaError(msg)
-
-
-def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...]:
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global release has no group keys."
-            raise ParameterError(msg)
-        return ((),)
-    if keys is None:
-        msg = (
-            "a grouped release needs `keys`, the public key set: releasing the keys found "
-            "in the data would reveal which keys exist."
-        )
-        raise ParameterError(msg)
-    if _is_dataframe(keys):
-        kdf: Any = keys
-        missing = [c for c in by if c not in kdf.columns]
-        if missing:
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        keys = [tuple(r) for r in kdf.select(*by).collect()]
-    elif hasattr(keys, "columns") and hasattr(keys, "itertuples"):  # a pandas key frame
-        pkeys: Any = keys
-        keys = list(pkeys[list(by)].itertuples(index=False, name=None))
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))  # type: ignore[arg-type]
 
 
 def _hash(text: Column, salt: str) -> Column:
@@ -132,25 +87,25 @@ class SparkUsers:
         by: tuple[str, ...],
         keys: tuple[tuple[object, ...], ...],
     ) -> None:
-        if not _is_dataframe(df):
+        if not is_dataframe(df):
             msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
             raise ParameterError(msg)
         self.spec = spec
         self.session = df.sparkSession
         schema = df.schema
         for column, role in ((spec.column, "value"), (spec.eps, "ε")):
-            f = _field(schema, column, role)
-            if not isinstance(f.dataType, _NUMERIC):
+            f = field(schema, column, role)
+            if not isinstance(f.dataType, NUMERIC):
                 msg = f"{role} column `{column}` must be numeric, got {f.dataType.simpleString()}."
                 raise SchemaError(msg)
-        uf = _field(schema, spec.user, "user")
-        if not isinstance(uf.dataType, (*_INTEGRAL, T.StringType)):
+        uf = field(schema, spec.user, "user")
+        if not isinstance(uf.dataType, (*INTEGRAL, T.StringType)):
             msg = (
                 f"user column `{spec.user}` must hold integers or strings, got "
                 f"{uf.dataType.simpleString()}."
             )
             raise SchemaError(msg)
-        by_fields = [_field(schema, c, "group") for c in by]
+        by_fields = [field(schema, c, "group") for c in by]
         if by:
             key_schema = T.StructType(
                 [T.StructField(f.name, f.dataType, False) for f in by_fields]
@@ -442,7 +397,8 @@ def user_mean_release(
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
     by_t = normalize_by(by)
-    key_t = _keys(keys, by_t)
+    found = public_keys(keys, by_t)
+    key_t = ((),) if found is None else found  # a global release is the one empty key
     backend = SparkUsers(df, spec, by_t, key_t)
     try:
         return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
@@ -495,7 +451,7 @@ def user_mean(
 ) -> DataFrame:
     """Release a user-level heterogeneous-DP mean of a Spark DataFrame.
 
-    Same arguments and output columns as :func:`hdp_spark.pandas.user_mean`. Runs a few
+    Same arguments and output columns as :func:`hdp_spark.pandas._user_mean`. Runs a few
     small Spark jobs over a persisted per-user table and returns a DataFrame built from the
     released rows: ``show()`` then ``collect()`` return the same numbers.
 

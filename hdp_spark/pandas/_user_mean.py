@@ -1,6 +1,6 @@
 """pandas backend of the user-level heterogeneous mean (:mod:`hdp_spark.core.user_mean`).
 
-Same function names, keywords and output columns as :mod:`hdp_spark.spark.user_mean`.
+Same function names, keywords and output columns as :mod:`hdp_spark.spark._user_mean`.
 One ``groupby(user)`` turns the rows into a per-user table (k, Σ encoded value, ε, group);
 every later stage is a vectorized operation or a ``groupby`` on that table. Order keys
 (SHA-256 of salt || user id) are computed only for users in a k bucket that a group boundary
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hdp_spark.core.encoding import encode_numpy
-from hdp_spark.core.keys import normalize_by, normalize_keys
+from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import (
@@ -35,21 +35,9 @@ from hdp_spark.core.user_mean import (
     run_user_mean,
 )
 from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.pandas._common import KeysLike, numeric_column, public_keys
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
-
-KeysLike = Sequence[object] | pd.DataFrame | None
-
-
-def _numeric(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
-    if column not in df.columns:
-        msg = f"{role} column `{column}` is not in the table."
-        raise SchemaError(msg)
-    series = df[column]
-    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
-        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
-        raise SchemaError(msg)
-    return series.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _user_kind(df: pd.DataFrame, column: str) -> str:
@@ -69,30 +57,6 @@ def _user_kind(df: pd.DataFrame, column: str) -> str:
         return "int"
     msg = f"user column `{column}` must hold integers or strings, got dtype {series.dtype}."
     raise SchemaError(msg)
-
-
-def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...]:
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global release has no group keys."
-            raise ParameterError(msg)
-        return ((),)
-    if keys is None:
-        msg = (
-            "a grouped release needs `keys`, the public key set: releasing the keys found "
-            "in the data would reveal which keys exist."
-        )
-        raise ParameterError(msg)
-    if isinstance(keys, pd.DataFrame):
-        missing = [c for c in by if c not in keys.columns]
-        if missing:
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        keys = list(keys[list(by)].itertuples(index=False, name=None))
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))
 
 
 def _group_ids(
@@ -136,8 +100,8 @@ class PandasUsers:
             raise ParameterError(msg)
         self.spec = spec
         kind = _user_kind(df, spec.user)
-        values = _numeric(df, spec.column, "value")
-        eps = _numeric(df, spec.eps, "ε")
+        values = numeric_column(df, spec.column, "value")
+        eps = numeric_column(df, spec.eps, "ε")
         gid = _group_ids(df, by, keys)
         keep = gid >= 0
         users = df[spec.user].to_numpy()[keep]
@@ -296,7 +260,8 @@ def user_mean_release(
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
     by_t = normalize_by(by)
-    key_t = _keys(keys, by_t)
+    found = public_keys(keys, by_t)
+    key_t = ((),) if found is None else found  # a global release is the one empty key
     backend = PandasUsers(df, spec, by_t, key_t)
     return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
 

@@ -37,12 +37,11 @@ from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.spark._common import INTEGRAL, KeysLike, field, is_dataframe, public_keys
 from hdp_spark.spark.expressions import level_expr
-from hdp_spark.spark.release import KeysLike, _field, _is_dataframe, _keys
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
 
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FRACTIONAL = (T.FloatType, T.DoubleType, T.DecimalType)
 
 
@@ -57,7 +56,7 @@ def category_expr(schema: T.StructType, spec: HistogramSpec) -> Column:
         Per-row pre-processing by a public rule; a data value never raises (only the
         column's type, a public schema fact, can).
     """
-    f = _field(schema, spec.column, "category", numeric=False)
+    f = field(schema, spec.column, "category", numeric=False)
     dt = f.dataType
     col = F.col(spec.column)
     if spec.kind == "str":
@@ -69,7 +68,7 @@ def category_expr(schema: T.StructType, spec: HistogramSpec) -> Column:
             raise SchemaError(msg)
         value = col
         domain: list[Any] = list(spec.categories)
-    elif isinstance(dt, _INTEGRAL):
+    elif isinstance(dt, INTEGRAL):
         value = col.cast("long")
         domain = [int(c) for c in spec.categories]
     elif isinstance(dt, _FRACTIONAL):
@@ -96,12 +95,12 @@ def histogram_tables(
         NOT a release: the exact pre-noise counts. For tests and the trusted operator only;
         never publish them.
     """
-    if not _is_dataframe(df):
+    if not is_dataframe(df):
         msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
     schema = df.schema
-    by_fields = [_field(schema, c, "group", numeric=False) for c in by]
-    _field(schema, spec.eps, "ε", numeric=True)
+    by_fields = [field(schema, c, "group", numeric=False) for c in by]
+    field(schema, spec.eps, "ε", numeric=True)
     matched = category_expr(schema, spec)
     cells_df = (
         df.select(
@@ -153,7 +152,7 @@ def histogram_release(
     """
     by_t = normalize_by(by)
     check_histogram_options(spec, by_t, project, counts)
-    key_t = _keys(keys, by_t)
+    key_t = public_keys(keys, by_t)
     table = histogram_tables(df, spec, by_t, key_t)
     return finalize_histogram_release(
         spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts
@@ -213,7 +212,7 @@ def histogram(
 ) -> DataFrame:
     """Release a heterogeneous-DP histogram of a Spark DataFrame.
 
-    Same arguments and output columns as :func:`hdp_spark.pandas.histogram`. Runs one
+    Same arguments and output columns as :func:`hdp_spark.pandas._histogram`. Runs one
     Spark job and returns a DataFrame built from the released rows: ``show()`` then
     ``collect()`` return the same numbers, because nothing downstream re-runs the
     mechanism.

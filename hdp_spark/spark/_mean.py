@@ -7,13 +7,12 @@ expressions, collected to the driver (its size is #groups x #levels, never #rows
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by, normalize_key, normalize_keys
+from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.release import (
     AggSpec,
@@ -24,19 +23,12 @@ from hdp_spark.core.release import (
 )
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
-from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.errors import ParameterError
+from hdp_spark.spark._common import INTEGRAL, KeysLike, field, is_dataframe, public_keys
 from hdp_spark.spark.expressions import encode_expr, level_expr
 from hdp_spark.spark.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
-
-KeysLike = Sequence[object] | DataFrame | None
-
-_NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-            T.DecimalType)
-
-
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
 def _coerce_keys(
@@ -54,55 +46,11 @@ def _coerce_keys(
             return value
         if isinstance(dtype, T.FloatType | T.DoubleType) and isinstance(value, int):
             return float(value)
-        if isinstance(dtype, _INTEGRAL) and isinstance(value, float) and value.is_integer():
+        if isinstance(dtype, INTEGRAL) and isinstance(value, float) and value.is_integer():
             return int(value)
         return value
 
     return tuple(tuple(coerce(v, types.get(c)) for v, c in zip(k, by, strict=True)) for k in keys)
-
-
-def _is_dataframe(obj: object) -> bool:
-    return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pyspark")
-
-
-def _field(schema: T.StructType, column: str, role: str, numeric: bool) -> T.StructField:
-    for f in schema.fields:
-        if f.name == column:
-            if numeric and not isinstance(f.dataType, _NUMERIC):
-                msg = f"{role} column `{column}` must be numeric, got {f.dataType.simpleString()}."
-                raise SchemaError(msg)
-            return f
-    msg = f"{role} column `{column}` is not in the table."
-    raise SchemaError(msg)
-
-
-def _keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global release has no group keys."
-            raise ParameterError(msg)
-        return None
-    if keys is None:
-        msg = (
-            "a grouped release needs `keys`, the public key set: releasing the keys found "
-            "in the data would reveal which keys exist."
-        )
-        raise ParameterError(msg)
-    is_pandas = hasattr(keys, "columns") and hasattr(keys, "itertuples")
-    if _is_dataframe(keys) or is_pandas:
-        kdf: Any = keys
-        missing = [c for c in by if c not in kdf.columns]
-        if missing:  # checked for pandas key frames too (was a raw KeyError)
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        if is_pandas:
-            keys = list(kdf[list(by)].itertuples(index=False, name=None))
-        else:
-            keys = [tuple(r) for r in kdf.select(*by).collect()]
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))  # type: ignore[arg-type]
 
 
 def level_tables(
@@ -112,15 +60,15 @@ def level_tables(
     keys: tuple[tuple[object, ...], ...] | None,
 ) -> list[dict[tuple[object, ...], GroupStats]]:
     """The per-(group, ε level) tables of each plan (count and encoded sums)."""
-    if not _is_dataframe(df):
+    if not is_dataframe(df):
         msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
     schema = df.schema
-    by_fields = [_field(schema, c, "group", numeric=False) for c in by]
+    by_fields = [field(schema, c, "group", numeric=False) for c in by]
     for plan in plans:
-        _field(schema, plan.eps, "ε", numeric=True)
+        field(schema, plan.eps, "ε", numeric=True)
         for spec in plan.specs:
-            _field(schema, spec.column, "value", numeric=True)
+            field(schema, spec.column, "value", numeric=True)
     key_df = None
     if keys is not None:
         key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
@@ -173,8 +121,8 @@ def release(
 ) -> ReleaseResult:
     """Run one release on a Spark DataFrame and return the engine-neutral result."""
     by_t = normalize_by(by)
-    key_t = _keys(keys, by_t)
-    if key_t is not None and _is_dataframe(df):
+    key_t = public_keys(keys, by_t)
+    if key_t is not None and is_dataframe(df):
         key_t = _coerce_keys(df.schema, by_t, key_t)
     plans = plan_levels(specs)
     if schema is not None:
