@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from hdp_spark.core.keys import normalize_keys
+from hdp_spark.core.keys import normalize_key, normalize_keys
 from hdp_spark.errors import ParameterError, SchemaError
 
-__all__ = ["INTEGRAL", "NUMERIC", "KeysLike", "field", "is_dataframe", "public_keys"]
+__all__ = [
+    "INTEGRAL",
+    "NUMERIC",
+    "KeysLike",
+    "check_key_types",
+    "coerce_keys",
+    "collect_cells",
+    "field",
+    "is_dataframe",
+    "key_frame",
+    "public_keys",
+]
 
 KeysLike = Sequence[object] | DataFrame | None
 
@@ -72,3 +87,160 @@ def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...]
         msg = "`keys` must be a list of keys or a DataFrame, got a string."
         raise ParameterError(msg)
     return normalize_keys(list(keys), len(by))  # type: ignore[arg-type]
+
+
+def _local_naive(value: object) -> object:
+    """A timezone-aware datetime as the naive local time PySpark uses for timestamps.
+
+    ``collect()`` returns, and ``createDataFrame`` reads, TimestampType values as naive
+    datetimes in the local time zone, while Arrow returns UTC-aware ones: without this a
+    collected timestamp key would not equal the caller's public key and its group would be
+    released as empty.
+    """
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone().replace(tzinfo=None)
+    return value
+
+
+def coerce_keys(
+    schema: T.StructType, by: tuple[str, ...], keys: tuple[tuple[object, ...], ...]
+) -> tuple[tuple[object, ...], ...]:
+    """Public keys in the Python types Spark expects for their columns.
+
+    ``1`` for a double column becomes ``1.0`` and ``2.0`` for an integer column becomes
+    ``2``, as pandas matches them; Spark's createDataFrame would reject them otherwise.
+    Timezone-aware datetimes become naive local times (see :func:`_local_naive`).
+    """
+    types = {f.name: f.dataType for f in schema.fields}
+
+    def coerce(value: object, dtype: object) -> object:
+        if isinstance(value, bool):
+            return value
+        if isinstance(dtype, T.FloatType | T.DoubleType) and isinstance(value, int):
+            return float(value)
+        if isinstance(dtype, INTEGRAL) and isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(dtype, T.TimestampType):
+            return _local_naive(value)
+        return value
+
+    return tuple(tuple(coerce(v, types.get(c)) for v, c in zip(k, by, strict=True)) for k in keys)
+
+
+_ARROW_KEY_TYPES = (*INTEGRAL, T.FloatType, T.DoubleType, T.StringType, T.BooleanType)
+
+
+def key_frame(
+    session: Any, by_fields: Sequence[T.StructField], keys: tuple[tuple[object, ...], ...]
+) -> DataFrame:
+    """The public key set as a small Spark DataFrame typed like the ``by`` columns.
+
+    Built from an Arrow table when every key column has a plain type (a local relation, no
+    Python-side row conversion); other types (dates, timestamps, decimals) go through rows.
+
+    Raises:
+        ParameterError: a key does not have the type of its column.
+    """
+    key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
+    try:
+        table = _arrow_keys(key_schema, keys)
+        if table is not None:
+            return session.createDataFrame(table, schema=key_schema)  # type: ignore[no-any-return]
+        return session.createDataFrame(  # type: ignore[no-any-return]
+            [list(k) for k in keys], schema=key_schema
+        )
+    except (TypeError, ValueError, OverflowError, pa.ArrowException):
+        # a key of the wrong type (was a raw PySparkTypeError / ArrowTypeError)
+        raise _key_type_error(by_fields) from None
+
+
+def _arrow_keys(key_schema: T.StructType, keys: tuple[tuple[object, ...], ...]) -> Any:
+    """The keys as an Arrow table typed by ``key_schema``, or None for non-plain types."""
+    if not all(isinstance(f.dataType, _ARROW_KEY_TYPES) for f in key_schema.fields):
+        return None
+    arrow_schema = to_arrow_schema(key_schema)
+    columns = [
+        pa.array([k[i] for k in keys], type=arrow_schema.field(i).type)
+        for i in range(len(key_schema.fields))
+    ]
+    return pa.Table.from_arrays(columns, schema=arrow_schema)
+
+
+def _key_type_error(by_fields: Sequence[T.StructField]) -> ParameterError:
+    types = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in by_fields)
+    return ParameterError(f"every key in `keys` must have the type of its `by` column ({types}).")
+
+
+def check_key_types(
+    session: Any, by_fields: Sequence[T.StructField], keys: tuple[tuple[object, ...], ...]
+) -> None:
+    """Reject a public key whose Python type does not fit its ``by`` column.
+
+    Plain types are checked by building their Arrow arrays (no Spark call); other types by
+    building the key DataFrame, whose row verifier checks them.
+
+    Raises:
+        ParameterError: a key does not have the type of its column.
+    """
+    key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
+    try:
+        if _arrow_keys(key_schema, keys) is None:
+            key_frame(session, by_fields, keys)
+    except (TypeError, ValueError, OverflowError, pa.ArrowException):
+        raise _key_type_error(by_fields) from None
+
+
+DRIVER_FILTER_MAX_KEYS = 10_000
+"""Public key sets up to this size are matched on the driver (see :func:`collect_cells`)."""
+
+DRIVER_FILTER_MAX_CELLS = 1_000_000
+"""Most aggregated cells collected before falling back to a Spark-side key filter."""
+
+
+def collect_cells(
+    cells_df: DataFrame,
+    by_fields: Sequence[T.StructField],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> tuple[list[tuple[object, ...]], dict[str, list[Any]]]:
+    """Collect an aggregated cell table, keeping only the cells of public keys.
+
+    Returns the group key of every kept cell and the other columns as Python lists.
+
+    The cells are already aggregated (one row per group x level x ...), so the key filter
+    runs on them, never on input rows. A small public key set is matched on the driver
+    (a Spark join would add a broadcast job to every release) as long as the table has at
+    most :data:`DRIVER_FILTER_MAX_CELLS` cells, checked with a ``limit`` in the same job; a
+    larger key set, or a table with more cells (many keys outside the public set), is
+    filtered by a broadcast semi-join in Spark so the driver never holds them.
+
+    Privacy: the filter only decides which cells the trusted driver sees; keys outside the
+    public set never reach a release either way.
+    """
+    by = [f.name for f in by_fields]
+    table = None
+    if keys is not None:
+        check_key_types(cells_df.sparkSession, by_fields, keys)
+    if keys is not None and len(keys) <= DRIVER_FILTER_MAX_KEYS:
+        table = cells_df.limit(DRIVER_FILTER_MAX_CELLS + 1).toArrow()
+        if table.num_rows > DRIVER_FILTER_MAX_CELLS:
+            table = None
+    if table is None:
+        if keys is not None:
+            key_df = key_frame(cells_df.sparkSession, by_fields, keys)
+            cells_df = cells_df.join(F.broadcast(key_df), on=by, how="left_semi")
+        table = cells_df.toArrow()
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    if by:
+        found = [
+            tuple(_local_naive(normalize_key(v)) for v in values)
+            for values in zip(*(columns.pop(c) for c in by), strict=True)
+        ]
+    else:
+        found = [()] * table.num_rows
+    if keys is None:
+        return found, columns
+    public = set(keys)
+    keep = [j for j, key in enumerate(found) if key in public]
+    if len(keep) == len(found):
+        return found, columns
+    return [found[j] for j in keep], {c: [v[j] for j in keep] for c, v in columns.items()}

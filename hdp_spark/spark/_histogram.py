@@ -19,9 +19,11 @@ categories are in ``benchmarks/RESULTS_histogram.md``: ``when`` chains, literal 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -33,11 +35,20 @@ from hdp_spark.core.histogram_release import (
     check_histogram_options,
     finalize_histogram_release,
 )
-from hdp_spark.core.keys import normalize_by, normalize_key
+from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.spark._common import INTEGRAL, KeysLike, field, is_dataframe, public_keys
+from hdp_spark.spark._common import (
+    INTEGRAL,
+    KeysLike,
+    coerce_keys,
+    collect_cells,
+    field,
+    is_dataframe,
+    public_keys,
+)
 from hdp_spark.spark.expressions import level_expr
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
@@ -102,34 +113,29 @@ def histogram_tables(
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     field(schema, spec.eps, "ε", numeric=True)
     matched = category_expr(schema, spec)
+    # Exact levels: group by the raw ε and apply the level rules to the distinct values on
+    # the driver (see hdp_spark.spark._mean.level_tables); a grid needs the per-row rule.
+    exact = spec.eps_grid is None
+    level_col = F.col(spec.eps).cast("double") if exact else level_expr(spec.eps, spec.eps_grid)
     cells_df = (
-        df.select(
-            *[F.col(c) for c in by],
-            level_expr(spec.eps, spec.eps_grid).alias("__level"),
-            matched.alias("__cat"),
-        )
+        df.select(*[F.col(c) for c in by], level_col.alias("__level"), matched.alias("__cat"))
         .groupBy(*by, "__level", "__cat")
         .agg(F.count(F.lit(1)).alias("__n"))
     )
-    if keys is not None:
-        # Keys outside the public set are dropped on the aggregated cells (one row per
-        # (group, level, category)), not on the input rows.
-        key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
-        key_df = df.sparkSession.createDataFrame([list(k) for k in keys], schema=key_schema)
-        cells_df = cells_df.join(F.broadcast(key_df), on=list(by), how="left_semi")
-    table = cells_df.toArrow()
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
-    key_cols = [columns[c] for c in by]
+    found, columns = collect_cells(cells_df, by_fields, keys)
+    levels = columns["__level"]
+    if exact:
+        levels = levels_numpy(
+            np.array([math.nan if v is None else v for v in levels], dtype=np.float64), None
+        ).tolist()
     code_of = spec.code_of()
     unmatched = spec.unmatched_code
     cells = []
-    for j, (level, label, count) in enumerate(
-        zip(columns["__level"], columns["__cat"], columns["__n"], strict=True)
+    for key, level, label, count in zip(
+        found, levels, columns["__cat"], columns["__n"], strict=True
     ):
         code = unmatched if label is None else code_of.get(label, unmatched)
-        cells.append(
-            (tuple(normalize_key(col[j]) for col in key_cols), float(level), code, int(count))
-        )
+        cells.append((key, float(level), code, int(count)))
     return build_histogram_groups(spec, cells)
 
 
@@ -153,6 +159,8 @@ def histogram_release(
     by_t = normalize_by(by)
     check_histogram_options(spec, by_t, project, counts)
     key_t = public_keys(keys, by_t)
+    if key_t is not None and is_dataframe(df):
+        key_t = coerce_keys(df.schema, by_t, key_t)
     table = histogram_tables(df, spec, by_t, key_t)
     return finalize_histogram_release(
         spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts

@@ -6,13 +6,16 @@ expressions, collected to the driver (its size is #groups x #levels, never #rows
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by, normalize_key
+from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.release import (
     AggSpec,
@@ -24,33 +27,18 @@ from hdp_spark.core.release import (
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark._common import INTEGRAL, KeysLike, field, is_dataframe, public_keys
+from hdp_spark.spark._common import (
+    KeysLike,
+    coerce_keys,
+    collect_cells,
+    field,
+    is_dataframe,
+    public_keys,
+)
 from hdp_spark.spark.expressions import encode_expr, level_expr
 from hdp_spark.spark.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
-
-
-def _coerce_keys(
-    schema: T.StructType, by: tuple[str, ...], keys: tuple[tuple[object, ...], ...]
-) -> tuple[tuple[object, ...], ...]:
-    """Public keys in the Python types Spark expects for their columns.
-
-    ``1`` for a double column becomes ``1.0`` and ``2.0`` for an integer column becomes
-    ``2``, as pandas matches them; Spark's createDataFrame would reject them otherwise.
-    """
-    types = {f.name: f.dataType for f in schema.fields}
-
-    def coerce(value: object, dtype: object) -> object:
-        if isinstance(value, bool):
-            return value
-        if isinstance(dtype, T.FloatType | T.DoubleType) and isinstance(value, int):
-            return float(value)
-        if isinstance(dtype, INTEGRAL) and isinstance(value, float) and value.is_integer():
-            return int(value)
-        return value
-
-    return tuple(tuple(coerce(v, types.get(c)) for v, c in zip(k, by, strict=True)) for k in keys)
 
 
 def level_tables(
@@ -69,44 +57,51 @@ def level_tables(
         field(schema, plan.eps, "ε", numeric=True)
         for spec in plan.specs:
             field(schema, spec.column, "value", numeric=True)
-    key_df = None
-    if keys is not None:
-        key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
-        try:
-            key_df = df.sparkSession.createDataFrame([list(k) for k in keys], schema=key_schema)
-        except (TypeError, ValueError):  # a key of the wrong type (was a raw PySparkTypeError)
-            types = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in by_fields)
-            msg = f"every key in `keys` must have the type of its `by` column ({types})."
-            raise ParameterError(msg) from None
+    types = {f.name: f for f in schema.fields}
     tables = []
     for plan in plans:
         sums = [
-            F.sum(encode_expr(s.column, s.lower, s.upper, s.fill_value)).alias(f"__q{i}")
+            F.sum(
+                encode_expr(
+                    s.column, s.lower, s.upper, s.fill_value,
+                    nullable=types[s.column].nullable,
+                    floating=isinstance(types[s.column].dataType, T.FloatType | T.DoubleType),
+                )
+            ).alias(f"__q{i}")
             for i, s in enumerate(plan.specs)
         ]
+        # Exact levels: group by the raw ε (as double) and apply the level rules to the
+        # collected distinct values on the driver. Grouping by raw ε refines grouping by
+        # level (the level is a function of it), so merging the cells below gives the same
+        # table as a per-row level expression, without evaluating one per row. A grid maps
+        # continuous ε to few levels: there the per-row expression keeps the table small.
+        exact = plan.grid is None
+        level_col = (
+            F.col(plan.eps).cast("double") if exact else level_expr(plan.eps, plan.grid)
+        ).alias("__level")
         cells_df = (
-            df.select(*[F.col(c) for c in by], level_expr(plan.eps, plan.grid).alias("__level"),
-                      *[F.col(s.column) for s in plan.specs])
+            df.select(*[F.col(c) for c in by], level_col, *[F.col(s.column) for s in plan.specs])
             .groupBy(*by, "__level")
             .agg(F.count(F.lit(1)).alias("__n"), *sums)
         )
-        if key_df is not None:
-            # Keys outside the public set are dropped after the partial aggregation: the
-            # semi-join then touches one row per (group, level) cell, not one per row.
-            cells_df = cells_df.join(F.broadcast(key_df), on=list(by), how="left_semi")
-        table = cells_df.toArrow()
-        columns = {name: table.column(name).to_pylist() for name in table.column_names}
-        key_cols = [columns[c] for c in by]
+        found, columns = collect_cells(cells_df, by_fields, keys)
         sum_cols = [columns[f"__q{i}"] for i in range(len(plan.specs))]
-        cells = [
-            (
-                tuple(normalize_key(col[j]) for col in key_cols),
-                float(columns["__level"][j]),
-                int(columns["__n"][j]),
-                [int(col[j]) for col in sum_cols],
-            )
-            for j in range(table.num_rows)
-        ]
+        raw = columns["__level"]
+        if exact:
+            raw = levels_numpy(
+                np.array([math.nan if v is None else v for v in raw], dtype=np.float64), None
+            ).tolist()
+        merged: dict[tuple[tuple[object, ...], float], tuple[int, list[int]]] = {}
+        for j, key in enumerate(found):
+            cell = (key, float(raw[j]))
+            n = int(columns["__n"][j])
+            totals = [int(col[j]) for col in sum_cols]
+            if cell in merged:  # several raw ε of one level (floor, cap, invalid values)
+                n0, t0 = merged[cell]
+                merged[cell] = (n0 + n, [a + b for a, b in zip(t0, totals, strict=True)])
+            else:
+                merged[cell] = (n, totals)
+        cells = [(key, level, n, totals) for (key, level), (n, totals) in merged.items()]
         tables.append(build_groups(plan.eps, cells))
     return tables
 
@@ -123,7 +118,7 @@ def release(
     by_t = normalize_by(by)
     key_t = public_keys(keys, by_t)
     if key_t is not None and is_dataframe(df):
-        key_t = _coerce_keys(df.schema, by_t, key_t)
+        key_t = coerce_keys(df.schema, by_t, key_t)
     plans = plan_levels(specs)
     if schema is not None:
         check_release(df, schema, specs, by_t)  # one extra aggregate job, counts only

@@ -55,10 +55,26 @@ def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     return F.when(invalid, F.lit(INVALID_LEVEL)).otherwise(base)
 
 
-def encode_expr(column: str, lower: float, upper: float, fill: float) -> Column:
-    """Value column -> fixed-point integer in [0, 2**31] (see :mod:`hdp_spark.core.encoding`)."""
+def encode_expr(
+    column: str,
+    lower: float,
+    upper: float,
+    fill: float,
+    *,
+    nullable: bool = True,
+    floating: bool = True,
+) -> Column:
+    """Value column -> fixed-point integer in [0, 2**31] (see :mod:`hdp_spark.core.encoding`).
+
+    ``nullable=False`` / ``floating=False`` (from the column's schema: declared non-null, or
+    an integral or decimal type, which has no NaN) drop the null / NaN substitution, which
+    could never fire; the result is the same for every row.
+    """
     x = F.col(column).cast("double")
-    x = F.when(x.isNull() | F.isnan(x), F.lit(float(fill))).otherwise(x)
+    if floating:
+        x = F.nanvl(x, F.lit(float(fill)))  # NaN -> fill (null stays null)
+    if nullable:
+        x = F.coalesce(x, F.lit(float(fill)))  # null -> fill
     x = F.least(F.greatest(x, F.lit(float(lower))), F.lit(float(upper)))
     span = float(upper) - float(lower)
     u = (x - F.lit(float(lower))) / F.lit(span)
