@@ -25,6 +25,7 @@ __all__ = [
     "field",
     "is_dataframe",
     "key_frame",
+    "local_frame",
     "public_keys",
 ]
 
@@ -244,3 +245,17 @@ def collect_cells(
     if len(keep) == len(found):
         return found, columns
     return [found[j] for j in keep], {c: [v[j] for j in keep] for c, v in columns.items()}
+
+
+def local_frame(session: Any, rows: list[tuple[Any, ...]], schema: T.StructType) -> DataFrame:
+    """A DataFrame of released rows built on the driver.
+
+    The rows come from the finalize step with the schema's exact Python types (keys were
+    type-checked on entry), so classic PySpark's per-value schema verification is skipped;
+    Spark Connect does not verify (and warns when asked not to).
+    """
+    if type(session).__module__.startswith("pyspark.sql.connect"):
+        return session.createDataFrame(rows, schema=schema)  # type: ignore[no-any-return]
+    return session.createDataFrame(  # type: ignore[no-any-return]
+        rows, schema=schema, verifySchema=False
+    )

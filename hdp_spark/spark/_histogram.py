@@ -47,6 +47,7 @@ from hdp_spark.spark._common import (
     collect_cells,
     field,
     is_dataframe,
+    local_frame,
     public_keys,
 )
 from hdp_spark.spark.expressions import level_expr
@@ -237,4 +238,4 @@ def histogram(
     )
     schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return df.sparkSession.createDataFrame(rows, schema=schema)
+    return local_frame(df.sparkSession, rows, schema)

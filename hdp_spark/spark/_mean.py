@@ -33,6 +33,7 @@ from hdp_spark.spark._common import (
     collect_cells,
     field,
     is_dataframe,
+    local_frame,
     public_keys,
 )
 from hdp_spark.spark.expressions import encode_expr, level_expr
@@ -182,4 +183,4 @@ def agg(
     result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema)
     out_schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
-    return df.sparkSession.createDataFrame(rows, schema=out_schema)
+    return local_frame(df.sparkSession, rows, out_schema)

@@ -50,7 +50,15 @@ from hdp_spark.core.user_mean import (
     run_user_mean,
 )
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
-from hdp_spark.spark._common import INTEGRAL, NUMERIC, KeysLike, field, is_dataframe, public_keys
+from hdp_spark.spark._common import (
+    INTEGRAL,
+    NUMERIC,
+    KeysLike,
+    field,
+    is_dataframe,
+    local_frame,
+    public_keys,
+)
 from hdp_spark.spark.expressions import encode_expr, level_expr
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
@@ -463,4 +471,4 @@ def user_mean(
     result = user_mean_release(df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed)
     schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return df.sparkSession.createDataFrame(rows, schema=schema)
+    return local_frame(df.sparkSession, rows, schema)

@@ -36,7 +36,15 @@ from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
-from hdp_spark.spark._common import KeysLike, field, is_dataframe, public_keys
+from hdp_spark.spark._common import (
+    KeysLike,
+    coerce_keys,
+    field,
+    is_dataframe,
+    key_frame,
+    local_frame,
+    public_keys,
+)
 from hdp_spark.spark.expressions import level_expr
 
 __all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables"]
@@ -192,8 +200,7 @@ def ldp_tables(
                       f"{f.dataType.simpleString()}."
                 raise SchemaError(msg)
     if keys is not None:
-        key_schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields])
-        key_df = df.sparkSession.createDataFrame([list(k) for k in keys], schema=key_schema)
+        key_df = key_frame(df.sparkSession, by_fields, keys)
         df = df.join(F.broadcast(key_df), on=list(by), how="left_semi")
     tables = []
     for spec in specs:
@@ -218,6 +225,8 @@ def ldp_release(
     checked = validate_ldp_specs(specs)
     by_t = normalize_by(by)
     key_t = public_keys(keys, by_t)
+    if key_t is not None and is_dataframe(df):
+        key_t = coerce_keys(df.schema, by_t, key_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)
 
@@ -276,7 +285,7 @@ def ldp_agg(
     result = ldp_release(df, *specs, by=by, keys=keys)
     schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return df.sparkSession.createDataFrame(rows, schema=schema)
+    return local_frame(df.sparkSession, rows, schema)
 
 
 def ldp_oracle(

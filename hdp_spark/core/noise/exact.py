@@ -63,12 +63,33 @@ def _bernoulli(p: Fraction, rng: RandomSource) -> bool:
     return rng.randrange(p.denominator) < p.numerator
 
 
+def _bernoulli_exp_le1_int(num: int, den: int, rng: RandomSource) -> bool:
+    """Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS20 Algorithm 1), on integers.
+
+    Step k draws Bernoulli(gamma/k) as ``randrange(b) < a`` with a/b = num/(den·k) in lowest
+    terms: the same draws, bit for bit, as with Fractions, without their overhead.
+    """
+    k = 1
+    while True:
+        d = den * k
+        g = math.gcd(num, d)
+        if rng.randrange(d // g) >= num // g:
+            return k % 2 == 1
+        k += 1
+
+
 def _bernoulli_exp_le1(gamma: Fraction, rng: RandomSource) -> bool:
     """Bernoulli(exp(-gamma)) for 0 <= gamma <= 1 (CKS20 Algorithm 1)."""
-    k = 1
-    while _bernoulli(gamma / k, rng):
-        k += 1
-    return k % 2 == 1
+    return _bernoulli_exp_le1_int(gamma.numerator, gamma.denominator, rng)
+
+
+def _bernoulli_exp_int(num: int, den: int, rng: RandomSource) -> bool:
+    """Bernoulli(exp(-num/den)) for num/den >= 0 in lowest terms."""
+    while num > den:  # gamma > 1: one Bernoulli(exp(-1)) per unit
+        if not _bernoulli_exp_le1_int(1, 1, rng):
+            return False
+        num -= den
+    return _bernoulli_exp_le1_int(num, den, rng)
 
 
 def bernoulli_exp(gamma: Fraction, rng: RandomSource) -> bool:
@@ -76,11 +97,7 @@ def bernoulli_exp(gamma: Fraction, rng: RandomSource) -> bool:
     if gamma < 0:
         msg = "bernoulli_exp needs gamma >= 0"
         raise InternalError(msg)
-    while gamma > 1:
-        if not _bernoulli_exp_le1(Fraction(1), rng):
-            return False
-        gamma -= 1
-    return _bernoulli_exp_le1(gamma, rng)
+    return _bernoulli_exp_int(gamma.numerator, gamma.denominator, rng)
 
 
 def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
@@ -91,10 +108,11 @@ def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
     s, t = scale.denominator, scale.numerator
     while True:
         u = rng.randrange(t)
-        if not bernoulli_exp(Fraction(u, t), rng):
+        g = math.gcd(u, t)  # u/t in lowest terms, as Fraction(u, t) would be
+        if not _bernoulli_exp_int(u // g, t // g, rng):
             continue
         v = 0
-        while _bernoulli_exp_le1(Fraction(1), rng):
+        while _bernoulli_exp_le1_int(1, 1, rng):
             v += 1
         y = (u + t * v) // s
         negative = rng.getrandbits(1) == 1
