@@ -133,6 +133,11 @@ REGISTRY: list[Entry] = [
         "bench_scaling.py",
     ),
     Entry(
+        "solvers",
+        "Driver solvers: one group's finalize per method at 1k–100k ε levels",
+        "bench_solvers.py",
+    ),
+    Entry(
         "anchors-tumult",
         "Anchors on Spark: Tumult Analytics (homogeneous mean at ε_min)",
         "anchors/spark_compare.py",

@@ -233,20 +233,34 @@ def drop_phi(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[l
     t ranges over level boundaries (so equal ε get equal weight) and is chosen to minimise
     the correlated objective r_C² with L = ``log_factor``: a function of ε only.
     """
-    best: tuple[float, list[float], float] | None = None
+    # Closed form per cut (spec seed-000 §2.4, oracle line "r_C(DROP-t)"): keeping the K rows
+    # of positive ε at or above the cut, uniformly, gives ||w - 1/n||₁ = 2 (n - K) / n and
+    # η = 1 / (K ε_keep) with ε_keep the smallest kept finite ε (η = 0 if all kept rows are
+    # public). One suffix scan: O(G), where re-normalizing per cut was O(G²) with Fractions.
+    n = sum(m)
     live = [i for i, c in enumerate(m) if c > 0]
+    suffix_k = [0] * (len(live) + 1)
+    suffix_eps = [math.inf] * (len(live) + 1)
+    for j in range(len(live) - 1, -1, -1):
+        i = live[j]
+        positive = v[i] > 0
+        suffix_k[j] = suffix_k[j + 1] + (m[i] if positive else 0)
+        suffix_eps[j] = v[i] if positive and math.isfinite(v[i]) else suffix_eps[j + 1]
+    best: tuple[float, int] | None = None
     for cut in range(len(live)):
-        keep = set(live[cut:])
-        phi = [1.0 if i in keep and v[i] > 0 else 0.0 for i in range(len(v))]
-        if not any(phi):
+        k = suffix_k[cut]
+        if k == 0:
             continue
-        w = normalize(v, m, phi, math.nan)
-        obj = r_c2(v, m, w, log_factor)
+        eps_keep = suffix_eps[cut]
+        eta = 0.0 if math.isinf(eps_keep) else float(1 / (k * Fraction(eps_keep)))
+        obj = (2 * (n - k) / n) ** 2 + log_factor**2 * eta**2
         if best is None or obj < best[0]:
-            best = (obj, phi, v[live[cut]])
+            best = (obj, cut)
     if best is None:
         return [0.0 for _ in v], math.nan
-    return best[1], best[2]
+    keep = set(live[best[1]:])
+    phi = [1.0 if i in keep and v[i] > 0 else 0.0 for i in range(len(v))]
+    return phi, v[live[best[1]]]
 
 
 def _l1_dev(m: Sequence[int], w: Weights) -> float:

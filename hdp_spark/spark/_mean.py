@@ -1,7 +1,11 @@
 """Spark implementation of the per-(group, ε level) statistics and of ``agg``.
 
-One Spark action per release: ``groupBy(by..., level).agg(count, sum...)`` over native
-expressions, collected to the driver (its size is #groups x #levels, never #rows).
+One Spark action per plan: ``groupBy(by..., ε).agg(count, sum...)`` over native
+expressions, collected to the driver (its size is #groups x #distinct ε, never #rows).
+Exact levels group by the raw ε and apply the level rules to the distinct values on the
+driver; an ``EpsGrid`` rounds per row first. A grouped release matches its public keys on
+the collected cells (or, for large key sets or tables, with a broadcast semi-join in Spark:
+see :func:`hdp_spark.spark._common.collect_cells`).
 """
 
 from __future__ import annotations

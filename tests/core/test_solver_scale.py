@@ -1,4 +1,4 @@
-"""S1 at many levels: the prefix-sum form agrees with the direct objective and stays small."""
+"""Solvers at many levels: S1 by prefix sums and DROP-t by one scan agree with brute force."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from hdp_spark.core.weights import normalize, solve_l1
+from hdp_spark.core.weights import drop_phi, normalize, r_c2, solve_l1
 
 LN40 = math.log(40.0)
 
@@ -68,3 +68,48 @@ def test_many_levels_stay_linear_in_memory(levels: int) -> None:
     assert len(phi) == levels
     assert all(0 <= p <= x for p, x in zip(phi, v, strict=True))
     assert tau > 0
+
+
+def _drop_objective(v: list[float], m: list[int], phi: list[float], big_l: float) -> float:
+    w = normalize(v, m, phi, math.nan)
+    return r_c2(v, m, w, big_l)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_drop_closed_form_matches_the_brute_force(seed: int) -> None:
+    """DROP-t by the O(G) scan picks a cut whose r_C² is the minimum over every cut."""
+    rng = np.random.default_rng(100 + seed)
+    g = int(rng.integers(1, 25))
+    v = sorted({float(x) for x in np.exp(rng.uniform(-5, 3, size=g))})
+    if seed % 3 == 0:
+        v = [0.0, *v]
+    if seed % 4 == 0:
+        v = [*v, math.inf]
+    m = [int(x) for x in rng.integers(0 if seed % 5 == 0 else 1, 40, size=len(v))]
+    if sum(m) == 0:
+        m[-1] = 1
+    big_l = float(rng.choice([1.0, LN40]))
+    phi, _tau = drop_phi(v, m, big_l)
+    live = [i for i, c in enumerate(m) if c > 0]
+    brute = []
+    for cut in range(len(live)):
+        keep = set(live[cut:])
+        cand = [1.0 if i in keep and v[i] > 0 else 0.0 for i in range(len(v))]
+        if any(cand):
+            brute.append(_drop_objective(v, m, cand, big_l))
+    if not brute:
+        assert not any(phi)
+        return
+    assert _drop_objective(v, m, phi, big_l) <= min(brute) * (1 + 1e-9) + 1e-15
+
+
+def test_drop_at_many_levels() -> None:
+    rng = np.random.default_rng(7)
+    v = [float(x) for x in np.sort(np.exp(rng.uniform(-8, 6, size=20_000)))]
+    m = [int(x) for x in rng.integers(1, 50, size=len(v))]
+    phi, tau = drop_phi(v, m, LN40)
+    assert any(phi)
+    assert tau in v
+    first = phi.index(1.0)
+    assert all(p == 1.0 for p in phi[first:])
+    assert not any(phi[:first])
