@@ -127,13 +127,20 @@ def grid_for(min_sensitivity: Fraction) -> Fraction:
         msg = "grid_for needs a positive sensitivity"
         raise InternalError(msg)
     x = min_sensitivity * GRID_SLACK
-    e = x.numerator.bit_length() - x.denominator.bit_length()
-    # 2**e is within a factor 2 of x; step down until 2**e <= x.
-    while _pow2(e) > x:
+    num, den = x.numerator, x.denominator
+    e = num.bit_length() - den.bit_length()
+    # 2**e is within a factor 2 of x = num/den; step down until 2**e <= x and up while
+    # 2**(e+1) <= x, comparing integers (2**e <= num/den  <=>  den·2**e <= num).
+    while not _pow2_le(e, num, den):
         e -= 1
-    while _pow2(e + 1) <= x:
+    while _pow2_le(e + 1, num, den):
         e += 1
     return _pow2(e)
+
+
+def _pow2_le(e: int, num: int, den: int) -> bool:
+    """2**e <= num/den for positive integers num, den."""
+    return (den << e) <= num if e >= 0 else den <= (num << -e)
 
 
 def _pow2(e: int) -> Fraction:
