@@ -1,44 +1,81 @@
-"""Run one release through Spark Connect and print it as JSON (used by test_connect.py).
+"""Run releases of every aggregator through Spark Connect and print them as JSON.
 
-A separate process: a local Spark Connect server cannot share a JVM with the classic
-session of the test run.
+Used by test_connect.py. A separate process: a local Spark Connect server cannot share a
+JVM with the classic session of the test run. ``connect_cases`` is shared with the test,
+which runs the same cases on pandas.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
+
+
+def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
+    """Name -> function(table) -> output frame, for a backend module (pandas or Spark)."""
+    from hdp_spark import EpsGrid
+
+    cols = ["h0", "h1", "h2"]
+    domains = {c: [0, 1, 2, 3] for c in cols}
+    return {
+        "mean": lambda df: mod.agg(
+            df,
+            mod.hdp_mean("x", eps="eps", lower=0, upper=100),
+            mod.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", alias="a",
+                         eps_grid=EpsGrid(ratio=1.5, lowest=0.01, highest=10)),
+            by="g", keys=["a", "b", "z"], unsafe_seed=11,
+        ),
+        "histogram": lambda df: mod.histogram(
+            df, mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
+            by="g", keys=["a", "b", "z"], unsafe_seed=12, counts=True,
+        ),
+        "user_mean": lambda df: mod.user_mean(
+            df, mod.hdp_user_mean("x", user="uid", eps="ueps", lower=0, upper=100),
+            unsafe_seed=13,
+        ),
+        "ldp_mean": lambda df: mod.ldp_agg(
+            df, mod.ldp_mean("r", eps="eps_ldp", mechanism="laplace"), by="g",
+            keys=["a", "b", "z"],
+        ),
+        "heavy_hitters": lambda df: mod.heavy_hitters(
+            df, mod.hdp_heavy_hitters(cols, domains=domains, eps0=2.0), unsafe_seed=14
+        ).table,
+        "attribute_histograms": lambda df: mod.attribute_histograms(
+            df, cols, domains=domains, eps0=1.0, unsafe_seed=15
+        ).table,
+    }
+
+
+def plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Drop nested (array/struct) columns, compared in the engine tests, for JSON transport."""
+    nested = [
+        c for c in frame.columns
+        if frame[c].map(lambda v: hasattr(v, "__len__") and not isinstance(v, str)).any()
+    ]
+    return frame.drop(columns=nested)
 
 
 def main() -> None:
     from pyspark.sql import SparkSession
 
     import hdp_spark.spark as hs
-    from hdp_spark import EpsGrid
 
     pdf = pd.read_parquet(sys.argv[1])
     spark = SparkSession.builder.remote("local[2]").getOrCreate()
     try:
         df = spark.createDataFrame(pdf).repartition(3)
-        out = hs.agg(
-            df,
-            hs.hdp_mean("x", eps="eps", lower=0, upper=100),
-            hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", alias="a",
-                        eps_grid=EpsGrid(ratio=1.5, lowest=0.01, highest=10)),
-            by="g",
-            keys=["a", "b", "z"],
-            unsafe_seed=11,
-        )
-        first = out.toPandas()
-        second = out.toPandas()  # re-evaluation must give identical numbers
-        assert first.drop(columns=["x_mean_eps_levels", "a_eps_levels"]).equals(
-            second.drop(columns=["x_mean_eps_levels", "a_eps_levels"])
-        )
-        print(json.dumps({"session": type(spark).__module__,
-                          "rows": first.drop(columns=["x_mean_eps_levels", "a_eps_levels"])
-                          .to_dict(orient="records")}))
+        out: dict[str, Any] = {"session": type(spark).__module__}
+        for name, run in connect_cases(hs).items():
+            frame = run(df)
+            first = plain(frame.toPandas())
+            second = plain(frame.toPandas())  # re-evaluation must give identical numbers
+            assert first.equals(second), name
+            out[name] = first.to_dict(orient="records")
+        print(json.dumps(out, default=str))
     finally:
         spark.stop()
 

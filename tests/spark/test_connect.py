@@ -1,4 +1,4 @@
-"""Spark Connect runs the same aggregations as classic PySpark and pandas."""
+"""Spark Connect runs every aggregator exactly as pandas does (same seed, same numbers)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from connect_job import connect_cases, plain
 
 import hdp_spark.pandas as hpd
-from hdp_spark import EpsGrid
 
 pytestmark = pytest.mark.spark
 
@@ -22,41 +22,46 @@ pytestmark = pytest.mark.spark
 def _table() -> pd.DataFrame:
     rng = np.random.default_rng(5)
     n = 400
+    uid = rng.integers(0, 60, n)
+    planted = rng.random(n) < 0.7  # one heavy record (1, 1, 1) for the heavy hitters
     return pd.DataFrame(
         {
             "x": rng.uniform(-20, 120, n),
             "eps": rng.choice([0.1, 0.5, 1.0, 3.0, math.inf], n),
             "g": rng.choice(["a", "b", "c"], n),
+            "c": rng.choice(["u", "v", "w", "q"], n),
+            "uid": uid,
+            "ueps": np.array([0.5, 1.0, 2.0])[uid % 3],  # constant within a user
+            "r": rng.uniform(-6, 6, n),
+            "eps_ldp": rng.choice([0.25, 0.5, 1.0], n),
+            "h0": np.where(planted, 1, rng.integers(0, 4, n)),
+            "h1": np.where(planted, 1, rng.integers(0, 4, n)),
+            "h2": np.where(planted, 1, rng.integers(0, 4, n)),
         }
     )
 
 
-def test_connect_matches_pandas(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def connect_payload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     pytest.importorskip("pyspark.sql.connect")
-    pdf = _table()
+    path = tmp_path_factory.mktemp("connect") / "table.parquet"
+    _table().to_parquet(path)
     env = dict(os.environ)
     env.pop("SPARK_REMOTE", None)
-    path = tmp_path / "table.parquet"
-    pdf.to_parquet(path)
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("connect_job.py")), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
+        capture_output=True, text=True, timeout=600, env=env, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    payload = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert "connect" in payload["session"]
-    got = pd.DataFrame(payload["rows"])
-    want = hpd.agg(
-        pdf,
-        hpd.hdp_mean("x", eps="eps", lower=0, upper=100),
-        hpd.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", alias="a",
-                     eps_grid=EpsGrid(ratio=1.5, lowest=0.01, highest=10)),
-        by="g",
-        keys=["a", "b", "z"],
-        unsafe_seed=11,
-    ).drop(columns=["x_mean_eps_levels", "a_eps_levels"])
+    payload: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "connect" in str(payload["session"])
+    return payload
+
+
+@pytest.mark.parametrize("name", list(connect_cases(hpd)))
+def test_connect_matches_pandas(connect_payload: dict[str, object], name: str) -> None:
+    got = pd.DataFrame(connect_payload[name])
+    want = plain(connect_cases(hpd)[name](_table()))
+    want = pd.DataFrame(json.loads(json.dumps(want.to_dict(orient="records"), default=str)))
+    assert len(want) > 0
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
