@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -11,7 +13,7 @@ import pandas as pd
 from hdp_spark.core.keys import normalize_keys
 from hdp_spark.errors import ParameterError, SchemaError
 
-__all__ = ["KeysLike", "numeric_column", "public_keys"]
+__all__ = ["KeysLike", "check_key_types", "numeric_column", "public_keys"]
 
 KeysLike = Sequence[object] | pd.DataFrame | None
 
@@ -56,3 +58,53 @@ def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...]
         msg = "`keys` must be a list of keys or a DataFrame, got a string."
         raise ParameterError(msg)
     return normalize_keys(list(keys), len(by))
+
+
+def check_key_types(
+    df: pd.DataFrame, by: tuple[str, ...], keys: tuple[tuple[object, ...], ...]
+) -> None:
+    """Reject a public key whose type can never equal a value of its ``by`` column.
+
+    Such a key would select no rows and release an empty group (as the Spark backend
+    refuses to). Numbers match numeric columns (integers also float columns, integral
+    floats also integer columns), strings match string columns, dates and datetimes match
+    datetime columns; object columns of mixed types are not checked.
+
+    Raises:
+        ParameterError: a key does not have the type of its column.
+    """
+    for i, column in enumerate(by):
+        if column not in df.columns:
+            continue  # reported as a SchemaError where the column is read
+        series = df[column]
+        accepts = _key_rule(series)
+        if accepts is None:
+            continue
+        if not all(accepts(key[i]) for key in keys):
+            msg = (
+                f"every key in `keys` must have the type of its `by` column "
+                f"(`{column}` {series.dtype})."
+            )
+            raise ParameterError(msg)
+
+
+def _key_rule(series: pd.Series) -> Any:
+    def is_number(v: object) -> bool:
+        return isinstance(v, int | float | np.integer | np.floating) and not isinstance(
+            v, bool | np.bool_
+        )
+
+    if pd.api.types.is_bool_dtype(series):
+        return lambda v: isinstance(v, bool | np.bool_)
+    if pd.api.types.is_integer_dtype(series):
+        return lambda v: is_number(v) and float(v).is_integer()  # type: ignore[arg-type]
+    if pd.api.types.is_float_dtype(series):
+        return is_number
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return lambda v: isinstance(v, datetime.date | np.datetime64)
+    inferred = pd.api.types.infer_dtype(series, skipna=True)
+    if pd.api.types.is_string_dtype(series) and inferred == "string":
+        return lambda v: isinstance(v, str)
+    if inferred in ("date", "datetime", "datetime64"):  # an object column of dates
+        return lambda v: isinstance(v, datetime.date | np.datetime64)
+    return None

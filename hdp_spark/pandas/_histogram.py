@@ -28,7 +28,7 @@ from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import KeysLike, numeric_column, public_keys
+from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
 
 __all__ = ["category_codes", "histogram", "histogram_release", "histogram_tables"]
 
@@ -177,6 +177,8 @@ def histogram_release(
     by_t = normalize_by(by)
     check_histogram_options(spec, by_t, project, counts)
     key_t = public_keys(keys, by_t)
+    if key_t is not None and isinstance(df, pd.DataFrame):
+        check_key_types(df, by_t, key_t)
     table = histogram_tables(df, spec, by_t, key_t)
     return finalize_histogram_release(
         spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts

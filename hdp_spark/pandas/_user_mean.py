@@ -35,7 +35,7 @@ from hdp_spark.core.user_mean import (
     run_user_mean,
 )
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import KeysLike, numeric_column, public_keys
+from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
 
@@ -261,6 +261,8 @@ def user_mean_release(
         raise ParameterError(msg)
     by_t = normalize_by(by)
     found = public_keys(keys, by_t)
+    if found is not None and isinstance(df, pd.DataFrame):
+        check_key_types(df, by_t, found)
     key_t = ((),) if found is None else found  # a global release is the one empty key
     backend = PandasUsers(df, spec, by_t, key_t)
     return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))

@@ -159,12 +159,28 @@ def _arrow_keys(key_schema: T.StructType, keys: tuple[tuple[object, ...], ...]) 
     """The keys as an Arrow table typed by ``key_schema``, or None for non-plain types."""
     if not all(isinstance(f.dataType, _ARROW_KEY_TYPES) for f in key_schema.fields):
         return None
+    for i, f in enumerate(key_schema.fields):
+        # pyarrow would silently truncate 1.5 into an integer column: check types first
+        if not all(_plain_type_ok(f.dataType, k[i]) for k in keys):
+            raise TypeError(f.name)
     arrow_schema = to_arrow_schema(key_schema)
     columns = [
         pa.array([k[i] for k in keys], type=arrow_schema.field(i).type)
         for i in range(len(key_schema.fields))
     ]
     return pa.Table.from_arrays(columns, schema=arrow_schema)
+
+
+def _plain_type_ok(dtype: T.DataType, value: object) -> bool:
+    if isinstance(dtype, T.BooleanType):
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if isinstance(dtype, INTEGRAL):
+        return isinstance(value, int)  # integral floats were made ints by coerce_keys
+    if isinstance(dtype, T.FloatType | T.DoubleType):
+        return isinstance(value, int | float)
+    return isinstance(value, str)  # StringType
 
 
 def _key_type_error(by_fields: Sequence[T.StructField]) -> ParameterError:

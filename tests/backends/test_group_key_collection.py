@@ -96,3 +96,27 @@ def test_raw_eps_cells_merge_into_their_level(engine: Any) -> None:
     tables = engine.module.level_tables(engine.frame(_frame()), plans, (), None)
     rows = tables[0][()].rows
     assert [(r.level, r.count) for r in rows] == [(0.0, 20), (1.0, 10), (2.0, 10), (1e100, 20)]
+
+
+@pytest.mark.parametrize(
+    ("by", "keys"),
+    [
+        ("i", ["a"]),  # a string key on an integer column
+        ("i", [1.5]),  # a fractional key on an integer column
+        ("s", [1]),  # a number on a string column
+        ("d", ["2024-01-01"]),  # a string on a date column
+    ],
+)
+def test_impossible_key_types_are_rejected_on_both_engines(
+    engine: Any, by: str, keys: list[Any]
+) -> None:
+    """A key that can never match its column is an error, not an empty released group."""
+    from hdp_spark import ParameterError
+
+    with pytest.raises(ParameterError, match="must have the type of its `by` column"):
+        engine.agg(_frame(), hdp_mean("x", eps="eps", lower=0, upper=2), by=by, keys=keys)
+    with pytest.raises(ParameterError, match="must have the type of its `by` column"):
+        engine.module.histogram(
+            engine.frame(_frame()), hdp_histogram("c", eps="eps", categories=["u"]),
+            by=by, keys=keys,
+        )
