@@ -3,7 +3,7 @@
 Cases, on the same cached DataFrame of --rows rows, d = 16 attributes of domain size 8
 (2 cores, local[2]):
   native: df.groupBy(all 16 attributes).count(), fully computed (noop sink)
-  hdp:    hdp_spark.spark._heavy_hitters(df, hdp_heavy_hitters(...)) -- D = 4 level passes,
+  hdp:    hdp_spark.spark.heavy_hitters(df, hdp_heavy_hitters(...)) -- D = 4 level passes,
           one count pass, driver decisions, output DataFrame
 
 Data: 30% of rows copy one of 64 planted records (Zipf-like weights), 70% have independent

@@ -109,7 +109,7 @@ def hdp_histogram(
 def histogram(df: Any, spec: HistogramSpec, **kwargs: Any) -> Any:
     """Release a histogram of a pandas or Spark DataFrame (dispatches on its type).
 
-    Same arguments as :func:`hdp_spark.pandas._histogram` / :func:`hdp_spark.spark._histogram`.
+    Same arguments as :func:`hdp_spark.pandas.histogram` / :func:`hdp_spark.spark.histogram`.
 
     Privacy:
         See :func:`hdp_spark.hdp_histogram`.

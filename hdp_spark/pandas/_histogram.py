@@ -26,9 +26,11 @@ from hdp_spark.core.histogram_release import (
 from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
+from hdp_spark.pandas.schema import check_release
 
 __all__ = ["category_codes", "histogram", "histogram_release", "histogram_tables"]
 
@@ -166,6 +168,7 @@ def histogram_release(
     unsafe_seed: int | str | bytes | None = None,
     project: bool = False,
     counts: bool = False,
+    schema: TableSchema | None = None,
 ) -> HistogramRelease:
     """Run one histogram release and return the engine-neutral result.
 
@@ -179,6 +182,8 @@ def histogram_release(
     key_t = public_keys(keys, by_t)
     if key_t is not None and isinstance(df, pd.DataFrame):
         check_key_types(df, by_t, key_t)
+    if schema is not None:
+        check_release(df, schema, [spec], by_t)  # counts only; before any noise
     table = histogram_tables(df, spec, by_t, key_t)
     return finalize_histogram_release(
         spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts
@@ -194,6 +199,7 @@ def histogram(
     unsafe_seed: int | str | bytes | None = None,
     project: bool = False,
     counts: bool = False,
+    schema: TableSchema | None = None,
 ) -> pd.DataFrame:
     """Release a heterogeneous-DP histogram of a pandas DataFrame.
 
@@ -211,6 +217,9 @@ def histogram(
             ``other`` bin).
         counts: add the counts view ``count``, ``count_ci_low``, ``count_ci_high``
             (frequency columns × n; n is public).
+        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: its release
+            rules run first (one aggregate pass, counts only) and a violation raises
+            before any noise is drawn, so a rejected release spends nothing.
 
     Returns:
         A long table, one row per (group, released bin); the columns are documented in
@@ -225,7 +234,8 @@ def histogram(
         :func:`hdp_spark.hdp_histogram`.
     """
     result = histogram_release(
-        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts
+        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts,
+        schema=schema,
     )
     out = pd.DataFrame(result.rows(), columns=result.columns)
     if spec.kind == "int":

@@ -18,6 +18,7 @@ from hdp_spark.core.encoding import encode_numpy
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import (
     Census,
     CensusCell,
@@ -36,6 +37,7 @@ from hdp_spark.core.user_mean import (
 )
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
+from hdp_spark.pandas.schema import check_release
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
 
@@ -247,6 +249,7 @@ def user_mean_release(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> UserMeanRelease:
     """Run one user-level release and return the engine-neutral result.
 
@@ -264,6 +267,8 @@ def user_mean_release(
     if found is not None and isinstance(df, pd.DataFrame):
         check_key_types(df, by_t, found)
     key_t = ((),) if found is None else found  # a global release is the one empty key
+    if schema is not None:
+        check_release(df, schema, [spec], by_t)  # counts only; before any noise
     backend = PandasUsers(df, spec, by_t, key_t)
     return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
 
@@ -274,6 +279,7 @@ def user_mean(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> pd.DataFrame:
     """Release a user-level heterogeneous-DP mean of a pandas DataFrame.
 
@@ -286,6 +292,9 @@ def user_mean(
             a row; rows with other keys are left out.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
+        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: its release
+            rules run first (one aggregate pass, counts only) and a violation raises
+            before any noise is drawn, so a rejected release spends nothing.
 
     Returns:
         One row per group (one row for a global release) with the columns of
@@ -296,6 +305,8 @@ def user_mean(
         calling it twice spends each user's ε_i twice. Public: n, every k_i, the ε_i, the
         user ids and each user's group. See :func:`hdp_spark.hdp_user_mean`.
     """
-    result = user_mean_release(df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed)
+    result = user_mean_release(
+        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema
+    )
     rows = result.rows()
     return pd.DataFrame(rows, columns=list(rows[0].keys()))

@@ -309,7 +309,7 @@ def heavy_hitters(
 ) -> PartialRelease:
     """Release the partial-DP heavy hitters of a Spark DataFrame.
 
-    Same arguments, output columns and report as :func:`hdp_spark.pandas._heavy_hitters`.
+    Same arguments, output columns and report as :func:`hdp_spark.pandas.heavy_hitters`.
     Runs one Spark job per tree level over the rows, one small job over the root's
     aggregate for the released counts (and one more pass with ``privacy_unit``), and
     returns a DataFrame built from the released rows:

@@ -38,6 +38,7 @@ from hdp_spark.core.histogram_release import (
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.spark._common import (
@@ -51,6 +52,7 @@ from hdp_spark.spark._common import (
     public_keys,
 )
 from hdp_spark.spark.expressions import level_expr
+from hdp_spark.spark.schema import check_release
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
 
@@ -149,6 +151,7 @@ def histogram_release(
     unsafe_seed: int | str | bytes | None = None,
     project: bool = False,
     counts: bool = False,
+    schema: TableSchema | None = None,
 ) -> HistogramRelease:
     """Run one histogram release and return the engine-neutral result.
 
@@ -162,6 +165,8 @@ def histogram_release(
     key_t = public_keys(keys, by_t)
     if key_t is not None and is_dataframe(df):
         key_t = coerce_keys(df.schema, by_t, key_t)
+    if schema is not None:
+        check_release(df, schema, [spec], by_t)  # counts only; before any noise
     table = histogram_tables(df, spec, by_t, key_t)
     return finalize_histogram_release(
         spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts
@@ -218,10 +223,11 @@ def histogram(
     unsafe_seed: int | str | bytes | None = None,
     project: bool = False,
     counts: bool = False,
+    schema: TableSchema | None = None,
 ) -> DataFrame:
     """Release a heterogeneous-DP histogram of a Spark DataFrame.
 
-    Same arguments and output columns as :func:`hdp_spark.pandas._histogram`. Runs one
+    Same arguments and output columns as :func:`hdp_spark.pandas.histogram`. Runs one
     Spark job and returns a DataFrame built from the released rows: ``show()`` then
     ``collect()`` return the same numbers, because nothing downstream re-runs the
     mechanism.
@@ -234,8 +240,9 @@ def histogram(
         :func:`hdp_spark.hdp_histogram`.
     """
     result = histogram_release(
-        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts
+        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts,
+        schema=schema,
     )
-    schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return local_frame(df.sparkSession, rows, schema)
+    out_schema = _output_schema(df, result)
+    rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
+    return local_frame(df.sparkSession, rows, out_schema)

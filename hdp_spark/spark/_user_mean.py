@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import (
     HASH_HEX,
     USER_MEAN_FIELDS,
@@ -60,6 +61,7 @@ from hdp_spark.spark._common import (
     public_keys,
 )
 from hdp_spark.spark.expressions import encode_expr, level_expr
+from hdp_spark.spark.schema import check_release
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
 
@@ -392,6 +394,7 @@ def user_mean_release(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> UserMeanRelease:
     """Run one user-level release and return the engine-neutral result.
 
@@ -407,6 +410,8 @@ def user_mean_release(
     by_t = normalize_by(by)
     found = public_keys(keys, by_t)
     key_t = ((),) if found is None else found  # a global release is the one empty key
+    if schema is not None:
+        check_release(df, schema, [spec], by_t)  # counts only; before any noise
     backend = SparkUsers(df, spec, by_t, key_t)
     try:
         return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
@@ -456,10 +461,11 @@ def user_mean(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> DataFrame:
     """Release a user-level heterogeneous-DP mean of a Spark DataFrame.
 
-    Same arguments and output columns as :func:`hdp_spark.pandas._user_mean`. Runs a few
+    Same arguments and output columns as :func:`hdp_spark.pandas.user_mean`. Runs a few
     small Spark jobs over a persisted per-user table and returns a DataFrame built from the
     released rows: ``show()`` then ``collect()`` return the same numbers.
 
@@ -468,7 +474,9 @@ def user_mean(
         Public: n, every k_i, the ε_i, the user ids and each user's group. See
         :func:`hdp_spark.hdp_user_mean`.
     """
-    result = user_mean_release(df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed)
-    schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return local_frame(df.sparkSession, rows, schema)
+    result = user_mean_release(
+        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema
+    )
+    out_schema = _output_schema(df, result)
+    rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
+    return local_frame(df.sparkSession, rows, out_schema)
