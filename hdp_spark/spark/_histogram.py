@@ -6,8 +6,9 @@ Usage::
     spec = hs.hdp_histogram("diagnosis", eps="eps", categories=["A", "B", "C"])
     hs.histogram(df, spec).show()
 
-One Spark job per release. Per row only native expressions run: the ε level
-(:func:`~hdp_spark.spark.expressions.level_expr`) and the category match
+One Spark job per release. Per row only native expressions run: the ε (raw for exact
+levels, whose rules run on the driver over the distinct values; rounded onto a grid by
+:func:`~hdp_spark.spark.expressions.with_level` otherwise) and the category match
 ``when(value.isin(domain), value)``, which Spark's optimizer turns into a hash-set lookup
 (``InSet``) for more than 10 labels; unmatched and null values become null. Then
 ``groupBy(by..., level, matched value).count()`` and a collect of at most
@@ -51,7 +52,7 @@ from hdp_spark.spark._common import (
     local_frame,
     public_keys,
 )
-from hdp_spark.spark.expressions import level_expr
+from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.schema import check_release
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
@@ -119,9 +120,12 @@ def histogram_tables(
     # Exact levels: group by the raw ε and apply the level rules to the distinct values on
     # the driver (see hdp_spark.spark._mean.level_tables); a grid needs the per-row rule.
     exact = spec.eps_grid is None
-    level_col = F.col(spec.eps).cast("double") if exact else level_expr(spec.eps, spec.eps_grid)
+    if exact:
+        src, level_col = df, F.col(spec.eps).cast("double")
+    else:
+        src, level_col = with_level(df, spec.eps, spec.eps_grid, "__level"), F.col("__level")
     cells_df = (
-        df.select(*[F.col(c) for c in by], level_col.alias("__level"), matched.alias("__cat"))
+        src.select(*[F.col(c) for c in by], level_col.alias("__level"), matched.alias("__cat"))
         .groupBy(*by, "__level", "__cat")
         .agg(F.count(F.lit(1)).alias("__n"))
     )

@@ -40,7 +40,7 @@ from hdp_spark.spark._common import (
     local_frame,
     public_keys,
 )
-from hdp_spark.spark.expressions import encode_expr, level_expr
+from hdp_spark.spark.expressions import encode_expr, with_level
 from hdp_spark.spark.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
@@ -81,11 +81,12 @@ def level_tables(
         # table as a per-row level expression, without evaluating one per row. A grid maps
         # continuous ε to few levels: there the per-row expression keeps the table small.
         exact = plan.grid is None
-        level_col = (
-            F.col(plan.eps).cast("double") if exact else level_expr(plan.eps, plan.grid)
-        ).alias("__level")
+        if exact:
+            src, level_col = df, F.col(plan.eps).cast("double").alias("__level")
+        else:
+            src, level_col = with_level(df, plan.eps, plan.grid, "__level"), F.col("__level")
         cells_df = (
-            df.select(*[F.col(c) for c in by], level_col, *[F.col(s.column) for s in plan.specs])
+            src.select(*[F.col(c) for c in by], level_col, *[F.col(s.column) for s in plan.specs])
             .groupBy(*by, "__level")
             .agg(F.count(F.lit(1)).alias("__n"), *sums)
         )

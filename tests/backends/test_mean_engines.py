@@ -92,7 +92,7 @@ def test_spark_grid_levels_equal_the_reference_on_extreme_eps(spark: Any) -> Non
     including ε far above 1/lowest (the log must not overflow) and every grid point ±1 ulp."""
     from pyspark.sql import types as T
 
-    from hdp_spark.spark.expressions import level_expr
+    from hdp_spark.spark.expressions import level_expr, with_level
 
     for grid in (GRID, WIDE):
         pts = grid.points()
@@ -108,6 +108,14 @@ def test_spark_grid_levels_equal_the_reference_on_extreme_eps(spark: Any) -> Non
         got = [r[0] for r in df.select(level_expr("e", grid).alias("l")).collect()]
         ref = levels_numpy(np.array([NAN if e is None else e for e in eps]), grid)
         assert got == [float(x) for x in ref]
+        # the two-projection form used by the releases, on every grid point ±1 ulp
+        every = [p for q in pts for p in (q, math.nextafter(q, 0.0), math.nextafter(q, INF))]
+        every += [*eps, math.nextafter(pts[0], 0.0) / 2, (EPS_FLOOR + pts[0]) / 2]
+        df = spark.createDataFrame([(e,) for e in every],
+                                   T.StructType([T.StructField("e", T.DoubleType())]))
+        staged = [r[0] for r in with_level(df, "e", grid, "l").select("l").collect()]
+        ref = levels_numpy(np.array([NAN if e is None else e for e in every]), grid)
+        assert staged == [float(x) for x in ref]
 
 
 @pytest.mark.slow
