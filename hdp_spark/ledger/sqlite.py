@@ -146,7 +146,8 @@ class SqliteLedger:
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() >= deadline:
                     raise _busy(self.path, self.lock_timeout) from exc
-                time.sleep(delay * (0.5 + random.random()))  # jitter: no lock-step retries
+                # jitter so two processes do not retry in lock-step (not privacy noise)
+                time.sleep(delay * (0.5 + random.random()))  # design-ok
                 delay = min(delay * 2, 0.25)
                 continue
             if row is None or str(row[0]).lower() != "wal":
