@@ -42,7 +42,7 @@ from hdp_spark.jobs.engines import (
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
 from hdp_spark.ledger.io import SparkIO
-from hdp_spark.spark.expressions import level_expr
+from hdp_spark.spark.expressions import with_level
 
 __all__ = ["SparkAdapter"]
 
@@ -242,7 +242,7 @@ class SparkAdapter:
                        T.StructField(eff, T.DoubleType(), False)]
             cells = [[*key, float(level), float(e)] for (key, level), e in agg.effective.items()]
             table = self.spark.createDataFrame(cells, T.StructType(fields))
-            out = out.withColumn(lv, level_expr(agg.eps_column, agg.grid)).join(
+            out = with_level(out, agg.eps_column, agg.grid, lv).join(
                 F.broadcast(table), on=[*by, lv], how="left"
             )
             demand = ceil_units_expr(F.col(agg.eps_column))

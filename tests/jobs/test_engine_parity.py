@@ -62,3 +62,30 @@ def test_cap_and_charges_agree(spark: Any, policy: str) -> None:
     assert got == dict(zip(*pa_.io.to_pairs(p_charges), strict=True))
     assert p_sum.overspent == 0
     assert all(units * UNIT <= 4.0 for units in got.values())
+
+
+@pytest.mark.spark
+def test_grid_charges_agree(spark: Any) -> None:
+    """With an EpsGrid the Spark charge pass (two-projection level) equals the numpy one."""
+    from hdp_spark.core.levels import EpsGrid, levels_numpy
+    from hdp_spark.jobs._pandas import PandasAdapter
+    from hdp_spark.jobs._spark import SparkAdapter
+
+    frame, spent = edge_table()
+    budget = BudgetSpec(default=5.0, column="budget", policy="cap")
+    pa_, sa = PandasAdapter(), SparkAdapter(spark)
+    p = pa_.cap(pa_.prepare(frame, "uid", budget, spent), [("a", 1)], budget.policy)
+    sdf = spark.createDataFrame(frame.astype({"budget": float}))
+    s = sa.cap(sa.prepare(sdf, "uid", budget, sa.io.from_pairs(*pa_.io.to_pairs(spent))),
+               [("a", 1)], budget.policy)
+    grid = EpsGrid(ratio=2.0, lowest=0.05, highest=100.0)
+    levels = levels_numpy(p["a"].to_numpy(np.float64), grid)
+    cells = {((g,), float(lv)): float(lv) / 2
+             for g, lv in zip(p["g"], levels, strict=True) if lv > 0}
+    aggs = [AggCharge("a", grid, cells)]
+    p_charges, p_sum = pa_.charges(p, ("g",), aggs)
+    s_charges, s_sum = sa.charges(s, ("g",), aggs)
+    assert p_sum == s_sum
+    assert dict(zip(*sa.io.to_pairs(s_charges), strict=True)) == dict(
+        zip(*pa_.io.to_pairs(p_charges), strict=True))
+    assert sum(pa_.io.to_pairs(p_charges)[1]) > 0
