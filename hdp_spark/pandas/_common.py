@@ -108,3 +108,17 @@ def _key_rule(series: pd.Series) -> Any:
     if inferred in ("date", "datetime", "datetime64"):  # an object column of dates
         return lambda v: isinstance(v, datetime.date | np.datetime64)
     return None
+
+
+def release_keys(
+    df: object, keys: KeysLike, by: tuple[str, ...]
+) -> tuple[tuple[object, ...], ...] | None:
+    """The public key set of a release on ``df``: normalized, and typed like its columns.
+
+    Raises:
+        ParameterError: see :func:`public_keys` and :func:`check_key_types`.
+    """
+    key_t = public_keys(keys, by)
+    if key_t is not None and isinstance(df, pd.DataFrame):
+        check_key_types(df, by, key_t)
+    return key_t

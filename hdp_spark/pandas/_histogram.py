@@ -29,7 +29,11 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
+from hdp_spark.pandas._common import (
+    KeysLike,
+    numeric_column,
+    release_keys,
+)
 from hdp_spark.pandas.schema import check_release
 
 __all__ = ["category_codes", "histogram", "histogram_release", "histogram_tables"]
@@ -179,9 +183,7 @@ def histogram_release(
     """
     by_t = normalize_by(by)
     check_histogram_options(spec, by_t, project, counts)
-    key_t = public_keys(keys, by_t)
-    if key_t is not None and isinstance(df, pd.DataFrame):
-        check_key_types(df, by_t, key_t)
+    key_t = release_keys(df, keys, by_t)
     if schema is not None:
         check_release(df, schema, [spec], by_t)  # counts only; before any noise
     table = histogram_tables(df, spec, by_t, key_t)

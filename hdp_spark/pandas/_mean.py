@@ -22,7 +22,11 @@ from hdp_spark.core.release import (
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
+from hdp_spark.pandas._common import (
+    KeysLike,
+    numeric_column,
+    release_keys,
+)
 from hdp_spark.pandas.schema import check_release
 
 __all__ = ["agg", "level_tables", "release"]
@@ -89,9 +93,7 @@ def release(
     See :func:`agg` for the arguments.
     """
     by_t = normalize_by(by)
-    key_t = public_keys(keys, by_t)
-    if key_t is not None and isinstance(df, pd.DataFrame):
-        check_key_types(df, by_t, key_t)
+    key_t = release_keys(df, keys, by_t)
     plans = plan_levels(specs)
     if schema is not None:
         check_release(df, schema, specs, by_t)

@@ -36,7 +36,11 @@ from hdp_spark.core.user_mean import (
     run_user_mean,
 )
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
+from hdp_spark.pandas._common import (
+    KeysLike,
+    numeric_column,
+    release_keys,
+)
 from hdp_spark.pandas.schema import check_release
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
@@ -263,9 +267,7 @@ def user_mean_release(
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
     by_t = normalize_by(by)
-    found = public_keys(keys, by_t)
-    if found is not None and isinstance(df, pd.DataFrame):
-        check_key_types(df, by_t, found)
+    found = release_keys(df, keys, by_t)
     key_t = ((),) if found is None else found  # a global release is the one empty key
     if schema is not None:
         check_release(df, schema, [spec], by_t)  # counts only; before any noise

@@ -41,7 +41,11 @@ from hdp_spark.ldp.randomizers import (
     resolve_key,
     run_randomizer,
 )
-from hdp_spark.pandas._common import KeysLike, check_key_types, numeric_column, public_keys
+from hdp_spark.pandas._common import (
+    KeysLike,
+    numeric_column,
+    release_keys,
+)
 
 __all__ = [
     "ldp_agg",
@@ -233,9 +237,7 @@ def ldp_release(
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
     by_t = normalize_by(by)
-    key_t = public_keys(keys, by_t)
-    if key_t is not None and isinstance(df, pd.DataFrame):
-        check_key_types(df, by_t, key_t)
+    key_t = release_keys(df, keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)
 

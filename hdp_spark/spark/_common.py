@@ -275,3 +275,32 @@ def local_frame(session: Any, rows: list[tuple[Any, ...]], schema: T.StructType)
     return session.createDataFrame(  # type: ignore[no-any-return]
         rows, schema=schema, verifySchema=False
     )
+
+
+def release_keys(
+    df: object, keys: KeysLike, by: tuple[str, ...]
+) -> tuple[tuple[object, ...], ...] | None:
+    """The public key set of a release on ``df``: normalized, and coerced to the Python
+    types of its columns (see :func:`coerce_keys`; impossible types are rejected where the
+    keys meet the data, :func:`check_key_types`).
+
+    Raises:
+        ParameterError: see :func:`public_keys`.
+    """
+    key_t = public_keys(keys, by)
+    if key_t is not None and is_dataframe(df):
+        key_t = coerce_keys(df.schema, by, key_t)  # type: ignore[attr-defined]
+    return key_t
+
+
+def dataframe_schema(df: object) -> T.StructType:
+    """``df.schema`` of a Spark DataFrame (classic or Connect).
+
+    Raises:
+        ParameterError: ``df`` is not a Spark DataFrame.
+    """
+    if not is_dataframe(df):
+        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    schema: T.StructType = df.schema  # type: ignore[attr-defined]
+    return schema

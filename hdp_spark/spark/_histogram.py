@@ -41,16 +41,15 @@ from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
-from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.errors import SchemaError
 from hdp_spark.spark._common import (
     INTEGRAL,
     KeysLike,
-    coerce_keys,
     collect_cells,
+    dataframe_schema,
     field,
-    is_dataframe,
     local_frame,
-    public_keys,
+    release_keys,
 )
 from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.schema import check_release
@@ -110,10 +109,7 @@ def histogram_tables(
         NOT a release: the exact pre-noise counts. For tests and the trusted operator only;
         never publish them.
     """
-    if not is_dataframe(df):
-        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
-        raise ParameterError(msg)
-    schema = df.schema
+    schema = dataframe_schema(df)
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     field(schema, spec.eps, "ε", numeric=True)
     matched = category_expr(schema, spec)
@@ -166,9 +162,7 @@ def histogram_release(
     """
     by_t = normalize_by(by)
     check_histogram_options(spec, by_t, project, counts)
-    key_t = public_keys(keys, by_t)
-    if key_t is not None and is_dataframe(df):
-        key_t = coerce_keys(df.schema, by_t, key_t)
+    key_t = release_keys(df, keys, by_t)
     if schema is not None:
         check_release(df, schema, [spec], by_t)  # counts only; before any noise
     table = histogram_tables(df, spec, by_t, key_t)

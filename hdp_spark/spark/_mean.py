@@ -30,15 +30,13 @@ from hdp_spark.core.release import (
 )
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats, build_groups
-from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import (
     KeysLike,
-    coerce_keys,
     collect_cells,
+    dataframe_schema,
     field,
-    is_dataframe,
     local_frame,
-    public_keys,
+    release_keys,
 )
 from hdp_spark.spark.expressions import encode_expr, with_level
 from hdp_spark.spark.schema import check_release
@@ -53,10 +51,7 @@ def level_tables(
     keys: tuple[tuple[object, ...], ...] | None,
 ) -> list[dict[tuple[object, ...], GroupStats]]:
     """The per-(group, ε level) tables of each plan (count and encoded sums)."""
-    if not is_dataframe(df):
-        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
-        raise ParameterError(msg)
-    schema = df.schema
+    schema = dataframe_schema(df)
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     for plan in plans:
         field(schema, plan.eps, "ε", numeric=True)
@@ -122,9 +117,7 @@ def release(
 ) -> ReleaseResult:
     """Run one release on a Spark DataFrame and return the engine-neutral result."""
     by_t = normalize_by(by)
-    key_t = public_keys(keys, by_t)
-    if key_t is not None and is_dataframe(df):
-        key_t = coerce_keys(df.schema, by_t, key_t)
+    key_t = release_keys(df, keys, by_t)
     plans = plan_levels(specs)
     if schema is not None:
         check_release(df, schema, specs, by_t)  # one extra aggregate job, counts only

@@ -58,7 +58,7 @@ from hdp_spark.spark._common import (
     field,
     is_dataframe,
     local_frame,
-    public_keys,
+    release_keys,
 )
 from hdp_spark.spark.expressions import encode_expr, level_expr
 from hdp_spark.spark.schema import check_release
@@ -408,7 +408,7 @@ def user_mean_release(
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
     by_t = normalize_by(by)
-    found = public_keys(keys, by_t)
+    found = release_keys(df, keys, by_t)
     key_t = ((),) if found is None else found  # a global release is the one empty key
     if schema is not None:
         check_release(df, schema, [spec], by_t)  # counts only; before any noise

@@ -38,12 +38,12 @@ from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
 from hdp_spark.spark._common import (
     KeysLike,
-    coerce_keys,
+    dataframe_schema,
     field,
     is_dataframe,
     key_frame,
     local_frame,
-    public_keys,
+    release_keys,
 )
 from hdp_spark.spark.expressions import level_expr
 
@@ -181,10 +181,7 @@ def ldp_tables(
     keys: tuple[tuple[object, ...], ...] | None,
 ) -> list[dict[tuple[object, ...], LdpGroupStats]]:
     """The per-(group, ε level, index) tables of each spec, one Spark job per spec."""
-    if not is_dataframe(df):
-        msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
-        raise ParameterError(msg)
-    schema = df.schema
+    schema = dataframe_schema(df)
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     for spec in specs:
         field(schema, spec.eps, "ε", numeric=True)
@@ -224,9 +221,7 @@ def ldp_release(
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
     by_t = normalize_by(by)
-    key_t = public_keys(keys, by_t)
-    if key_t is not None and is_dataframe(df):
-        key_t = coerce_keys(df.schema, by_t, key_t)
+    key_t = release_keys(df, keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)
 
