@@ -53,6 +53,7 @@ from hdp_spark.spark._common import (
 )
 from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.schema import check_release
+from hdp_spark.spark.sql_text import ident
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
 
@@ -72,7 +73,7 @@ def category_expr(schema: T.StructType, spec: HistogramSpec) -> Column:
     """
     f = field(schema, spec.column, "category", numeric=False)
     dt = f.dataType
-    col = F.col(spec.column)
+    col = F.expr(ident(spec.column))  # a top-level name, even with a dot in it
     if spec.kind == "str":
         if not isinstance(dt, T.StringType):
             msg = (
@@ -117,14 +118,13 @@ def histogram_tables(
     # the driver (see hdp_spark.spark._mean.level_tables); a grid needs the per-row rule.
     exact = spec.eps_grid is None
     if exact:
-        src, level_col = df, F.col(spec.eps).cast("double")
+        src, level_col = df, F.expr(f"CAST({ident(spec.eps)} AS DOUBLE) AS __level")
     else:
-        src, level_col = with_level(df, spec.eps, spec.eps_grid, "__level"), F.col("__level")
-    cells_df = (
-        src.select(*[F.col(c) for c in by], level_col.alias("__level"), matched.alias("__cat"))
-        .groupBy(*by, "__level", "__cat")
-        .agg(F.count(F.lit(1)).alias("__n"))
-    )
+        src, level_col = with_level(df, spec.eps, spec.eps_grid, "__level"), F.expr("__level")
+    # grouping expressions directly (no staging select): fewer JVM round trips per release
+    cells_df = src.groupBy(
+        *[F.expr(ident(c)) for c in by], level_col, matched.alias("__cat")
+    ).agg(F.expr("count(1) AS __n"))
     found, columns = collect_cells(cells_df, by_fields, keys)
     levels = columns["__level"]
     if exact:

@@ -38,8 +38,9 @@ from hdp_spark.spark._common import (
     local_frame,
     release_keys,
 )
-from hdp_spark.spark.expressions import encode_expr, with_level
+from hdp_spark.spark.expressions import encode_sql, with_level
 from hdp_spark.spark.schema import check_release
+from hdp_spark.spark.sql_text import ident
 
 __all__ = ["agg", "level_tables", "release"]
 
@@ -60,14 +61,18 @@ def level_tables(
     types = {f.name: f for f in schema.fields}
     tables = []
     for plan in plans:
+        # One SQL string per column (see hdp_spark.spark.sql_text: a chain of Column calls
+        # cost ~1 ms of JVM round trips each, tens of ms per release).
         sums = [
-            F.sum(
-                encode_expr(
+            F.expr(
+                "sum("
+                + encode_sql(
                     s.column, s.lower, s.upper, s.fill_value,
                     nullable=types[s.column].nullable,
                     floating=isinstance(types[s.column].dataType, T.FloatType | T.DoubleType),
                 )
-            ).alias(f"__q{i}")
+                + f") AS __q{i}"
+            )
             for i, s in enumerate(plan.specs)
         ]
         # Exact levels: group by the raw ε (as double) and apply the level rules to the
@@ -77,13 +82,11 @@ def level_tables(
         # continuous ε to few levels: there the per-row expression keeps the table small.
         exact = plan.grid is None
         if exact:
-            src, level_col = df, F.col(plan.eps).cast("double").alias("__level")
+            src, level_col = df, F.expr(f"CAST({ident(plan.eps)} AS DOUBLE) AS __level")
         else:
-            src, level_col = with_level(df, plan.eps, plan.grid, "__level"), F.col("__level")
-        cells_df = (
-            src.select(*[F.col(c) for c in by], level_col, *[F.col(s.column) for s in plan.specs])
-            .groupBy(*by, "__level")
-            .agg(F.count(F.lit(1)).alias("__n"), *sums)
+            src, level_col = with_level(df, plan.eps, plan.grid, "__level"), F.expr("__level")
+        cells_df = src.groupBy(*[F.expr(ident(c)) for c in by], level_col).agg(
+            F.expr("count(1) AS __n"), *sums
         )
         found, columns = collect_cells(cells_df, by_fields, keys)
         sum_cols = [columns[f"__q{i}"] for i in range(len(plan.specs))]

@@ -15,15 +15,16 @@ from pyspark.sql import functions as F
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
+from hdp_spark.spark.sql_text import double_lit, ident
 
-__all__ = ["encode_expr", "level_expr", "with_level"]
+__all__ = ["encode_expr", "encode_sql", "level_expr", "with_level"]
 
 _INF = float("inf")
 
 
 def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     """ε column -> level code (see :mod:`hdp_spark.core.levels`)."""
-    raw = F.col(eps).cast("double")
+    raw = F.expr(f"CAST({ident(eps)} AS DOUBLE)")
     invalid = raw.isNull() | F.isnan(raw) | (raw < F.lit(0.0))
     # the public floor and cap come first (positive ε < EPS_FLOOR -> 0, finite ε > EPS_CAP
     # -> EPS_CAP); invalid values pass through unchanged and are coded below
@@ -78,7 +79,7 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
     """
     if grid is None:
         return df.withColumn(name, level_expr(eps, None))
-    raw = F.col(eps).cast("double")
+    raw = F.expr(f"CAST({ident(eps)} AS DOUBLE)")
     pts = grid.points()
     last = len(pts) - 1
     ratio_log = math.log(grid.ratio)
@@ -107,6 +108,28 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
     return staged.withColumn(name, level).drop(e_col, k_col)
 
 
+def encode_sql(
+    column: str,
+    lower: float,
+    upper: float,
+    fill: float,
+    *,
+    nullable: bool = True,
+    floating: bool = True,
+) -> str:
+    """SQL text of :func:`encode_expr` (for building a whole aggregate as one string)."""
+    x = f"CAST({ident(column)} AS DOUBLE)"
+    fill_s = double_lit(fill)
+    if floating:
+        x = f"nanvl({x}, {fill_s})"  # NaN -> fill (null stays null)
+    if nullable:
+        x = f"coalesce({x}, {fill_s})"  # null -> fill
+    x = f"least(greatest({x}, {double_lit(lower)}), {double_lit(upper)})"
+    span = float(upper) - float(lower)
+    u = f"(({x} - {double_lit(lower)}) / {double_lit(span)})"
+    return f"CAST(floor({u} * {double_lit(float(FIXED_ONE))} + 0.5D) AS BIGINT)"
+
+
 def encode_expr(
     column: str,
     lower: float,
@@ -120,14 +143,7 @@ def encode_expr(
 
     ``nullable=False`` / ``floating=False`` (from the column's schema: declared non-null, or
     an integral or decimal type, which has no NaN) drop the null / NaN substitution, which
-    could never fire; the result is the same for every row.
+    could never fire; the result is the same for every row. Built from SQL text (one parse
+    instead of a dozen JVM calls, see :mod:`hdp_spark.spark.sql_text`).
     """
-    x = F.col(column).cast("double")
-    if floating:
-        x = F.nanvl(x, F.lit(float(fill)))  # NaN -> fill (null stays null)
-    if nullable:
-        x = F.coalesce(x, F.lit(float(fill)))  # null -> fill
-    x = F.least(F.greatest(x, F.lit(float(lower))), F.lit(float(upper)))
-    span = float(upper) - float(lower)
-    u = (x - F.lit(float(lower))) / F.lit(span)
-    return F.floor(u * F.lit(float(FIXED_ONE)) + F.lit(0.5)).cast("long")
+    return F.expr(encode_sql(column, lower, upper, fill, nullable=nullable, floating=floating))
