@@ -15,6 +15,7 @@ Sensitivity argument (replace-one neighbours, ε public):
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ from fractions import Fraction
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
-from hdp_spark.core.noise import ReleaseKey, encode_context, laplace_mechanism
+from hdp_spark.core.noise import (
+    ReleaseKey,
+    encode_context_head,
+    encode_context_tail,
+    laplace_mechanism,
+)
 from hdp_spark.core.specs import MeanSpec
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.weights import (
@@ -119,6 +125,11 @@ def _level_privacy(v: list[float], m: list[int], w: Weights) -> tuple[LevelPriva
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1024, typed=True)  # typed: the bound 1 and 1.0 encode apart
+def _context_head(label: str, method: str, column: str, lower: float, upper: float) -> bytes:
+    return encode_context_head(("mean", label, method, column, lower, upper), 10)
+
+
 def finalize_mean(
     spec: MeanSpec,
     stats: GroupStats,
@@ -168,10 +179,10 @@ def finalize_mean(
     # public-only-excluded levels) then cannot change the noise, so they cannot change the
     # output (seed-000 O15); any change of the statistic still gets unrelated noise.
     histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
-    context = encode_context(
-        ("mean", label, spec.method, spec.column, spec.lower, spec.upper, context_key(group),
-         histogram, statistic, value_index)
-    )
+    # = encode_context(("mean", label, method, column, lower, upper, key, histogram,
+    #   statistic, value_index)); the head is shared by every group of the spec
+    head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
+    context = encode_context_tail(head, (context_key(group), histogram, statistic, value_index))
     draw = laplace_mechanism(
         statistic,
         weights.eta,

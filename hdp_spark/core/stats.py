@@ -8,7 +8,7 @@ tests compare them.
 
 from __future__ import annotations
 
-import math
+import operator
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,14 +108,16 @@ def build_groups(
     grouped: dict[tuple[object, ...], list[LevelRow]] = {}
     for key, level, count, totals in cells:
         lvl = float(level)
-        if math.isnan(lvl):
+        if lvl != lvl:  # NaN
             lvl = INVALID_LEVEL
-        per_level[lvl] = per_level.get(lvl, 0) + int(count)
-        grouped.setdefault(key, []).append(
-            LevelRow(lvl, int(count), tuple(int(t) for t in totals))
-        )
+        c = int(count)
+        per_level[lvl] = per_level.get(lvl, 0) + c
+        row = LevelRow(lvl, c, tuple(map(int, totals)))
+        rows = grouped.get(key)
+        if rows is None:
+            grouped[key] = [row]
+        else:
+            rows.append(row)
     check_levels(eps_column, per_level)
-    return {
-        key: GroupStats(tuple(sorted(rows, key=lambda r: r.level)))
-        for key, rows in grouped.items()
-    }
+    by_level = operator.attrgetter("level")
+    return {key: GroupStats(tuple(sorted(rows, key=by_level))) for key, rows in grouped.items()}

@@ -129,6 +129,8 @@ def coerce_keys(
 
 
 _ARROW_KEY_TYPES = (*INTEGRAL, T.FloatType, T.DoubleType, T.StringType, T.BooleanType)
+_ARROW_OUTPUT_TYPES = (*_ARROW_KEY_TYPES, T.DateType)
+"""Types whose Arrow values are plain Python values with no time zone involved."""
 
 
 def key_frame(
@@ -248,10 +250,13 @@ def collect_cells(
         table = cells_df.toArrow()
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
     if by:
-        found = [
-            tuple(_local_naive(normalize_key(v)) for v in values)
-            for values in zip(*(columns.pop(c) for c in by), strict=True)
-        ]
+        key_columns = []
+        for f in by_fields:
+            values = columns.pop(f.name)
+            if not isinstance(f.dataType, _ARROW_OUTPUT_TYPES):  # Arrow gives plain values
+                values = [_local_naive(normalize_key(v)) for v in values]
+            key_columns.append(values)
+        found = list(zip(*key_columns, strict=True))
     else:
         found = [()] * table.num_rows
     if keys is None:
@@ -261,9 +266,6 @@ def collect_cells(
     if len(keep) == len(found):
         return found, columns
     return [found[j] for j in keep], {c: [v[j] for j in keep] for c, v in columns.items()}
-
-
-_ARROW_OUTPUT_TYPES = (*_ARROW_KEY_TYPES, T.DateType)
 
 
 def _arrow_safe(dtype: T.DataType) -> bool:

@@ -10,7 +10,6 @@ see :func:`hdp_spark.spark._common.collect_cells`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -91,20 +90,28 @@ def level_tables(
         found, columns = collect_cells(cells_df, by_fields, keys)
         sum_cols = [columns[f"__q{i}"] for i in range(len(plan.specs))]
         raw = columns["__level"]
+        counts = columns["__n"]
+        levels, merge = raw, False
         if exact:
-            raw = levels_numpy(
-                np.array([math.nan if v is None else v for v in raw], dtype=np.float64), None
-            ).tolist()
+            raw_arr = np.array(raw, dtype=np.float64)  # null -> NaN: both are invalid ε
+            level_arr = levels_numpy(raw_arr, None)
+            levels = level_arr.tolist()
+            # The rules changed no value (no floor, cap or invalid ε): each (key, raw ε)
+            # cell is its own level cell, nothing to merge.
+            merge = not np.array_equal(level_arr, raw_arr)
+        totals_rows = list(zip(*sum_cols, strict=True))
+        if not merge:  # a grid (levels come from Spark), or rules that changed no value
+            cells_it = zip(found, levels, counts, totals_rows, strict=True)
+            tables.append(build_groups(plan.eps, cells_it))
+            continue
         merged: dict[tuple[tuple[object, ...], float], tuple[int, list[int]]] = {}
-        for j, key in enumerate(found):
-            cell = (key, float(raw[j]))
-            n = int(columns["__n"][j])
-            totals = [int(col[j]) for col in sum_cols]
+        for key, level, n, totals in zip(found, levels, counts, totals_rows, strict=True):
+            cell = (key, float(level))
             if cell in merged:  # several raw ε of one level (floor, cap, invalid values)
                 n0, t0 = merged[cell]
                 merged[cell] = (n0 + n, [a + b for a, b in zip(t0, totals, strict=True)])
             else:
-                merged[cell] = (n, totals)
+                merged[cell] = (n, list(totals))
         cells = [(key, level, n, totals) for (key, level), (n, totals) in merged.items()]
         tables.append(build_groups(plan.eps, cells))
     return tables

@@ -213,3 +213,45 @@ def test_encode_context_is_injective_on_examples() -> None:
     # lists and tuples encode alike (both sequences); everything else is distinct
     assert len(distinct) == len(samples) - 1
     assert encode_context(([1, 2],)) == encode_context(((1, 2),))
+
+
+def test_context_head_and_tail_equal_the_whole_encoding() -> None:
+    """A context encoded in two parts (the spec's shared head once, each group's tail) is
+    the same bytes as encoding it whole, including int/float bounds that compare equal."""
+    from hdp_spark.core.noise import encode_context, encode_context_head, encode_context_tail
+
+    for head_parts, tail_parts in [
+        (("mean", "m", "adpm", "x", 0, 100), ((1, "a"), b"\x00\x01", Fraction(3, 7), 0)),
+        (("mean", "m", "adpm", "x", 0.0, 100.0), ((), b"", Fraction(0), 2)),
+        ((), (None, True, 1.5)),
+    ]:
+        head = encode_context_head(head_parts, len(head_parts) + len(tail_parts))
+        assert encode_context_tail(head, tail_parts) == encode_context(
+            (*head_parts, *tail_parts)
+        )
+    assert encode_context(("mean", 0)) != encode_context(("mean", 0.0))
+
+
+def test_keyed_stream_is_the_documented_blake2b_counter_stream() -> None:
+    """Reads of mixed sizes consume the stream HMAC-key -> BLAKE2b(counter) blocks in
+    order, each read taking whole bytes and keeping its top k bits (a reference
+    transcription: buffering changes must not change a single bit)."""
+    import hashlib
+    import hmac
+
+    from hdp_spark.core.noise.prf import _DOMAIN
+
+    key = ReleaseKey.from_unsafe_seed("stream-reference")
+    context = b"ctx"
+    block_key = hmac.new(key.material, _DOMAIN + context, hashlib.sha256).digest()
+    ref = b"".join(
+        hashlib.blake2b(i.to_bytes(16, "big"), key=block_key, digest_size=64).digest()
+        for i in range(40)
+    )
+    stream = KeyedStream(key, context)
+    pos = 0
+    for k in [1, 7, 8, 9, 64, 0, 130, 3, 511, 512, 513, 17, 1000, 5]:
+        nbytes = (k + 7) // 8
+        want = int.from_bytes(ref[pos : pos + nbytes], "big") >> (8 * nbytes - k) if k else 0
+        pos += nbytes
+        assert stream.getrandbits(k) == want

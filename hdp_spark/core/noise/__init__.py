@@ -16,7 +16,13 @@ from hdp_spark.core.noise.exact import (
     discrete_laplace,
     laplace_mechanism,
 )
-from hdp_spark.core.noise.prf import KeyedStream, ReleaseKey, encode_context
+from hdp_spark.core.noise.prf import (
+    KeyedStream,
+    ReleaseKey,
+    encode_context,
+    encode_context_head,
+    encode_context_tail,
+)
 
 __all__ = [
     "KeyedStream",
@@ -25,5 +31,7 @@ __all__ = [
     "bernoulli_exp",
     "discrete_laplace",
     "encode_context",
+    "encode_context_head",
+    "encode_context_tail",
     "laplace_mechanism",
 ]

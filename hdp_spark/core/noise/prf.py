@@ -29,7 +29,13 @@ from fractions import Fraction
 
 from hdp_spark.errors import InternalError, ParameterError
 
-__all__ = ["KeyedStream", "ReleaseKey", "encode_context"]
+__all__ = [
+    "KeyedStream",
+    "ReleaseKey",
+    "encode_context",
+    "encode_context_head",
+    "encode_context_tail",
+]
 
 _DOMAIN = b"hdp_spark/noise/v1\x00"
 _KEY_BYTES = 32
@@ -87,34 +93,41 @@ class KeyedStream:
     :meth:`randrange` (rejection sampling, so exactly uniform).
     """
 
-    __slots__ = ("_block_key", "_buffer", "_counter")
+    __slots__ = ("_block_key", "_buffer", "_counter", "_pos")
 
     def __init__(self, key: ReleaseKey, context: bytes) -> None:
         self._block_key = hmac.new(key.material, _DOMAIN + context, hashlib.sha256).digest()
         self._counter = 0
-        self._buffer = bytearray()
+        self._buffer = b""  # unread stream bytes start at self._pos
+        self._pos = 0
 
     def _take(self, nbytes: int) -> bytes:
-        while len(self._buffer) < nbytes:
-            block = hashlib.blake2b(
-                self._counter.to_bytes(16, "big"), key=self._block_key, digest_size=64
-            ).digest()
-            self._counter += 1
-            self._buffer.extend(block)
-        out = bytes(self._buffer[:nbytes])
-        del self._buffer[:nbytes]
+        end = self._pos + nbytes
+        if end > len(self._buffer):
+            blocks = [self._buffer[self._pos :]]
+            have = len(blocks[0])
+            while have < nbytes:
+                blocks.append(
+                    hashlib.blake2b(
+                        self._counter.to_bytes(16, "big"), key=self._block_key, digest_size=64
+                    ).digest()
+                )
+                self._counter += 1
+                have += 64
+            self._buffer, self._pos, end = b"".join(blocks), 0, nbytes
+        out = self._buffer[self._pos : end]
+        self._pos = end
         return out
 
     def getrandbits(self, k: int) -> int:
         """A uniform integer in [0, 2**k)."""
-        if k < 0:
+        if k <= 0:
+            if k == 0:
+                return 0
             msg = "getrandbits needs k >= 0"
             raise InternalError(msg)
-        if k == 0:
-            return 0
-        nbytes = (k + 7) // 8
-        value = int.from_bytes(self._take(nbytes), "big")
-        return value >> (8 * nbytes - k)
+        nbytes = (k + 7) >> 3
+        return int.from_bytes(self._take(nbytes), "big") >> (8 * nbytes - k)
 
     def randrange(self, n: int) -> int:
         """A uniform integer in [0, n), n >= 1, by rejection (no modulo bias)."""
@@ -173,4 +186,26 @@ def encode_context(parts: Sequence[object]) -> bytes:
     """
     out: list[bytes] = []
     _encode(tuple(parts), out)
+    return b"".join(out)
+
+
+def encode_context_head(parts: Sequence[object], length: int) -> bytes:
+    """The first items of a context of ``length`` items, encoded once.
+
+    ``encode_context_tail(encode_context_head(a, len(a) + len(b)), b)`` equals
+    ``encode_context((*a, *b))`` byte for byte: a release encodes the parts shared by all
+    its groups once instead of once per group.
+    """
+    out = [b"(" + struct.pack(">I", length)]
+    for item in parts:
+        _encode(item, out)
+    return b"".join(out)
+
+
+def encode_context_tail(head: bytes, parts: Sequence[object]) -> bytes:
+    """Complete a context started by :func:`encode_context_head` with its last items."""
+    out = [head]
+    for item in parts:
+        _encode(item, out)
+    out.append(b")")
     return b"".join(out)
