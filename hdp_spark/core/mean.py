@@ -157,9 +157,9 @@ def finalize_mean(
     levels = _level_privacy(v, m, weights) if weights else ()
 
     def trivial(tau: float) -> MeanResult:
+        levels_zero = tuple(LevelPrivacy(x.eps, x.n, 0.0, 0.0) for x in levels)
         return MeanResult(mid, 0.0, lower, upper, n, tau, spec.method, True, levels_zero)
 
-    levels_zero = tuple(LevelPrivacy(x.eps, x.n, 0.0, 0.0) for x in levels)
     if weights is None or weights.trivial:
         return trivial(math.nan)
     if spec.method == "adpm":

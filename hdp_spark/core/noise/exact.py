@@ -43,7 +43,8 @@ __all__ = [
     "laplace_mechanism",
 ]
 
-GRID_SLACK = Fraction(1, 2**20)
+_SLACK_BITS = 20
+GRID_SLACK = Fraction(1, 2**_SLACK_BITS)
 """Relative noise inflation that pays for rounding the statistic onto the grid."""
 
 
@@ -105,7 +106,11 @@ def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
     if scale <= 0:
         msg = "discrete_laplace needs scale > 0"
         raise InternalError(msg)
-    s, t = scale.denominator, scale.numerator
+    return _discrete_laplace_int(scale.numerator, scale.denominator, rng)
+
+
+def _discrete_laplace_int(t: int, s: int, rng: RandomSource) -> int:
+    """:func:`discrete_laplace` of the scale t/s, given in lowest terms with t, s > 0."""
     while True:
         u = rng.randrange(t)
         g = math.gcd(u, t)  # u/t in lowest terms, as Fraction(u, t) would be
@@ -123,11 +128,16 @@ def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
 
 def grid_for(min_sensitivity: Fraction) -> Fraction:
     """The power-of-two grid ``g <= min_sensitivity * GRID_SLACK`` of the mechanism."""
+    return _pow2(_grid_exponent(min_sensitivity))
+
+
+def _grid_exponent(min_sensitivity: Fraction) -> int:
+    """The e of :func:`grid_for`'s ``2**e``."""
     if min_sensitivity <= 0:
         msg = "grid_for needs a positive sensitivity"
         raise InternalError(msg)
-    x = min_sensitivity * GRID_SLACK
-    num, den = x.numerator, x.denominator
+    num = min_sensitivity.numerator
+    den = min_sensitivity.denominator << _SLACK_BITS  # x = num/den = d_min·2**-20
     e = num.bit_length() - den.bit_length()
     # 2**e is within a factor 2 of x = num/den; step down until 2**e <= x and up while
     # 2**(e+1) <= x, comparing integers (2**e <= num/den  <=>  den·2**e <= num).
@@ -135,7 +145,7 @@ def grid_for(min_sensitivity: Fraction) -> Fraction:
         e -= 1
     while _pow2_le(e + 1, num, den):
         e += 1
-    return _pow2(e)
+    return e
 
 
 def _pow2_le(e: int, num: int, den: int) -> bool:
@@ -196,7 +206,26 @@ def laplace_mechanism(
         raise ParameterError(msg)
     if scale == 0:
         return LaplaceDraw(value, Fraction(0), Fraction(0))
-    g = grid_for(min_sensitivity)
+    # Integer form of: g = grid_for(d_min); used = scale·(1 + GRID_SLACK);
+    # y = discrete_laplace(used / g); value' = g·(round(value / g) + y). Each quantity is
+    # built as a reduced pair once instead of through a chain of Fraction operations; a test
+    # checks the outputs equal that Fraction transcription bit for bit.
+    e = _grid_exponent(min_sensitivity)
     used = scale * (1 + GRID_SLACK)
-    y = discrete_laplace(used / g, rng)
-    return LaplaceDraw(g * (round(value / g) + y), used, g)
+    t, s = used.numerator, used.denominator  # used / g = t / (s·2**e), reduced below
+    if e >= 0:
+        s <<= e
+    else:
+        t <<= -e
+    common = math.gcd(t, s)
+    y = _discrete_laplace_int(t // common, s // common, rng)
+    a, b = value.numerator, value.denominator  # value / g = a / (b·2**e)
+    if e >= 0:
+        b <<= e
+    else:
+        a <<= -e
+    q, r = divmod(a, b)  # round half to even, as round(Fraction) does
+    if 2 * r > b or (2 * r == b and q % 2 == 1):
+        q += 1
+    g = _pow2(e)
+    return LaplaceDraw(g * (q + y), used, g)
