@@ -175,6 +175,36 @@ def test_random_malformed_tables(engine: Any) -> None:
     check()
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_random_malformed_tables_spark_semi_join(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same properties on Spark when public keys are matched by the broadcast semi-join
+    (the path for large key sets or tables) instead of on the driver."""
+    if engine.name != "spark":
+        pytest.skip("the semi-join is Spark's key-matching path")
+    from hdp_spark.spark import _common
+
+    monkeypatch.setattr(_common, "DRIVER_FILTER_MAX_KEYS", 0)
+    joins = []
+    key_frame = _common.key_frame
+
+    def counting_key_frame(*args: Any) -> Any:
+        joins.append(1)
+        return key_frame(*args)
+
+    monkeypatch.setattr(_common, "key_frame", counting_key_frame)
+
+    @given(pdf=tables(), schema=schemas(), rel=releases)
+    @settings(max_examples=6, deadline=None, database=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    def check(pdf: pd.DataFrame, schema: TableSchema, rel: dict[str, Any]) -> None:
+        _check(engine, pdf, schema, {**rel, "grouped": True})
+
+    check()
+    assert joins, "no release reached the semi-join"
+
+
 # -- the other aggregators: a clear HdpError without data values, or a valid release ------
 
 def _other_aggregators(module: Any) -> dict[str, Any]:
