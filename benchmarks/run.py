@@ -85,9 +85,20 @@ REGISTRY: list[Entry] = [
         "mean",
         "Mean: speed against native Spark (1M and 10M rows)",
         "bench_mean.py",
-        runs=[["--rows", "1000000", "--repeats", "3"], ["--rows", "10000000", "--repeats", "3"]],
+        runs=[["--rows", "1000000", "--repeats", "5"], ["--rows", "10000000", "--repeats", "9"]],
         note="Ratios of medians of interleaved runs on one cached DataFrame (issue 2 targets "
-        "are reported, not asserted).",
+        "are reported, not asserted). \"hdp / native\" times `agg()`, which returns with the "
+        "release computed and its rows in a local relation; \"with collect\" adds "
+        "`.collect()` of the output (PySpark row conversion, no Spark job).",
+    ),
+    Entry(
+        "mean-parts",
+        "Mean: where the time goes (query, driver, output frame)",
+        "bench_mean_parts.py",
+        runs=[["--rows", "10000000", "--levels", "8"], ["--rows", "10000000", "--levels", "64"]],
+        note="Each step adds one part of a release to the previous one, as a ratio to the "
+        "native baseline: reading ε, grouping by ε (the release's query), the driver's exact "
+        "finalize, the output frame, and collecting it.",
     ),
     Entry(
         "seed001",
