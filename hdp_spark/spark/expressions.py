@@ -71,41 +71,51 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
     :func:`level_expr`), computed in two projections for a grid.
 
     The grid estimate k0 = floor(ln(ε/lowest)/ln(ratio)) is projected once, then the three
-    candidate points around it are read with ``element_at`` and compared as floats. Spark
-    does not merge the two projections because the second reads k0 several times and a
-    logarithm is not cheap, so the logarithm runs once per row and no higher-order
-    function (interpreted, not code-generated) is needed: about 3x faster than
-    :func:`level_expr`'s single-column form on a grid. Exact levels need no staging.
+    candidate points around it are read with ``get`` (0-based, null outside the array: no
+    ANSI bounds error path) and compared as floats. Spark does not merge the projections
+    because the later ones read their input several times and a logarithm is not cheap, so
+    the logarithm runs once per row and no higher-order function (interpreted, not
+    code-generated) is needed. Built from SQL text (see :mod:`hdp_spark.spark.sql_text`).
+    Exact levels need no staging. Invalid ε (null, NaN, negative) passes the cap unchanged,
+    so it is recognised on the capped value.
     """
     if grid is None:
         return df.withColumn(name, level_expr(eps, None))
-    raw = F.expr(f"CAST({ident(eps)} AS DOUBLE)")
     pts = grid.points()
     last = len(pts) - 1
-    ratio_log = math.log(grid.ratio)
-    e_col, k_col = "__hdp_level_e", "__hdp_level_k0"
-    staged = df.withColumn(e_col, _capped(raw))
-    e = F.col(e_col)
-    finite_pos = (e > F.lit(0.0)) & (e < F.lit(_INF))
-    # only where ε is finite and positive: log(0) = -inf would overflow the cast (ANSI)
-    k0 = F.when(
-        finite_pos, F.floor(F.log(e / F.lit(pts[0])) / F.lit(ratio_log)).cast("int")
-    ).otherwise(F.lit(0))
-    staged = staged.withColumn(k_col, F.least(F.greatest(k0, F.lit(0)), F.lit(last)))
-    k = F.col(k_col)  # 0-based index of the estimate; the true index is k-1, k or k+1
-    arr = F.array(*[F.lit(p) for p in pts])
-    at = F.element_at(arr, k + 1)
-    below = F.element_at(arr, F.greatest(k, F.lit(1)))
-    above = F.element_at(arr, F.least(k + 2, F.lit(last + 1)))
-    # the largest candidate <= ε (null if none: never when the estimate is off by <= 1)
-    snapped = F.when(above <= e, above).when(at <= e, at).when(below <= e, below)
-    level = (
-        F.when(raw.isNull() | F.isnan(raw) | (raw < F.lit(0.0)), F.lit(INVALID_LEVEL))
-        .when(finite_pos & (e < F.lit(pts[0])), F.lit(BELOW_GRID_LEVEL))
-        .when(finite_pos, snapped)
-        .otherwise(e)
+    raw = f"CAST({ident(eps)} AS DOUBLE)"
+    e, k = "`__hdp_level_e`", "`__hdp_level_k0`"
+    zero, inf = double_lit(0.0), double_lit(_INF)
+    floor_, cap = double_lit(EPS_FLOOR), double_lit(EPS_CAP)
+    # the public floor and cap; invalid values pass through unchanged and are coded below
+    capped = (
+        f"CASE WHEN {raw} > {zero} AND {raw} < {floor_} THEN {zero} "
+        f"WHEN {raw} > {cap} AND {raw} < {inf} THEN {cap} ELSE {raw} END"
     )
-    return staged.withColumn(name, level).drop(e_col, k_col)
+    finite_pos = f"({e} > {zero} AND {e} < {inf})"
+    # only where ε is finite and positive: log(0) = -inf would overflow the cast (ANSI)
+    k0 = (
+        f"CASE WHEN {finite_pos} THEN least(greatest(CAST(floor(ln({e} / "
+        f"{double_lit(pts[0])}) / {double_lit(math.log(grid.ratio))}) AS INT), 0), {last}) "
+        "ELSE 0 END"
+    )
+    # 0-based estimate k; the true index is k-1, k or k+1. get() reads a 0-based index and
+    # gives null outside the array, so a missing neighbour never compares true.
+    arr = "array(" + ", ".join(double_lit(p) for p in pts) + ")"
+    above, at, below = (f"get({arr}, {k} {d})" for d in ("+ 1", "+ 0", "- 1"))
+    # the largest candidate <= ε (null if none: never when the estimate is off by <= 1)
+    snapped = (
+        f"CASE WHEN {above} <= {e} THEN {above} WHEN {at} <= {e} THEN {at} "
+        f"WHEN {below} <= {e} THEN {below} END"
+    )
+    level = (
+        f"CASE WHEN {e} IS NULL OR isnan({e}) OR {e} < {zero} THEN {double_lit(INVALID_LEVEL)} "
+        f"WHEN {finite_pos} AND {e} < {double_lit(pts[0])} THEN {double_lit(BELOW_GRID_LEVEL)} "
+        f"WHEN {finite_pos} THEN {snapped} ELSE {e} END"
+    )
+    staged = df.withColumn("__hdp_level_e", F.expr(capped))
+    staged = staged.withColumn("__hdp_level_k0", F.expr(k0))
+    return staged.withColumn(name, F.expr(level)).drop("__hdp_level_e", "__hdp_level_k0")
 
 
 def encode_sql(
