@@ -101,7 +101,7 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
     )
     # 0-based estimate k; the true index is k-1, k or k+1. get() reads a 0-based index and
     # gives null outside the array, so a missing neighbour never compares true.
-    arr = "array(" + ", ".join(double_lit(p) for p in pts) + ")"
+    arr = "`__hdp_level_pts`"  # the grid, parsed once into its own column (a literal)
     above, at, below = (f"get({arr}, {k} {d})" for d in ("+ 1", "+ 0", "- 1"))
     # the largest candidate <= ε (null if none: never when the estimate is off by <= 1)
     snapped = (
@@ -113,9 +113,14 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
         f"WHEN {finite_pos} AND {e} < {double_lit(pts[0])} THEN {double_lit(BELOW_GRID_LEVEL)} "
         f"WHEN {finite_pos} THEN {snapped} ELSE {e} END"
     )
+    points = "array(" + ", ".join(double_lit(p) for p in pts) + ")"
     staged = df.withColumn("__hdp_level_e", F.expr(capped))
-    staged = staged.withColumn("__hdp_level_k0", F.expr(k0))
-    return staged.withColumn(name, F.expr(level)).drop("__hdp_level_e", "__hdp_level_k0")
+    staged = staged.withColumns(
+        {"__hdp_level_k0": F.expr(k0), "__hdp_level_pts": F.expr(points)}
+    )
+    return staged.withColumn(name, F.expr(level)).drop(
+        "__hdp_level_e", "__hdp_level_k0", "__hdp_level_pts"
+    )
 
 
 def encode_sql(
