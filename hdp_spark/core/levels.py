@@ -132,10 +132,14 @@ def _grid_point(lowest: float, ratio: float, i: int) -> float:
 def levels_numpy(
     eps: npt.NDArray[np.float64], grid: EpsGrid | None
 ) -> npt.NDArray[np.float64]:
-    """Reference implementation of the level rules on a float64 array (NaN = null)."""
+    """Reference implementation of the level rules on a float64 array (NaN = null).
+
+    ε = -0.0 is ε = 0 and gets the level +0.0, as on Spark, whose grouping normalizes
+    -0.0 to 0.0: the level's bits enter the noise context, so both engines must agree.
+    """
     raw = np.asarray(eps, dtype=np.float64)
     invalid = np.isnan(raw) | (raw < 0)
-    eps = np.where((raw > 0) & (raw < EPS_FLOOR), 0.0, raw)
+    eps = np.where(((raw > 0) & (raw < EPS_FLOOR)) | (raw == 0), 0.0, raw)
     eps = np.where(np.isfinite(eps) & (eps > EPS_CAP), EPS_CAP, eps)
     out = eps
     if grid is not None:

@@ -29,7 +29,7 @@ def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     # the public floor and cap come first (positive ε < EPS_FLOOR -> 0, finite ε > EPS_CAP
     # -> EPS_CAP); invalid values pass through unchanged and are coded below
     e = (
-        F.when((raw > F.lit(0.0)) & (raw < F.lit(EPS_FLOOR)), F.lit(0.0))
+        F.when(((raw > F.lit(0.0)) & (raw < F.lit(EPS_FLOOR))) | (raw == F.lit(0.0)), F.lit(0.0))
         .when((raw > F.lit(EPS_CAP)) & (raw < F.lit(_INF)), F.lit(EPS_CAP))
         .otherwise(raw)
     )
@@ -56,16 +56,6 @@ def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     return F.when(invalid, F.lit(INVALID_LEVEL)).otherwise(base)
 
 
-def _capped(raw: Column) -> Column:
-    """The public floor and cap (positive ε < EPS_FLOOR -> 0, finite ε > EPS_CAP -> EPS_CAP);
-    invalid values pass through unchanged and are coded by the caller."""
-    return (
-        F.when((raw > F.lit(0.0)) & (raw < F.lit(EPS_FLOOR)), F.lit(0.0))
-        .when((raw > F.lit(EPS_CAP)) & (raw < F.lit(_INF)), F.lit(EPS_CAP))
-        .otherwise(raw)
-    )
-
-
 def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> DataFrame:
     """``df`` with the level code of ``eps`` in column ``name`` (same codes as
     :func:`level_expr`), computed in two projections for a grid.
@@ -87,9 +77,10 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
     e, k = "`__hdp_level_e`", "`__hdp_level_k0`"
     zero, inf = double_lit(0.0), double_lit(_INF)
     floor_, cap = double_lit(EPS_FLOOR), double_lit(EPS_CAP)
-    # the public floor and cap; invalid values pass through unchanged and are coded below
+    # the public floor and cap (and -0.0 -> +0.0, as levels_numpy); invalid values pass
+    # through unchanged and are coded below
     capped = (
-        f"CASE WHEN {raw} > {zero} AND {raw} < {floor_} THEN {zero} "
+        f"CASE WHEN ({raw} > {zero} AND {raw} < {floor_}) OR {raw} = {zero} THEN {zero} "
         f"WHEN {raw} > {cap} AND {raw} < {inf} THEN {cap} ELSE {raw} END"
     )
     finite_pos = f"({e} > {zero} AND {e} < {inf})"

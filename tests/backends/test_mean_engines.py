@@ -149,3 +149,24 @@ def test_numeric_keys_match_across_engines(spark: Any) -> None:
         assert got["x_mean"].tolist() == expected["x_mean"].tolist() == [0.5, 0.5, 0.5]
     with pytest.raises(ParameterError, match="must have the type of its `by` column"):
         hsp.agg(sdf, spec, by="gd", keys=["a"])
+
+
+def test_negative_zero_eps_releases_the_same_numbers(spark: Any) -> None:
+    """ε = -0.0 is ε = 0 on both engines, with the same level bits (+0.0): the level enters
+    the noise context, so a -0.0 level on pandas gave other noise than Spark's normalized
+    0.0 (found by the malformed-table property test)."""
+    import pandas as pd
+
+    import hdp_spark.spark as hsp
+
+    pdf = pd.DataFrame({"eps": [0.5, -0.0, 42.4242], "x": [10.0, 10.0, 10.0],
+                        "g": ["a", "a", "b"]})
+    sdf = spark.createDataFrame(pdf).repartition(2)
+    spec = hdp_mean("x", eps="eps", lower=0, upper=100)
+    for kw in ({}, {"by": "g", "keys": ["a", "b"]}):
+        expected = hpd.agg(pdf, spec, unsafe_seed=3, **kw)
+        got = hsp.agg(sdf, spec, unsafe_seed=3, **kw).toPandas()
+        assert got["x_mean"].tolist() == expected["x_mean"].tolist()
+        levels = [lv["eps"] for lv in expected["x_mean_eps_levels"][0]]
+        assert 0.0 in levels
+        assert all(math.copysign(1.0, e) > 0 for e in levels)
