@@ -283,10 +283,11 @@ def local_frame(session: Any, rows: list[tuple[Any, ...]], schema: T.StructType)
 
     The rows come from the finalize step with the schema's exact Python types (keys were
     type-checked on entry). On classic PySpark they are sent as one Arrow table, which
-    Spark keeps as a local relation: building takes one JVM call and a later ``collect()``
-    or ``show()`` runs no Spark job (the row path made an RDD whose every action launched
-    tasks, ~0.1 s). Types that involve a time zone (timestamp keys) use the row path,
-    without PySpark's per-value verification. Spark Connect sends Arrow itself.
+    Spark keeps as a local relation (below ``spark.sql.execution.arrow.localRelationThreshold``,
+    48 MB by default): a later ``collect()`` or ``show()`` runs no Spark job (the row path
+    made an RDD whose every action launched tasks, ~0.1 s). Types that involve a time zone
+    (timestamp keys) use the row path, without PySpark's per-value verification. Spark
+    Connect sends Arrow itself.
     """
     if type(session).__module__.startswith("pyspark.sql.connect"):
         return session.createDataFrame(rows, schema=schema)  # type: ignore[no-any-return]
