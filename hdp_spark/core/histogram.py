@@ -66,7 +66,7 @@ from typing import Literal, get_args
 
 from hdp_spark.core.keys import context_key
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.mean import LevelPrivacy
+from hdp_spark.core.mean import LevelPrivacy, level_privacy
 from hdp_spark.core.noise import ReleaseKey, encode_context, laplace_mechanism
 from hdp_spark.core.noise.exact import GRID_SLACK
 from hdp_spark.core.specs import check_column_name
@@ -473,22 +473,6 @@ class HistogramResult:
         return out
 
 
-def _level_privacy(
-    v: Sequence[float], m: Sequence[int], nums: Sequence[int], den: int, eta: Fraction
-) -> tuple[LevelPrivacy, ...]:
-    out = []
-    for vl, ml, p in zip(v, m, nums, strict=True):
-        if p == 0:
-            eff = 0.0
-        elif eta == 0:
-            eff = math.inf
-        else:
-            # w_l / η = (p / den) / (a / b) = p·b / (den·a), one correctly rounded division
-            eff = (p * eta.denominator) / (den * eta.numerator)
-        out.append(LevelPrivacy(vl, ml, p / den, eff))
-    return tuple(out)
-
-
 def _bias_bound(m: Sequence[int], nums: Sequence[int], den: int) -> float:
     """||w - 1/n||₁ / 2 = Σ_l m_l·|p_l·n - den| / (2·n·den)."""
     n = sum(m)
@@ -592,5 +576,5 @@ def finalize_histogram(
         tau=weights.tau,
         method=spec.method,
         fallback=False,
-        levels=_level_privacy(v, m, nums, den, weights.eta),
+        levels=level_privacy(v, m, nums, den, weights.eta),
     )

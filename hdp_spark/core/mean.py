@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -43,7 +44,14 @@ from hdp_spark.core.weights import (
     uniform_phi,
 )
 
-__all__ = ["ADPM_C", "LevelPrivacy", "MeanResult", "finalize_mean", "mean_weights"]
+__all__ = [
+    "ADPM_C",
+    "LevelPrivacy",
+    "MeanResult",
+    "finalize_mean",
+    "level_privacy",
+    "mean_weights",
+]
 
 ADPM_C = 8.0
 """Objective constant of ADPM: ||w||²/4 + 2||w/ε||∞² = (||w||² + 8||w/ε||∞²)/4 (seed 001)."""
@@ -109,20 +117,25 @@ def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
     return normalize(v, m, phi, tau)
 
 
-def _level_privacy(v: list[float], m: list[int], w: Weights) -> tuple[LevelPrivacy, ...]:
-    out = []
-    den = w.denominator
-    # eff_l = w_l / η = (P_l / den) / (a / b) = P_l·b / (den·a): one correctly rounded division
-    eta_num, eta_den = w.eta.numerator, w.eta.denominator
-    for vl, ml, p in zip(v, m, w.numerators, strict=True):
-        if p == 0:
-            eff = 0.0
-        elif eta_num == 0:
-            eff = math.inf
-        else:
-            eff = (p * eta_den) / (den * eta_num)
-        out.append(LevelPrivacy(vl, ml, p / den, eff))
-    return tuple(out)
+def level_privacy(
+    v: Sequence[float], m: Sequence[int], nums: Sequence[int], den: int, eta: Fraction
+) -> tuple[LevelPrivacy, ...]:
+    """Each level's weight and delivered loss bound, for per-row weights ``nums[l] / den``
+    and the noise parameter ``eta`` (0 when only public rows carry weight).
+
+    eps_effective = w_l / η = (P_l / den) / (a / b) = P_l·b / (den·a): one correctly rounded
+    integer division, so it never rounds above a level's ε when w_l / η <= ε exactly.
+    """
+    if eta == 0:
+        return tuple(
+            LevelPrivacy(vl, ml, p / den, math.inf if p else 0.0)
+            for vl, ml, p in zip(v, m, nums, strict=True)
+        )
+    scale, divisor = eta.denominator, den * eta.numerator
+    return tuple(
+        LevelPrivacy(vl, ml, p / den, (p * scale) / divisor if p else 0.0)
+        for vl, ml, p in zip(v, m, nums, strict=True)
+    )
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: the bound 1 and 1.0 encode apart
@@ -154,7 +167,11 @@ def finalize_mean(
     v, m = stats.levels, stats.counts
     n = stats.n
     weights = mean_weights(spec, v, m) if n else None
-    levels = _level_privacy(v, m, weights) if weights else ()
+    levels = (
+        level_privacy(v, m, weights.numerators, weights.denominator, weights.eta)
+        if weights
+        else ()
+    )
 
     def trivial(tau: float) -> MeanResult:
         levels_zero = tuple(LevelPrivacy(x.eps, x.n, 0.0, 0.0) for x in levels)

@@ -17,6 +17,7 @@ from the final weights (spec seed-000 §6 item 8).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -77,27 +78,59 @@ def normalize(
     Integer arithmetic: every float phi is a/2^k exactly, so scaling by the largest 2^k
     gives integer numerators P_l and w_l = P_l / Σ m_j P_j with no rounding at all.
     """
-    ratios = []
-    for p in phi:
-        if not (math.isfinite(p) and p >= 0):
-            msg = "weights must be finite and >= 0"
-            raise InternalError(msg)
-        ratios.append(float(p).as_integer_ratio())
-    scale = max((b for _, b in ratios), default=1)
-    nums = tuple(a * (scale // b) for a, b in ratios)
-    den = sum(c * p for c, p in zip(m, nums, strict=True))
+    try:
+        ratios = [float(p).as_integer_ratio() for p in phi]  # raises on NaN and ±inf
+    except (OverflowError, ValueError):
+        ratios = []
+    if len(ratios) != len(phi) or (ratios and min(phi) < 0):
+        msg = "weights must be finite and >= 0"
+        raise InternalError(msg)
+    # every b is a power of two: scale = max b = 2**(top - 1), P_l = a_l · scale / b_l
+    top = max((b for _, b in ratios), default=1).bit_length()
+    nums = tuple(a << (top - b.bit_length()) for a, b in ratios)
+    den = sum(map(operator.mul, m, nums))
     if den == 0:
         return Weights(tuple(0 for _ in v), 1, Fraction(0), tau)
     best_num, best_den = 0, 1  # max over levels of P_l / v_l, as an exact ratio
-    for p, vl in zip(nums, v, strict=True):
-        if p > 0 and math.isfinite(vl):
-            if vl <= 0:
-                msg = "positive weight on an ε = 0 level"
-                raise InternalError(msg)
-            c, d = float(vl).as_integer_ratio()
-            if p * d * best_den > best_num * c:
-                best_num, best_den = p * d, c
+    for i in _eta_candidates(v, phi):
+        p, vl = nums[i], v[i]
+        c, d = float(vl).as_integer_ratio()
+        if p * d * best_den > best_num * c:
+            best_num, best_den = p * d, c
     return Weights(nums, den, Fraction(best_num, den * best_den), tau)
+
+
+def _eta_candidates(v: Sequence[float], phi: Sequence[float]) -> list[int]:
+    """Levels that may attain max{P_l / v_l : P_l > 0, v_l finite}: a superset of the argmax.
+
+    P_l = phi_l · 2^k exactly, so the argmax is that of phi_l / v_l. The float quotient
+    fl(phi_l / v_l) is one correctly rounded division, and rounding is monotone (also
+    into the subnormals, to 0 and to inf): a level whose float quotient is below the largest
+    one has a smaller exact ratio. Only the levels that tie the float maximum remain, and
+    the caller compares those exactly. Levels with phi_l == v_l all have the exact ratio 1,
+    so one of them stands for all (capped rules put every level at or below τ there).
+
+    Raises:
+        InternalError: positive weight on an ε = 0 level.
+    """
+    idx = [i for i, (p, vl) in enumerate(zip(phi, v, strict=True)) if p > 0 and math.isfinite(vl)]
+    if any(v[i] <= 0 for i in idx):
+        msg = "positive weight on an ε = 0 level"
+        raise InternalError(msg)
+    if len(idx) <= 1:
+        return idx
+    quotients = [phi[i] / v[i] for i in idx]
+    top = max(quotients)
+    unit = False  # a level with the exact ratio 1 is already in
+    out = []
+    for i, r in zip(idx, quotients, strict=True):
+        if r == top:
+            if phi[i] == v[i]:
+                if unit:
+                    continue
+                unit = True
+            out.append(i)
+    return out
 
 
 def _public_only(v: Sequence[float]) -> list[float]:
