@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
-from hdp_spark.spark.sql_text import double_lit, ident
+from hdp_spark.spark.sql_text import double_array_lit, double_lit, ident
 
 __all__ = ["encode_expr", "encode_sql", "level_expr", "with_level"]
 
@@ -104,7 +104,7 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
         f"WHEN {finite_pos} AND {e} < {double_lit(pts[0])} THEN {double_lit(BELOW_GRID_LEVEL)} "
         f"WHEN {finite_pos} THEN {snapped} ELSE {e} END"
     )
-    points = "array(" + ", ".join(double_lit(p) for p in pts) + ")"
+    points = double_array_lit(pts)  # one folded constant, not len(pts) literal nodes
     # Three chained projections with explicit column lists: each is one parse and one
     # analysis (withColumn/drop cost ~25 ms of driver time apiece, 100+ ms per release).
     cols = [ident(c) for c in df.columns if c != name]

@@ -14,8 +14,11 @@ names appear in the text, never data.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-__all__ = ["double_lit", "ident"]
+from hdp_spark.errors import InternalError
+
+__all__ = ["double_array_lit", "double_lit", "ident"]
 
 
 def ident(name: str) -> str:
@@ -42,3 +45,24 @@ def double_lit(x: float) -> str:
         # unary minus of the exact positive literal (negation is exact in IEEE-754)
         return f"(-{text[1:]}D)"
     return f"{text}D"
+
+
+def double_array_lit(values: Sequence[float]) -> str:
+    """A SQL expression of type ARRAY<DOUBLE> holding exactly ``values`` (finite).
+
+    One string literal split and cast, which Spark's optimizer folds into a single array
+    constant: ``array(v1, ..., vn)`` is n literal nodes to parse, analyse and fold, about
+    0.1 s of driver time at 3,000 values against a few ms. Each element is Python's
+    shortest round-trip ``repr``, read back by Java's correctly rounded ``Double.parseDouble``
+    (Spark's string-to-double cast), so every element is the same double bit for bit.
+    """
+    if not values:
+        return "CAST(array() AS ARRAY<DOUBLE>)"
+    texts = []
+    for x in values:
+        x = float(x)
+        if not math.isfinite(x):
+            msg = "double_array_lit takes finite values only"
+            raise InternalError(msg)
+        texts.append(repr(x))  # digits, '.', 'e', '+', '-': nothing to quote
+    return "CAST(split('" + ",".join(texts) + "', ',') AS ARRAY<DOUBLE>)"

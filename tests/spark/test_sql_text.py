@@ -19,8 +19,10 @@ from pyspark.sql import functions as F
 import hdp_spark.pandas as hpd
 import hdp_spark.spark as hs
 from hdp_spark.core.encoding import encode_numpy
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.errors import InternalError
 from hdp_spark.spark.expressions import encode_expr
-from hdp_spark.spark.sql_text import double_lit, ident
+from hdp_spark.spark.sql_text import double_array_lit, double_lit, ident
 
 
 def _bits(x: float) -> int:
@@ -42,6 +44,29 @@ def test_double_literals_are_exact(spark: Any) -> None:
         *[F.expr(double_lit(x)).alias(f"c{i}") for i, x in enumerate(values)]
     ).collect()[0]
     assert [_bits(v) for v in row] == [_bits(x) for x in values]
+
+
+def test_double_array_literal_is_exact_and_folded(spark: Any) -> None:
+    values = _doubles()
+    df = spark.range(3).select(F.expr(double_array_lit(values)).alias("a"))
+    rows = df.collect()
+    for row in rows:
+        assert [_bits(v) for v in row.a] == [_bits(x) for x in values]
+    # folded into one constant by the optimizer: nothing is split or cast per row
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    assert "split(" not in plan.lower()
+    # the finest grid the library accepts in the tests (~2,800 points), bit for bit
+    pts = EpsGrid(ratio=1.01).points()
+    got = spark.range(1).select(F.expr(double_array_lit(pts)).alias("a")).collect()[0].a
+    assert [_bits(v) for v in got] == [_bits(x) for x in pts]
+    empty = spark.range(1).select(F.expr(double_array_lit([])).alias("a")).collect()[0].a
+    assert empty == []
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_double_array_literal_rejects_non_finite(bad: float) -> None:
+    with pytest.raises(InternalError, match="finite"):
+        double_array_lit([1.0, bad])
 
 
 def test_special_double_literals(spark: Any) -> None:
