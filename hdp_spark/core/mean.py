@@ -182,7 +182,8 @@ def finalize_mean(
     if spec.method == "adpm":
         den = weights.denominator
         l2 = sum(c * p * p for p, c in zip(weights.numerators, m, strict=True)) / (den * den)
-        worst_mse = l2 / 4 + 2 * float(weights.eta) ** 2
+        eta_f = weights.eta.numerator / weights.eta.denominator  # = float(eta)
+        worst_mse = l2 / 4 + 2 * eta_f**2
         if worst_mse > 0.25:
             # Data-independent fallback (seed 001 Alg. 1): the midpoint beats the affine rule.
             return trivial(weights.tau)
@@ -206,7 +207,7 @@ def finalize_mean(
         Fraction(min(constrained), den) if constrained else Fraction(1),
         key.stream(context),
     )
-    estimate = lower + span * float(draw.value)
+    estimate = lower + span * (draw.value.numerator / draw.value.denominator)
     half = span * draw.half_width(spec.beta)
     lo, hi = estimate - half, estimate + half
     if spec.clips:
@@ -214,7 +215,7 @@ def finalize_mean(
     lo, hi = max(lo, lower), min(hi, upper)
     return MeanResult(
         estimate=estimate,
-        noise_scale=span * float(draw.scale),
+        noise_scale=span * (draw.scale.numerator / draw.scale.denominator),
         ci_low=min(lo, estimate),
         ci_high=max(hi, estimate),
         n=n,

@@ -46,6 +46,7 @@ __all__ = [
 _SLACK_BITS = 20
 GRID_SLACK = Fraction(1, 2**_SLACK_BITS)
 """Relative noise inflation that pays for rounding the statistic onto the grid."""
+_INFLATE = 1 + GRID_SLACK
 
 
 class RandomSource(Protocol):
@@ -211,7 +212,7 @@ def laplace_mechanism(
     # built as a reduced pair once instead of through a chain of Fraction operations; a test
     # checks the outputs equal that Fraction transcription bit for bit.
     e = _grid_exponent(min_sensitivity)
-    used = scale * (1 + GRID_SLACK)
+    used = scale * _INFLATE
     t, s = used.numerator, used.denominator  # used / g = t / (s·2**e), reduced below
     if e >= 0:
         s <<= e
@@ -227,5 +228,7 @@ def laplace_mechanism(
     q, r = divmod(a, b)  # round half to even, as round(Fraction) does
     if 2 * r > b or (2 * r == b and q % 2 == 1):
         q += 1
-    g = _pow2(e)
-    return LaplaceDraw(g * (q + y), used, g)
+    # g·(q + y) as one Fraction (the product of two Fractions normalizes twice)
+    z = q + y
+    noisy = Fraction(z << e) if e >= 0 else Fraction(z, 1 << -e)
+    return LaplaceDraw(noisy, used, _pow2(e))

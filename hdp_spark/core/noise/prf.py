@@ -130,13 +130,26 @@ class KeyedStream:
         return int.from_bytes(self._take(nbytes), "big") >> (8 * nbytes - k)
 
     def randrange(self, n: int) -> int:
-        """A uniform integer in [0, n), n >= 1, by rejection (no modulo bias)."""
+        """A uniform integer in [0, n), n >= 1, by rejection (no modulo bias).
+
+        Draws exactly what ``getrandbits(n.bit_length())`` would, with its buffer read inline
+        (the exact samplers call this a dozen times per draw).
+        """
         if n < 1:
             msg = "randrange needs n >= 1"
             raise InternalError(msg)
         k = n.bit_length()
+        nbytes = (k + 7) >> 3
+        shift = 8 * nbytes - k
         while True:
-            r = self.getrandbits(k)
+            pos = self._pos
+            end = pos + nbytes
+            if end <= len(self._buffer):
+                self._pos = end
+                chunk = self._buffer[pos:end]
+            else:
+                chunk = self._take(nbytes)
+            r = int.from_bytes(chunk, "big") >> shift
             if r < n:
                 return r
 
