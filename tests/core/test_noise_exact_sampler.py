@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import random
 from fractions import Fraction
 
 import numpy as np
@@ -30,6 +31,7 @@ from hdp_spark.core.noise import (
     laplace_mechanism,
 )
 from hdp_spark.core.noise.exact import GRID_SLACK, grid_for
+from hdp_spark.errors import InternalError
 
 P_MIN = 1e-6
 
@@ -255,3 +257,22 @@ def test_keyed_stream_is_the_documented_blake2b_counter_stream() -> None:
         want = int.from_bytes(ref[pos : pos + nbytes], "big") >> (8 * nbytes - k) if k else 0
         pos += nbytes
         assert stream.getrandbits(k) == want
+
+
+def test_randrange_is_rejection_on_getrandbits_of_the_bit_length() -> None:
+    """randrange(n) reads the buffer inline; it must draw exactly what rejection sampling
+    on getrandbits(n.bit_length()) draws, across block boundaries and rejections."""
+    key = ReleaseKey.from_unsafe_seed("randrange-reference")
+    fast, ref = KeyedStream(key, b"ctx"), KeyedStream(key, b"ctx")
+    r = random.Random(5)
+    sizes = [1, 2, 3, 255, 256, 257, 2**64 + 1, 10**40, 2**511 + 1]
+    sizes += [r.randrange(1, 2 ** r.randrange(1, 700)) for _ in range(400)]
+    for n in sizes:
+        k = n.bit_length()
+        want = ref.getrandbits(k)
+        while want >= n:
+            want = ref.getrandbits(k)
+        assert fast.randrange(n) == want
+    assert fast.getrandbits(64) == ref.getrandbits(64)  # both streams at the same place
+    with pytest.raises(InternalError, match="n >= 1"):
+        fast.randrange(0)
