@@ -15,6 +15,10 @@ Spark job runs), reported as "with collect".
 Targets (issue 2): <= 1.5x global with up to 8 ε levels, <= 2x with 64 levels and grouped.
 They are reported, never asserted (a loaded machine moves them).
 
+The headline ratio is the ratio of the medians. Each repeat also gives a paired ratio (hdp
+over the native run just before it); their quartiles show how far one run's ratio moves
+on this machine. Two warm-up rounds per DataFrame come first (JIT and code generation).
+
 Run: .venv/bin/python benchmarks/bench_mean.py --rows 10000000
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -31,10 +36,11 @@ from common import (
     add_report_args,
     driver_peak_rss_mib,
     fmt,
-    interleaved,
+    interleaved_runs,
     jvm_peak_rss_mib,
     load_average,
     md_table,
+    median,
     spark_session,
     use_repo,
     write_report,
@@ -58,7 +64,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     add_report_args(parser)
     args = parser.parse_args()
-    warmup, levels_list = 1, LEVELS
+    warmup, levels_list = 2, LEVELS
     if args.smoke:
         args.rows, args.repeats, warmup, levels_list = min(args.rows, 20_000), 1, 0, (8,)
 
@@ -95,12 +101,15 @@ def main() -> None:
             cases["hdp_grouped_collect"] = lambda df=df, spec=spec: hs.agg(
                 df, spec, by="key", keys=list(range(1000))
             ).collect()
-        t = interleaved(cases, repeats=args.repeats, warmup=warmup)
+        runs, _ = interleaved_runs(cases, repeats=args.repeats, warmup=warmup)
+        t = {name: median(ts) for name, ts in runs.items()}
+        _paired(results, f"global_{levels}", runs["hdp"], runs["native"])
         results[f"global_{levels}_native_s"] = t["native"]
         results[f"global_{levels}_hdp_s"] = t["hdp"]
         results[f"global_{levels}_ratio"] = t["hdp"] / t["native"]
         results[f"global_{levels}_collect_ratio"] = t["hdp_collect"] / t["native"]
         if "hdp_grouped" in t:
+            _paired(results, f"grouped_{levels}", runs["hdp_grouped"], runs["native_grouped"])
             results[f"grouped_{levels}_native_s"] = t["native_grouped"]
             results[f"grouped_{levels}_hdp_s"] = t["hdp_grouped"]
             results[f"grouped_{levels}_ratio"] = t["hdp_grouped"] / t["native_grouped"]
@@ -128,6 +137,13 @@ def main() -> None:
     spark.stop()
 
 
+def _paired(results: dict[str, float], key: str, hdp: list[float], native: list[float]) -> None:
+    """Quartiles of the per-repeat ratios hdp_i / native_i (cases ran in turn)."""
+    ratios = sorted(h / n for h, n in zip(hdp, native, strict=True))
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    results[f"{key}_paired_p25"], results[f"{key}_paired_p50"], results[f"{key}_paired_p75"] = q
+
+
 def render(r: dict[str, float], meta: dict[str, object]) -> str:
     rows = []
     for shape in ("global", "grouped"):
@@ -144,14 +160,15 @@ def render(r: dict[str, float], meta: dict[str, object]) -> str:
                     fmt(r[f"{key}_native_s"]),
                     fmt(r[f"{key}_hdp_s"]),
                     fmt(ratio),
+                    f"{r[f'{key}_paired_p25']:.2f}–{r[f'{key}_paired_p75']:.2f}",
                     fmt(r[f"{key}_collect_ratio"]),
                     f"≤ {target:g}" if target else "—",
                     ("✓" if ratio <= target else "✗") if target else "—",
                 ]
             )
     table = md_table(
-        ["shape", "ε levels", "native s", "hdp s", "hdp / native", "with collect", "target",
-         "met"], rows
+        ["shape", "ε levels", "native s", "hdp s", "hdp / native", "paired ratios p25–p75",
+         "with collect", "target", "met"], rows
     )
     jvm = f", JVM {fmt(r['jvm_peak_rss_mib'])} MiB" if "jvm_peak_rss_mib" in r else ""
     return (
