@@ -25,6 +25,7 @@ INF = math.inf
 NAN = math.nan
 GRID = EpsGrid(ratio=1.25, lowest=1e-3, highest=100.0)
 WIDE = EpsGrid(ratio=1e10, lowest=1e-100, highest=1e300)  # points above the ε cap
+HIGH = EpsGrid(ratio=2.0, lowest=1e150, highest=1e160)  # lowest above the cap: none reached
 
 
 def _rows() -> list[tuple[Any, ...]]:
@@ -94,11 +95,11 @@ def test_spark_grid_levels_equal_the_reference_on_extreme_eps(spark: Any) -> Non
 
     from hdp_spark.spark.expressions import level_expr, with_level
 
-    for grid in (GRID, WIDE):
+    for grid in (GRID, WIDE, HIGH):
         pts = grid.points()
         eps = [p for k in range(0, len(pts), max(1, len(pts) // 60))
                for p in (pts[k], math.nextafter(pts[k], 0.0), math.nextafter(pts[k], INF))]
-        eps += [pts[-1], 1.0, 10.0, 3e7, 1e300, 1.7e308, INF, 0.0, -1.0, NAN, None, -INF,
+        eps += [pts[-1], 1.0, 10.0, 3e7, 1e300, 1.7e308, INF, 0.0, -0.0, -1.0, NAN, None, -INF,
                 EPS_CAP, math.nextafter(EPS_CAP, INF), EPS_FLOOR, math.nextafter(EPS_FLOOR, 0.0),
                 1e-300, 5e-324]
         # drop ε in [EPS_FLOOR, lowest): those are rejected (tested elsewhere)
