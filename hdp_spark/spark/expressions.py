@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -17,7 +18,7 @@ from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
 from hdp_spark.spark.sql_text import double_array_lit, double_lit, ident
 
-__all__ = ["encode_expr", "encode_sql", "level_expr", "with_level"]
+__all__ = ["GRID_JOIN_MIN_POINTS", "encode_expr", "encode_sql", "level_expr", "with_level"]
 
 _INF = float("inf")
 
@@ -56,18 +57,32 @@ def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     return F.when(invalid, F.lit(INVALID_LEVEL)).otherwise(base)
 
 
+GRID_JOIN_MIN_POINTS = 8192
+"""Grids with more points than this are read through a broadcast join, not a constant.
+
+A grid constant is part of the plan: Spark's optimizer hashes and compares it in its rules
+and ships it in every task, which costs seconds per release at 10^4-10^5 points. Whole
+global releases on 1M rows (benchmarks/RESULTS.md) took, constant against join: 1,389
+points 0.51 s / 0.94 s; 4,613 points 0.63 / 0.94 s; 8,134 points 0.96 / 0.49 s; 27,638
+points 1.61 / 0.71 s; 92,111 points 6.31 / 1.13 s. Small grids keep the constant, whose
+per-row read is cheaper.
+"""
+
+
 def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> DataFrame:
     """``df`` with the level code of ``eps`` in column ``name`` (same codes as
-    :func:`level_expr`), computed in two projections for a grid.
+    :func:`level_expr`), computed in chained projections for a grid.
 
     The grid estimate k0 = floor(ln(ε/lowest)/ln(ratio)) is projected once, then the three
-    candidate points around it are read with ``get`` (0-based, null outside the array: no
-    ANSI bounds error path) and compared as floats. Spark does not merge the projections
-    because the later ones read their input several times and a logarithm is not cheap, so
-    the logarithm runs once per row and no higher-order function (interpreted, not
-    code-generated) is needed. Built from SQL text (see :mod:`hdp_spark.spark.sql_text`).
-    Exact levels need no staging. Invalid ε (null, NaN, negative) passes the cap unchanged,
-    so it is recognised on the capped value.
+    candidate points around it are compared as floats. They are read with ``get`` from one
+    folded array constant (0-based, null outside the array: no ANSI bounds error path), or,
+    for grids above :data:`GRID_JOIN_MIN_POINTS` points, from a broadcast table of
+    (index, point below, point, point above) joined on k0, whose missing neighbours are null
+    too. Spark does not merge the projections because the later ones read their input
+    several times and a logarithm is not cheap, so the logarithm runs once per row and no
+    higher-order function (interpreted, not code-generated) is needed. Built from SQL text
+    (see :mod:`hdp_spark.spark.sql_text`). Exact levels need no staging. Invalid ε (null,
+    NaN, negative) passes the cap unchanged, so it is recognised on the capped value.
     """
     if grid is None:
         return df.withColumn(name, level_expr(eps, None))
@@ -90,10 +105,23 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
         f"{double_lit(pts[0])}) / {double_lit(math.log(grid.ratio))}) AS INT), 0), {last}) "
         "ELSE 0 END"
     )
-    # 0-based estimate k; the true index is k-1, k or k+1. get() reads a 0-based index and
-    # gives null outside the array, so a missing neighbour never compares true.
-    arr = "`__hdp_level_pts`"  # the grid, parsed once into its own column (a literal)
-    above, at, below = (f"get({arr}, {k} {d})" for d in ("+ 1", "+ 0", "- 1"))
+    cols = [ident(c) for c in df.columns if c != name]
+    # Chained projections with explicit column lists: each is one parse and one analysis
+    # (withColumn/drop cost ~25 ms of driver time apiece, 100+ ms per release).
+    staged = df.selectExpr(*cols, f"{capped} AS {e}")
+    if len(pts) > GRID_JOIN_MIN_POINTS:
+        kk = "`__hdp_level_kk`"
+        above, at, below = "`__hdp_level_up`", "`__hdp_level_at`", "`__hdp_level_dn`"
+        staged = staged.selectExpr(*cols, e, f"{k0} AS {k}").join(
+            F.broadcast(_grid_table(df.sparkSession, pts)), F.expr(f"{k} = {kk}"), "left"
+        )
+    else:
+        # 0-based estimate k; the true index is k-1, k or k+1. get() reads a 0-based index
+        # and gives null outside the array, so a missing neighbour never compares true.
+        arr = "`__hdp_level_pts`"  # the grid, one folded constant in its own column
+        above, at, below = (f"get({arr}, {k} {d})" for d in ("+ 1", "+ 0", "- 1"))
+        points = double_array_lit(pts)  # not len(pts) literal nodes
+        staged = staged.selectExpr(*cols, e, f"{k0} AS {k}", f"{points} AS {arr}")
     # the largest candidate <= ε (null if none: never when the estimate is off by <= 1)
     snapped = (
         f"CASE WHEN {above} <= {e} THEN {above} WHEN {at} <= {e} THEN {at} "
@@ -104,15 +132,21 @@ def with_level(df: DataFrame, eps: str, grid: EpsGrid | None, name: str) -> Data
         f"WHEN {finite_pos} AND {e} < {double_lit(pts[0])} THEN {double_lit(BELOW_GRID_LEVEL)} "
         f"WHEN {finite_pos} THEN {snapped} ELSE {e} END"
     )
-    points = double_array_lit(pts)  # one folded constant, not len(pts) literal nodes
-    # Three chained projections with explicit column lists: each is one parse and one
-    # analysis (withColumn/drop cost ~25 ms of driver time apiece, 100+ ms per release).
-    cols = [ident(c) for c in df.columns if c != name]
-    return (
-        df.selectExpr(*cols, f"{capped} AS {e}")
-        .selectExpr(*cols, e, f"{k0} AS {k}", f"{points} AS {arr}")
-        .selectExpr(*cols, f"{level} AS {ident(name)}")
+    return staged.selectExpr(*cols, f"{level} AS {ident(name)}")
+
+
+def _grid_table(session: object, pts: tuple[float, ...]) -> DataFrame:
+    """The grid as a local table: index k and the points k-1, k, k+1 (null outside)."""
+    n = len(pts)
+    table = pa.table(
+        {
+            "__hdp_level_kk": pa.array(range(n), type=pa.int32()),
+            "__hdp_level_dn": pa.array([None, *pts[:-1]], type=pa.float64()),
+            "__hdp_level_at": pa.array(pts, type=pa.float64()),
+            "__hdp_level_up": pa.array([*pts[1:], None], type=pa.float64()),
+        }
     )
+    return session.createDataFrame(table)  # type: ignore[attr-defined,no-any-return]
 
 
 def encode_sql(

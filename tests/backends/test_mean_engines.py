@@ -119,6 +119,59 @@ def test_spark_grid_levels_equal_the_reference_on_extreme_eps(spark: Any) -> Non
         assert staged == [float(x) for x in ref]
 
 
+@pytest.mark.parametrize("join_above", [0, 10**9])
+def test_spark_grid_levels_joined_or_constant_equal_the_reference(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, join_above: int
+) -> None:
+    """Both ways of reading the grid points (a broadcast table joined on the estimate, and
+    one folded array constant) give numpy's levels on every grid point ±1 ulp and on the
+    special values."""
+    from pyspark.sql import types as T
+
+    import hdp_spark.spark.expressions as ex
+
+    monkeypatch.setattr(ex, "GRID_JOIN_MIN_POINTS", join_above)
+    for grid in (GRID, WIDE, HIGH):
+        pts = grid.points()
+        every = [p for q in pts for p in (q, math.nextafter(q, 0.0), math.nextafter(q, INF))]
+        every += [1.0, 10.0, 3e7, 1e300, 1.7e308, INF, 0.0, -0.0, -1.0, NAN, None, -INF,
+                  EPS_CAP, math.nextafter(EPS_CAP, INF), EPS_FLOOR,
+                  math.nextafter(EPS_FLOOR, 0.0), 1e-300, 5e-324, pts[0] / 2]
+        df = spark.createDataFrame([(e, i) for i, e in enumerate(every)],
+                                   T.StructType([T.StructField("e", T.DoubleType()),
+                                                 T.StructField("i", T.LongType())]))
+        staged = ex.with_level(df, "e", grid, "l")
+        assert staged.columns == ["e", "i", "l"]
+        got = [r.l for r in staged.orderBy("i").collect()]
+        ref = levels_numpy(np.array([NAN if e is None else e for e in every]), grid)
+        assert got == [float(x) for x in ref]
+        plan = staged._jdf.queryExecution().executedPlan().toString()
+        assert ("BroadcastHashJoin" in plan) == (join_above == 0)
+
+
+def test_spark_fine_grid_is_joined_and_exact(spark: Any) -> None:
+    """A grid above GRID_JOIN_MIN_POINTS (27,632 points) goes through the join."""
+    from pyspark.sql import types as T
+
+    from hdp_spark.spark.expressions import GRID_JOIN_MIN_POINTS, with_level
+
+    fine = EpsGrid(ratio=1.0005, lowest=1e-3, highest=1e3)
+    pts = fine.points()
+    assert len(pts) > GRID_JOIN_MIN_POINTS
+    rnd = np.random.default_rng(3)
+    picks = rnd.choice(len(pts), 300, replace=False)
+    every = [p for j in picks for p in (pts[j], math.nextafter(pts[j], 0.0),
+                                        math.nextafter(pts[j], INF))]
+    every += [pts[0], pts[-1], 2e3, INF, NAN, -1.0, 0.0]
+    every += list(np.exp(rnd.uniform(-6.9, 6.9, 500)))
+    df = spark.createDataFrame([(float(e),) for e in every],
+                               T.StructType([T.StructField("e", T.DoubleType())]))
+    staged = with_level(df, "e", fine, "l")
+    assert "BroadcastHashJoin" in staged._jdf.queryExecution().executedPlan().toString()
+    got = [r.l for r in staged.collect()]
+    assert got == [float(x) for x in levels_numpy(np.array(every), fine)]
+
+
 @pytest.mark.slow
 def test_final_outputs_are_identical_with_the_same_seed(spark: Any) -> None:
     import hdp_spark.spark as hsp
