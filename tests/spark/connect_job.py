@@ -29,6 +29,13 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
                          eps_grid=EpsGrid(ratio=1.5, lowest=0.01, highest=10)),
             by="g", keys=["a", "b", "z"], unsafe_seed=11,
         ),
+        # above GRID_JOIN_MIN_POINTS (18,426 points): the grid is read through a join
+        "mean_fine_grid": lambda df: mod.agg(
+            df,
+            mod.hdp_mean("x", eps="eps", lower=0, upper=100,
+                         eps_grid=EpsGrid(ratio=1.0005, lowest=0.01, highest=100)),
+            by="g", keys=["a", "b", "z"], unsafe_seed=16,
+        ),
         "histogram": lambda df: mod.histogram(
             df, mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
             by="g", keys=["a", "b", "z"], unsafe_seed=12, counts=True,
