@@ -1,18 +1,21 @@
-"""Run the benchmarks and write their figures into benchmarks/RESULTS.md.
+"""Run the benchmarks and write their figures into benchmarks/log/runs.md.
 
 Every benchmark is a script run as a subprocess with its own CLI (so each has its own Spark
 session and an honest peak RSS). The registry below names them; scripts matching
 ``benchmarks/bench_*.py`` or ``benchmarks/repro_*.py`` that it does not name are discovered
 and run as "external" entries with their own CLI (no arguments; ``--smoke`` only if the
-script declares it), and their own ``RESULTS_*.md`` files are linked from the "Other
-aggregators" section.
+script declares it), and the per-aggregator notebooks in ``benchmarks/log/`` are linked
+from the "Other aggregators" section.
+
+The runner never edits ``benchmarks/RESULTS.md``: that page is the hand-curated summary for
+users, which quotes the figures recorded in ``benchmarks/log/``.
 
 Modes:
-  (default)   full sizes; each entry's section of RESULTS.md is replaced, with the command,
+  (default)   full sizes; each entry's section of log/runs.md is replaced, with the command,
               the load average before/after, the wall time and the raw figures.
   --smoke     tiny sizes, every entry must exit 0 and (for report-protocol entries) produce
               at least one figure, all finite. Speed targets are never asserted. Writes to a
-              temporary directory, not RESULTS.md (unless --results is given).
+              temporary directory, not log/runs.md (unless --results is given).
   --only A,B  run only these entries (names from --list).
 
 Anchor entries need the benchmark venvs (``bash benchmarks/setup_anchors.sh``); without
@@ -44,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import BENCH_DIR, REPO_ROOT, count_numbers, load_average, machine, non_finite
 
-RESULTS = BENCH_DIR / "RESULTS.md"
+LOG_DIR = BENCH_DIR / "log"
+RESULTS = LOG_DIR / "runs.md"
 VENVS = {
     "main": None,  # the interpreter running this script
     "anchors": BENCH_DIR / ".venv-anchors" / "bin" / "python",
@@ -57,7 +61,7 @@ class Entry:
     """One benchmark of the registry.
 
     Attributes:
-        name: the ``--only`` name and the RESULTS.md section marker.
+        name: the ``--only`` name and the log/runs.md section marker.
         title: section heading.
         script: path relative to benchmarks/.
         runs: argument lists of the full run (one subprocess each).
@@ -175,7 +179,7 @@ REGISTRY: list[Entry] = [
 ]
 
 KNOWN_EXTERNAL = {
-    # script -> title; run with their own CLI (they write their own RESULTS_*.md)
+    # script -> title; run with their own CLI (their figures: benchmarks/log/<aggregator>.md)
     "bench_histogram.py": "Histogram: speed against native Spark",
     "bench_heavy_hitters.py": "Heavy hitters: speed against native Spark",
     "repro_seed000_frequency.py": "Seed 000 frequency reproductions",
@@ -204,7 +208,7 @@ def discover() -> list[Entry]:
                 script=path.name,
                 smoke=[[]] if declares_smoke else None,
                 protocol=protocol,
-                note="External entry: its owner's figures are in its own RESULTS file.",
+                note="External entry: its figures are in its notebook in benchmarks/log/.",
             )
         )
     return entries
@@ -321,14 +325,15 @@ def _rel(text: str) -> str:
     return text.replace(str(REPO_ROOT) + os.sep, "")
 
 
-# ----------------------------------------------------------------------------- RESULTS.md
-HEADER = """# Benchmark results
+# ------------------------------------------------------------------------ log/runs.md
+HEADER = """# Benchmark runs (written by `benchmarks/run.py`)
 
-Written by `benchmarks/run.py` (see its docstring): every section below is replaced by the
-run that produced it, with the exact command, the load average before/after (the machine has
-2 cores; a load above 2 means other work shared them) and the raw figures. Speed figures are
-ratios against a native baseline measured in the same run (medians of interleaved runs);
-absolute seconds are for orientation only.
+Every section below is replaced by the run that produced it, with the exact command, the
+load average before/after (the machine has 2 cores; a load above 2 means other work shared
+them) and the raw figures. Speed figures are ratios against a native baseline measured in the
+same run (medians of interleaved runs); absolute seconds are for orientation only. The
+summary for users is [../RESULTS.md](../RESULTS.md); the hand-written notebook of these runs
+is [2026-11-notebook.md](2026-11-notebook.md).
 
 Re-run one section: `.venv/bin/python benchmarks/run.py --only NAME` (names: `--list`).
 Anchor sections need `bash benchmarks/setup_anchors.sh` first (benchmark-only venvs).
@@ -384,12 +389,13 @@ def other_aggregators(outcomes: list[Outcome]) -> str:
     lines = [
         "## Other aggregators",
         "",
-        "Benchmarks of the histogram, heavy hitters, user-level mean and LDP aggregators "
-        "are owned by their engineers, who keep their figures in their own files "
-        "(merged here by the lead):",
+        "The histogram, heavy hitters, user-level mean and LDP benchmarks are run with "
+        "their own commands; their figures and notes are in these files of this folder "
+        "(summarised in [../RESULTS.md](../RESULTS.md)):",
         "",
     ]
-    files = sorted(BENCH_DIR.glob("RESULTS_*.md"))
+    # the per-aggregator notebooks: not this file, not the dated notebooks (YYYY-MM-*.md)
+    files = sorted(f for f in LOG_DIR.glob("*.md") if f != RESULTS and not f.name[0].isdigit())
     lines += [f"- [{f.name}]({f.name})" for f in files] or ["- (none yet)"]
     ran = [o for o in outcomes if o.entry.name not in {e.name for e in REGISTRY}]
     if ran:
@@ -413,6 +419,7 @@ def update_results(
     sections: bool = True,
 ) -> None:
     text = path.read_text() if path.exists() else HEADER
+    path.parent.mkdir(parents=True, exist_ok=True)
     names = [e.name for e in REGISTRY] + ["other-aggregators"]
     for name in names:  # make sure every section has its markers, in registry order
         if marker(name) not in text:
@@ -489,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         "--results",
         type=Path,
         default=None,
-        help="RESULTS.md to update (default: benchmarks/RESULTS.md; smoke: none)",
+        help="runs file to update (default: benchmarks/log/runs.md; smoke: none)",
     )
     parser.add_argument("--out", type=Path, default=None, help="logs and JSON (default: temp)")
     parser.add_argument(
