@@ -368,7 +368,7 @@ def section_text(outcome: Outcome, argv: list[str]) -> str:
             lines += [report["markdown"].strip(), ""]
             for p in report.get("plots", []):
                 rel = Path(p).name
-                lines.append(f"![{rel}](plots/{rel})")
+                lines.append(f"![{rel}](../plots/{rel})")
             if report.get("plots"):
                 lines.append("")
             raw = json.dumps(report.get("figures"), indent=1, default=str)
