@@ -21,7 +21,7 @@ data, all through ``hdp_spark.pandas.agg(hdp_mean(...))``:
 Part C (analytic): scenarios B2-B4 of §4.2 and per-user ε (half the users at ε, half at
 10ε) against everyone at ε. Part D (``--mixed-reps``): the per-user-ε release by Monte-Carlo.
 
-Run (the figures in benchmarks/RESULTS_user_mean.md):
+Run (the figures in benchmarks/log/user_mean.md):
     .venv/bin/python benchmarks/repro_seed002.py --reps 300 --mc-n 10000 \
         --json benchmarks/repro_seed002.json
 """

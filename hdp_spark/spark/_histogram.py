@@ -14,7 +14,7 @@ levels, whose rules run on the driver over the distinct values; rounded onto a g
 ``groupBy(by..., level, matched value).count()`` and a collect of at most
 #groups × #levels × (k + 1) rows. The driver maps each collected label to its code with a
 dict lookup, the same equality as the pandas backend (measured alternatives for 100
-categories are in ``benchmarks/RESULTS_histogram.md``: ``when`` chains, literal maps and
+categories are in ``benchmarks/log/histogram.md``: ``when`` chains, literal maps and
 ``array_position`` are 2-3x slower; a broadcast join of the domain is ~10% slower).
 """
 

@@ -62,7 +62,7 @@ GRID_JOIN_MIN_POINTS = 8192
 
 A grid constant is part of the plan: Spark's optimizer hashes and compares it in its rules
 and ships it in every task, which costs seconds per release at 10^4-10^5 points. Whole
-global releases on 1M rows (benchmarks/RESULTS.md) took, constant against join: 1,389
+global releases on 1M rows (benchmarks/log/2026-11-notebook.md) took, constant against join: 1,389
 points 0.51 s / 0.94 s; 4,613 points 0.63 / 0.94 s; 8,134 points 0.96 / 0.49 s; 27,638
 points 1.61 / 0.71 s; 92,111 points 6.31 / 1.13 s. Small grids keep the constant, whose
 per-row read is cheaper.
