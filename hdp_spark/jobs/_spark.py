@@ -86,6 +86,8 @@ def _cast(df: DataFrame, column: str, kind: str) -> Column:
             x = c.cast("double")
             return F.when(~F.isnan(x), x != F.lit(0.0))
         return c.cast("string").try_cast("boolean")
+    if kind == "long" and isinstance(source, T.IntegralType):
+        return c.cast("long")
     if isinstance(source, T.BooleanType | T.NumericType):
         x = c.cast("double")
     else:
@@ -93,8 +95,6 @@ def _cast(df: DataFrame, column: str, kind: str) -> Column:
         x = F.when(~text.rlike(_JAVA_SUFFIX), text.try_cast("double"))
     if kind == "double":
         return x
-    if isinstance(source, T.IntegralType):
-        return c.cast("long")
     whole = ~F.isnan(x) & (F.abs(x) < F.lit(_LONG_LIMIT)) & (x == F.round(x, 0))
     return F.when(whole, x).try_cast("long")
 
