@@ -7,7 +7,8 @@ Commands::
 
 Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
 Exit codes: 0 success; 2 job file, input or schema error; 3 budget refused
-(``policy = "fail"``); 4 ledger busy or conflicting; 1 any other hdp_spark error.
+(``policy = "fail"``); 4 ledger busy or conflicting; 5 engine unavailable (Spark without
+Java or pyspark; nothing read or written); 1 any other hdp_spark error.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 
 from hdp_spark.errors import (
     BudgetExceededError,
+    EngineUnavailableError,
     HdpError,
     JobError,
     LedgerError,
@@ -59,6 +61,8 @@ def _exit_code(exc: HdpError) -> int:
         return 3
     if isinstance(exc, LedgerError):
         return 4
+    if isinstance(exc, EngineUnavailableError):
+        return 5
     if isinstance(exc, JobError | SchemaError | ParameterError):
         return 2
     return 1

@@ -13,6 +13,7 @@ __all__ = [
     "BudgetExceededError",
     "DuplicateUserError",
     "EngineNotSupportedError",
+    "EngineUnavailableError",
     "EpsilonColumnError",
     "HdpError",
     "InternalError",
@@ -62,6 +63,14 @@ class DuplicateUserError(UserIdError):
 
 class EngineNotSupportedError(HdpError, NotImplementedError):
     """The object passed is not a table of a supported engine."""
+
+
+class EngineUnavailableError(HdpError, RuntimeError):
+    """The engine a job asks for cannot start on this machine (e.g. no Java for Spark).
+
+    Raised before anything is read or written; the message names what is missing and how
+    to provide it.
+    """
 
 
 class JobError(HdpError, ValueError):

@@ -59,11 +59,46 @@ def _floats(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
     return s.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+_TRUE = frozenset({"true", "t", "yes", "y", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "0"})
+_LONG_LIMIT = 2.0**63
+
+
+def _doubles(s: pd.Series) -> np.ndarray:
+    """``s`` as float64; a cell that does not parse as a number becomes NaN (never raises)."""
+    if pd.api.types.is_bool_dtype(s):
+        return s.astype("boolean").astype("Float64").to_numpy(np.float64, na_value=np.nan)
+    if pd.api.types.is_numeric_dtype(s):
+        return s.to_numpy(dtype=np.float64, na_value=np.nan)
+    parsed = pd.to_numeric(s.astype(object), errors="coerce")
+    return parsed.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def _cast(s: pd.Series, kind: str) -> pd.Series:
+    """Cast one column on load; whatever does not parse becomes null (a private cell must
+    never make the read fail). The Spark twin is ``hdp_spark.jobs._spark._cast``."""
     if kind == "double":
-        return pd.to_numeric(s, errors="coerce").astype(np.float64)
+        return pd.Series(_doubles(s), index=s.index, dtype=np.float64)
     if kind == "long":
-        return pd.to_numeric(s, errors="coerce").round().astype("Int64")
+        if pd.api.types.is_integer_dtype(s) and not pd.api.types.is_bool_dtype(s):
+            return s.astype("Int64")
+        x = _doubles(s)
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(x) & (np.abs(x) < _LONG_LIMIT) & (x == np.round(x))
+        values = np.where(ok, x, 0.0).astype(np.int64)
+        return pd.Series(pd.arrays.IntegerArray(values, ~ok), index=s.index)
+    if kind == "boolean":
+        if pd.api.types.is_bool_dtype(s):
+            return s.astype("boolean")
+        if pd.api.types.is_numeric_dtype(s):
+            x = _doubles(s)
+            ok = ~np.isnan(x)
+            return pd.Series(pd.arrays.BooleanArray(np.where(ok, x != 0, False), ~ok),
+                             index=s.index)
+        text = s.astype(object).where(s.isna(), s.astype(str).str.strip().str.lower())
+        truth = text.isin(_TRUE).to_numpy()
+        known = truth | text.isin(_FALSE).to_numpy()
+        return pd.Series(pd.arrays.BooleanArray(truth, ~known), index=s.index)
     return s.where(s.isna(), s.astype(str))
 
 
@@ -76,7 +111,12 @@ class PandasAdapter:
         self.io = PandasIO()
 
     def load(self, spec: InputSpec) -> pd.DataFrame:
-        """Read the CSV or parquet input and apply the ``[input.types]`` casts."""
+        """Read the CSV or parquet input and cast the schema's columns and ``[input.types]``.
+
+        Privacy:
+            A value cell that does not parse as its column's type becomes null (imputed by
+            the aggregators), so whether the read succeeds never depends on a private value.
+        """
         if spec.path is None:
             msg = "the pandas engine reads files; `[input] table` needs engine = 'spark'."
             raise SchemaError(msg)
@@ -86,7 +126,10 @@ class PandasAdapter:
             import pyarrow.parquet as pq
 
             df = pq.read_table(spec.path).to_pandas()
-        for col, kind in spec.types:
+        explicit = {c for c, _ in spec.types}
+        for col, kind in spec.casts:
+            if col not in explicit and col not in df.columns:
+                continue  # a declared column that is missing: schema validation names it
             df[col] = _cast(_column(df, col, "typed"), kind)
         return df
 

@@ -66,6 +66,39 @@ def _session(spark: Any, conf: Sequence[tuple[str, str]]) -> Any:
     return builder.getOrCreate()
 
 
+# Java's Double.parseDouble (behind Spark's string -> double cast) accepts a trailing
+# d/D/f/F ("1d"); pandas does not. Such cells are null on both engines.
+_JAVA_SUFFIX = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[dDfF]\s*$"
+_LONG_LIMIT = 2.0**63
+
+
+def _cast(df: DataFrame, column: str, kind: str) -> Column:
+    """Cast one column on load; whatever does not parse becomes null, also under ANSI mode
+    (native ``try_cast``, no UDF). The pandas twin is ``hdp_spark.jobs._pandas._cast``."""
+    source = df.schema[column].dataType
+    c = F.col(column)
+    if kind == "string":
+        return c if isinstance(source, T.StringType) else c.cast("string")
+    if kind == "boolean":
+        if isinstance(source, T.BooleanType):
+            return c
+        if isinstance(source, T.NumericType):
+            x = c.cast("double")
+            return F.when(~F.isnan(x), x != F.lit(0.0))
+        return c.cast("string").try_cast("boolean")
+    if kind == "long" and isinstance(source, T.IntegralType):
+        return c.cast("long")
+    if isinstance(source, T.BooleanType | T.NumericType):
+        x = c.cast("double")
+    else:
+        text = c.cast("string")
+        x = F.when(~text.rlike(_JAVA_SUFFIX), text.try_cast("double"))
+    if kind == "double":
+        return x
+    whole = ~F.isnan(x) & (F.abs(x) < F.lit(_LONG_LIMIT)) & (x == F.round(x, 0))
+    return F.when(whole, x).try_cast("long")
+
+
 def _has(df: DataFrame, column: str, role: str) -> None:
     if column not in df.columns:
         msg = f"{role} column `{column}` is not in the table."
@@ -106,10 +139,15 @@ class SparkAdapter:
         self.io = SparkIO(self.spark)
 
     def load(self, spec: InputSpec) -> DataFrame:
-        """Read the input (CSV, parquet or a table), cast ``[input.types]``, checkpoint it.
+        """Read the input (CSV, parquet or a table), cast the schema's columns and
+        ``[input.types]``, checkpoint it.
 
         The checkpoint pins the rows read once: the fingerprint, the release and the charges
         all see the same data even if the source changes during the run.
+
+        Privacy:
+            A value cell that does not parse as its column's type becomes null (imputed by
+            the aggregators), so whether the read succeeds never depends on a private value.
         """
         reader = self.spark.read
         if spec.table is not None:
@@ -118,9 +156,15 @@ class SparkAdapter:
             df = reader.csv(str(spec.path), header=True, inferSchema=True)
         else:
             df = reader.parquet(str(spec.path))
-        for col, kind in spec.types:
+        explicit = {c for c, _ in spec.types}
+        casts = {}
+        for col, kind in spec.casts:
+            if col not in explicit and col not in df.columns:
+                continue  # a declared column that is missing: schema validation names it
             _has(df, col, "typed")
-            df = df.withColumn(col, F.col(col).try_cast(kind))
+            casts[col] = _cast(df, col, kind)
+        if casts:
+            df = df.withColumns(casts)
         pinned: DataFrame = df.localCheckpoint(eager=True)
         return pinned
 

@@ -11,12 +11,15 @@ Columns the runner adds to the input table (removed from nothing the user reads)
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hdp_spark.core.ledger import BudgetPolicy, ChargeMode
 from hdp_spark.core.levels import EpsGrid
+from hdp_spark.errors import EngineUnavailableError
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
 from hdp_spark.ledger.base import FrameIO
 
@@ -27,6 +30,7 @@ __all__ = [
     "ChargeSummary",
     "EngineAdapter",
     "InputCheck",
+    "check_engine",
     "make_adapter",
 ]
 
@@ -151,6 +155,58 @@ class EngineAdapter(Protocol):
 
     def release_input(self, df: Any) -> Any:
         """The table handed to the aggregators (the runner's helper columns dropped)."""
+
+
+def java_executable(environ: Mapping[str, str] | None = None) -> str | None:
+    """The ``java`` a local Spark would launch, or None.
+
+    Same rule as Spark's launcher (``bin/spark-class``): ``$JAVA_HOME/bin/java`` when
+    ``JAVA_HOME`` is set, otherwise ``java`` on ``PATH``.
+    """
+    env = os.environ if environ is None else environ
+    home = env.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        return java if os.path.isfile(java) and os.access(java, os.X_OK) else None
+    return shutil.which("java", path=env.get("PATH", os.defpath))
+
+
+def check_engine(
+    engine: str, spark: Any = None, conf: Sequence[tuple[str, str]] = ()
+) -> None:
+    """Raise if ``engine`` cannot start here; reads and writes nothing.
+
+    For Spark without a given or active session: pyspark must be importable and, unless
+    the session is a remote Spark Connect one (``spark.remote`` = ``sc://...``), Java must
+    be found the way Spark's launcher finds it (:func:`java_executable`).
+
+    Raises:
+        EngineUnavailableError: naming what is missing and how to provide it.
+    """
+    if engine != "spark" or spark is not None:
+        return
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        msg = ("the Spark engine needs pyspark, which is not installed: pip install "
+               "'pyspark[connect]' (or run with --engine pandas).")
+        raise EngineUnavailableError(msg) from exc
+    if SparkSession.getActiveSession() is not None:
+        return
+    remote = dict(conf).get("spark.remote") or os.environ.get("SPARK_REMOTE") or ""
+    if remote.startswith("sc://"):
+        return
+    if java_executable() is not None:
+        return
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        msg = (f"the Spark engine needs Java 17, but JAVA_HOME = {home!r} has no executable "
+               "bin/java: point JAVA_HOME at a JDK 17 (or run with --engine pandas).")
+    else:
+        msg = ("the Spark engine needs Java 17, but JAVA_HOME is not set and no `java` is on "
+               "PATH: install a JDK 17 and set JAVA_HOME or put `java` on PATH (or run with "
+               "--engine pandas).")
+    raise EngineUnavailableError(msg)
 
 
 def make_adapter(engine: str, spark: Any = None, conf: Sequence[tuple[str, str]] = ()) -> Any:

@@ -33,18 +33,25 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from hdp_spark.core.ledger import UNIT, canonical_json, idempotency_key
 from hdp_spark.errors import (
     BudgetExceededError,
+    HdpError,
     InternalError,
     JobError,
     LedgerConflictError,
 )
-from hdp_spark.jobs.engines import AggCharge, BudgetDistribution, ChargeSummary, make_adapter
+from hdp_spark.jobs.engines import (
+    AggCharge,
+    BudgetDistribution,
+    ChargeSummary,
+    check_engine,
+    make_adapter,
+)
 from hdp_spark.jobs.faults import fault_point
 from hdp_spark.jobs.fingerprint import file_fingerprint, file_stats
 from hdp_spark.jobs.outputs import cleanup_staging, ensure_published, publish, stage
@@ -386,6 +393,32 @@ def _resolve(job: JobSpec | str | Path, engine: EngineName | None) -> JobSpec:
     return load_job(job, engine=engine)
 
 
+def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
+    """Checks of public inputs that need no data, before anything is read or written.
+
+    Loads the schema (its column types become casts on load), checks that the ledger path
+    is of its backend's kind and that the engine can start (Java for Spark).
+    """
+    if spec.input.schema is not None:
+        try:
+            from hdp_spark.schema import load_schema
+        except ImportError as exc:
+            msg = (
+                "`[input] schema` needs hdp_spark.schema (table schemas), which this "
+                f"installation lacks; got {str(spec.input.schema)!r}."
+            )
+            raise JobError(msg) from exc
+        try:
+            schema = load_schema(spec.input.schema)
+        except HdpError as exc:
+            msg = f"`[input] schema`: {exc}"
+            raise JobError(msg) from exc
+        spec = replace(spec, input=spec.input.with_schema_types(schema))
+    spec.check_ledger_path()
+    check_engine(spec.engine, spark, spec.spark_conf)
+    return spec
+
+
 def run_job(
     job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
 ) -> JobRun:
@@ -403,6 +436,8 @@ def run_job(
     Raises:
         JobError: the job file or the input breaks a rule (nothing released).
         SchemaError: the input fails schema validation (nothing released).
+        EngineUnavailableError: the engine cannot start (Spark without Java); raised
+            before anything is read or written.
         BudgetExceededError: ``policy = "fail"`` and some user lacks budget.
         LedgerBusyError: another run held the ledger for longer than ``lock_timeout``.
 
@@ -414,7 +449,8 @@ def run_job(
         noise is not redrawn, nothing is charged). The release key is never stored.
         Remaining budgets become part of the (public) ε vector of later releases.
     """
-    spec = _resolve(job, engine)
+    # Public checks first: a failure here reads no data and writes nothing.
+    spec = _preflight(_resolve(job, engine), spark)
     timer = _Timer()
     log.info("job %s: engine %s, ledger %s (%s), %d release(s)", spec.name, spec.engine,
              spec.ledger.path, spec.ledger_backend, len(spec.releases))
@@ -422,8 +458,6 @@ def run_job(
         log.warning("job %s uses `unsafe_seed`: its noise is reproducible and NOT private",
                     spec.name)
     out = spec.output.path
-    out.mkdir(parents=True, exist_ok=True)
-    cleanup_staging(out)
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
     with timer.stage("load"):
         df, fingerprint = _load(adapter, spec)
@@ -435,6 +469,9 @@ def run_job(
         spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
         compact_every=spec.ledger.compact_every,
     )
+    # The output directory appears only once the input passed every check.
+    out.mkdir(parents=True, exist_ok=True)
+    cleanup_staging(out)
     runs = []
     for rel in spec.releases:
         with timer.stage(f"release:{rel.id}"):
@@ -500,7 +537,7 @@ def plan_job(
     Privacy:
         Only counts derived from the ε vectors and budgets (public in this model).
     """
-    spec = _resolve(job, engine)
+    spec = _preflight(_resolve(job, engine), spark)
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
     df, fingerprint = _load(adapter, spec)
     _validate(adapter, df, spec)

@@ -43,8 +43,14 @@ __all__ = [
 
 EngineName = Literal["pandas", "spark"]
 ENGINES: tuple[str, ...] = get_args(EngineName)
-ColumnType = Literal["double", "long", "string"]
+ColumnType = Literal["double", "long", "string", "boolean"]
 COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
+LedgerBackend = Literal["sqlite", "parquet"]
+SQLITE_SUFFIXES: tuple[str, ...] = (".sqlite", ".sqlite3", ".db")
+"""Ledger paths with these suffixes are SQLite files, whatever the engine."""
+_SCHEMA_CASTS: dict[str, ColumnType] = {
+    "float": "double", "integer": "long", "string": "string", "boolean": "boolean",
+}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -83,10 +89,20 @@ class InputSpec:
         schema: the table schema file checked before any release (issue 5), or None.
         user_id: the column identifying users (the ledger's key; one row per user).
         eps: the default ε column of the aggregators.
-        types: columns cast on load, ``(column, "double" | "long" | "string")``; values that
-            do not parse become null (handled by the aggregators, never an error).
+        types: columns cast on load (``[input.types]``), ``(column, "double" | "long" |
+            "string" | "boolean")``; values that do not parse become null (handled by the
+            aggregators, never an error).
         fingerprint: ``"content"`` hashes the input files' bytes; ``"stat"`` hashes their
             names, sizes and modification times (cheap for very large inputs).
+        schema_types: casts of the schema's ordinary (value, group) columns, set by the
+            runner from ``schema`` (:meth:`with_schema_types`); ``types`` overrides them.
+
+    Privacy:
+        A cell of a value column that does not parse as its declared type becomes null
+        when the table is read, so no release depends on whether one private cell is
+        well-formed (the aggregators impute nulls with a public default). The ε and user id
+        columns (public in this model) are not cast from the schema: a malformed cell there
+        fails the schema's type or null rule, before any release.
     """
 
     path: Path | None = None
@@ -97,6 +113,7 @@ class InputSpec:
     eps: str | None = None
     types: tuple[tuple[str, ColumnType], ...] = ()
     fingerprint: Literal["content", "stat"] = "content"
+    schema_types: tuple[tuple[str, ColumnType], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.table is None):
@@ -109,13 +126,31 @@ class InputSpec:
         _check_column("[input] user_id", self.user_id)
         if self.eps is not None:
             _check_column("[input] eps", self.eps)
-        for col, kind in self.types:
-            _check_column("[input.types] column", col)
-            if kind not in COLUMN_TYPES:
-                _reject(f"[input.types] {col}", f"must be one of {', '.join(COLUMN_TYPES)}",
+        for setting, pairs in (("[input.types]", self.types),
+                               ("[input] schema", self.schema_types)):
+            for col, kind in pairs:
+                _check_column(f"{setting} column", col)
+                if kind not in COLUMN_TYPES:
+                    _reject(f"{setting} {col}", f"must be one of {', '.join(COLUMN_TYPES)}",
                             kind)
         if self.fingerprint not in ("content", "stat"):
             _reject("[input] fingerprint", "must be 'content' or 'stat'", self.fingerprint)
+
+    @property
+    def casts(self) -> tuple[tuple[str, ColumnType], ...]:
+        """Every cast applied on load: the schema's columns, then ``[input.types]`` (wins)."""
+        merged = dict(self.schema_types)
+        merged.update(self.types)
+        return tuple(sorted(merged.items()))
+
+    def with_schema_types(self, schema: Any) -> InputSpec:
+        """This input with the casts of ``schema``'s ordinary columns (a TableSchema).
+
+        float -> double, integer -> long, string -> string, boolean -> boolean. The ε and
+        user id columns are left alone (public columns: a malformed cell must fail).
+        """
+        pairs = tuple(sorted((c.name, _SCHEMA_CASTS[c.type]) for c in schema.columns))
+        return replace(self, schema_types=pairs)
 
     @property
     def resolved_format(self) -> Literal["csv", "parquet"]:
@@ -173,14 +208,16 @@ class LedgerSpec:
     """Where the ledger lives.
 
     Attributes:
-        path: SQLite file or parquet directory.
-        backend: ``"sqlite"`` or ``"parquet"``; None picks sqlite for pandas, parquet for Spark.
+        path: SQLite file or parquet directory. Both engines use either backend, so one
+            ledger serves pandas and Spark runs alike.
+        backend: ``"sqlite"`` or ``"parquet"``; None chooses by the path (see
+            :meth:`resolved_backend`).
         lock_timeout: seconds to wait for a concurrent run.
         compact_every: parquet: deltas between full snapshots.
     """
 
     path: Path
-    backend: Literal["sqlite", "parquet"] | None = None
+    backend: LedgerBackend | None = None
     lock_timeout: float = 600.0
     compact_every: int = 20
 
@@ -189,6 +226,9 @@ class LedgerSpec:
             _reject("[ledger] path", "must be a path", self.path)
         if self.backend is not None and self.backend not in ("sqlite", "parquet"):
             _reject("[ledger] backend", "must be 'sqlite' or 'parquet'", self.backend)
+        if self.backend == "parquet" and self.path.suffix.lower() in SQLITE_SUFFIXES:
+            _reject("[ledger] path", "must not end in .sqlite, .sqlite3 or .db with "
+                    "`backend` = 'parquet' (a parquet ledger is a directory)", str(self.path))
         _check_positive("[ledger] lock_timeout", self.lock_timeout)
         if isinstance(self.compact_every, bool) or not isinstance(self.compact_every, int) \
                 or self.compact_every < 1:
@@ -318,11 +358,37 @@ class JobSpec:
             _reject("[job] unsafe_seed", "must be a string", self.unsafe_seed)
 
     @property
-    def ledger_backend(self) -> Literal["sqlite", "parquet"]:
-        """The ledger backend (explicit, or sqlite for pandas and parquet for Spark)."""
+    def ledger_backend(self) -> LedgerBackend:
+        """The ledger backend: ``[ledger] backend`` if set, else chosen by the path.
+
+        A path ending in ``.sqlite``, ``.sqlite3`` or ``.db`` is a SQLite file and an
+        existing file is SQLite; an existing directory is a parquet ledger. Only a new path
+        without such a suffix depends on the engine (SQLite for pandas, parquet for Spark);
+        once created, it is read back the same way by both engines.
+        """
         if self.ledger.backend is not None:
             return self.ledger.backend
+        path = self.ledger.path
+        if path.suffix.lower() in SQLITE_SUFFIXES or path.is_file():
+            return "sqlite"
+        if path.is_dir():
+            return "parquet"
         return "sqlite" if self.engine == "pandas" else "parquet"
+
+    def check_ledger_path(self) -> None:
+        """Raise before any work if the ledger path exists as the wrong kind of entry.
+
+        Raises:
+            JobError: a SQLite ledger path is a directory, or a parquet one is a file.
+        """
+        path = self.ledger.path
+        backend = self.ledger_backend
+        if backend == "sqlite" and path.is_dir():
+            _reject("[ledger] path", "must be a SQLite file (backend 'sqlite'), not a "
+                    "directory", str(path))
+        if backend == "parquet" and path.exists() and not path.is_dir():
+            _reject("[ledger] path", "must be a directory (backend 'parquet'), not a file",
+                    str(path))
 
     def with_engine(self, engine: EngineName) -> JobSpec:
         """This job run on another engine (a table input needs Spark)."""

@@ -38,7 +38,7 @@ def test_sample_job_parses() -> None:
     spec = first.aggregators[0].spec
     assert isinstance(spec, MeanSpec)
     assert (spec.column, spec.eps, spec.lower, spec.upper) == ("salary", "eps", 20000, 250000)
-    assert job.with_engine("spark").ledger_backend == "parquet"
+    assert job.with_engine("spark").ledger_backend == "sqlite"  # chosen by the path
 
 
 def _job(tmp: Path, text: str) -> Path:
