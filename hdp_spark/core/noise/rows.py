@@ -34,25 +34,15 @@ _WORDS = 8  # 64-bit words per ChaCha block
 _TWO53_INV = 2.0**-53
 
 
-def _rotl(x: U32Array, r: int) -> U32Array:
-    out: U32Array = (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-    return out
-
-
-def _quarter(s: U32Array, a: list[int], b: list[int], c: list[int], d: list[int]) -> None:
-    """Four quarter rounds at once on the (16, n) state (columns or diagonals)."""
-    s[a] += s[b]
-    s[d] = _rotl(s[d] ^ s[a], 16)
-    s[c] += s[d]
-    s[b] = _rotl(s[b] ^ s[c], 12)
-    s[a] += s[b]
-    s[d] = _rotl(s[d] ^ s[a], 8)
-    s[c] += s[d]
-    s[b] = _rotl(s[b] ^ s[c], 7)
-
-
-_COLS = ([0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15])
-_DIAG = ([0, 1, 2, 3], [5, 6, 7, 4], [10, 11, 8, 9], [15, 12, 13, 14])
+def _qr(x: list[U32Array], a: int, b: int, c: int, d: int, tmp: U32Array) -> None:
+    """One ChaCha quarter round on the word arrays a, b, c, d (in place)."""
+    xa, xb, xc, xd = x[a], x[b], x[c], x[d]
+    for p, q, r, rot in ((xa, xb, xd, 16), (xc, xd, xb, 12), (xa, xb, xd, 8), (xc, xd, xb, 7)):
+        np.add(p, q, out=p)
+        np.bitwise_xor(r, p, out=r)
+        np.right_shift(r, np.uint32(32 - rot), out=tmp)
+        np.left_shift(r, np.uint32(rot), out=r)
+        np.bitwise_or(r, tmp, out=r)
 
 
 def chacha20_blocks(keys: U32Array, counters: U64Array) -> U32Array:
@@ -68,11 +58,18 @@ def chacha20_blocks(keys: U32Array, counters: U64Array) -> U32Array:
     init[13] = (counters >> np.uint64(32)).astype(np.uint32)
     init[14:16] = 0
     s = init.copy()
-    with np.errstate(over="ignore"):
-        for _ in range(10):
-            _quarter(s, *_COLS)
-            _quarter(s, *_DIAG)
-        s += init
+    x = [s[i] for i in range(16)]
+    tmp = np.empty(n, dtype=np.uint32)
+    for _ in range(10):
+        _qr(x, 0, 4, 8, 12, tmp)
+        _qr(x, 1, 5, 9, 13, tmp)
+        _qr(x, 2, 6, 10, 14, tmp)
+        _qr(x, 3, 7, 11, 15, tmp)
+        _qr(x, 0, 5, 10, 15, tmp)
+        _qr(x, 1, 6, 11, 12, tmp)
+        _qr(x, 2, 7, 8, 13, tmp)
+        _qr(x, 3, 4, 9, 14, tmp)
+    s += init
     out: U32Array = np.ascontiguousarray(s.T)
     return out
 
