@@ -30,11 +30,15 @@ from hdp_spark.core.ldp_stats import CountKind, LdpGroupStats, empty_stats
 from hdp_spark.errors import ParameterError
 
 __all__ = [
+    "REPORT_MARK",
+    "REPORT_MARKS_ATTR",
     "LdpReleaseResult",
     "LdpResult",
+    "check_randomized",
     "count_kind",
     "finalize_ldp_release",
     "output_fields",
+    "report_columns",
     "validate_ldp_specs",
 ]
 
@@ -98,6 +102,68 @@ def validate_ldp_specs(specs: Sequence[object]) -> tuple[LdpSpec, ...]:
         names.add(spec.name)
         out.append(spec)
     return tuple(out)
+
+
+REPORT_MARK = "hdp_ldp_report"
+"""Marker the simulation randomizers put on report columns: the mechanism's name.
+
+pandas: ``DataFrame.attrs["hdp_ldp_reports"][column]``; Spark: field metadata
+``{"hdp_ldp_report": mechanism}`` of the column. Checked by ``ldp_agg``."""
+
+REPORT_MARKS_ATTR = "hdp_ldp_reports"
+"""pandas ``DataFrame.attrs`` key: ``{report column: mechanism}``."""
+
+
+def report_columns(spec: LdpSpec) -> tuple[tuple[str, str], ...]:
+    """(column, mechanism of the randomizer that must have produced it) of a spec."""
+    if isinstance(spec, LdpMeanSpec):
+        return ((spec.report, spec.mechanism),)
+    if isinstance(spec, LdpVectorMeanSpec):
+        return ((spec.report, "duchi"),)
+    return ((spec.index, "jl"), (spec.sign, "jl"))
+
+
+def check_randomized(
+    specs: Sequence[LdpSpec], marks: Mapping[str, str], already_randomized: object
+) -> None:
+    """Refuse to aggregate a column that no randomizer is known to have produced.
+
+    ``ldp_agg`` adds no noise: on a column of raw values it would release the exact mean
+    with an interval that looks private. Report columns written by
+    :func:`hdp_spark.pandas.ldp_simulate` / :func:`hdp_spark.spark.ldp_simulate` carry
+    :data:`REPORT_MARK`; reports randomized elsewhere (on the devices: the production case)
+    need the caller's explicit ``already_randomized=True``.
+
+    Raises:
+        ParameterError: ``already_randomized`` is not a bool, a report column carries no
+            marker (without ``already_randomized=True``), or a marker names another
+            mechanism than the aggregator's.
+    """
+    if not isinstance(already_randomized, bool):
+        msg = f"`already_randomized` must be True or False, got {already_randomized!r}."
+        raise ParameterError(msg)
+    for spec in specs:
+        for column, mechanism in report_columns(spec):
+            mark = marks.get(column)
+            if mark is None:
+                if already_randomized:
+                    continue
+                msg = (
+                    f"`already_randomized`: column `{column}` carries no local randomizer's "
+                    f"marker (`{REPORT_MARK}`), so it may hold raw values, and ldp_agg adds "
+                    "no noise: it would release their exact statistic. Reports made by "
+                    "ldp_simulate carry the marker; for reports randomized on the devices (or "
+                    "anywhere else outside this library) pass `already_randomized=True` to "
+                    "declare that every row is already an ε_i-LDP report."
+                )
+                raise ParameterError(msg)
+            if mark != mechanism:
+                msg = (
+                    f"column `{column}` holds `{mark}` reports, but its aggregator expects "
+                    f"`{mechanism}` reports; use the aggregator of the randomizer that made "
+                    "the reports."
+                )
+                raise ParameterError(msg)
 
 
 def finalize_one(spec: LdpSpec, stats: LdpGroupStats) -> LdpResult:

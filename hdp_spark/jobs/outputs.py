@@ -63,10 +63,20 @@ def release_dir(out: Path, record: CommitRecord) -> Path:
     return out / record.release_id / record.commit_id
 
 
-def _values_table(rows: list[dict[str, Any]]) -> Any:
+UNSAFE_SEED_KEY = b"hdp_unsafe_seed"
+"""Schema key-value metadata of ``values.parquet`` for a release made with ``unsafe_seed``."""
+
+
+def _values_table(rows: list[dict[str, Any]], unsafe_seed: bool = False) -> Any:
+    """The rows as an Arrow table; a seeded release's schema carries ``hdp_unsafe_seed: true``."""
     import pyarrow as pa
 
-    return pa.Table.from_pylist(rows)
+    table = pa.Table.from_pylist(rows)
+    if unsafe_seed:
+        meta = dict(table.schema.metadata or {})
+        meta[UNSAFE_SEED_KEY] = b"true"
+        table = table.replace_schema_metadata(meta)
+    return table
 
 
 def stage(out: Path, record: CommitRecord) -> Path:
@@ -77,7 +87,8 @@ def stage(out: Path, record: CommitRecord) -> Path:
     rows = outcome["rows"]
     staging = out / STAGING / tmp_name(f"{record.commit_id}-")
     staging.mkdir(parents=True)
-    pq.write_table(_values_table(rows), staging / "values.parquet")
+    unsafe = outcome.get("unsafe_seed") is True
+    pq.write_table(_values_table(rows, unsafe), staging / "values.parquet")
     meta = {k: v for k, v in outcome.items() if k != "rows"}
     doc = {
         "job": record.job,

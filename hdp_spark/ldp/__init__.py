@@ -83,6 +83,7 @@ def agg(
     *specs: LdpMeanSpec | LdpVectorMeanSpec | LdpDistributionSpec,
     by: str | Sequence[str] | None = None,
     keys: Any = None,
+    already_randomized: bool = False,
 ) -> Any:
     """Aggregate LDP reports of a pandas or Spark DataFrame (dispatches on its type).
 
@@ -91,7 +92,9 @@ def agg(
     Privacy:
         Adds no noise (post-processing of ε_i-LDP reports); see :func:`ldp_mean`.
     """
-    return _backend(df).ldp_agg(df, *specs, by=by, keys=keys)
+    return _backend(df).ldp_agg(
+        df, *specs, by=by, keys=keys, already_randomized=already_randomized
+    )
 
 
 def simulate(
@@ -103,6 +106,7 @@ def simulate(
     output: str | None = None,
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
+    id: str | None = None,
 ) -> Any:
     """SIMULATION helper: randomize ``column`` of a central table (pandas or Spark).
 
@@ -114,5 +118,5 @@ def simulate(
     """
     return _backend(df).ldp_simulate(
         df, column, eps=eps, randomizer=randomizer, output=output, key=key,
-        unsafe_seed=unsafe_seed,
+        unsafe_seed=unsafe_seed, id=id,
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,7 +40,8 @@ from hdp_spark.core.ldp_oracle import MAX_CATEGORIES, FrequencyOracle, Projectio
 from hdp_spark.core.ldp_specs import MAX_VECTOR_DIM
 from hdp_spark.core.noise import ReleaseKey, encode_context
 from hdp_spark.core.noise import vector as vx
-from hdp_spark.errors import EpsilonColumnError, ParameterError
+from hdp_spark.core.noise.rows import RowStreams
+from hdp_spark.errors import EpsilonColumnError, InternalError, ParameterError
 
 __all__ = [
     "DuchiRandomizer",
@@ -54,10 +55,12 @@ __all__ = [
     "laplace",
     "randomized_response",
     "resolve_key",
+    "row_keys",
     "run_randomizer",
 ]
 
 _CONTEXT_TAG = "hdp_spark/ldp/v1"
+_ROW_CONTEXT_TAG = "hdp_spark/ldp/rows/v1"
 _UNIT = 2.0**-vx.LAPLACE_GRID_BITS
 
 
@@ -174,7 +177,7 @@ class LaplaceRandomizer:
         return _unit_scale(x, float(self.lower), float(self.upper), self.fill)
 
     def sample(
-        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+        self, rng: vx.Rng, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
     ) -> dict[str, npt.NDArray[Any]]:
         """Reports in data units."""
         mid = (float(self.lower) + float(self.upper)) / 2.0
@@ -224,7 +227,7 @@ class RRRandomizer:
         return _unit_scale(x, float(self.lower), float(self.upper), self.fill)
 
     def sample(
-        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+        self, rng: vx.Rng, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
     ) -> dict[str, npt.NDArray[Any]]:
         """±1 reports (int8)."""
         return {"": vx.rr_pm1(rng, prepared, eps)}
@@ -287,7 +290,7 @@ class DuchiRandomizer:
         return out
 
     def sample(
-        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+        self, rng: vx.Rng, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
     ) -> dict[str, npt.NDArray[Any]]:
         """Reports of shape (n, d)."""
         r = float(self.radius)
@@ -333,7 +336,7 @@ class JLRandomizer:
         return out
 
     def sample(
-        self, rng: np.random.Generator, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
+        self, rng: vx.Rng, prepared: npt.NDArray[Any], eps: npt.NDArray[np.float64]
     ) -> dict[str, npt.NDArray[Any]]:
         """Report indices (``_j``, int64) and signs (``_b``, int8)."""
         j, b = vx.fo_report(rng, prepared, eps, self.oracle.m, self.oracle.signs)
@@ -343,12 +346,55 @@ class JLRandomizer:
 Randomizer = LaplaceRandomizer | RRRandomizer | DuchiRandomizer | JLRandomizer
 
 
+def row_keys(
+    randomizer: Randomizer,
+    prepared: npt.NDArray[Any],
+    eps: npt.NDArray[np.float64],
+    key: ReleaseKey,
+    ids: Sequence[bytes],
+) -> npt.NDArray[np.uint8]:
+    """One 256-bit stream key per row: keyed BLAKE2b of (row id, exact input, ε).
+
+    The BLAKE2b key is derived from the release key and the randomizer's parameters
+    (``KeyedStream``), so the row key is a PRF of (release key, randomizer, id, value, ε):
+    the same row gets the same stream in any batch, partition or engine; a changed value or
+    ε under the same key and id gets an unrelated stream (no differencing). The encoding is
+    injective: the id is length-prefixed and the value and ε have a fixed width per
+    randomizer.
+    """
+    n = prepared.shape[0]
+    if len(ids) != n:
+        msg = "run_randomizer needs one id per row"
+        raise InternalError(msg)
+    master = key.stream(encode_context((_ROW_CONTEXT_TAG, randomizer.params()))).derive_seed(256)
+    mac_key = master.to_bytes(32, "big")
+    body = np.concatenate(
+        [
+            np.ascontiguousarray(prepared).reshape(n, -1).view(np.uint8).reshape(n, -1),
+            np.ascontiguousarray(eps, dtype="<f8").view(np.uint8).reshape(n, 8),
+        ],
+        axis=1,
+    )
+    width = body.shape[1]
+    blob = body.tobytes()
+    out = np.empty((n, 32), dtype=np.uint8)
+    flat = bytearray()
+    for i, ident in enumerate(ids):
+        h = hashlib.blake2b(len(ident).to_bytes(8, "big"), key=mac_key, digest_size=32)
+        h.update(ident)
+        h.update(blob[i * width : (i + 1) * width])
+        flat += h.digest()
+    out[:] = np.frombuffer(bytes(flat), dtype=np.uint8).reshape(n, 32)
+    return out
+
+
 def run_randomizer(
     randomizer: Randomizer,
     values: Any,
     eps: npt.ArrayLike,
     key: ReleaseKey,
     tag: tuple[object, ...] = (),
+    ids: Sequence[bytes] | None = None,
 ) -> Mapping[str, npt.NDArray[Any]]:
     """Validate, prepare and randomize one batch; the generator is created here.
 
@@ -357,14 +403,21 @@ def run_randomizer(
         values: the batch of true values (1-D, or (n, d) for Duchi).
         eps: scalar or per-row ε (each finite and >= 2**-20).
         key: the release key.
-        tag: extra context (engine, partition id, batch index) for batches of a larger
-            table: two batches never share a context.
+        tag: extra context for a batch-keyed call (without ``ids``).
+        ids: one identity per row (canonical bytes, see
+            :func:`hdp_spark.pandas.ldp.id_bytes`). With ids, each row draws from its own
+            stream (:func:`row_keys`): its report depends on the key, the randomizer and
+            the row (id, value, ε) only, never on the batch it is in. Without, one
+            generator keyed by a digest of the whole batch draws for all rows.
 
     Returns:
         Output arrays keyed by column suffix (``""``, or ``"_j"``/``"_b"``).
     """
     prepared = randomizer.prepare(values)
     e = _eps_array(eps, prepared.shape[0])
+    if ids is not None:
+        streams = RowStreams(row_keys(randomizer, prepared, e, key, ids))
+        return randomizer.sample(streams, prepared, e)
     context = encode_context(
         (_CONTEXT_TAG, randomizer.params(), tag, _digest(prepared, e))
     )

@@ -13,7 +13,17 @@ import pandas as pd
 from hdp_spark.core.keys import normalize_keys
 from hdp_spark.errors import ParameterError, SchemaError
 
-__all__ = ["KeysLike", "check_key_types", "numeric_column", "public_keys"]
+__all__ = [
+    "UNSAFE_SEED_MARK",
+    "KeysLike",
+    "check_key_types",
+    "mark_unsafe",
+    "numeric_column",
+    "public_keys",
+]
+
+UNSAFE_SEED_MARK = "hdp_unsafe_seed"
+"""``DataFrame.attrs`` key (pandas) / field metadata key (Spark) of outputs made with a seed."""
 
 KeysLike = Sequence[object] | pd.DataFrame | None
 
@@ -29,6 +39,17 @@ def numeric_column(df: pd.DataFrame, column: str, role: str) -> npt.NDArray[np.f
         raise SchemaError(msg)
     out: npt.NDArray[np.float64] = series.to_numpy(dtype=np.float64, na_value=np.nan)
     return out
+
+
+def mark_unsafe(frame: pd.DataFrame, unsafe: bool) -> pd.DataFrame:
+    """Mark a released frame made with ``unsafe_seed``: ``frame.attrs["hdp_unsafe_seed"]``.
+
+    The released values and columns are unchanged; without a seed the frame is untouched
+    (no attribute). pandas keeps ``attrs`` through copies, slices and ``to_parquet``.
+    """
+    if unsafe:
+        frame.attrs[UNSAFE_SEED_MARK] = True
+    return frame
 
 
 def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:

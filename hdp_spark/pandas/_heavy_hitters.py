@@ -33,6 +33,7 @@ from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import ParameterError, SchemaError
+from hdp_spark.pandas._common import mark_unsafe
 
 __all__ = [
     "PandasTreeCounter",
@@ -226,7 +227,7 @@ def heavy_hitters(
         {**r, **{d.column: _convert(r[d.column], d) for d in spec.domains}} for r in result.rows
     ]
     table = _table(rows, (*spec.cols, *COUNT_COLUMNS), types)
-    return PartialRelease(table, result.report)
+    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
 
 
 def _convert(value: object, dom: AttributeDomain) -> object:
@@ -304,4 +305,5 @@ def attribute_histograms(
     )
     types = {"attribute": "object", "value": "object", "code": "int64", "noisy_count": "int64",
              "count_ci_low": "int64", "count_ci_high": "int64"}
-    return PartialRelease(_table(result.rows, HISTOGRAM_COLUMNS, types), result.report)
+    table = _table(result.rows, HISTOGRAM_COLUMNS, types)
+    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)

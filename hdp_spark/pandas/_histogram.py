@@ -31,6 +31,7 @@ from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
     KeysLike,
+    mark_unsafe,
     numeric_column,
     release_keys,
 )
@@ -242,4 +243,4 @@ def histogram(
     out = pd.DataFrame(result.rows(), columns=result.columns)
     if spec.kind == "int":
         out["category"] = out["category"].astype(np.int64)
-    return out
+    return mark_unsafe(out, result.unsafe_seed)

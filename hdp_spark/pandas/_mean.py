@@ -24,6 +24,7 @@ from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
     KeysLike,
+    mark_unsafe,
     numeric_column,
     release_keys,
 )
@@ -138,4 +139,4 @@ def agg(
     result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema)
     rows = result.rows()
     columns = list(rows[0].keys())
-    return pd.DataFrame(rows, columns=columns)
+    return mark_unsafe(pd.DataFrame(rows, columns=columns), result.unsafe_seed)

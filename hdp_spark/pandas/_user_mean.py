@@ -38,6 +38,7 @@ from hdp_spark.core.user_mean import (
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
     KeysLike,
+    mark_unsafe,
     numeric_column,
     release_keys,
 )
@@ -311,4 +312,4 @@ def user_mean(
         df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema
     )
     rows = result.rows()
-    return pd.DataFrame(rows, columns=list(rows[0].keys()))
+    return mark_unsafe(pd.DataFrame(rows, columns=list(rows[0].keys())), result.unsafe_seed)

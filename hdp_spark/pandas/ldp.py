@@ -23,7 +23,9 @@ from hdp_spark.core.ldp_common import (
 )
 from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp_release import (
+    REPORT_MARKS_ATTR,
     LdpReleaseResult,
+    check_randomized,
     count_kind,
     finalize_ldp_release,
     validate_ldp_specs,
@@ -43,16 +45,19 @@ from hdp_spark.ldp.randomizers import (
 )
 from hdp_spark.pandas._common import (
     KeysLike,
+    mark_unsafe,
     numeric_column,
     release_keys,
 )
 
 __all__ = [
+    "id_bytes",
     "ldp_agg",
     "ldp_oracle",
     "ldp_release",
     "ldp_simulate",
     "ldp_tables",
+    "report_marks",
     "simulate_frame",
 ]
 
@@ -228,14 +233,27 @@ def ldp_tables(
     return tables
 
 
+def report_marks(df: pd.DataFrame) -> dict[str, str]:
+    """``{column: mechanism}`` of the report columns ``ldp_simulate`` marked in ``df.attrs``."""
+    marks = df.attrs.get(REPORT_MARKS_ATTR) if isinstance(df, pd.DataFrame) else None
+    if not isinstance(marks, dict):
+        return {}
+    return {str(c): str(m) for c, m in marks.items() if c in df.columns}
+
+
 def ldp_release(
     df: pd.DataFrame,
     *specs: LdpSpec,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
+    already_randomized: bool = False,
 ) -> LdpReleaseResult:
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
+    if not isinstance(df, pd.DataFrame):
+        msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
+        raise ParameterError(msg)
+    check_randomized(checked, report_marks(df), already_randomized)
     by_t = normalize_by(by)
     key_t = release_keys(df, keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
@@ -247,6 +265,7 @@ def ldp_agg(
     *specs: LdpSpec,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
+    already_randomized: bool = False,
 ) -> pd.DataFrame:
     """Aggregate local-DP reports of a pandas DataFrame.
 
@@ -255,6 +274,12 @@ def ldp_agg(
         *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
         by: optional group-by column(s) (treated as public columns).
         keys: the public key set of a grouped aggregation; every key gets a row.
+        already_randomized: declare that the report columns already hold ε_i-LDP reports
+            made outside this library (on the devices, the production case). Without it,
+            every report column must carry the marker :func:`ldp_simulate` writes
+            (``df.attrs["hdp_ldp_reports"]``, kept by copies, slices and
+            ``to_parquet``/``read_parquet``): ``ldp_agg`` adds no noise, so raw values
+            would be released exactly. ``ParameterError`` otherwise.
 
     Returns:
         One row per group; columns documented in the spec constructors.
@@ -263,7 +288,7 @@ def ldp_agg(
         Adds no noise and needs no key: the reports are already ε_i-LDP and the output
         is post-processing (deterministic; repeated calls give the same numbers).
     """
-    result = ldp_release(df, *specs, by=by, keys=keys)
+    result = ldp_release(df, *specs, by=by, keys=keys, already_randomized=already_randomized)
     rows = result.rows()
     return pd.DataFrame(rows, columns=list(rows[0].keys()))
 
@@ -294,16 +319,61 @@ def _output_names(randomizer: Randomizer, output: str) -> dict[str, str]:
     return {"": output}
 
 
+def id_bytes(pdf: pd.DataFrame, column: str | None) -> list[bytes]:
+    """Canonical identity of each row: its ``column`` value, or its position when None.
+
+    Integers (any integer dtype, or Python ints) encode as ``b"i"`` + 8 bytes, strings as
+    ``b"s"`` + UTF-8, so the same id gives the same bytes on pandas and Spark.
+
+    Raises:
+        SchemaError: the column is missing, holds a null, or holds something else than
+            integers (in the int64 range) and strings.
+    """
+    if column is None:
+        pos = np.arange(len(pdf), dtype=">i8").tobytes()
+        return [b"i" + pos[8 * i : 8 * i + 8] for i in range(len(pdf))]
+    series = _column(pdf, column, "id")
+    rule = f"id column `{column}` must hold non-null integers or strings"
+    if pd.api.types.is_bool_dtype(series):
+        msg = f"{rule}, got dtype {series.dtype}."
+        raise SchemaError(msg)
+    if pd.api.types.is_integer_dtype(series):
+        if series.isna().any():
+            msg = f"{rule}; it holds nulls."
+            raise SchemaError(msg)
+        raw = series.to_numpy(dtype=np.int64).astype(">i8").tobytes()
+        return [b"i" + raw[8 * i : 8 * i + 8] for i in range(len(series))]
+    out: list[bytes] = []
+    for v in series.to_numpy(dtype=object):
+        if isinstance(v, str):
+            out.append(b"s" + v.encode("utf-8", "surrogatepass"))
+        elif isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+            try:
+                out.append(b"i" + int(v).to_bytes(8, "big", signed=True))
+            except OverflowError:
+                msg = f"{rule} in the int64 range."
+                raise SchemaError(msg) from None
+        else:
+            msg = f"{rule}; it holds {type(v).__name__} values."
+            raise SchemaError(msg)
+    return out
+
+
 def simulate_frame(
     pdf: pd.DataFrame,
     column: str,
     eps: str,
     randomizer: Randomizer,
     key: ReleaseKey,
-    tag: tuple[object, ...],
     output: str,
+    id_column: str | None = None,
 ) -> pd.DataFrame:
-    """Randomize one batch: rows with ε = 0 get null reports, the others one report each."""
+    """Randomize one batch: rows with ε = 0 get null reports, the others one report each.
+
+    Each row draws from its own stream keyed by (key, randomizer, row id, value, ε): the
+    reports do not depend on how the table is split into batches.
+    """
+    ids = id_bytes(pdf, id_column)
     e = numeric_column(pdf, eps, "ε")
     active = e != 0.0
     raw = _column(pdf, column, "value").to_numpy(dtype=object if isinstance(
@@ -331,7 +401,8 @@ def simulate_frame(
         values = pd.to_numeric(pd.Series(raw[active]), errors="coerce").to_numpy(
             dtype=np.float64, na_value=np.nan
         )
-    reports = run_randomizer(randomizer, values, e[active], key, tag)
+    active_ids = [ids[i] for i in np.flatnonzero(active)]
+    reports = run_randomizer(randomizer, values, e[active], key, ids=active_ids)
     out = pdf.copy()
     n = len(pdf)
     for suffix, name in _output_names(randomizer, output).items():
@@ -363,6 +434,7 @@ def ldp_simulate(
     output: str | None = None,
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
+    id: str | None = None,
 ) -> pd.DataFrame:
     """SIMULATION ONLY: add LDP reports of ``column`` to a central pandas table.
 
@@ -380,17 +452,33 @@ def ldp_simulate(
         output: report column (``<output>_j``/``<output>_b`` for the frequency oracle);
             default ``"<column>_report"``.
         key: release key; default fresh from OS entropy.
-        unsafe_seed: reproducible reports for tests. UNSAFE.
+        unsafe_seed: reproducible reports for tests. UNSAFE: the output is marked
+            (``attrs["hdp_unsafe_seed"]``) and a WARNING is logged.
+        id: column identifying each row (integers or strings, no nulls; e.g. the user
+            id). Each row's report is drawn from its own stream keyed by (key, id, value,
+            ε), so the same rows give the same reports on pandas and on Spark, whatever the
+            batches or partitions. Default: the row's position (0..n-1). Ids should be
+            unique: two rows with the same id, value and ε get the same report.
 
     Returns:
-        A copy of ``df`` with the report column(s).
+        A copy of ``df`` with the report column(s), marked as reports in
+        ``attrs["hdp_ldp_reports"]`` (``{column: mechanism}``, what :func:`ldp_agg` checks).
 
     Privacy:
         Each report is ε_i-LDP for its row's value (the randomizers' guarantees); the
-        same (key, table) gives the same reports. The input table is NOT protected.
+        same (key, row) gives the same report, a changed value or ε an unrelated one. The
+        input table is NOT protected.
     """
     if not isinstance(df, pd.DataFrame):
         msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
+    if id is not None and not isinstance(id, str):
+        msg = f"`id` must be a column name, got {type(id).__name__}."
+        raise ParameterError(msg)
     k = resolve_key(key, unsafe_seed)
-    return simulate_frame(df, column, eps, randomizer, k, ("pandas",), output or f"{column}_report")
+    name = output or f"{column}_report"
+    out = simulate_frame(df, column, eps, randomizer, k, name, id)
+    marks = dict(report_marks(df))
+    marks.update({col: randomizer.mechanism for col in _output_names(randomizer, name).values()})
+    out.attrs[REPORT_MARKS_ATTR] = marks
+    return mark_unsafe(out, k.unsafe)

@@ -26,8 +26,12 @@ __all__ = [
     "is_dataframe",
     "key_frame",
     "local_frame",
+    "mark_unsafe",
     "public_keys",
 ]
+
+UNSAFE_SEED_MARK = "hdp_unsafe_seed"
+"""Field metadata key of every output column of a release made with ``unsafe_seed``."""
 
 KeysLike = Sequence[object] | DataFrame | None
 
@@ -302,6 +306,22 @@ def local_frame(session: Any, rows: list[tuple[Any, ...]], schema: T.StructType)
     return session.createDataFrame(  # type: ignore[no-any-return]
         rows, schema=schema, verifySchema=False
     )
+
+
+def mark_unsafe(frame: DataFrame, unsafe: bool) -> DataFrame:
+    """Mark every column of a released frame made with ``unsafe_seed``.
+
+    Adds ``{"hdp_unsafe_seed": true}`` to each field's metadata (a projection with
+    ``alias(metadata=...)``: the values, column names and types are unchanged, and a frame
+    built from a local relation stays one, so reading it runs no job). Field metadata
+    survives ``select`` and parquet round trips. Without a seed the frame is returned as is.
+    """
+    if not unsafe:
+        return frame
+    return frame.select(*[
+        frame[f.name].alias(f.name, metadata={**f.metadata, UNSAFE_SEED_MARK: True})
+        for f in frame.schema.fields
+    ])
 
 
 def release_keys(

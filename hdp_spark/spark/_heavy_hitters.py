@@ -45,7 +45,7 @@ from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
-from hdp_spark.spark._common import INTEGRAL, NUMERIC
+from hdp_spark.spark._common import INTEGRAL, NUMERIC, mark_unsafe
 
 __all__ = [
     "SparkTreeCounter",
@@ -328,7 +328,8 @@ def heavy_hitters(
         tuple(_convert(r[d.column], d) for d in spec.domains) + tuple(r[c] for c in COUNT_COLUMNS)
         for r in result.rows
     ]
-    return PartialRelease(df.sparkSession.createDataFrame(rows, schema=schema), result.report)
+    table = df.sparkSession.createDataFrame(rows, schema=schema)
+    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
 
 
 def release_histograms(
@@ -402,5 +403,5 @@ def attribute_histograms(
         privacy_unit=privacy_unit, unsafe_seed=unsafe_seed,
     )
     rows: list[Any] = [tuple(r[c] for c in HISTOGRAM_COLUMNS) for r in result.rows]
-    return PartialRelease(df.sparkSession.createDataFrame(rows, schema=_HIST_SCHEMA),
-                          result.report)
+    table = df.sparkSession.createDataFrame(rows, schema=_HIST_SCHEMA)
+    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)

@@ -35,6 +35,7 @@ from hdp_spark.spark._common import (
     dataframe_schema,
     field,
     local_frame,
+    mark_unsafe,
     release_keys,
 )
 from hdp_spark.spark.expressions import encode_sql, with_level
@@ -191,4 +192,4 @@ def agg(
     result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema)
     out_schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
-    return local_frame(df.sparkSession, rows, out_schema)
+    return mark_unsafe(local_frame(df.sparkSession, rows, out_schema), result.unsafe_seed)

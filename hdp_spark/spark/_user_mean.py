@@ -58,6 +58,7 @@ from hdp_spark.spark._common import (
     field,
     is_dataframe,
     local_frame,
+    mark_unsafe,
     release_keys,
 )
 from hdp_spark.spark.expressions import encode_expr, level_expr
@@ -479,4 +480,4 @@ def user_mean(
     )
     out_schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
-    return local_frame(df.sparkSession, rows, out_schema)
+    return mark_unsafe(local_frame(df.sparkSession, rows, out_schema), result.unsafe_seed)

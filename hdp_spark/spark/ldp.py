@@ -25,7 +25,9 @@ from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.ldp_common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
 from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp_release import (
+    REPORT_MARK,
     LdpReleaseResult,
+    check_randomized,
     count_kind,
     finalize_ldp_release,
     output_fields,
@@ -43,11 +45,12 @@ from hdp_spark.spark._common import (
     is_dataframe,
     key_frame,
     local_frame,
+    mark_unsafe,
     release_keys,
 )
 from hdp_spark.spark.expressions import level_expr
 
-__all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables"]
+__all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables", "report_marks"]
 
 
 _INF = float("inf")
@@ -212,14 +215,26 @@ def ldp_tables(
     return tables
 
 
+def report_marks(schema: T.StructType) -> dict[str, str]:
+    """``{column: mechanism}`` of the fields whose metadata carries the report marker."""
+    out = {}
+    for f in schema.fields:
+        mark = (f.metadata or {}).get(REPORT_MARK)
+        if isinstance(mark, str):
+            out[f.name] = mark
+    return out
+
+
 def ldp_release(
     df: DataFrame,
     *specs: LdpSpec,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
+    already_randomized: bool = False,
 ) -> LdpReleaseResult:
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
+    check_randomized(checked, report_marks(dataframe_schema(df)), already_randomized)
     by_t = normalize_by(by)
     key_t = release_keys(df, keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
@@ -266,18 +281,22 @@ def ldp_agg(
     *specs: LdpSpec,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
+    already_randomized: bool = False,
 ) -> DataFrame:
     """Aggregate local-DP reports of a Spark DataFrame.
 
     Same arguments and output columns as :func:`hdp_spark.pandas.ldp_agg`. One Spark job
     per aggregator (native expressions and aggregates only); the result is materialized
-    on the driver, so re-reading it never re-runs anything.
+    on the driver, so re-reading it never re-runs anything. Without
+    ``already_randomized=True`` every report column must carry the field metadata
+    ``{"hdp_ldp_report": mechanism}`` that :func:`ldp_simulate` writes (it survives
+    ``select`` and parquet round trips).
 
     Privacy:
         Adds no noise and needs no key: the reports are already ε_i-LDP and the output
         is post-processing.
     """
-    result = ldp_release(df, *specs, by=by, keys=keys)
+    result = ldp_release(df, *specs, by=by, keys=keys, already_randomized=already_randomized)
     schema = _output_schema(df, result)
     rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
     return local_frame(df.sparkSession, rows, schema)
@@ -313,6 +332,9 @@ def ldp_oracle(
     )
 
 
+_ID_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.StringType)
+
+
 def _report_fields(randomizer: Randomizer, output: str) -> list[T.StructField]:
     if isinstance(randomizer, JLRandomizer):
         return [T.StructField(output + "_j", T.LongType()),
@@ -333,18 +355,23 @@ def ldp_simulate(
     output: str | None = None,
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
+    id: str | None = None,
 ) -> DataFrame:
     """SIMULATION ONLY: add LDP reports of ``column`` to a central Spark table.
 
     Real local DP randomizes on the device; this helper exists to test pipelines and
     reproduce experiments. It runs a vectorized numpy function per Arrow batch
-    (``mapInPandas``). Each batch builds its own ChaCha20 generator inside the task, from
-    the release key, the partition id, the batch index and a digest of the batch: a
-    re-executed task (retry, second action, cache eviction) replays the same reports, and
-    changed input gets unrelated ones. The reports depend on the partitioning; aggregate
-    them (any engine, any partitioning) for partition-independent results.
+    (``mapInPandas``). Each row draws from its own ChaCha20 stream keyed by the release
+    key, the randomizer and the row's (id, value, ε), computed inside the task: a
+    re-executed task (retry, second action, cache eviction), another batch size or
+    another partitioning gives every row the same report, pandas gives the same reports
+    for the same key and ids, and changed input gets unrelated ones.
 
-    Same arguments as :func:`hdp_spark.pandas.ldp_simulate`.
+    Same arguments as :func:`hdp_spark.pandas.ldp_simulate`, except that ``id`` is
+    required: a Spark row has no stable position (``monotonically_increasing_id`` changes
+    with the partitioning), so name a column that identifies each row (e.g. the user id).
+    The report columns carry the field metadata ``{"hdp_ldp_report": mechanism}``; with
+    ``unsafe_seed`` every column also carries ``{"hdp_unsafe_seed": true}``.
 
     Privacy:
         Each report is ε_i-LDP for its row's value; the input table is NOT protected.
@@ -354,8 +381,22 @@ def ldp_simulate(
     if not is_dataframe(df):
         msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
+    if not isinstance(id, str):
+        msg = (
+            "`id` must name a column identifying each row (e.g. the user id), got "
+            f"{type(id).__name__}: on Spark a row's report is keyed by its id, because a "
+            "row has no position that survives repartitioning."
+        )
+        raise ParameterError(msg)
     field(df.schema, column, "value", numeric=False)
     field(df.schema, eps, "ε", numeric=True)
+    id_field = field(df.schema, id, "id", numeric=False)
+    if not isinstance(id_field.dataType, (*_ID_TYPES,)):
+        msg = (
+            f"id column `{id}` must hold integers or strings, got "
+            f"{id_field.dataType.simpleString()}."
+        )
+        raise SchemaError(msg)
     k = resolve_key(key, unsafe_seed)
     name = output or f"{column}_report"
     fields = _report_fields(randomizer, name)
@@ -368,15 +409,17 @@ def ldp_simulate(
     material, unsafe = k.material, k.unsafe
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        from pyspark import TaskContext
-
         from hdp_spark.pandas.ldp import simulate_frame
 
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx is not None else -1
         task_key = ReleaseKey(material, unsafe)
-        for i, pdf in enumerate(batches):
-            yield simulate_frame(pdf, column, eps, randomizer, task_key, ("spark", partition, i),
-                                 name)
+        for pdf in batches:
+            yield simulate_frame(pdf, column, eps, randomizer, task_key, name, id)
 
-    return df.mapInPandas(run, schema)  # design-ok: LDP simulation runs on the device in production
+    out = df.mapInPandas(run, schema)  # design-ok: LDP simulation runs on the device in production
+    reports = {f.name for f in fields}
+    out = out.select(*[
+        out[f.name].alias(f.name, metadata={**f.metadata, REPORT_MARK: randomizer.mechanism})
+        if f.name in reports else out[f.name]
+        for f in schema.fields
+    ])
+    return mark_unsafe(out, k.unsafe)

@@ -88,9 +88,9 @@ def test_pandas_and_spark_agree_exactly(spark: Any) -> None:
     pdf, oracle = _reports()
     specs = _specs(oracle)
     keys = ["a", "b", "c", "zz"]
-    res_pd = pdl.ldp_release(pdf, *specs, by="g", keys=keys)
+    res_pd = pdl.ldp_release(pdf, *specs, by="g", keys=keys, already_randomized=True)
     sdf = _spark_frame(spark, pdf)
-    res_sp = sl.ldp_release(sdf, *specs, by="g", keys=keys)
+    res_sp = sl.ldp_release(sdf, *specs, by="g", keys=keys, already_randomized=True)
     # identical pre-finalize aggregates
     for t_pd, t_sp in zip(res_pd.tables, res_sp.tables, strict=True):
         assert set(t_pd) == set(t_sp)
@@ -117,10 +117,10 @@ def test_invalid_eps_is_rejected_with_counts(engine: Any) -> None:
     pdf = pd.DataFrame({"y": [1.0, -1.0, 1.0], "eps": [0.5, -1.0, float("nan")]})
     spec = L.ldp_mean("y", eps="eps", mechanism="rr")
     with pytest.raises(EpsilonColumnError, match="2 row"):
-        L.agg(engine.frame(pdf), spec)
+        L.agg(engine.frame(pdf), spec, already_randomized=True)
     pdf = pd.DataFrame({"y": [1.0, -1.0], "eps": [0.5, 2.0**-30]})
     with pytest.raises(EpsilonColumnError, match="1 row"):
-        L.agg(engine.frame(pdf), spec)
+        L.agg(engine.frame(pdf), spec, already_randomized=True)
 
 
 @pytest.mark.spark
@@ -130,13 +130,14 @@ def test_spark_simulation_replays_and_aggregates(spark: Any) -> None:
     rng = np.random.default_rng(1)  # design-ok: synthetic test data
     n = 2000
     pdf = pd.DataFrame({
+        "uid": np.arange(n),
         "x": rng.uniform(-1, 1, n),
         "c": rng.integers(0, 4, n).astype(float),
         "eps": np.where(np.arange(n) % 10 == 0, 0.0, 1.0),
     })
     sdf = spark.createDataFrame(pdf).repartition(2)
     sim = sl.ldp_simulate(sdf, "x", eps="eps", randomizer=L.LaplaceRandomizer(),
-                          unsafe_seed="sim")
+                          unsafe_seed="sim", id="uid")
     first = sim.orderBy("x").toPandas()
     second = sim.orderBy("x").toPandas()  # a second action replays the same draws
     pd.testing.assert_frame_equal(first, second)
@@ -149,7 +150,7 @@ def test_spark_simulation_replays_and_aggregates(spark: Any) -> None:
     assert abs(out["x_report_mean_raw"][0] - truth) <= out["x_report_mean_radius"][0]
     oracle = sl.ldp_oracle(sdf, eps="eps", d=4)  # JL: signs hashed on executors and driver
     fo = sl.ldp_simulate(sdf, "c", eps="eps", randomizer=L.JLRandomizer(oracle), output="r",
-                         unsafe_seed="fo")
+                         unsafe_seed="fo", id="uid")
     res = sl.ldp_agg(fo, L.ldp_distribution("r_j", "r_b", eps="eps", oracle=oracle)).toPandas()
     pmf = np.bincount(pdf.loc[pdf["eps"] > 0, "c"].astype(int), minlength=4) / (n - n // 10)
     assert np.max(np.abs(np.array(res["r_j_pmf_raw"][0]) - pmf)) <= res["r_j_pmf_radius"][0]

@@ -51,24 +51,24 @@ def test_aggregation_errors() -> None:
     df = pd.DataFrame({"y": [1.0], "eps": [1.0], "g": ["a"]})
     spec = L.ldp_mean("y", eps="eps", mechanism="rr")
     with pytest.raises(ParameterError, match="share the output name"):
-        pdl.ldp_agg(df, spec, spec)
+        pdl.ldp_agg(df, spec, spec, already_randomized=True)
     with pytest.raises(ParameterError, match="public key set"):
-        pdl.ldp_agg(df, spec, by="g")
+        pdl.ldp_agg(df, spec, by="g", already_randomized=True)
     with pytest.raises(ParameterError, match="at least one"):
-        pdl.ldp_agg(df)
+        pdl.ldp_agg(df, already_randomized=True)
     with pytest.raises(ParameterError, match="ldp_mean"):
         pdl.ldp_agg(df, "y")  # type: ignore[arg-type]
     with pytest.raises(SchemaError, match="`missing` is not in the table"):
-        pdl.ldp_agg(df, L.ldp_mean("missing", eps="eps", mechanism="rr"))
+        pdl.ldp_agg(df, L.ldp_mean("missing", eps="eps", mechanism="rr"), already_randomized=True)
     with pytest.raises(SchemaError, match="must be numeric"):
-        pdl.ldp_agg(df, L.ldp_mean("g", eps="eps", mechanism="rr"))
+        pdl.ldp_agg(df, L.ldp_mean("g", eps="eps", mechanism="rr"), already_randomized=True)
     with pytest.raises(EpsilonColumnError, match="finite"):
-        pdl.ldp_agg(pd.DataFrame({"y": [1.0], "eps": [np.inf]}), spec)
+        pdl.ldp_agg(pd.DataFrame({"y": [1.0], "eps": [np.inf]}), spec, already_randomized=True)
 
 
 def test_eps_zero_rows_take_no_part_and_nulls_are_skipped() -> None:
     df = pd.DataFrame({"y": [1.0, -1.0, np.nan, 1.0], "eps": [1.0, 0.0, 1.0, 1.0]})
-    out = pdl.ldp_agg(df, L.ldp_mean("y", eps="eps", mechanism="rr"))
+    out = pdl.ldp_agg(df, L.ldp_mean("y", eps="eps", mechanism="rr"), already_randomized=True)
     assert out["y_mean_n"][0] == 2
     assert out["y_mean_skipped"][0] == 1
     levels = out["y_mean_eps_levels"][0]

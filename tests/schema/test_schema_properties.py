@@ -220,7 +220,7 @@ def _other_aggregators(module: Any) -> dict[str, Any]:
         runs["histogram_global"] = lambda frame: module.histogram(frame, hist, unsafe_seed=11)
     if hasattr(module, "ldp_agg") and hasattr(module, "ldp_mean"):
         ldp = module.ldp_mean("x", eps="eps", mechanism="laplace", lower=LOWER, upper=UPPER)
-        runs["ldp_mean"] = lambda frame: module.ldp_agg(frame, ldp)
+        runs["ldp_mean"] = lambda frame: module.ldp_agg(frame, ldp, already_randomized=True)
     return runs
 
 

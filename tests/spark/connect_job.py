@@ -46,7 +46,7 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
         ),
         "ldp_mean": lambda df: mod.ldp_agg(
             df, mod.ldp_mean("r", eps="eps_ldp", mechanism="laplace"), by="g",
-            keys=["a", "b", "z"],
+            keys=["a", "b", "z"], already_randomized=True,
         ),
         "heavy_hitters": lambda df: mod.heavy_hitters(
             df, mod.hdp_heavy_hitters(cols, domains=domains, eps0=2.0), unsafe_seed=14

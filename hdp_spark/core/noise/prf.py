@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import secrets
 import struct
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 _DOMAIN = b"hdp_spark/noise/v1\x00"
+_log = logging.getLogger("hdp_spark")
 _KEY_BYTES = 32
 
 
@@ -68,12 +70,19 @@ class ReleaseKey:
         """Derive a key from a public seed.
 
         UNSAFE for production: anyone who knows the seed can subtract the noise. Exists so
-        that tests and documentation examples are reproducible.
+        that tests and documentation examples are reproducible. Every release (or
+        simulation) that runs with a seeded key goes through here, so this is where the
+        WARNING of logger ``hdp_spark`` is emitted, once per release (the seed itself is
+        never logged).
         """
         if isinstance(seed, bool) or not isinstance(seed, int | str | bytes):
             msg = f"`unsafe_seed` must be an int, str or bytes, got {type(seed).__name__}."
             raise ParameterError(msg)
         raw = seed if isinstance(seed, bytes) else str(seed).encode()
+        _log.warning(
+            "a release runs with `unsafe_seed`: its noise is reproducible by anyone who knows "
+            "the seed and is NOT private; its outputs are marked `hdp_unsafe_seed`"
+        )
         return cls(hashlib.sha256(b"hdp_spark/unsafe-seed\x00" + raw).digest(), unsafe=True)
 
     @classmethod

@@ -38,17 +38,20 @@ See :func:`laplace_unit`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from hdp_spark.core.noise.prf import ReleaseKey
+from hdp_spark.core.noise.rows import RowStreams
 from hdp_spark.errors import InternalError
 
 __all__ = [
     "EPS_MIN",
     "LAPLACE_GRID_BITS",
     "LAPLACE_SPAN_UNITS",
+    "Rng",
     "bern_exp_le1",
     "bernoulli_u64",
     "discrete_laplace",
@@ -85,6 +88,53 @@ _TWO52 = 2.0**52
 _TWO53 = 2.0**53
 
 
+Rng = np.random.Generator | RowStreams
+"""What the samplers draw from: one generator for a whole batch (the array API), or one
+keyed stream per row (:class:`~hdp_spark.core.noise.rows.RowStreams`, the simulation
+transforms: a row's report then never depends on the other rows of its batch)."""
+
+
+class _Source(Protocol):
+    def u64(self, rows: IntArray) -> U64Array: ...
+
+    def integers(self, rows: IntArray, bound: IntArray | int) -> IntArray: ...
+
+    def normal(self, rows: IntArray, d: int) -> FloatArray: ...
+
+
+class _BatchSource:
+    """A numpy Generator seen as a source: the listed rows only give the draw count."""
+
+    __slots__ = ("_rng",)
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def u64(self, rows: IntArray) -> U64Array:
+        out: U64Array = np.asarray(self._rng.bit_generator.random_raw(rows.shape[0]))
+        return out
+
+    def integers(self, rows: IntArray, bound: IntArray | int) -> IntArray:
+        if isinstance(bound, int):
+            return np.asarray(
+                self._rng.integers(0, bound, size=rows.shape[0], dtype=np.int64), dtype=np.int64
+            )
+        return np.asarray(self._rng.integers(0, bound), dtype=np.int64)
+
+    def normal(self, rows: IntArray, d: int) -> FloatArray:
+        return self._rng.standard_normal((rows.shape[0], d))
+
+
+def _source(rng: Rng, n: int) -> tuple[_Source, IntArray]:
+    """The draw source of a batch of ``n`` rows and the batch's row indices."""
+    if isinstance(rng, RowStreams):
+        if rng.n != n:
+            msg = "RowStreams must have one stream per row of the batch"
+            raise InternalError(msg)
+        return rng, np.arange(n, dtype=np.int64)
+    return _BatchSource(rng), np.arange(n, dtype=np.int64)
+
+
 def generator(key: ReleaseKey, context: bytes) -> np.random.Generator:
     """A ChaCha20 generator keyed by ``KeyedStream(key, context).derive_seed()``.
 
@@ -99,20 +149,27 @@ def generator(key: ReleaseKey, context: bytes) -> np.random.Generator:
     return np.random.Generator(randomgen.ChaCha(key=seed, rounds=20))
 
 
-def uniform_u64(rng: np.random.Generator, n: int) -> U64Array:
-    """``n`` uniform 64-bit integers straight from the bit generator."""
-    out: U64Array = rng.bit_generator.random_raw(n)
+def uniform_u64(rng: Rng, n: int) -> U64Array:
+    """``n`` uniform 64-bit integers straight from the bit generator (one per row)."""
+    src, rows = _source(rng, n)
+    return src.u64(rows)
+
+
+def bernoulli_u64(rng: Rng, numerator: U64Array) -> BoolArray:
+    """Exact Bernoulli(K / 2**64) per element, for uint64 numerators K."""
+    src, rows = _source(rng, numerator.shape[0])
+    return _bern_u64(src, rows, numerator)
+
+
+def _bern_u64(src: _Source, rows: IntArray, numerator: U64Array) -> BoolArray:
+    out: BoolArray = src.u64(rows) < numerator
     return out
 
 
-def bernoulli_u64(rng: np.random.Generator, numerator: U64Array) -> BoolArray:
-    """Exact Bernoulli(K / 2**64) per element, for uint64 numerators K."""
-    return uniform_u64(rng, numerator.shape[0]) < numerator
-
-
-def _bernoulli_53(rng: np.random.Generator, threshold: U64Array) -> BoolArray:
+def _bernoulli_53(src: _Source, rows: IntArray, threshold: U64Array) -> BoolArray:
     """Exact Bernoulli(threshold / 2**53) per element (threshold in [0, 2**53])."""
-    return (uniform_u64(rng, threshold.shape[0]) >> np.uint64(11)) < threshold
+    out: BoolArray = (src.u64(rows) >> np.uint64(11)) < threshold
+    return out
 
 
 def keep_numerator(eps: FloatArray) -> U64Array:
@@ -130,36 +187,42 @@ def realized_tanh(eps: FloatArray) -> FloatArray:
     return (k - np.uint64(2**63)).astype(np.float64) / _TWO63
 
 
-def bern_exp_le1(rng: np.random.Generator, num: IntArray, den: IntArray) -> BoolArray:
+def bern_exp_le1(rng: Rng, num: IntArray, den: IntArray) -> BoolArray:
     """Exact Bernoulli(exp(-num/den)) per element, 0 <= num <= den, den >= 1 (int64).
 
     Canonne-Kamath-Steinke 2020, Algorithm 1: K = 1; while Bernoulli(γ/K): K += 1; return
     K odd. Each Bernoulli(num / (den K)) is one exact ``integers`` draw.
     """
+    src, rows = _source(rng, num.shape[0])
+    return _bern_exp_le1(src, rows, num, den)
+
+
+def _bern_exp_le1(src: _Source, rows: IntArray, num: IntArray, den: IntArray) -> BoolArray:
     n = num.shape[0]
     k = np.ones(n, dtype=np.int64)
     active = np.arange(n)
     while active.size:
-        hit = rng.integers(0, den[active] * k[active]) < num[active]
+        hit = src.integers(rows[active], den[active] * k[active]) < num[active]
         active = active[hit]
         k[active] += 1
     out: BoolArray = (k % 2) == 1
     return out
 
 
-def _geometric_exp1(rng: np.random.Generator, n: int) -> IntArray:
+def _geometric_exp1(src: _Source, rows: IntArray) -> IntArray:
     """V with P(V = v) = (1 - 1/e) e^-v: successes of Bernoulli(exp(-1)) before a failure."""
+    n = rows.shape[0]
     v = np.zeros(n, dtype=np.int64)
     active = np.arange(n)
     ones = np.ones(n, dtype=np.int64)
     while active.size:
-        hit = bern_exp_le1(rng, ones[: active.size], ones[: active.size])
+        hit = _bern_exp_le1(src, rows[active], ones[: active.size], ones[: active.size])
         active = active[hit]
         v[active] += 1
     return v
 
 
-def discrete_laplace(rng: np.random.Generator, t: IntArray) -> IntArray:
+def discrete_laplace(rng: Rng, t: IntArray) -> IntArray:
     """Exact Y with P(Y = y) ∝ exp(-|y| / t), per element, for int64 scales t >= 1.
 
     Canonne-Kamath-Steinke 2020, Algorithm 2 with an integer scale: U uniform on [0, t),
@@ -167,6 +230,11 @@ def discrete_laplace(rng: np.random.Generator, t: IntArray) -> IntArray:
     (-, 0). Integer arithmetic only.
     """
     t = np.asarray(t, dtype=np.int64)
+    src, rows = _source(rng, t.shape[0])
+    return _discrete_laplace(src, rows, t)
+
+
+def _discrete_laplace(src: _Source, rows: IntArray, t: IntArray) -> IntArray:
     if t.size and int(t.min()) < 1:
         msg = "discrete_laplace needs t >= 1"
         raise InternalError(msg)
@@ -174,11 +242,11 @@ def discrete_laplace(rng: np.random.Generator, t: IntArray) -> IntArray:
     pending = np.arange(t.shape[0])
     while pending.size:
         tp = t[pending]
-        u = rng.integers(0, tp)
-        ok = bern_exp_le1(rng, u, tp)
+        u = src.integers(rows[pending], tp)
+        ok = _bern_exp_le1(src, rows[pending], u, tp)
         idx, u, tp = pending[ok], u[ok], tp[ok]
-        x = u + tp * _geometric_exp1(rng, idx.size)
-        negative = (uniform_u64(rng, idx.size) >> np.uint64(63)) == 1
+        x = u + tp * _geometric_exp1(src, rows[idx])
+        negative = (src.u64(rows[idx]) >> np.uint64(63)) == 1
         reject = negative & (x == 0)
         keep = ~reject
         out[idx[keep]] = np.where(negative[keep], -x[keep], x[keep])
@@ -200,7 +268,7 @@ def laplace_grid_scale(eps: FloatArray) -> IntArray:
     return np.ceil(float(LAPLACE_SPAN_UNITS) / e).astype(np.int64) + 1
 
 
-def laplace_unit(rng: np.random.Generator, u: FloatArray, eps: FloatArray) -> IntArray:
+def laplace_unit(rng: Rng, u: FloatArray, eps: FloatArray) -> IntArray:
     """Laplace randomizer in the unit scale, on the grid 2**-30: returns grid integers.
 
     Input ``u`` must already be in [-1, 1] (the caller imputes and clips). Output: the
@@ -227,14 +295,16 @@ def laplace_unit(rng: np.random.Generator, u: FloatArray, eps: FloatArray) -> In
     if u.size and not (float(u.min()) >= -1.0 and float(u.max()) <= 1.0):
         msg = "laplace_unit needs u in [-1, 1]"
         raise InternalError(msg)
+    src, rows = _source(rng, u.shape[0])
     s = u * float(2**LAPLACE_GRID_BITS)
     low = np.floor(s)
     threshold = np.floor((s - low) * _TWO53).astype(np.uint64)
-    xi = low.astype(np.int64) + _bernoulli_53(rng, threshold).astype(np.int64)
-    return xi + discrete_laplace(rng, laplace_grid_scale(eps))
+    xi = low.astype(np.int64) + _bernoulli_53(src, rows, threshold).astype(np.int64)
+    t = np.asarray(laplace_grid_scale(eps), dtype=np.int64)
+    return xi + _discrete_laplace(src, rows, t)
 
 
-def rr_pm1(rng: np.random.Generator, u: FloatArray, eps: FloatArray) -> SignArray:
+def rr_pm1(rng: Rng, u: FloatArray, eps: FloatArray) -> SignArray:
     """Randomized response on ±1, after unbiased stochastic rounding of u in [-1, 1].
 
     x = +1 with probability floor((1 + u) 2**52) / 2**53 (exactly (1 + u)/2 for u = ±1 and
@@ -246,8 +316,9 @@ def rr_pm1(rng: np.random.Generator, u: FloatArray, eps: FloatArray) -> SignArra
     if u.size and not (float(u.min()) >= -1.0 and float(u.max()) <= 1.0):
         msg = "rr_pm1 needs u in [-1, 1]"
         raise InternalError(msg)
-    plus = _bernoulli_53(rng, np.floor((1.0 + u) * _TWO52).astype(np.uint64))
-    keep = bernoulli_u64(rng, keep_numerator(eps))
+    src, rows = _source(rng, u.shape[0])
+    plus = _bernoulli_53(src, rows, np.floor((1.0 + u) * _TWO52).astype(np.uint64))
+    keep = _bern_u64(src, rows, keep_numerator(eps))
     out: SignArray = np.where(plus == keep, 1, -1).astype(np.int8)
     return out
 
@@ -274,7 +345,7 @@ def hemisphere_side(
 
 
 def duchi_sphere(
-    rng: np.random.Generator, x: FloatArray, eps: FloatArray, radius: float, scale: FloatArray
+    rng: Rng, x: FloatArray, eps: FloatArray, radius: float, scale: FloatArray
 ) -> FloatArray:
     """Duchi et al.'s randomizer: each row of ``x`` (‖x‖ <= radius) -> a point of norm ``scale``.
 
@@ -298,16 +369,17 @@ def duchi_sphere(
     an unprojected x would stay private, because a is capped at 1 before step 1.
     """
     n, d = x.shape
+    src, rows = _source(rng, n)
     norms = np.sqrt(np.einsum("ij,ij->i", x, x))
     a = np.minimum(norms / radius, 1.0)
-    plus = _bernoulli_53(rng, np.floor((1.0 + a) * _TWO52).astype(np.uint64))
-    keep = bernoulli_u64(rng, keep_numerator(eps))
+    plus = _bernoulli_53(src, rows, np.floor((1.0 + a) * _TWO52).astype(np.uint64))
+    keep = _bern_u64(src, rows, keep_numerator(eps))
     side = np.where(plus == keep, 1.0, -1.0)
-    g = rng.standard_normal((n, d))
+    g = src.normal(rows, d)
     gnorm = np.sqrt(np.einsum("ij,ij->i", g, g))
     zero = gnorm == 0.0
     if np.any(zero):
-        fair = np.where((uniform_u64(rng, int(zero.sum())) >> np.uint64(63)) == 1, 1.0, -1.0)
+        fair = np.where((src.u64(rows[zero]) >> np.uint64(63)) == 1, 1.0, -1.0)
         g[zero] = 0.0
         g[zero, 0] = fair
         gnorm[zero] = 1.0
@@ -317,7 +389,7 @@ def duchi_sphere(
 
 
 def fo_report(
-    rng: np.random.Generator,
+    rng: Rng,
     values: IntArray,
     eps: FloatArray,
     m: int,
@@ -332,9 +404,10 @@ def fo_report(
     drawn with ``integers`` (exact), independently of x.
     """
     n = values.shape[0]
-    j: IntArray = np.asarray(rng.integers(0, m, size=n, dtype=np.int64), dtype=np.int64)
-    keep = bernoulli_u64(rng, keep_numerator(eps))
-    fair = (uniform_u64(rng, n) >> np.uint64(63)) == 1
+    src, rows = _source(rng, n)
+    j: IntArray = src.integers(rows, int(m))
+    keep = _bern_u64(src, rows, keep_numerator(eps))
+    fair = (src.u64(rows) >> np.uint64(63)) == 1
     bottom = values < 0
     s = signs(j, np.where(bottom, 0, values))
     b = np.where(keep, s, -s)
