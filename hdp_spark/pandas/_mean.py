@@ -92,7 +92,7 @@ def release(
 
     See :func:`agg` for the arguments.
     """
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, specs)
     key_t = release_keys(df, keys, by_t)
     plans = plan_levels(specs)
     if schema is not None:

@@ -19,6 +19,7 @@ from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.stats import check_cell_rows
 from hdp_spark.core.user_mean import (
     Census,
     CensusCell,
@@ -85,10 +86,14 @@ def _group_ids(
 def _cells(frame: pd.DataFrame, value: str) -> list[tuple[int, int, float, int, int]]:
     """(gid, k, level, count, Σ value) per (gid, k, level) cell of ``frame``."""
     agg = frame.groupby(["gid", "k", "level"], sort=True)[value].agg(["size", "sum"])
-    return [
+    out = [
         (int(g), int(k), float(lvl), int(n), int(t))
         for g, k, lvl, n, t in agg.reset_index().itertuples(index=False, name=None)
     ]
+    for _, k, _, n, _ in out:
+        # n users of k rows each: the int64 sums hold at most MAX_CELL_ROWS rows (k, n public)
+        check_cell_rows(k * n)
+    return out
 
 
 class PandasUsers:
@@ -266,7 +271,7 @@ def user_mean_release(
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, [spec])
     found = release_keys(df, keys, by_t)
     key_t = ((),) if found is None else found  # a global release is the one empty key
     if schema is not None:
