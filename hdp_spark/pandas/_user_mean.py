@@ -293,10 +293,18 @@ def user_mean(
     Args:
         df: the input table, several rows per user (user, value and ε columns).
         spec: from :func:`hdp_spark.hdp_user_mean`.
-        by: optional group-by column(s); each user must fall into one group.
+        by: optional group-by column(s); each user must fall into one group. Public
+            grouping attributes only: the value, user id and ε columns are refused.
         keys: the public key set of a grouped release (list of values, list of tuples for
             several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
             a row; rows with other keys are left out.
+            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
+            a reference table): a key set computed from the released table, such as its
+            distinct values, reveals which keys occur whatever noise is added. Keys that are
+            detectably derived from ``df`` (the same object, a view sharing its memory, or
+            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
+            from the data cannot be detected and is the caller's responsibility. Ordered
+            containers keep their order in the output; a set is sorted.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: its release

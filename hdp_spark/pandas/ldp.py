@@ -253,8 +253,17 @@ def ldp_agg(
     Args:
         df: one row per report, with its ε column.
         *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
-        by: optional group-by column(s) (treated as public columns).
+        by: optional group-by column(s), public grouping attributes only: a column a
+            spec reads as data (report column) or as its ε column is refused, as grouping
+            by it would publish exact per-value counts through ``_n``.
         keys: the public key set of a grouped aggregation; every key gets a row.
+            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
+            a reference table): a key set computed from the released table, such as its
+            distinct values, reveals which keys occur whatever noise is added. Keys that are
+            detectably derived from ``df`` (the same object, a view sharing its memory, or
+            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
+            from the data cannot be detected and is the caller's responsibility. Ordered
+            containers keep their order in the output; a set is sorted.
 
     Returns:
         One row per group; columns documented in the spec constructors.
