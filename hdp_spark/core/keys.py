@@ -1,25 +1,71 @@
-"""Public group-key sets.
+"""Public group-key sets and group-by columns (the rules every engine shares).
 
 A grouped release must not reveal which keys occur in the data: the caller passes the
 public key set, every key in it gets an output row (empty groups included) and rows whose
 key is outside the set are left out of the release.
+
+Key sets must be public inputs from OUTSIDE the data (a list of departments from the HR
+catalogue, a calendar of dates). A key set computed from the released table itself (its
+distinct values) reveals which keys occur, whatever noise the release adds: the backends
+reject the cases they can detect (:func:`hdp_spark.pandas._common.release_keys`,
+:func:`hdp_spark.spark._common.release_keys`), but a list of values collected from the data
+cannot be told apart from a public list.
+
+Grouping columns must be public attributes too: :func:`check_by_public` rejects a ``by``
+column that a spec of the call reads as a value, ε, category, report or user column.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
 
 from hdp_spark.errors import ParameterError
 
-__all__ = ["normalize_by", "normalize_key", "normalize_keys"]
+__all__ = [
+    "KEYS_FROM_DATA_MESSAGE",
+    "check_by_public",
+    "normalize_by",
+    "normalize_key",
+    "normalize_keys",
+]
+
+KEYS_FROM_DATA_MESSAGE = (
+    "`keys` must be a public input from outside the data (e.g. a list from a catalogue): "
+    "a key set derived from the released table ({how}) reveals which keys occur in it, "
+    "whatever noise the release adds."
+)
+"""The text of the error raised for a key set detected as derived from the input."""
+
+# (attribute of a spec, role named in the error) for every column a spec reads as data or
+# as its privacy demand. Engine-agnostic: specs of every aggregator use these names.
+_SPEC_COLUMNS = (
+    ("column", "value column"),
+    ("user", "user id column"),
+    ("eps", "ε column"),
+    ("report", "report column"),
+    ("index", "report index column"),
+    ("sign", "report sign column"),
+)
 
 _PRIMITIVE = (str, int, float, bool, datetime.date, datetime.datetime, decimal.Decimal)
 
 
-def normalize_by(by: str | Sequence[str] | None) -> tuple[str, ...]:
-    """The group-by columns as a tuple (empty for a global release)."""
+def normalize_by(
+    by: str | Sequence[str] | None, specs: Iterable[object] = ()
+) -> tuple[str, ...]:
+    """The group-by columns as a tuple (empty for a global release).
+
+    With ``specs`` (the specs of the call), also checks that no ``by`` column is one the
+    specs read as data or as their ε column (:func:`check_by_public`).
+
+    Raises:
+        ParameterError: ``by`` is malformed, repeats a column or names a private column.
+    """
     if by is None:
         return ()
     cols = (by,) if isinstance(by, str) else tuple(by)
@@ -29,11 +75,64 @@ def normalize_by(by: str | Sequence[str] | None) -> tuple[str, ...]:
     if len(set(cols)) != len(cols):
         msg = f"`by` must not repeat a column, got {by!r}."
         raise ParameterError(msg)
+    check_by_public(cols, specs)
     return cols
 
 
+def _spec_columns(spec: object) -> list[tuple[str, str]]:
+    """The (column, role) pairs a spec reads as private data or as its ε column."""
+    out = []
+    for attr, role in _SPEC_COLUMNS:
+        value = getattr(spec, attr, None)
+        if isinstance(value, str) and value:
+            if attr == "column" and hasattr(spec, "categories"):
+                role = "category column"  # a histogram's column
+            out.append((value, role))
+    return out
+
+
+def check_by_public(by: tuple[str, ...], specs: Iterable[object]) -> None:
+    """Reject a ``by`` column that a spec of the call reads as data or as its ε column.
+
+    Grouping by a value column (a histogram's category column, a report column, a user-level
+    mean's user column) makes each group one value: the group's ``_n`` and per-level counts
+    would publish the exact count of every value, outside any mechanism. Grouping by the ε
+    column of any spec in the call is refused too: it splits the release by privacy demand.
+
+    Raises:
+        ParameterError: naming ``by``, the rule and the column (never data).
+    """
+    for spec in specs:
+        name = getattr(spec, "name", type(spec).__name__)
+        for column, role in _spec_columns(spec):
+            if column in by:
+                msg = (
+                    f"`by` must name public grouping attributes only, not a column the "
+                    f"release reads as data or as its privacy demand: `by` names `{column}`, "
+                    f"the {role} of `{name}`. Grouping by it would publish exact per-value "
+                    "counts through `_n` and the per-level counts."
+                )
+                raise ParameterError(msg)
+
+
 def normalize_key(value: object) -> object:
-    """Turn an engine scalar (numpy scalar, pandas Timestamp) into a plain Python value."""
+    """Turn an engine scalar into a plain Python value.
+
+    numpy scalars (``np.str_``, ``np.int64``, ``np.float64``, ``np.bool_``,
+    ``np.datetime64``) and pandas ``Timestamp`` become ``str``, ``int``, ``float``,
+    ``bool`` and ``datetime``; plain values are returned unchanged.
+    """
+    if isinstance(value, np.datetime64):
+        unit = np.datetime_data(value.dtype)[0]
+        value = value.astype("datetime64[us]" if unit != "D" else "datetime64[D]").item()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, str):
+        return value if type(value) is str else str(value)
+    elif isinstance(value, float) and type(value) is not float:
+        return float(value)
+    elif isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
+        return int(value)
     item = getattr(value, "item", None)
     if callable(item) and not isinstance(value, _PRIMITIVE):
         value = item()
@@ -43,11 +142,51 @@ def normalize_key(value: object) -> object:
     return value
 
 
-def normalize_keys(keys: Sequence[object], width: int) -> tuple[tuple[object, ...], ...]:
-    """Validate a public key list: tuples of ``width`` non-null values, no duplicates."""
+def _order(key: tuple[object, ...]) -> tuple[tuple[int, Any], ...]:
+    """A sort key that orders numbers, strings, dates and datetimes without comparing
+    values of different kinds (a TypeError remains for kinds that cannot be ordered)."""
+    out: list[tuple[int, Any]] = []
+    for k in key:
+        if isinstance(k, bool | int | float | decimal.Decimal):
+            out.append((0, k))
+        elif isinstance(k, str):
+            out.append((1, k))
+        elif isinstance(k, bytes):
+            out.append((2, k))
+        elif isinstance(k, datetime.datetime):
+            out.append((3, k))
+        elif isinstance(k, datetime.date):
+            out.append((4, k))
+        else:
+            out.append((5, k))
+    return tuple(out)
+
+
+def _raw_key(raw: object) -> tuple[object, ...]:
+    if isinstance(raw, tuple | list):
+        return tuple(raw)
+    if isinstance(raw, np.ndarray) and raw.ndim == 1:  # a row of a 2-D key array
+        return tuple(raw.tolist())
+    return (raw,)
+
+
+def normalize_keys(keys: Iterable[object], width: int) -> tuple[tuple[object, ...], ...]:
+    """Validate a public key set: tuples of ``width`` plain, non-null values, no duplicates.
+
+    The caller's order is kept (it is the output order) for every ordered container: list,
+    tuple, Series, array, DataFrame rows. A ``set`` or ``frozenset`` has no order: its keys
+    are sorted (numbers, then strings, bytes, datetimes, dates; each kind in its natural
+    order), so the output does not depend on hashing; keys that cannot be ordered are
+    rejected. Values become plain Python values (:func:`normalize_key`).
+
+    Raises:
+        ParameterError: wrong width, null/NaN, duplicates, an empty set, or a set whose
+            keys cannot be sorted.
+    """
+    unordered = isinstance(keys, set | frozenset)
     out: list[tuple[object, ...]] = []
     for raw in keys:
-        key = tuple(raw) if isinstance(raw, tuple | list) else (raw,)
+        key = _raw_key(raw)
         key = tuple(normalize_key(k) for k in key)
         if len(key) != width:
             msg = f"every key in `keys` must have {width} value(s), one per `by` column."
@@ -62,6 +201,15 @@ def normalize_keys(keys: Sequence[object], width: int) -> tuple[tuple[object, ..
     if not out:
         msg = "`keys` must contain at least one key."
         raise ParameterError(msg)
+    if unordered:
+        try:
+            out.sort(key=_order)
+        except TypeError:
+            msg = (
+                "`keys` given as a set must be sortable (the output follows the sorted "
+                "order); its keys mix values that cannot be compared: pass a list instead."
+            )
+            raise ParameterError(msg) from None
     return tuple(out)
 
 

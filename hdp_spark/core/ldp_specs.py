@@ -18,7 +18,7 @@ from hdp_spark.core.ldp_common import (
     check_positive_int,
 )
 from hdp_spark.core.ldp_oracle import FrequencyOracle
-from hdp_spark.core.specs import check_column_name
+from hdp_spark.core.specs import check_bounds, check_column_name
 from hdp_spark.errors import ParameterError
 
 __all__ = ["MAX_VECTOR_DIM", "LdpDistributionSpec", "LdpMeanSpec", "LdpSpec", "LdpVectorMeanSpec"]
@@ -70,11 +70,7 @@ class LdpMeanSpec:
         check_column_name("report", self.report)
         check_column_name("eps", self.eps)
         check_choice("mechanism", self.mechanism, ("laplace", "rr"))
-        lower = check_finite("lower", self.lower)
-        upper = check_finite("upper", self.upper)
-        if not lower < upper:
-            msg = f"`lower` must be < `upper`, got ({self.lower!r}, {self.upper!r})."
-            raise ParameterError(msg)
+        check_bounds(self.lower, self.upper)
         check_beta(self.beta)
         check_choice("weights", self.weights, LDP_WEIGHTS)
         _check_bool("fallback", self.fallback)

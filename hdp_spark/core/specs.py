@@ -14,7 +14,7 @@ from typing import Literal, get_args
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import ParameterError
 
-__all__ = ["MEAN_METHODS", "MeanMethod", "MeanSpec", "check_column_name"]
+__all__ = ["MEAN_METHODS", "MeanMethod", "MeanSpec", "check_bounds", "check_column_name"]
 
 MeanMethod = Literal[
     "adpm", "hpm-a", "hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "uniform", "proportional", "drop"
@@ -35,6 +35,47 @@ def _check_number(name: str, value: object) -> float:
         msg = f"`{name}` must be a number, got {value!r}."
         raise ParameterError(msg)
     return float(value)
+
+
+def check_bounds(lower: object, upper: object) -> tuple[float, float]:
+    """Public bounds ``lower < upper`` whose every derived quantity is a finite double.
+
+    Besides finite bounds, both ``upper - lower`` (the range every mechanism scales its
+    noise by) and ``lower + upper`` (the default fill ``(lower + upper) / 2`` and the
+    midpoint of the LDP scalings) must be finite: ``lower=1e308, upper=1.7e308`` has a
+    finite range but its midpoint, computed as ``(lower + upper) / 2``, overflows to inf.
+
+    The fixed-point encoding (:mod:`hdp_spark.core.encoding`) needs nothing more: a value is
+    clamped into [lower, upper] before ``(x - lower) / (upper - lower)``, and rounding is
+    monotone, so ``x - lower <= upper - lower`` (finite) and the unit value lies in [0, 1];
+    its code ``floor(u * 2**31 + 0.5)`` is at most 2**31 for every accepted pair.
+
+    Raises:
+        ParameterError: a bound is not a finite number, ``lower >= upper``, or the range or
+            the midpoint overflows.
+    """
+    lo = _check_number("lower", lower)
+    hi = _check_number("upper", upper)
+    for name, raw, value in (("lower", lower, lo), ("upper", upper, hi)):
+        if not math.isfinite(value):
+            msg = f"`{name}` must be finite, got {raw!r} (`lower` and `upper` must be finite)."
+            raise ParameterError(msg)
+    if not lo < hi:
+        msg = f"`lower` must be < `upper`, got ({lower!r}, {upper!r})."
+        raise ParameterError(msg)
+    if not math.isfinite(hi - lo):
+        msg = (
+            "`upper - lower` must be a finite float; the bounds are too far apart, got "
+            f"({lower!r}, {upper!r})."
+        )
+        raise ParameterError(msg)
+    if not math.isfinite(hi + lo):
+        msg = (
+            "`lower + upper` must be a finite float (the midpoint (lower + upper) / 2 is the "
+            f"default fill); the bounds are too large, got ({lower!r}, {upper!r})."
+        )
+        raise ParameterError(msg)
+    return lo, hi
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +111,7 @@ class MeanSpec:
     def __post_init__(self) -> None:
         check_column_name("column", self.column)
         check_column_name("eps", self.eps)
-        lower = _check_number("lower", self.lower)
-        upper = _check_number("upper", self.upper)
-        if not (math.isfinite(lower) and math.isfinite(upper)):
-            msg = f"`lower` and `upper` must be finite, got ({self.lower!r}, {self.upper!r})."
-            raise ParameterError(msg)
-        if not lower < upper:
-            msg = f"`lower` must be < `upper`, got ({self.lower!r}, {self.upper!r})."
-            raise ParameterError(msg)
-        if not math.isfinite(upper - lower):
-            msg = "`upper - lower` must be a finite float; the bounds are too far apart."
-            raise ParameterError(msg)
+        lower, upper = check_bounds(self.lower, self.upper)
         if self.method not in MEAN_METHODS:
             msg = f"`method` must be one of {', '.join(MEAN_METHODS)}; got {self.method!r}."
             raise ParameterError(msg)

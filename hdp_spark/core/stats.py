@@ -13,10 +13,28 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, INVALID_LEVEL
-from hdp_spark.errors import EpsilonColumnError
+from hdp_spark.errors import EpsilonColumnError, SchemaError
 
-__all__ = ["GroupStats", "LevelRow", "build_groups", "check_levels"]
+__all__ = [
+    "MAX_CELL_ROWS",
+    "GroupStats",
+    "LevelRow",
+    "build_groups",
+    "check_cell_rows",
+    "check_levels",
+]
+
+MAX_CELL_ROWS = (2**63 - 1) // FIXED_ONE
+"""Most rows one (group, ε level) cell may hold: 2**32 - 1.
+
+Every row adds at most ``FIXED_ONE`` = 2**31 to an encoded sum, and the engines sum in
+signed 64-bit integers (numpy ``int64``, Spark ``bigint``): (2**32 - 1) · 2**31 =
+2**63 - 2**31 still fits, 2**32 rows of the full range would wrap around on pandas (and
+on Spark with ANSI mode off) and give a wrong, not private-looking, statistic. The count
+of a cell is public (n and the ε histogram are public in this model), so refusing a
+larger cell reveals nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +113,23 @@ def check_levels(eps_column: str, level_counts: Mapping[float, int]) -> None:
         raise EpsilonColumnError(msg)
 
 
+def check_cell_rows(count: int, limit: int | None = None) -> None:
+    """Raise if one (group, ε level) cell holds more rows than its 64-bit sums can hold.
+
+    Raises:
+        SchemaError: the cell has more than :data:`MAX_CELL_ROWS` rows (``limit`` overrides
+            it, for tests).
+    """
+    cap = MAX_CELL_ROWS if limit is None else limit
+    if count > cap:
+        msg = (
+            f"a release can sum at most {cap} rows per (group, ε level) cell: the exact "
+            "64-bit fixed-point sums would overflow beyond that. Split the release with a "
+            "public `by` column (or release a public subset of the rows)."
+        )
+        raise SchemaError(msg)
+
+
 def build_groups(
     eps_column: str,
     cells: Iterable[tuple[tuple[object, ...], float, int, Sequence[int]]],
@@ -103,6 +138,7 @@ def build_groups(
 
     Raises:
         EpsilonColumnError: if any cell has an invalid-ε level code.
+        SchemaError: if a cell has more rows than its sums can hold (:func:`check_cell_rows`).
     """
     per_level: dict[float, int] = {}
     grouped: dict[tuple[object, ...], list[LevelRow]] = {}
@@ -111,6 +147,7 @@ def build_groups(
         if lvl != lvl:  # NaN
             lvl = INVALID_LEVEL
         c = int(count)
+        check_cell_rows(c)
         per_level[lvl] = per_level.get(lvl, 0) + c
         row = LevelRow(lvl, c, tuple(map(int, totals)))
         rows = grouped.get(key)

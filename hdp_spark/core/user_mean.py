@@ -74,7 +74,7 @@ from hdp_spark.core.keys import context_key
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.noise import ReleaseKey, bernoulli_exp, encode_context, laplace_mechanism
 from hdp_spark.core.noise.exact import RandomSource
-from hdp_spark.core.specs import check_column_name
+from hdp_spark.core.specs import check_bounds, check_column_name
 from hdp_spark.core.weights import normalize, solve_clip_level
 from hdp_spark.errors import EpsilonColumnError, InternalError, ParameterError, SchemaError
 
@@ -209,16 +209,7 @@ class UserMeanSpec:
                 f"({self.column!r}, {self.user!r}, {self.eps!r})."
             )
             raise ParameterError(msg)
-        lower, upper = _number("lower", self.lower), _number("upper", self.upper)
-        if not (math.isfinite(lower) and math.isfinite(upper)):
-            msg = f"`lower` and `upper` must be finite, got ({self.lower!r}, {self.upper!r})."
-            raise ParameterError(msg)
-        if not lower < upper or not math.isfinite(upper - lower):
-            msg = (
-                "`lower` must be < `upper` with a finite difference, got "
-                f"({self.lower!r}, {self.upper!r})."
-            )
-            raise ParameterError(msg)
+        lower, upper = check_bounds(self.lower, self.upper)
         if self.cap not in USER_MEAN_CAPS:
             msg = f"`cap` must be one of {', '.join(USER_MEAN_CAPS)}; got {self.cap!r}."
             raise ParameterError(msg)

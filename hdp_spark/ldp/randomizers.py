@@ -41,6 +41,7 @@ from hdp_spark.core.ldp_specs import MAX_VECTOR_DIM
 from hdp_spark.core.noise import ReleaseKey, encode_context
 from hdp_spark.core.noise import vector as vx
 from hdp_spark.core.noise.rows import RowStreams
+from hdp_spark.core.specs import check_bounds
 from hdp_spark.errors import EpsilonColumnError, InternalError, ParameterError
 
 __all__ = [
@@ -108,14 +109,7 @@ def _digest(*arrays: npt.NDArray[Any]) -> bytes:
 
 
 def _check_bounds(lower: object, upper: object) -> tuple[float, float]:
-    lo, hi = check_finite("lower", lower), check_finite("upper", upper)
-    if not lo < hi:
-        msg = f"`lower` must be < `upper`, got ({lower!r}, {upper!r})."
-        raise ParameterError(msg)
-    if not math.isfinite(hi - lo):
-        msg = "`upper - lower` must be a finite float; the bounds are too far apart."
-        raise ParameterError(msg)
-    return lo, hi
+    return check_bounds(lower, upper)  # range and midpoint finite too (one rule in core)
 
 
 def _unit_scale(

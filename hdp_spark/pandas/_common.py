@@ -3,29 +3,34 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.keys import normalize_keys
+from hdp_spark.core.keys import KEYS_FROM_DATA_MESSAGE, normalize_keys
 from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = [
     "UNSAFE_SEED_MARK",
     "KeysLike",
     "check_key_types",
+    "check_keys_not_derived",
     "mark_unsafe",
     "numeric_column",
     "public_keys",
+    "release_keys",
 ]
 
 UNSAFE_SEED_MARK = "hdp_unsafe_seed"
 """``DataFrame.attrs`` key (pandas) / field metadata key (Spark) of outputs made with a seed."""
 
-KeysLike = Sequence[object] | pd.DataFrame | None
+KeysLike = Collection[object] | pd.DataFrame | None
+"""A public key set: a list, tuple, set, Series, Index or array of keys (tuples for several
+``by`` columns), or a DataFrame with the ``by`` columns. It must come from outside the data
+(see :func:`check_keys_not_derived`)."""
 
 
 def numeric_column(df: pd.DataFrame, column: str, role: str) -> npt.NDArray[np.float64]:
@@ -78,7 +83,44 @@ def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...]
     if isinstance(keys, str | bytes):
         msg = "`keys` must be a list of keys or a DataFrame, got a string."
         raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))
+    return normalize_keys(keys, len(by))
+
+
+def _arrays(obj: object) -> list[npt.NDArray[Any]]:
+    """The numpy arrays behind a pandas/numpy object, without copying where pandas can."""
+    if isinstance(obj, pd.DataFrame):
+        return [obj.iloc[:, i].to_numpy(copy=False) for i in range(obj.shape[1])]
+    if isinstance(obj, pd.Series | pd.Index):
+        return [obj.to_numpy(copy=False)]
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    return []
+
+
+def check_keys_not_derived(df: object, keys: object) -> None:
+    """Reject a key set that is detectably derived from the input table ``df``.
+
+    Detected: ``keys`` is ``df`` itself, or a Series, Index, array or DataFrame that shares
+    memory with a column of ``df`` (``df["dept"]``, ``df["dept"].values``, a slice of
+    ``df``). Not detectable: copies (``df["dept"].unique()``, ``df[["dept"]]``,
+    ``drop_duplicates()``) and Python lists built from the data. The check looks at where
+    the keys live, never at their values, so it reveals nothing about the data.
+
+    Raises:
+        ParameterError: the key set is derived from ``df``.
+    """
+    if keys is df:
+        raise ParameterError(KEYS_FROM_DATA_MESSAGE.format(how="`keys` is the input table"))
+    if not isinstance(df, pd.DataFrame):
+        return
+    key_arrays = _arrays(keys)
+    if not key_arrays:
+        return
+    for i in range(df.shape[1]):
+        column = df.iloc[:, i].to_numpy(copy=False)
+        if any(np.may_share_memory(a, column) for a in key_arrays):
+            how = f"it shares memory with column `{df.columns[i]}` of the input"
+            raise ParameterError(KEYS_FROM_DATA_MESSAGE.format(how=how))
 
 
 def check_key_types(
@@ -137,8 +179,11 @@ def release_keys(
     """The public key set of a release on ``df``: normalized, and typed like its columns.
 
     Raises:
-        ParameterError: see :func:`public_keys` and :func:`check_key_types`.
+        ParameterError: see :func:`check_keys_not_derived`, :func:`public_keys` and
+            :func:`check_key_types`.
     """
+    if keys is not None:
+        check_keys_not_derived(df, keys)
     key_t = public_keys(keys, by)
     if key_t is not None and isinstance(df, pd.DataFrame):
         check_key_types(df, by, key_t)

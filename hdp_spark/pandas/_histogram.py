@@ -182,7 +182,7 @@ def histogram_release(
     Privacy:
         One release, exactly as :func:`histogram` (fresh noise unless ``unsafe_seed``).
     """
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, [spec])
     check_histogram_options(spec, by_t, project, counts)
     key_t = release_keys(df, keys, by_t)
     if schema is not None:
@@ -209,10 +209,20 @@ def histogram(
     Args:
         df: the input table, one row per user (ε column included).
         spec: from ``hdp_histogram(column, eps=..., categories=[...])``.
-        by: optional group-by column(s).
+        by: optional group-by column(s), public grouping attributes only: a column a
+            spec reads as data (value, category, report or user id column) or as its ε
+            column is refused, as grouping by it would publish exact per-value counts
+            through ``_n``.
         keys: the public key set of a grouped release (list of values, list of tuples for
             several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
             all bins; rows with other keys are left out.
+            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
+            a reference table): a key set computed from the released table, such as its
+            distinct values, reveals which keys occur whatever noise is added. Keys that are
+            detectably derived from ``df`` (the same object, a view sharing its memory, or
+            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
+            from the data cannot be detected and is the caller's responsibility. Ordered
+            containers keep their order in the output; a set is sorted.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         project: release the Euclidean projection of each group's noisy vector onto the

@@ -19,6 +19,7 @@ from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.stats import check_cell_rows
 from hdp_spark.core.user_mean import (
     Census,
     CensusCell,
@@ -86,10 +87,14 @@ def _group_ids(
 def _cells(frame: pd.DataFrame, value: str) -> list[tuple[int, int, float, int, int]]:
     """(gid, k, level, count, Σ value) per (gid, k, level) cell of ``frame``."""
     agg = frame.groupby(["gid", "k", "level"], sort=True)[value].agg(["size", "sum"])
-    return [
+    out = [
         (int(g), int(k), float(lvl), int(n), int(t))
         for g, k, lvl, n, t in agg.reset_index().itertuples(index=False, name=None)
     ]
+    for _, k, _, n, _ in out:
+        # n users of k rows each: the int64 sums hold at most MAX_CELL_ROWS rows (k, n public)
+        check_cell_rows(k * n)
+    return out
 
 
 class PandasUsers:
@@ -267,7 +272,7 @@ def user_mean_release(
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, [spec])
     found = release_keys(df, keys, by_t)
     key_t = ((),) if found is None else found  # a global release is the one empty key
     if schema is not None:
@@ -289,10 +294,18 @@ def user_mean(
     Args:
         df: the input table, several rows per user (user, value and ε columns).
         spec: from :func:`hdp_spark.hdp_user_mean`.
-        by: optional group-by column(s); each user must fall into one group.
+        by: optional group-by column(s); each user must fall into one group. Public
+            grouping attributes only: the value, user id and ε columns are refused.
         keys: the public key set of a grouped release (list of values, list of tuples for
             several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
             a row; rows with other keys are left out.
+            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
+            a reference table): a key set computed from the released table, such as its
+            distinct values, reveals which keys occur whatever noise is added. Keys that are
+            detectably derived from ``df`` (the same object, a view sharing its memory, or
+            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
+            from the data cannot be detected and is the caller's responsibility. Ordered
+            containers keep their order in the output; a set is sorted.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: its release

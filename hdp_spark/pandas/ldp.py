@@ -254,7 +254,7 @@ def ldp_release(
         msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
         raise ParameterError(msg)
     check_randomized(checked, report_marks(df), already_randomized)
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, checked)
     key_t = release_keys(df, keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)
@@ -272,8 +272,17 @@ def ldp_agg(
     Args:
         df: one row per report, with its ε column.
         *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
-        by: optional group-by column(s) (treated as public columns).
+        by: optional group-by column(s), public grouping attributes only: a column a
+            spec reads as data (report column) or as its ε column is refused, as grouping
+            by it would publish exact per-value counts through ``_n``.
         keys: the public key set of a grouped aggregation; every key gets a row.
+            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
+            a reference table): a key set computed from the released table, such as its
+            distinct values, reveals which keys occur whatever noise is added. Keys that are
+            detectably derived from ``df`` (the same object, a view sharing its memory, or
+            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
+            from the data cannot be detected and is the caller's responsibility. Ordered
+            containers keep their order in the output; a set is sorted.
         already_randomized: declare that the report columns already hold ε_i-LDP reports
             made outside this library (on the devices, the production case). Without it,
             every report column must carry the marker :func:`ldp_simulate` writes

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from hdp_spark.core.keys import normalize_key, normalize_keys
+from hdp_spark.core.keys import KEYS_FROM_DATA_MESSAGE, normalize_key, normalize_keys
 from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "NUMERIC",
     "KeysLike",
     "check_key_types",
+    "check_keys_not_derived",
     "coerce_keys",
     "collect_cells",
     "field",
@@ -33,7 +35,10 @@ __all__ = [
 UNSAFE_SEED_MARK = "hdp_unsafe_seed"
 """Field metadata key of every output column of a release made with ``unsafe_seed``."""
 
-KeysLike = Sequence[object] | DataFrame | None
+KeysLike = Collection[object] | DataFrame | pd.DataFrame | None
+"""A public key set: a list, tuple, set or array of keys (tuples for several ``by``
+columns), or a Spark (classic or Connect) or pandas DataFrame with the ``by`` columns. It
+must come from outside the data (see :func:`check_keys_not_derived`)."""
 
 NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
            T.DecimalType)
@@ -77,8 +82,11 @@ def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...]
             "in the data would reveal which keys exist."
         )
         raise ParameterError(msg)
-    is_pandas = hasattr(keys, "columns") and hasattr(keys, "itertuples")
-    if is_dataframe(keys) or is_pandas:
+    # A Connect DataFrame answers every attribute name with a Column (``hasattr`` is always
+    # True), so it must be recognised as a Spark DataFrame first, and pandas by its type.
+    is_spark = is_dataframe(keys)
+    is_pandas = not is_spark and isinstance(keys, pd.DataFrame)
+    if is_spark or is_pandas:
         kdf: Any = keys
         missing = [c for c in by if c not in kdf.columns]
         if missing:
@@ -91,7 +99,90 @@ def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...]
     if isinstance(keys, str | bytes):
         msg = "`keys` must be a list of keys or a DataFrame, got a string."
         raise ParameterError(msg)
-    return normalize_keys(list(keys), len(by))  # type: ignore[arg-type]
+    return normalize_keys(keys, len(by))  # type: ignore[arg-type]
+
+
+MAX_PLAN_NODES = 10_000
+"""Most nodes of a key DataFrame's plan searched for the input's plan."""
+
+
+def _connect_children(node: object) -> list[object]:
+    """The child plans of a Spark Connect plan node (any attribute holding plans)."""
+    out: list[object] = []
+    for value in vars(node).values():
+        items = value if isinstance(value, list | tuple) else (value,)
+        out.extend(v for v in items if _is_connect_plan(v))
+    return out
+
+
+def _is_connect_plan(obj: object) -> bool:
+    return any(
+        c.__name__ == "LogicalPlan" and c.__module__ == "pyspark.sql.connect.plan"
+        for c in type(obj).__mro__
+    )
+
+
+def _connect_contains(keys: Any, df: Any) -> bool:
+    """Whether the Connect plan of ``keys`` has the plan of ``df`` as a subtree.
+
+    A Connect DataFrame derived from ``df`` (``df.select(...).distinct()``, a join, a
+    union...) holds ``df``'s client-side plan object as a descendant.
+    """
+    target = getattr(df, "_plan", None)
+    root = getattr(keys, "_plan", None)
+    if target is None or root is None:
+        return False
+    stack, seen = [root], 0
+    while stack and seen < MAX_PLAN_NODES:
+        node = stack.pop()
+        seen += 1
+        if node is target:
+            return True
+        stack.extend(_connect_children(node))
+    return False
+
+
+def _classic_contains(keys: Any, df: Any) -> bool:
+    """Whether the analyzed plan of ``keys`` has a subtree with the same result as the
+    analyzed plan of ``df`` (Catalyst's ``sameResult``: canonical plans compared, so
+    attribute ids and aliases do not matter; temporary views are inlined)."""
+    target = df._jdf.queryExecution().analyzed()
+    stack, seen = [keys._jdf.queryExecution().analyzed()], 0
+    while stack and seen < MAX_PLAN_NODES:
+        node = stack.pop()
+        seen += 1
+        if node.sameResult(target):
+            return True
+        children = node.children()
+        stack.extend(children.apply(i) for i in range(children.size()))
+    return False
+
+
+def check_keys_not_derived(df: object, keys: object) -> None:
+    """Reject a key set that is detectably derived from the input table ``df``.
+
+    Detected: ``keys`` is ``df`` itself, or a Spark DataFrame whose plan contains the
+    input's plan (``df.select("dept").distinct()``, ``df.groupBy("dept").count()``, a join
+    or union with ``df``, a temporary view of ``df`` queried with SQL on classic Spark).
+    Classic Spark compares analyzed plans with Catalyst's ``sameResult``; Spark Connect
+    looks for the input's client-side plan in the keys' plan. Not detectable: keys
+    collected to Python and passed as a list, keys written out and read back, checkpoints,
+    or (Connect) SQL text over a view of the input. The check reads plans only, never data.
+
+    Raises:
+        ParameterError: the key set is derived from ``df``.
+    """
+    if keys is df:
+        raise ParameterError(KEYS_FROM_DATA_MESSAGE.format(how="`keys` is the input table"))
+    if not (is_dataframe(keys) and is_dataframe(df)):
+        return
+    connect = type(keys).__module__.startswith("pyspark.sql.connect")
+    if connect != type(df).__module__.startswith("pyspark.sql.connect"):
+        return
+    derived = _connect_contains(keys, df) if connect else _classic_contains(keys, df)
+    if derived:
+        how = "the plan of `keys` contains the plan of the input"
+        raise ParameterError(KEYS_FROM_DATA_MESSAGE.format(how=how))
 
 
 def _local_naive(value: object) -> object:
@@ -332,8 +423,10 @@ def release_keys(
     keys meet the data, :func:`check_key_types`).
 
     Raises:
-        ParameterError: see :func:`public_keys`.
+        ParameterError: see :func:`check_keys_not_derived` and :func:`public_keys`.
     """
+    if keys is not None:
+        check_keys_not_derived(df, keys)
     key_t = public_keys(keys, by)
     if key_t is not None and is_dataframe(df):
         key_t = coerce_keys(df.schema, by, key_t)  # type: ignore[attr-defined]

@@ -161,7 +161,7 @@ def histogram_release(
     Privacy:
         One release, exactly as :func:`histogram` (fresh noise unless ``unsafe_seed``).
     """
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, [spec])
     check_histogram_options(spec, by_t, project, counts)
     key_t = release_keys(df, keys, by_t)
     if schema is not None:

@@ -127,7 +127,7 @@ def release(
     schema: TableSchema | None = None,
 ) -> ReleaseResult:
     """Run one release on a Spark DataFrame and return the engine-neutral result."""
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, specs)
     key_t = release_keys(df, keys, by_t)
     plans = plan_levels(specs)
     if schema is not None:

@@ -408,7 +408,7 @@ def user_mean_release(
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, [spec])
     found = release_keys(df, keys, by_t)
     key_t = ((),) if found is None else found  # a global release is the one empty key
     if schema is not None:

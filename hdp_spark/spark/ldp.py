@@ -235,7 +235,7 @@ def ldp_release(
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
     check_randomized(checked, report_marks(dataframe_schema(df)), already_randomized)
-    by_t = normalize_by(by)
+    by_t = normalize_by(by, checked)
     key_t = release_keys(df, keys, by_t)
     tables = ldp_tables(df, checked, by_t, key_t)
     return finalize_ldp_release(checked, tables, by_t, key_t)

@@ -21,6 +21,12 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
 
     cols = ["h0", "h1", "h2"]
     domains = {c: [0, 1, 2, 3] for c in cols}
+
+    def key_frame(df: Any, keys: list[str]) -> Any:
+        """A public key table built independently of ``df``, in ``df``'s engine."""
+        frame = pd.DataFrame({"g": keys})
+        return frame if isinstance(df, pd.DataFrame) else df.sparkSession.createDataFrame(frame)
+
     return {
         "mean": lambda df: mod.agg(
             df,
@@ -35,6 +41,15 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
             mod.hdp_mean("x", eps="eps", lower=0, upper=100,
                          eps_grid=EpsGrid(ratio=1.0005, lowest=0.01, highest=100)),
             by="g", keys=["a", "b", "z"], unsafe_seed=16,
+        ),
+        # keys given as a DataFrame of the engine (a Connect DataFrame on Connect)
+        "mean_keys_frame": lambda df: mod.agg(
+            df, mod.hdp_mean("x", eps="eps", lower=0, upper=100),
+            by="g", keys=key_frame(df, ["b", "z", "a"]), unsafe_seed=17,
+        ),
+        "histogram_keys_frame": lambda df: mod.histogram(
+            df, mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
+            by="g", keys=key_frame(df, ["c", "a"]), unsafe_seed=18,
         ),
         "histogram": lambda df: mod.histogram(
             df, mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
@@ -54,6 +69,21 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
         "attribute_histograms": lambda df: mod.attribute_histograms(
             df, cols, domains=domains, eps0=1.0, unsafe_seed=15
         ).table,
+    }
+
+
+def connect_errors(mod: Any) -> dict[str, Callable[[Any], Any]]:
+    """Name -> function(Spark DataFrame) that must raise a ParameterError on Connect."""
+    mean = mod.hdp_mean("x", eps="eps", lower=0, upper=100)
+    return {
+        "keys_is_input": lambda df: mod.agg(df, mean, by="g", keys=df),
+        "keys_distinct": lambda df: mod.agg(df, mean, by="g", keys=df.select("g").distinct()),
+        "keys_group_count": lambda df: mod.agg(df, mean, by="g", keys=df.groupBy("g").count()),
+        "keys_joined": lambda df: mod.agg(
+            df, mean, by="g", keys=df.select("g").join(df.select("g").limit(1), "g")
+        ),
+        "by_value_column": lambda df: mod.agg(df, mean, by="x", keys=[1.0]),
+        "by_eps_column": lambda df: mod.agg(df, mean, by="eps", keys=[1.0]),
     }
 
 
@@ -82,6 +112,14 @@ def main() -> None:
             second = plain(frame.toPandas())  # re-evaluation must give identical numbers
             assert first.equals(second), name
             out[name] = first.to_dict(orient="records")
+        errors: dict[str, str] = {}
+        for name, fail in connect_errors(hs).items():
+            try:
+                fail(df)
+                errors[name] = "no error"
+            except Exception as exc:  # reported to the test, which checks the class and text
+                errors[name] = f"{type(exc).__name__}: {exc}"
+        out["errors"] = errors
         print(json.dumps(out, default=str))
     finally:
         spark.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from connect_job import connect_cases, plain
+from connect_job import connect_cases, connect_errors, plain
 
 import hdp_spark.pandas as hpd
 
@@ -65,3 +65,23 @@ def test_connect_matches_pandas(connect_payload: dict[str, object], name: str) -
     want = pd.DataFrame(json.loads(json.dumps(want.to_dict(orient="records"), default=str)))
     assert len(want) > 0
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+@pytest.mark.parametrize("name", list(connect_errors(hpd)))
+def test_connect_refuses_derived_keys_and_private_by(
+    connect_payload: dict[str, object], name: str
+) -> None:
+    errors = connect_payload["errors"]
+    assert isinstance(errors, dict)
+    got = errors[name]
+    assert got.startswith("ParameterError: "), got
+    if name.startswith("keys_"):
+        assert "`keys` must be a public input from outside the data" in got
+    else:
+        assert "`by` must name public grouping attributes only" in got
+
+
+def test_connect_keys_frame_keeps_the_callers_order(connect_payload: dict[str, object]) -> None:
+    assert [r["g"] for r in connect_payload["mean_keys_frame"]] == ["b", "z", "a"]
+    hist = pd.DataFrame(connect_payload["histogram_keys_frame"])
+    assert list(hist["g"].drop_duplicates()) == ["c", "a"]
