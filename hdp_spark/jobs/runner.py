@@ -30,6 +30,7 @@ the crash hit between commit and publish. ``HDP_FAULT_AT=<stage>``
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -313,7 +314,8 @@ def _validate(adapter: Any, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path
         _validate_into(adapter, df, job, quality)
     except BaseException:
         quality["release_blocked"] = True
-        _write_quality(job, quality)
+        with contextlib.suppress(JobError):  # the validation error is the one to report
+            _write_quality(job, quality)
         raise
     quality["release_blocked"] = False
     return quality, _write_quality(job, quality)
