@@ -3,9 +3,12 @@
 Commands::
 
     run JOB.toml [--engine pandas|spark]    validate, check budgets, compute, publish, charge
-    check JOB.toml [--engine pandas|spark]  dry run: validation and budget situation only
+    check JOB.toml [--engine pandas|spark]  dry run: data quality and budget situation only
 
 Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
+``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
+operator: they are functions of private data and must not be published; ``run`` writes them
+only to the data-quality report beside the ledger.
 Exit codes: 0 success; 2 job file, input or schema error; 3 budget refused
 (``policy = "fail"``); 4 ledger busy or conflicting; 5 engine unavailable (Spark without
 Java or pyspark; nothing read or written); 1 any other hdp_spark error.
@@ -16,7 +19,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from hdp_spark.errors import (
     BudgetExceededError,
@@ -68,6 +72,20 @@ def _exit_code(exc: HdpError) -> int:
     return 1
 
 
+def _print_quality(quality: Mapping[str, Any]) -> None:
+    """The data-quality counts, one line per rule (for the operator's eyes only)."""
+    print("data quality (operator only, do not publish):")
+    schema = quality.get("schema")
+    if schema is not None:
+        for rule in schema["rules"]:
+            block = " (blocks releases)" if rule["blocking"] else ""
+            print(f"  {rule['rule']}: {rule['count']} violation(s){block}")
+    inp = quality.get("input") or {}
+    for name, count in inp.items():
+        if name != "rows":
+            print(f"  {name}: {count}")
+
+
 def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int:
     """Entry point of ``hdp-release`` and ``python -m hdp_spark.jobs``.
 
@@ -85,7 +103,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
     """
     args = _parser(prog).parse_args(argv)
     _logging(args.verbose, args.quiet)
-    from hdp_spark.jobs.runner import plan_job, run_job
+    from hdp_spark.jobs.runner import check_job, run_job
 
     try:
         if args.command == "run":
@@ -96,7 +114,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
             if result.report is not None:
                 print(f"report: {result.report}")
         else:
-            for plan in plan_job(args.job, engine=args.engine):
+            checked = check_job(args.job, engine=args.engine)
+            _print_quality(checked.quality)
+            print(f"data-quality report (operator only): {checked.quality_report}")
+            for plan in checked.plans:
                 state = "committed (would re-publish)" if plan.committed else "new"
                 print(
                     f"{plan.release_id}: {state}; {plan.rows_in_release} row(s) in the release, "

@@ -15,7 +15,16 @@ from hdp_spark.jobs.registry import (
     kinds,
     register_kind,
 )
-from hdp_spark.jobs.runner import JobRun, ReleasePlan, ReleaseRun, plan_job, run_job
+from hdp_spark.jobs.runner import (
+    JobCheck,
+    JobRun,
+    ReleasePlan,
+    ReleaseRun,
+    check_job,
+    plan_job,
+    quality_dir,
+    run_job,
+)
 from hdp_spark.jobs.spec import (
     AggregatorEntry,
     BudgetSpec,
@@ -34,6 +43,7 @@ __all__ = [
     "BudgetSpec",
     "InputSpec",
     "Interval",
+    "JobCheck",
     "JobRun",
     "JobSpec",
     "KindResult",
@@ -42,11 +52,13 @@ __all__ = [
     "ReleasePlan",
     "ReleaseRun",
     "ReleaseSpec",
+    "check_job",
     "get_kind",
     "kinds",
     "load_job",
     "parse_job",
     "plan_job",
+    "quality_dir",
     "register_kind",
     "run_job",
 ]

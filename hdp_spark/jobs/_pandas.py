@@ -134,12 +134,16 @@ class PandasAdapter:
         return df
 
     def content_hash(self, df: pd.DataFrame) -> str:
-        """Order-independent hash of the rows (sum and xor of per-row 64-bit hashes)."""
+        """Order-independent hash of the rows (sum and xor of per-row 64-bit hashes).
+
+        Unkeyed: HMAC input only (the runner keys it with the ledger's secret); never store,
+        log or publish it.
+        """
         h = pd.util.hash_pandas_object(df, index=False).to_numpy(np.uint64)
         total = int(h.astype(object).sum()) if len(h) else 0
         xor = int(np.bitwise_xor.reduce(h)) if len(h) else 0
         payload = f"{len(df)}:{total}:{xor}:{list(df.columns)}".encode()
-        return hashlib.sha256(payload).hexdigest()
+        return hashlib.sha256(payload).hexdigest()  # design-ok: HMAC input only
 
     def validate(self, df: pd.DataFrame, schema: Any) -> Any:
         """``hdp_spark.pandas.validate(df, schema)`` (issue 5)."""

@@ -169,16 +169,22 @@ class SparkAdapter:
         return pinned
 
     def content_hash(self, df: DataFrame) -> str:
-        """Order-independent hash of the rows (count, sum and xor of 64-bit row hashes)."""
+        """Order-independent hash of the rows (count, sum and xor of 64-bit row hashes).
+
+        Unkeyed: HMAC input only (the runner keys it with the ledger's secret on the
+        driver); never store, log or publish it. The secret is deliberately not fed into
+        the Spark plan (plans and their literals show up in the Spark UI and event logs);
+        the aggregate row only travels from the executors to the driver's memory.
+        """
         cols = [F.col(c) for c in df.columns]
-        h = F.xxhash64(*cols)
+        h = F.xxhash64(*cols)  # design-ok: aggregated, then HMAC input only
         row = df.agg(
             F.count(F.lit(1)).alias("n"),
             F.sum(h.cast("decimal(38,0)")).alias("s"),
-            F.bit_xor(F.xxhash64(F.lit("hdp"), *cols)).alias("x"),
+            F.bit_xor(F.xxhash64(F.lit("hdp"), *cols)).alias("x"),  # design-ok: HMAC input
         ).collect()[0]
         payload = f"{row['n']}:{row['s']}:{row['x']}:{df.columns}".encode()
-        return hashlib.sha256(payload).hexdigest()
+        return hashlib.sha256(payload).hexdigest()  # design-ok: HMAC input only
 
     def validate(self, df: DataFrame, schema: Any) -> Any:
         """``hdp_spark.spark.validate(df, schema)`` (issue 5)."""

@@ -123,7 +123,10 @@ class EngineAdapter(Protocol):
         """Read the input table and apply ``[input.types]`` casts."""
 
     def content_hash(self, df: Any) -> str:
-        """An order-independent hash of the table's content (table inputs)."""
+        """An order-independent, unkeyed hash of the table's content (table inputs).
+
+        HMAC input only: the runner keys it with the ledger's secret before any use.
+        """
 
     def validate(self, df: Any, schema: Any) -> Any:
         """Schema validation report (``hdp_spark.<engine>.validate``)."""

@@ -14,6 +14,11 @@ written only *after* the ledger commit: to ``.staging`` first, then published by
 of an uncommitted (uncharged) release is ever written here; and a committed release whose
 directory is missing (crash between commit and publish) is re-materialized from its record
 by the next run: same rows, byte for byte the same JSON.
+
+Publication rule: only DP values and public facts are written here. The commit id that
+names a release's directory is random (drawn when the record is created); the input
+fingerprint and the idempotency key (both keyed by the ledger's secret) stay in the ledger;
+data-quality counts go to the report beside the ledger, never here.
 """
 
 from __future__ import annotations
@@ -95,7 +100,6 @@ def stage(out: Path, record: CommitRecord) -> Path:
         "release_id": record.release_id,
         "commit_id": record.commit_id,
         "committed_at": record.committed_at,
-        "input_fingerprint": record.fingerprint,
         **meta,
         "rows": rows,
     }

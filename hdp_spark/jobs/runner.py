@@ -2,9 +2,15 @@
 
 One run of a job (``python -m hdp_spark.jobs run jobs/<job>.toml``):
 
-1. **load** the input and fingerprint it (the fingerprint enters every idempotency key);
-2. **validate** it against its schema (issue 5) and check user ids and budgets; a failure
-   stops the run before any release (the counts go to the operator's log, never to outputs);
+1. **preflight** the public inputs (job file, schema, ledger path, the engine's Java) and
+   **load** the input with the schema's column types (a malformed private cell reads as
+   null);
+2. **validate** it against its schema and check user ids and budgets; the counts go to a
+   data-quality report beside the ledger (:func:`quality_dir`), never to outputs or to log
+   lines above DEBUG; a failure of a public rule stops the run before any release, with
+   nothing written but that report;
+   then **open the ledger** and fingerprint the input with the ledger's MAC (the keyed
+   fingerprint enters every idempotency key; see :mod:`hdp_spark.jobs.fingerprint`);
 3. for each release, in order, under the ledger's write lock (a *session*):
 
    a. if the release's idempotency key (job, release id, input fingerprint, release
@@ -28,8 +34,11 @@ the crash hit between commit and publish. ``HDP_FAULT_AT=<stage>``
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
 import logging
+import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -59,9 +68,19 @@ from hdp_spark.jobs.outputs import write_manifest as _write_manifest
 from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
 from hdp_spark.ledger import open_ledger
-from hdp_spark.ledger.base import CommitRecord
+from hdp_spark.ledger._fs import atomic_write
+from hdp_spark.ledger.base import CommitRecord, new_commit_id
 
-__all__ = ["JobRun", "ReleasePlan", "ReleaseRun", "plan_job", "run_job"]
+__all__ = [
+    "JobCheck",
+    "JobRun",
+    "ReleasePlan",
+    "ReleaseRun",
+    "check_job",
+    "plan_job",
+    "quality_dir",
+    "run_job",
+]
 
 log = logging.getLogger("hdp_spark.jobs")
 
@@ -94,7 +113,8 @@ class JobRun:
 
     Attributes:
         job: the job that ran.
-        fingerprint: the input fingerprint.
+        fingerprint: the keyed input fingerprint (HMAC under the ledger's secret; for the
+            operator, never published).
         releases: one entry per release, in job order.
         distribution: remaining/spent budgets of the input's users after the run (computed
             for the report; None when ``[output] report = false``).
@@ -229,25 +249,100 @@ def _outcome(
     )
 
 
-def _load(adapter: Any, job: JobSpec) -> tuple[Any, str]:
+def _load(adapter: Any, job: JobSpec) -> tuple[Any, Any]:
+    """Load the input; returns the frame and the input files' stats (None for a table)."""
     spec = job.input
     if spec.path is None:
-        df = adapter.load(spec)
-        return df, "table:" + adapter.content_hash(df)
+        return adapter.load(spec), None
     before = file_stats(spec.path)
+    return adapter.load(spec), before
+
+
+def _fingerprint(adapter: Any, job: JobSpec, df: Any, before: Any, ledger: Any) -> str:
+    """The input's keyed fingerprint: ``ledger.mac`` of an unkeyed digest that never leaves
+    this process's memory.
+
+    Computed once the input passed validation and the ledger is open (its secret is the
+    MAC key). The files must not have changed since :func:`_load` read them.
+    """
+    spec = job.input
+    if spec.path is None:
+        return "table:" + str(ledger.mac(adapter.content_hash(df).encode()))
     extra = {"format": spec.resolved_format, "types": [list(t) for t in spec.types]}
-    fingerprint = file_fingerprint(spec.path, spec.fingerprint, extra)
-    df = adapter.load(spec)
+    fingerprint = file_fingerprint(spec.path, spec.fingerprint, extra, ledger.mac)
     if file_stats(spec.path) != before:
         msg = (
             f"`[input] path` {str(spec.path)!r} changed while the job read it; run the job "
             "on a stable snapshot."
         )
         raise JobError(msg)
-    return df, fingerprint
+    return fingerprint
 
 
-def _validate(adapter: Any, df: Any, job: JobSpec) -> None:
+def quality_dir(job: JobSpec) -> Path:
+    """Where the data-quality reports of a job go: ``quality/`` beside the ledger.
+
+    ``<dir>/quality`` for a ledger at ``<dir>/ledger.sqlite`` or ``<dir>/ledger/`` (a
+    parquet ledger): beside it, so that a run stopped by validation writes its report
+    without creating the ledger. Like the ledger, it is for the trusted operator only.
+    """
+    return job.ledger.path.parent / "quality"
+
+
+def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path:
+    """Write the data-quality report (counts for the operator) beside the ledger."""
+    directory = quality_dir(job)
+    now = dt.datetime.now(dt.UTC)
+    name = f"{job.name}-{now.strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}.json"
+    doc = {"job": job.name, "checked_at": now.isoformat(), "engine": job.engine, **quality}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write(directory / name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+    except OSError as exc:
+        msg = f"cannot write the data-quality report in `{directory}`: {exc.strerror}."
+        raise JobError(msg) from exc
+    log.debug("data-quality report written to %s", directory / name)
+    return directory / name
+
+
+def _check_ledger_location(job: JobSpec) -> None:
+    """The ledger (secret, spends, quality reports) must not live under the output dir."""
+    out = job.output.path.resolve()
+    ledger = job.ledger.path.resolve()
+    if ledger == out or out in ledger.parents or ledger in out.parents:
+        msg = (
+            f"`[ledger] path` must lie outside `[output] path` (the ledger holds its MAC "
+            f"secret and per-user spend, which must never be published); got ledger "
+            f"{str(job.ledger.path)!r} and output {str(job.output.path)!r}."
+        )
+        raise JobError(msg)
+
+
+def _validate(adapter: Any, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path]:
+    """Validate the input; write the counts to the operator's data-quality report.
+
+    Returns:
+        The data-quality counts (schema rule violations, user-id and budget checks) and the
+        path of the report (written even when a rule stops the run).
+
+    Privacy:
+        Violation counts of value rules are functions of private data: they go to the
+        quality report beside the ledger (and DEBUG logs), never to outputs or INFO+ logs.
+        Only public rules (ε, user ids, row count, budgets) stop a run.
+    """
+    quality: dict[str, Any] = {"schema": None}
+    try:
+        _validate_into(adapter, df, job, quality)
+    except BaseException:
+        quality["release_blocked"] = True
+        with contextlib.suppress(JobError):  # the validation error is the one to report
+            _write_quality(job, quality)
+        raise
+    quality["release_blocked"] = False
+    return quality, _write_quality(job, quality)
+
+
+def _validate_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, Any]) -> None:
     spec = job.input
     if spec.schema is not None:
         try:
@@ -259,13 +354,19 @@ def _validate(adapter: Any, df: Any, job: JobSpec) -> None:
             )
             raise JobError(msg) from exc
         report = adapter.validate(df, load_schema(spec.schema))
+        quality["schema"] = report.to_dict()
         if not report.ok:
-            log.warning(
-                "schema validation: rule violations (counts, for the operator; value rules "
-                "never block, the aggregators clamp or impute): %s", dict(report.violations)
-            )
+            # counts of private value rules: operator only (never INFO+, never outputs)
+            log.debug("schema validation: rule violations (value rules never block; the "
+                      "aggregators clamp or impute): %s", dict(report.violations))
         report.raise_for_release()
     check = adapter.check_input(df, spec.user_id, job.budget)
+    quality["input"] = {
+        "rows": check.rows,
+        "null_user_ids": check.null_users,
+        "duplicate_user_ids": check.duplicate_users,
+        "invalid_budgets": check.invalid_budgets,
+    }
     col = spec.user_id
     if check.null_users:
         msg = (
@@ -355,6 +456,7 @@ def _run_release(
                     committed_at=dt.datetime.now(dt.UTC).isoformat(),
                     outcome=_outcome(job, rel, result, summary),
                     users_charged=summary.users_charged, units_charged=summary.units_charged,
+                    commit_id=new_commit_id(),  # random: names the published directory
                 )
                 with timer.stage(f"{rel.id}:commit"):
                     session.commit(
@@ -414,6 +516,7 @@ def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
             msg = f"`[input] schema`: {exc}"
             raise JobError(msg) from exc
         spec = replace(spec, input=spec.input.with_schema_types(schema))
+    _check_ledger_location(spec)
     spec.check_ledger_path()
     check_engine(spec.engine, spark, spec.spark_conf)
     return spec
@@ -448,6 +551,13 @@ def run_job(
         release is never recomputed: re-running it re-publishes the stored outcome (the
         noise is not redrawn, nothing is charged). The release key is never stored.
         Remaining budgets become part of the (public) ε vector of later releases.
+
+        Publication rule: everything written under ``[output] path`` (values, manifest,
+        report, plots, file and directory names) and every log line at INFO or above is a
+        DP value or a function of public facts (job settings, ε values, n, bounds, key sets,
+        budgets). The input fingerprint and the idempotency key are keyed by the ledger's
+        MAC secret and stay in the ledger; commit ids are random. Validation counts go to
+        the data-quality report beside the ledger (:func:`quality_dir`).
     """
     # Public checks first: a failure here reads no data and writes nothing.
     spec = _preflight(_resolve(job, engine), spark)
@@ -460,15 +570,18 @@ def run_job(
     out = spec.output.path
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
     with timer.stage("load"):
-        df, fingerprint = _load(adapter, spec)
+        df, before = _load(adapter, spec)
     fault_point("loaded")
     with timer.stage("validate"):
         _validate(adapter, df, spec)
     fault_point("validated")
+    # The ledger is opened once the input passed: its secret keys the input fingerprint.
     ledger = open_ledger(
         spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
         compact_every=spec.ledger.compact_every,
     )
+    with timer.stage("fingerprint"):
+        fingerprint = _fingerprint(adapter, spec, df, before, ledger)
     # The output directory appears only once the input passed every check.
     out.mkdir(parents=True, exist_ok=True)
     cleanup_staging(out)
@@ -498,7 +611,7 @@ def run_job(
                 adapter.prepare(df, spec.input.user_id, spec.budget, spent),
                 spec.budget.default if spec.budget.column is None else None,
             )
-            report = write_report(out, spec, fingerprint, runs, distribution)
+            report = write_report(out, spec, runs, distribution)
     fault_point("reported")
     log.info("job %s done: %d committed, %d re-published", spec.name,
              sum(r.status == "committed" for r in runs),
@@ -525,6 +638,21 @@ class ReleasePlan:
     users_over_budget: int
 
 
+@dataclass(frozen=True, slots=True)
+class JobCheck:
+    """Result of :func:`check_job`: for the trusted operator, never published.
+
+    Attributes:
+        quality: data-quality counts (schema rule violations, user-id and budget checks).
+        plans: the budget situation of each release.
+        quality_report: the data-quality report written beside the ledger.
+    """
+
+    quality: Mapping[str, Any]
+    plans: tuple[ReleasePlan, ...]
+    quality_report: Path
+
+
 def plan_job(
     job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
 ) -> list[ReleasePlan]:
@@ -532,19 +660,37 @@ def plan_job(
 
     Reads the ledger without locking it; computes nothing private (no noise, no charge).
     Later releases of the same run are not accounted for: each plan assumes the ledger as
-    it is now.
+    it is now. :func:`check_job` also returns the data-quality counts.
 
     Privacy:
         Only counts derived from the ε vectors and budgets (public in this model).
     """
+    return list(check_job(job, engine=engine, spark=spark).plans)
+
+
+def check_job(
+    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
+) -> JobCheck:
+    """Dry run for the operator: data-quality counts and each release's budget situation.
+
+    Writes the data-quality report beside the ledger (:func:`quality_dir`); computes nothing
+    private otherwise (no noise, no charge).
+
+    Privacy:
+        The quality counts (nulls, out-of-bounds values per rule) are functions of private
+        data: they are for the trusted operator (this result, the ``check`` command's
+        output, the report beside the ledger), never for publication. The plans hold only
+        counts derived from the ε vectors and budgets (public in this model).
+    """
     spec = _preflight(_resolve(job, engine), spark)
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
-    df, fingerprint = _load(adapter, spec)
-    _validate(adapter, df, spec)
+    df, before = _load(adapter, spec)
+    quality, quality_report = _validate(adapter, df, spec)
     ledger = open_ledger(
         spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
         compact_every=spec.ledger.compact_every,
     )
+    fingerprint = _fingerprint(adapter, spec, df, before, ledger)
     prepared = adapter.prepare(df, spec.input.user_id, spec.budget, ledger.spent(adapter.io))
     plans = []
     for rel in spec.releases:
@@ -555,4 +701,4 @@ def plan_job(
         plans.append(
             ReleasePlan(rel.id, ledger.find(key) is not None, n, adapter.count_over(capped))
         )
-    return plans
+    return JobCheck(quality, tuple(plans), quality_report)

@@ -42,7 +42,9 @@ def open_ledger(
 
     Privacy:
         Both backends make "check remaining budget, then charge" atomic with respect to
-        other runs, so no user is ever overspent.
+        other runs, so no user is ever overspent. A new ledger gets a 32-byte MAC secret from
+        OS entropy (a ledger of an older version gets one on its first open); ``.mac(...)``
+        keys the input fingerprints with it, and it is never written anywhere else.
     """
     if backend == "sqlite":
         return SqliteLedger(path, lock_timeout=lock_timeout)

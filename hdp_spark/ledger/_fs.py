@@ -37,7 +37,7 @@ def host_id() -> str:
 
 
 def _host_tag() -> str:
-    return hashlib.sha256(host_id().encode()).hexdigest()[:8]
+    return hashlib.sha256(host_id().encode()).hexdigest()[:8]  # design-ok: host name, no data
 
 
 def tmp_name(prefix: str = "") -> str:
@@ -110,8 +110,9 @@ def fsync_tree(path: Path) -> None:
         fsync_dir(Path(root))
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
+def _write_synced(path: Path, data: bytes, mode: int = 0o666) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
@@ -129,18 +130,20 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def publish_exclusive(path: Path, data: bytes, tmp_dir: Path) -> bool:
+def publish_exclusive(path: Path, data: bytes, tmp_dir: Path, mode: int = 0o666) -> bool:
     """Create ``path`` with ``data`` atomically, only if it does not exist yet.
 
     Written to a temporary file first and published with ``link`` (which fails if the name
     exists), so the file appears complete or not at all and two writers cannot both win.
+    ``mode`` is the new file's permission bits (before the umask), e.g. ``0o600`` for a
+    secret.
 
     Returns:
         True if this call created ``path``; False if it already existed.
     """
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / tmp_name("excl-")
-    _write_synced(tmp, data)
+    _write_synced(tmp, data, mode)
     try:
         os.link(tmp, path)
     except FileExistsError:

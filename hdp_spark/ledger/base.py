@@ -10,14 +10,23 @@ same remaining budget.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hdp_spark.errors import LedgerError
 
-__all__ = ["UNITS_COLUMN", "USER_COLUMN", "CommitRecord", "FrameIO", "Ledger", "LedgerSession"]
+__all__ = [
+    "UNITS_COLUMN",
+    "USER_COLUMN",
+    "CommitRecord",
+    "FrameIO",
+    "Ledger",
+    "LedgerSession",
+    "new_commit_id",
+]
 
 USER_COLUMN = "user_id"
 """User id column of every ledger frame (strings)."""
@@ -26,20 +35,40 @@ UNITS_COLUMN = "units"
 """ε units column of every ledger frame (int64, > 0)."""
 
 
+def _is_hex(text: str, digits: int) -> bool:
+    return len(text) == digits and all(c in "0123456789abcdef" for c in text)
+
+
+def new_commit_id() -> str:
+    """A fresh random commit id (16 hex digits from the OS CSPRNG; nothing derived from data)."""
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True, slots=True)
 class CommitRecord:
     """One committed release.
 
     Attributes:
-        key: idempotency key (SHA-256 hex of job, release id, input fingerprint, definition).
+        key: idempotency key (SHA-256 hex of job, release id, keyed input fingerprint,
+            definition). Stored in the ledger only, never published.
         job: job name.
         release_id: release id within the job.
-        fingerprint: input fingerprint.
+        fingerprint: the keyed input fingerprint (``HMAC-SHA256`` under the ledger's secret;
+            records written before ledgers had a secret hold the old unkeyed digest). Stored
+            in the ledger only, never published.
         committed_at: ISO-8601 UTC time of the commit.
         outcome: canonical JSON of what was released (rows, specs, budget summary). It never
             contains the release key, so the noise cannot be removed from it.
         users_charged: number of users with a positive charge.
         units_charged: total ε units charged.
+        commit_id: public id of the commit (names its published directory): 16 random hex
+            digits drawn when the record is created. Records of older ledgers, which had no
+            stored id, read back with their historical id ``key[:16]``.
+
+    Privacy:
+        Of these fields only ``job``, ``release_id``, ``commit_id``, ``committed_at`` and the
+        outcome (DP values and public facts) are ever published; ``key`` and ``fingerprint``
+        depend on the input and stay in the ledger (and are keyed by its secret).
     """
 
     key: str
@@ -50,16 +79,15 @@ class CommitRecord:
     outcome: str
     users_charged: int
     units_charged: int
+    commit_id: str = field(default_factory=new_commit_id)
 
     def __post_init__(self) -> None:
-        if len(self.key) != 64 or any(c not in "0123456789abcdef" for c in self.key):
+        if not _is_hex(self.key, 64):
             msg = "a commit record's `key` must be 64 lowercase hex digits."
             raise LedgerError(msg)
-
-    @property
-    def commit_id(self) -> str:
-        """Short id of the commit (the first 16 hex digits of the key)."""
-        return self.key[:16]
+        if not _is_hex(self.commit_id, 16):
+            msg = "a commit record's `commit_id` must be 16 lowercase hex digits."
+            raise LedgerError(msg)
 
     def outcome_data(self) -> dict[str, Any]:
         """The decoded outcome."""
@@ -71,6 +99,7 @@ class CommitRecord:
         return json.dumps(
             {
                 "key": self.key,
+                "commit_id": self.commit_id,
                 "job": self.job,
                 "release_id": self.release_id,
                 "fingerprint": self.fingerprint,
@@ -84,12 +113,13 @@ class CommitRecord:
 
     @classmethod
     def from_json(cls, text: str) -> CommitRecord:
-        """Inverse of :meth:`to_json`."""
+        """Inverse of :meth:`to_json` (records without ``commit_id`` get ``key[:16]``)."""
         try:
             d = json.loads(text)
             return cls(
                 d["key"], d["job"], d["release_id"], d["fingerprint"], d["committed_at"],
                 d["outcome"], int(d["users_charged"]), int(d["units_charged"]),
+                str(d.get("commit_id") or str(d["key"])[:16]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             msg = "a ledger commit record is unreadable (corrupt ledger)."
@@ -150,6 +180,9 @@ class Ledger(Protocol):
     """A persistent per-user privacy ledger."""
 
     backend: str
+
+    def mac(self, message: bytes) -> str:
+        """HMAC-SHA256 of ``message`` under the ledger's secret (keys input fingerprints)."""
 
     def session(self, io: FrameIO) -> AbstractContextManager[LedgerSession]:
         """Acquire the write lock; released (and uncommitted work rolled back) on exit.

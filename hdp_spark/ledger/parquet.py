@@ -8,6 +8,7 @@ is the minimal version of its protocol on plain files::
     <ledger>/
       _manifests/00000000000000000007.json   versioned manifests; the highest is current
       _lock                                  the write lock (owner host, pid, token)
+      _secret                                the MAC secret (mode 0600; never published)
       spent/snap-<tag>/part-*.parquet        full per-user spend (after a compaction)
       spent/delta-<tag>/part-*.parquet       the charges of one committed release (kept after
                                              a compaction, listed as "archived": the audit log)
@@ -31,6 +32,11 @@ Protocol of one release (a *session*):
 A crash before step 4's ``link`` leaves only unreferenced files (never read, and deleted by
 the next session once their process is dead); after it, the release is committed. Every
 ``compact_every`` deltas a new snapshot replaces them for reading.
+
+The MAC secret (:mod:`hdp_spark.ledger._secret`) is created from OS entropy when the
+ledger is first opened, by the same exclusive ``link`` publish as the manifests: two runs
+creating the ledger at once agree on one secret. A ledger written by an older version gets
+its secret the same way on its first open.
 
 Needs a file system with atomic ``rename`` and ``link`` (local disks, HDFS mounted via
 POSIX, NFSv3+); not object stores such as S3 without a commit service.
@@ -60,6 +66,7 @@ from hdp_spark.ledger._fs import (
     remove_orphans,
     tmp_name,
 )
+from hdp_spark.ledger._secret import LedgerKey, new_secret_hex
 from hdp_spark.ledger.base import CommitRecord, FrameIO
 
 __all__ = ["ParquetLedger"]
@@ -99,6 +106,29 @@ class ParquetLedger:
         self.compact_every = int(compact_every)
         for sub in ("_manifests", "spent", "commits", "_tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._key = self._load_key()
+
+    def _load_key(self) -> LedgerKey:
+        """Read the MAC secret, creating it (once, atomically, mode 0600) if absent."""
+        path = self.root / "_secret"
+        if not path.exists():
+            publish_exclusive(path, (new_secret_hex() + "\n").encode(), self.root / "_tmp",
+                              mode=0o600)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            msg = f"the MAC secret of the parquet ledger `{self.root}` is unreadable."
+            raise LedgerError(msg) from exc
+        return LedgerKey(text, str(self.root))
+
+    def mac(self, message: bytes) -> str:
+        """``HMAC-SHA256`` of ``message`` under this ledger's secret (64 hex digits).
+
+        Privacy:
+            Keys the input fingerprint: without the secret (which never leaves the ledger
+            directory) the result cannot be matched against guesses of the input.
+        """
+        return self._key.mac(message)
 
     # -- manifests -------------------------------------------------------------------
     def _latest(self) -> dict[str, Any]:

@@ -15,14 +15,21 @@ write lock is exactly the "check then charge" critical section the ledger needs:
 Keep the file on a local disk: SQLite's locks are unreliable on network file systems (use the
 parquet ledger there).
 
-Tables: ``spent(user_id, units)``, ``commits(key, commit_id, job, release_id, fingerprint,
+Tables: ``meta(name, value)`` (the format and the ledger's MAC secret),
+``spent(user_id, units)``, ``commits(key, commit_id, job, release_id, fingerprint,
 committed_at, outcome, users_charged, units_charged)``, ``charges(key, user_id, units)``
 (the audit log: every charge of every committed release).
+
+The MAC secret (:mod:`hdp_spark.ledger._secret`) is created from OS entropy in the same
+transaction that creates the tables, and the file of a new ledger is created with mode
+``0600`` (SQLite gives its ``-wal``/``-shm`` files the same mode). A ledger written by an
+older version without a secret gets one on its first open, under the write lock.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
 import time
@@ -32,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from hdp_spark.errors import LedgerBusyError, LedgerConflictError, LedgerError
+from hdp_spark.ledger._secret import LedgerKey, new_secret_hex
 from hdp_spark.ledger.base import CommitRecord, FrameIO
 
 __all__ = ["SqliteLedger"]
@@ -65,13 +73,16 @@ CREATE TABLE IF NOT EXISTS charges (
 """
 
 _FORMAT = "hdp_spark.ledger.sqlite/1"
-_COLUMNS = "key, job, release_id, fingerprint, committed_at, outcome, users_charged, units_charged"
+_COLUMNS = (
+    "key, job, release_id, fingerprint, committed_at, outcome, users_charged, units_charged, "
+    "commit_id"
+)
 
 
 def _record(row: tuple[Any, ...]) -> CommitRecord:
     return CommitRecord(
         str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]), str(row[5]),
-        int(row[6]), int(row[7]),
+        int(row[6]), int(row[7]), str(row[8]),
     )
 
 
@@ -94,8 +105,25 @@ class SqliteLedger:
         self.path = Path(path)
         self.lock_timeout = float(lock_timeout)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # a new ledger file is private to its owner (it holds the MAC secret)
+            os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            msg = f"cannot create the SQLite ledger `{self.path}`: {exc.strerror}."
+            raise LedgerError(msg) from exc
         with self._connect() as conn:
-            self._init(conn)
+            self._key = self._init(conn)
+
+    def mac(self, message: bytes) -> str:
+        """``HMAC-SHA256`` of ``message`` under this ledger's secret (64 hex digits).
+
+        Privacy:
+            Keys the input fingerprint: without the secret (which never leaves the ledger
+            file) the result cannot be matched against guesses of the input.
+        """
+        return self._key.mac(message)
 
     def _connect(self) -> _Conn:
         try:
@@ -108,7 +136,7 @@ class SqliteLedger:
             raise LedgerError(msg) from exc
         return _Conn(conn)
 
-    def _init(self, conn: _Conn) -> None:
+    def _init(self, conn: _Conn) -> LedgerKey:
         c = conn.raw
         self._enable_wal(c)
         c.execute("PRAGMA synchronous=FULL")
@@ -126,10 +154,18 @@ class SqliteLedger:
             elif row[0] != _FORMAT:
                 msg = f"`{self.path}` is not an hdp_spark SQLite ledger of format {_FORMAT}."
                 raise LedgerError(msg)
+            row = c.execute("SELECT value FROM meta WHERE name = 'mac_secret'").fetchone()
+            if row is None:  # a new ledger, or one written before ledgers had a secret
+                secret = new_secret_hex()
+                c.execute("INSERT INTO meta VALUES ('mac_secret', ?)", (secret,))
+            else:
+                secret = str(row[0])
+            key = LedgerKey(secret, str(self.path))
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
             raise
+        return key
 
     def _enable_wal(self, c: sqlite3.Connection) -> None:
         """Switch the file to WAL, retrying while another process holds it.
@@ -268,7 +304,7 @@ class _SqliteSession:
         c = self._c
         try:
             c.execute(
-                f"INSERT INTO commits ({_COLUMNS}, commit_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO commits ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.key, record.job, record.release_id, record.fingerprint,
                  record.committed_at, record.outcome, record.users_charged,
                  record.units_charged, record.commit_id),

@@ -173,7 +173,6 @@ def _levels_section(
 def render_report(
     out: Path,
     job: JobSpec,
-    fingerprint: str,
     runs: Sequence[ReleaseRun],
     distribution: BudgetDistribution,
     *,
@@ -183,7 +182,8 @@ def render_report(
 
     Privacy:
         Shows released values with their accuracy metadata and functions of the public ε
-        vectors and budgets only; never user ids or validation counts.
+        vectors and budgets only; never user ids, validation counts, the input fingerprint
+        or the idempotency key (the commit id it shows is random).
     """
     now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     src = str(job.input.path) if job.input.path is not None else f"table `{job.input.table}`"
@@ -202,7 +202,6 @@ def render_report(
                 ["run at (UTC)", now],
                 ["engine", job.engine],
                 ["input", f"`{src}`"],
-                ["input fingerprint", f"`{fingerprint[:32]}…`"],
                 ["ledger", f"{job.ledger_backend}: `{job.ledger.path}`"],
                 ["budget", f"{'; '.join(budget)}; policy `{job.budget.policy}`"],
             ],
@@ -254,7 +253,6 @@ def _has_matplotlib() -> bool:
 def write_report(
     out: Path,
     job: JobSpec,
-    fingerprint: str,
     runs: Sequence[ReleaseRun],
     distribution: BudgetDistribution,
 ) -> Path:
@@ -263,7 +261,7 @@ def write_report(
     Privacy:
         See :func:`render_report`.
     """
-    text = render_report(out, job, fingerprint, runs, distribution)
+    text = render_report(out, job, runs, distribution)
     path = out / "report.md"
     atomic_write(path, (text + "\n").encode())
     return path

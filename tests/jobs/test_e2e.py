@@ -107,7 +107,9 @@ def test_job_end_to_end(engine: Any, tmp_path: Path) -> None:
         other.mkdir()
         pjob = write_job(other, engine="pandas", seed="agree", releases=releases, report=True)
         prun = run_job(pjob)
-        assert [r.record.key for r in prun.releases] == [r.record.key for r in run.releases]
+        # each ledger keys its fingerprints with its own secret: keys differ across ledgers
+        assert {r.record.key for r in prun.releases}.isdisjoint(
+            {r.record.key for r in run.releases})
         for r in run.releases:
             assert prun.values(r.release_id) == run.values(r.release_id)
         assert spent_by_user(pjob) == spent

@@ -22,7 +22,7 @@ IO = PandasIO()
 def record(i: int, users: int = 2, units: int = 10) -> CommitRecord:
     key = f"{i:016x}" * 4
     return CommitRecord(key, "job", f"r{i}", "fp", "2026-01-01T00:00:00+00:00",
-                        json.dumps({"rows": [{"x": i}]}), users, units)
+                        json.dumps({"rows": [{"x": i}]}), users, units, commit_id=f"{i:016x}")
 
 
 def spent(ledger: SqliteLedger | ParquetLedger) -> dict[str, int]:

@@ -1,0 +1,209 @@
+"""Helpers of the publication tests: collect everything a job publishes, compare runs, and
+reproduce the hashes the old (unkeyed) scheme published.
+
+The comparator's rule: a published *feature* (a file's name, bytes, a JSON field, a parquet
+statistic, a token of a report line or of an INFO+ log record) that is the same in every run
+on the table but different on the neighbouring table is a deterministic function of private
+data. Features equal in all runs are public facts; features that differ between runs on the
+same table are fresh (noise, random ids, clocks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hdp_spark.core.ledger import idempotency_key
+
+Features = dict[tuple[str, ...], Any]
+
+_MISSING = "<absent>"
+_DURATION = re.compile(r"\b\d+\.\d+ s\b")
+_TOKEN = re.compile(r"[\s|,;:()\[\]`=]+")
+
+
+def _flatten(prefix: tuple[str, ...], value: Any, out: Features) -> None:
+    if isinstance(value, dict):
+        out[prefix] = ("dict", tuple(sorted(value)))
+        for k, v in value.items():
+            _flatten((*prefix, str(k)), v, out)
+    elif isinstance(value, list):
+        out[prefix] = ("list", len(value))
+        for i, v in enumerate(value):
+            _flatten((*prefix, str(i)), v, out)
+    else:
+        out[prefix] = value
+
+
+def _text_features(prefix: tuple[str, ...], lines: Sequence[str], out: Features) -> None:
+    """One feature per line and per token of a line (so a random token in a line cannot
+    hide a deterministic one)."""
+    out[(*prefix, "#lines")] = len(lines)
+    for i, line in enumerate(lines):
+        out[(*prefix, str(i))] = line
+        for j, tok in enumerate(t for t in _TOKEN.split(line) if t):
+            out[(*prefix, str(i), str(j))] = tok
+
+
+def _parquet_features(prefix: tuple[str, ...], path: Path, out: Features) -> None:
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    out[(*prefix, "schema")] = str(pq.read_schema(path))
+    kv = meta.metadata or {}
+    out[(*prefix, "kv", "#keys")] = tuple(sorted(k.decode() for k in kv))
+    for k, v in kv.items():
+        out[(*prefix, "kv", k.decode())] = v.decode(errors="replace")
+    out[(*prefix, "num_rows")] = meta.num_rows
+    out[(*prefix, "created_by")] = meta.created_by
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            key = (*prefix, "rg", str(g), col.path_in_schema)
+            out[(*key, "num_values")] = col.num_values
+            stats = col.statistics
+            if stats is None:
+                out[(*key, "stats")] = None
+                continue
+            out[(*key, "null_count")] = stats.null_count
+            out[(*key, "distinct_count")] = stats.distinct_count
+            if stats.has_min_max:
+                out[(*key, "min")] = repr(stats.min)
+                out[(*key, "max")] = repr(stats.max)
+
+
+def collect(out: Path, records: Iterable[logging.LogRecord], commit_ids: Iterable[str]) -> Features:
+    """Everything published by a run: every file under ``out`` (names, bytes, parsed
+    contents) and every INFO+ log record.
+
+    Features are keyed by path with the run's commit ids replaced by ``<commit>`` (so that
+    files of different runs line up); the raw names are features of their own.
+    """
+    ids = sorted(set(commit_ids), key=len, reverse=True)
+
+    def norm(text: str) -> str:
+        for c in ids:
+            text = text.replace(c, "<commit>")
+        return text
+
+    feats: Features = {}
+    files = sorted(p for p in out.rglob("*"))
+    feats[("names",)] = tuple(str(p.relative_to(out)) for p in files)
+    for i, p in enumerate(files):
+        feats[("name", str(i))] = str(p.relative_to(out))
+        if not p.is_file():
+            continue
+        rel = norm(str(p.relative_to(out)))
+        data = p.read_bytes()
+        feats[("file", rel, "bytes")] = hashlib.sha256(data).hexdigest()
+        feats[("file", rel, "size")] = len(data)
+        if p.suffix == ".json":
+            _flatten(("file", rel, "json"), json.loads(data), feats)
+        elif p.suffix == ".parquet":
+            _parquet_features(("file", rel, "parquet"), p, feats)
+        elif p.suffix in (".md", ".txt"):
+            _text_features(("file", rel, "text"), data.decode().splitlines(), feats)
+    logs = [
+        f"{r.name} {r.levelname} " + _DURATION.sub("<wall-clock> s", r.getMessage())
+        for r in records if r.levelno >= logging.INFO
+    ]
+    _text_features(("log",), logs, feats)
+    return feats
+
+
+def deterministic_in_private_data(
+    table_runs: Sequence[Mapping[tuple[str, ...], Any]],
+    neighbour_runs: Sequence[Mapping[tuple[str, ...], Any]],
+) -> dict[tuple[str, ...], tuple[Any, Any]]:
+    """Features equal in every run on the table and in every run on the neighbour, with
+    different values on the two tables.
+
+    A deterministic function of the data is constant over the runs on each table; a feature
+    that merely happened to coincide (a noisy value rounding alike, a compressed size) does
+    not survive more runs.
+
+    Returns:
+        ``{feature: (value on the table, value on the neighbour)}``.
+    """
+    keys: set[tuple[str, ...]] = set().union(*table_runs, *neighbour_runs)
+    found = {}
+    for k in keys:
+        t = [run.get(k, _MISSING) for run in table_runs]
+        n = [run.get(k, _MISSING) for run in neighbour_runs]
+        if all(v == t[0] for v in t) and all(v == n[0] for v in n) and t[0] != n[0]:
+            found[k] = (t[0], n[0])
+    return found
+
+
+# -- the old, unkeyed scheme (reproduced to show the tests can fail) ----------------------
+
+
+def old_file_fingerprint(path: Path, data: bytes, extra: object) -> str:
+    """The fingerprint the old code published (``values.json["input_fingerprint"]``)."""
+    digest = hashlib.sha256(data).hexdigest()
+    payload = json.dumps({"mode": "content", "files": [[path.name, digest]], "extra": extra},
+                         sort_keys=True, default=str)
+    return "files-content:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+def old_pandas_content_hash(df: pd.DataFrame) -> str:
+    """The old unkeyed table hash (pandas engine)."""
+    import numpy as np
+
+    h = pd.util.hash_pandas_object(df, index=False).to_numpy(np.uint64)
+    total = int(h.astype(object).sum()) if len(h) else 0
+    xor = int(np.bitwise_xor.reduce(h)) if len(h) else 0
+    payload = f"{len(df)}:{total}:{xor}:{list(df.columns)}".encode()
+    return hashlib.sha256(payload).hexdigest()
+
+
+def old_hashes(
+    path: Path, data: bytes, df: pd.DataFrame, extra: object, job: str,
+    definitions: Mapping[str, Mapping[str, Any]],
+) -> list[str]:
+    """Every hex string the old scheme derived from an input: the file's SHA-256, the
+    fingerprint, the table hash, and each release's idempotency key (whose first 16 digits
+    were the published commit id)."""
+    fps = [old_file_fingerprint(path, data, extra), "table:" + old_pandas_content_hash(df)]
+    out = [hashlib.sha256(data).hexdigest(), *(f.split(":", 1)[1] for f in fps)]
+    for fp in fps:
+        out += [idempotency_key(job, rid, fp, d) for rid, d in definitions.items()]
+    return out
+
+
+HEX_WINDOW = 12
+_HEX = re.compile(rb"[0-9a-fA-F]{%d,}" % HEX_WINDOW)
+
+
+def published_hex_windows(out: Path, log_text: str) -> set[str]:
+    """Every 12-hex-digit window of every hex run in the published files (bytes and names)
+    and in the log text, lower-cased."""
+    blobs = [log_text.encode()]
+    for p in sorted(out.rglob("*")):
+        blobs.append(str(p.relative_to(out)).encode())
+        if p.is_file():
+            blobs.append(p.read_bytes())
+    windows: set[str] = set()
+    for blob in blobs:
+        for m in _HEX.finditer(blob):
+            run = m.group().decode().lower()
+            windows.update(run[i:i + HEX_WINDOW] for i in range(len(run) - HEX_WINDOW + 1))
+    return windows
+
+
+def published_bytes(out: Path, log_text: str) -> bytes:
+    """All published bytes (names, file contents, log text) concatenated."""
+    parts = [log_text.encode()]
+    for p in sorted(out.rglob("*")):
+        parts.append(str(p.relative_to(out)).encode())
+        if p.is_file():
+            parts.append(p.read_bytes())
+    return b"\x00".join(parts)
