@@ -75,6 +75,9 @@ class AggregatorKind:
         output_name: the spec's output column prefix.
         intervals: the spec's estimate/interval columns (for the report).
         describe: canonical parameters of a spec (part of the release's idempotency key).
+        numeric_columns: the value columns a spec reads as numbers. The runner reads them
+            as doubles (unless the schema or ``[input.types]`` types them), so a malformed
+            private cell becomes null instead of changing the column's type.
 
     Privacy:
         ``release`` must be a complete, noise-adding release (its rows are published as
@@ -89,6 +92,7 @@ class AggregatorKind:
     output_name: Callable[[Any], str]
     intervals: Callable[[Any], Sequence[Interval]]
     describe: Callable[[Any], Mapping[str, Any]]
+    numeric_columns: Callable[[Any], tuple[str, ...]] = lambda _spec: ()
 
 
 _KINDS: dict[str, AggregatorKind] = {}
@@ -196,6 +200,7 @@ MEAN = AggregatorKind(
     output_name=lambda s: s.name,
     intervals=lambda s: (Interval(s.name, s.name, s.name + "_ci_low", s.name + "_ci_high"),),
     describe=_describe_dataclass,
+    numeric_columns=lambda s: (s.column,),
 )
 """Heterogeneous-DP mean (:func:`hdp_spark.hdp_mean`); parameters as its keywords."""
 

@@ -516,6 +516,11 @@ def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
             msg = f"`[input] schema`: {exc}"
             raise JobError(msg) from exc
         spec = replace(spec, input=spec.input.with_schema_types(schema))
+    numeric = [
+        c for rel in spec.releases for a in rel.aggregators
+        for c in get_kind(a.kind).numeric_columns(a.spec)
+    ]
+    spec = replace(spec, input=spec.input.with_value_types(numeric))
     _check_ledger_location(spec)
     spec.check_ledger_path()
     check_engine(spec.engine, spark, spec.spark_conf)

@@ -143,6 +143,23 @@ class InputSpec:
         merged.update(self.types)
         return tuple(sorted(merged.items()))
 
+    def with_value_types(self, columns: Any) -> InputSpec:
+        """This input with ``double`` casts for the aggregators' numeric value ``columns``
+        that neither the schema nor ``[input.types]`` types.
+
+        Without it a reader that infers types (Spark's CSV ``inferSchema``) would read a
+        column holding one malformed private cell as strings, and whether the release runs
+        would depend on that cell.
+        """
+        typed = dict(self.casts)
+        extra: dict[str, ColumnType] = {
+            c: "double" for c in columns if c not in typed and c not in (self.user_id, self.eps)
+        }
+        if not extra:
+            return self
+        merged: dict[str, ColumnType] = {**extra, **dict(self.schema_types)}
+        return replace(self, schema_types=tuple(sorted(merged.items())))
+
     def with_schema_types(self, schema: Any) -> InputSpec:
         """This input with the casts of ``schema``'s ordinary columns (a TableSchema).
 

@@ -69,6 +69,25 @@ def test_malformed_value_cells_are_nulls(engine: Any, tmp_path: Path) -> None:
             assert word not in text
 
 
+def test_malformed_value_cell_without_schema_is_null(engine: Any, tmp_path: Path) -> None:
+    """Without a schema the aggregators' numeric value columns are still read as doubles: a
+    reader that infers types (Spark's CSV) would otherwise type the column as strings
+    because of one private cell, and the release would fail on it."""
+    null_dir, bad_dir = tmp_path / "null", tmp_path / "bad"
+    null_dir.mkdir()
+    bad_dir.mkdir()
+    nulls = _csv_with(null_dir, "nulls.csv", {(3, "salary"): ""})
+    bad = _csv_with(bad_dir, "bad.csv", {(3, "salary"): BAD_SALARY})
+    ref = run_job(write_job(null_dir, engine=engine.name, data=nulls, seed="noschema",
+                            releases=GROUPED_RELEASE), spark=engine.session)
+    run = run_job(write_job(bad_dir, engine=engine.name, data=bad, seed="noschema",
+                            releases=GROUPED_RELEASE), spark=engine.session)
+    assert _values(run) == _values(ref)
+    assert ("salary", "double") in load_job(
+        write_job(tmp_path, data=bad, releases=GROUPED_RELEASE)
+    ).input.with_value_types(["salary"]).casts
+
+
 def test_sample_job_with_one_bad_salary_runs(tmp_path: Path) -> None:
     """The issue's reproduction: the sample job on a copy of the table with one bad cell."""
     bad = _csv_with(tmp_path, "employees.csv", {(3, "salary"): BAD_SALARY})
