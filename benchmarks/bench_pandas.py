@@ -121,7 +121,11 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     groups = _cells._group_codes(df, by, keys)
     codes, levels = _cells._level_codes(eps, None)
     width = len(levels)
-    cell = codes if groups.codes is None else groups.codes * width + codes
+    cell = groups.codes if codes is None else codes
+    if groups.codes is not None and codes is not None:
+        cell = groups.codes * width + codes
+    if cell is None:  # one cell: bincount of a constant code stands in for its sum
+        cell = np.zeros(len(df), dtype=np.int64)
     size = width * (len(groups.keys) + (0 if groups.codes is None else 1))
     encoded = _cells._encode(x, spec)
     tables = _cells.mean_cells(df, plans, by, keys)
@@ -131,7 +135,9 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
         "group_codes": lambda: _cells._group_codes(df, by, keys),
         "eps_levels": lambda: _cells._level_codes(eps, None),
         "encode": lambda: _cells._encode(x, spec),
-        "cell_index": lambda: codes if groups.codes is None else groups.codes * width + codes,
+        "cell_index": lambda: (
+            None if groups.codes is None or codes is None else groups.codes * width + codes
+        ),
         "bincount": lambda: (
             np.bincount(cell, minlength=size),
             np.bincount(cell, weights=encoded, minlength=size),

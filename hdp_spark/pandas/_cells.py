@@ -111,7 +111,7 @@ def mean_cells(
         eps = numeric_column(df, plan.eps, "ε")
         values = [numeric_column(df, spec.column, "value") for spec in plan.specs]
         eps_codes, levels = _level_codes(eps, plan.grid)
-        tables.append(_plan_table(plan, groups, eps_codes, levels, values))
+        tables.append(_plan_table(plan, groups, len(eps), eps_codes, levels, values))
     return tables
 
 
@@ -166,13 +166,15 @@ def _integer_groups(series: pd.Series, keys: tuple[tuple[object, ...], ...]) -> 
     cand = np.array(candidates, dtype=dtype)
     member = pd.Series(cand, dtype=dtype).isin(key_values).to_numpy()
     kept = cand[member]
-    table = np.full(span, len(kept), dtype=np.int64)
-    table[kept.astype(np.int64) - low] = np.arange(len(kept), dtype=np.int64)
-    index = arr.astype(np.int64, copy=False)
+    found: list[tuple[object, ...]] = [(normalize_key(v),) for v in kept]
+    index = arr.astype(np.int64, copy=False)  # may be the column's memory: never written
     if low:
         index = index - low
-    codes = table[index]
-    return _Groups(codes, [(normalize_key(v),) for v in kept])
+    if len(kept) == span:  # every value in the range is a kept key: code = value - low
+        return _Groups(index, found)
+    table = np.full(span, len(kept), dtype=np.int64)
+    table[kept.astype(np.int64) - low] = np.arange(len(kept), dtype=np.int64)
+    return _Groups(table[index], found)
 
 
 def _integral(value: object) -> int | None:
@@ -233,8 +235,11 @@ def _factorized_groups(
 # -- ε levels ------------------------------------------------------------------------------
 
 
-def _level_codes(eps: FloatArray, grid: EpsGrid | None) -> tuple[IntArray, FloatArray]:
-    """Per-row codes and the level of each code (codes of equal levels are merged later).
+def _level_codes(
+    eps: FloatArray, grid: EpsGrid | None
+) -> tuple[IntArray | None, FloatArray]:
+    """Per-row codes and the level of each code (codes of equal levels are merged later;
+    ``None``: every row has code 0).
 
     The level rules are elementwise, so the level of a distinct ε value is the level of
     every row holding it (-0.0 and 0.0, or two NaNs, share a level as well).
@@ -273,8 +278,9 @@ def _multipliers() -> list[np.uint64]:
 _MULTIPLIERS = _multipliers()
 
 
-def _hash_codes(a: FloatArray) -> tuple[IntArray, FloatArray] | None:
-    """Per-row index into the distinct values of ``a``, or ``None`` (use factorize).
+def _hash_codes(a: FloatArray) -> tuple[IntArray | None, FloatArray] | None:
+    """Per-row index into the distinct values of ``a`` (``None``: one value, index 0), or
+    ``None`` (use factorize).
 
     The distinct values are guessed from a sample, a collision-free multiplicative hash
     of their bit patterns is built, and every row is checked against the value in its
@@ -291,6 +297,12 @@ def _hash_codes(a: FloatArray) -> tuple[IntArray, FloatArray] | None:
         distinct = distinct[~np.isnan(distinct)]
         if not 0 < len(distinct) <= _HASH_MAX_DISTINCT:
             return None
+        if len(distinct) == 1:
+            same = a == distinct[0]
+            if same.all():
+                return None, distinct
+            sample = np.concatenate([distinct, a[~same]])
+            continue
         table = _perfect_hash(distinct)
         if table is None:
             return None
@@ -333,8 +345,8 @@ def _encode(values: FloatArray, spec: MeanSpec) -> FloatArray:
     """:func:`~hdp_spark.core.encoding.encode_numpy` with the same IEEE operations, in
     place on one new buffer, returned as float64 (integers <= 2**31, exact)."""
     lower, upper = spec.lower, spec.upper
-    out: FloatArray = np.maximum(values, lower)  # NaN stays NaN
-    np.minimum(out, upper, out=out)
+    # clip = minimum(maximum(x, lower), upper), NaN stays NaN (set below)
+    out: FloatArray = np.clip(values, lower, upper)
     missing = np.isnan(values)
     if missing.any():
         fill = np.minimum(np.maximum(np.float64(spec.fill_value), lower), upper)
@@ -348,40 +360,55 @@ def _encode(values: FloatArray, spec: MeanSpec) -> FloatArray:
 
 
 def _exact_sums(
-    cell: IntArray, weights: FloatArray, size: int, largest: int, present: IntArray
+    cell: IntArray | None, weights: FloatArray, size: int, largest: int, present: IntArray
 ) -> list[int]:
-    """Exact integer sums of ``weights`` (integers in [0, 2**31]) of the ``present`` cells."""
+    """Exact integer sums of ``weights`` (integers in [0, 2**31]) of the ``present`` cells
+    (``cell`` None: one cell holding every row)."""
+
+    def total(w: FloatArray) -> FloatArray:
+        if cell is None:
+            return np.array([w.sum()], dtype=np.float64)
+        out: FloatArray = np.bincount(cell, weights=w, minlength=size)[present].astype(
+            np.float64, copy=False
+        )
+        return out
+
     if largest <= _EXACT_CELL_ROWS:
-        sums = np.bincount(cell, weights=weights, minlength=size)[present]
-        return [int(s) for s in sums.tolist()]
+        return [int(s) for s in total(weights).tolist()]
     high = np.floor(weights / 65536.0)
     low = weights - high * 65536.0
-    hi = np.bincount(cell, weights=high, minlength=size)[present].tolist()
-    lo = np.bincount(cell, weights=low, minlength=size)[present].tolist()
+    hi, lo = total(high).tolist(), total(low).tolist()
     return [int(h) * 65536 + int(x) for h, x in zip(hi, lo, strict=True)]
 
 
 def _plan_table(
     plan: LevelPlan,
     groups: _Groups,
-    eps_codes: IntArray,
+    rows: int,
+    eps_codes: IntArray | None,
     levels: FloatArray,
     values: list[FloatArray],
 ) -> dict[tuple[object, ...], GroupStats]:
     width = len(levels)
     if width == 0:  # no rows
         return build_groups(plan.eps, [])
-    cell: IntArray
-    if groups.codes is None:
-        cell, size = eps_codes, width
+    cell: IntArray | None
+    size = width if groups.codes is None else (len(groups.keys) + 1) * width
+    if eps_codes is None:  # one ε value: the group code is the cell
+        cell = groups.codes
+    elif groups.codes is None:
+        cell = eps_codes
     else:
-        cell = groups.codes * width + eps_codes if width > 1 else groups.codes
-        size = (len(groups.keys) + 1) * width
+        cell = np.multiply(groups.codes, width)
+        cell += eps_codes
     ids: IntArray | None = None
-    if size > _MAX_DENSE_CELLS:
+    if cell is not None and size > _MAX_DENSE_CELLS:
         cell, ids = _factorize_cells(cell)
         size = len(ids)
-    counts = np.bincount(cell, minlength=size)
+    if cell is None:  # one cell
+        counts: IntArray = np.array([rows], dtype=np.int64)
+    else:
+        counts = np.bincount(cell, minlength=size)
     present = np.flatnonzero(counts)
     largest = int(counts.max())
     sums = [

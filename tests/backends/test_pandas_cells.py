@@ -162,6 +162,8 @@ KEY_CASES: list[tuple[tuple[str, ...], Keys]] = [
     (("k_int",), tuple((i,) for i in [*range(0, 30, 2), 31, 99, -4])),
     (("k_int",), (*((float(i),) for i in range(10)), (2.5,), ("3",), (True,))),
     (("k_i8",), ((-5,), (0,), (4,), (7,))),
+    (("k_i8",), tuple((i,) for i in [4, 3, 2, 1, 0, -1, -2, -3, -4, -5])),  # the full range
+    (("k_int",), (*((i,) for i in range(30)), (30,))),
     (("k_u16",), ((0,), (3,), (11,), (40,))),
     (("k_wide",), (*((i * 10**12,) for i in range(0, 10, 3)), (5,))),
     (("k_float",), ((0.0,), (0.5,), (2.5,), (9.0,), (1,))),
@@ -268,14 +270,24 @@ def test_large_sums_stay_exact() -> None:
 def test_hash_codes_verify_every_row() -> None:
     a = np.array([1.0, 2.0] * 5000 + [3.0], dtype=np.float64)  # 3.0 is never sampled
     codes, distinct = _cells._level_codes(a, None)
+    assert codes is not None
     assert distinct[codes].tolist() == a.tolist()
     with_nan = a.copy()
     with_nan[17] = NAN
     assert _cells._hash_codes(with_nan) is None  # NaN never verifies: the general path
+    one = np.full(5000, 0.5)
+    one[4321] = 0.25  # a second value the sample misses
+    codes, distinct = _cells._level_codes(one, None)
+    assert codes is not None
+    assert distinct[codes].tolist() == one.tolist()
+    codes, distinct = _cells._level_codes(np.full(100, 0.5), None)
+    assert codes is None  # one value: every row has code 0
+    assert distinct.tolist() == [0.5]
     zeros = np.array([0.0, -0.0] * 600)
     codes, levels = _cells._level_codes(zeros, None)
-    assert set(levels[codes].tolist()) == {0.0}
-    assert not any(math.copysign(1, v) < 0 for v in levels[codes])
+    row_levels = levels[codes] if codes is not None else np.repeat(levels, len(zeros))
+    assert set(row_levels.tolist()) == {0.0}
+    assert not any(math.copysign(1, v) < 0 for v in row_levels)
 
 
 def test_level_tables_is_the_cells() -> None:
