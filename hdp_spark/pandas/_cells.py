@@ -41,7 +41,13 @@ from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.specs import MeanSpec
-from hdp_spark.core.stats import GroupStats, build_groups
+from hdp_spark.core.stats import (
+    GroupStats,
+    LevelRow,
+    build_groups,
+    check_cell_rows,
+    check_levels,
+)
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import numeric_column
 
@@ -310,9 +316,9 @@ def _hash_codes(a: FloatArray) -> tuple[IntArray | None, FloatArray] | None:
         slots = np.multiply(a.view(np.uint64), multiplier)
         slots >>= shift
         index = slots.view(np.int64)
-        hit = slot_value[index] == a
+        hit = np.take(slot_value, index) == a
         if hit.all():
-            return slot_code[index], distinct
+            return np.take(slot_code, index), distinct
         misses = a[~hit]
         if len(misses) > n // 8:
             return None
@@ -416,23 +422,81 @@ def _plan_table(
         for v, s in zip(values, plan.specs, strict=True)
     ]
     cell_ids = present if ids is None else ids[present]
-    group_of = (cell_ids // width).tolist()
-    level_of = levels[cell_ids % width].tolist()
-    count_of = counts[present].tolist()
+    group_of = cell_ids // width
+    code_of = cell_ids % width
+    count_of = counts[present]
+    if groups.codes is not None:  # drop the cells of rows outside the key set
+        keep = group_of != len(groups.keys)
+        group_of, code_of, count_of = group_of[keep], code_of[keep], count_of[keep]
+        sums = [[t for t, k in zip(col, keep.tolist(), strict=True) if k] for col in sums]
+    if len(np.unique(levels)) < width:  # distinct ε values share a level: merge them
+        return _merged_table(plan.eps, groups.keys, group_of, levels[code_of], count_of, sums)
+    return _sorted_table(plan.eps, groups.keys, group_of, code_of, levels, count_of, sums)
+
+
+def _merged_table(
+    eps_column: str,
+    keys: list[tuple[object, ...]],
+    group_of: IntArray,
+    level_of: FloatArray,
+    count_of: IntArray,
+    sums: list[list[int]],
+) -> dict[tuple[object, ...], GroupStats]:
+    """Cells of (group, distinct ε), summed per (group, level) and assembled by
+    :func:`~hdp_spark.core.stats.build_groups`."""
     totals_of = list(zip(*sums, strict=True)) if sums else [()] * len(count_of)
-    excluded = len(groups.keys) if groups.codes is not None else -1
     merged: dict[tuple[tuple[object, ...], float], tuple[int, list[int]]] = {}
-    for g, lvl, c, totals in zip(group_of, level_of, count_of, totals_of, strict=True):
-        if g == excluded:
-            continue
-        key = (groups.keys[g], lvl)
+    cells = zip(group_of.tolist(), level_of.tolist(), count_of.tolist(), totals_of, strict=True)
+    for g, lvl, c, totals in cells:
+        key = (keys[g], lvl)
         if key in merged:  # distinct ε values of one level (cap, floor, grid, invalid)
             c0, t0 = merged[key]
             merged[key] = (c0 + c, [a + b for a, b in zip(t0, totals, strict=True)])
         else:
             merged[key] = (c, list(totals))
-    cells = [(key, lvl, c, t) for (key, lvl), (c, t) in merged.items()]
-    return build_groups(plan.eps, cells)
+    return build_groups(eps_column, [(k, lvl, c, t) for (k, lvl), (c, t) in merged.items()])
+
+
+def _sorted_table(
+    eps_column: str,
+    keys: list[tuple[object, ...]],
+    group_of: IntArray,
+    code_of: IntArray,
+    levels: FloatArray,
+    count_of: IntArray,
+    sums: list[list[int]],
+) -> dict[tuple[object, ...], GroupStats]:
+    """The groups of cells whose ε codes are distinct levels: what
+    :func:`~hdp_spark.core.stats.build_groups` returns for them (same checks, same error
+    order: cell sizes, then invalid ε), built from cells sorted by (group, level)."""
+    if len(count_of):
+        check_cell_rows(int(count_of.max()))
+    per_level = np.bincount(code_of, weights=count_of, minlength=len(levels))
+    check_levels(eps_column, dict(zip(levels.tolist(), map(int, per_level.tolist()), strict=True)))
+    rank = np.empty(len(levels), dtype=np.int64)
+    rank[np.argsort(levels, kind="stable")] = np.arange(len(levels), dtype=np.int64)
+    order = np.lexsort((rank[code_of], group_of))
+    group_list = group_of[order].tolist()
+    level_list = levels[code_of[order]].tolist()
+    count_list = count_of[order].tolist()
+    order_list = order.tolist()
+    totals_list = [tuple(col[i] for col in sums) for i in order_list]
+    out: dict[tuple[object, ...], GroupStats] = {}
+    start = 0
+    total = len(group_list)
+    while start < total:
+        g = group_list[start]
+        stop = start + 1
+        while stop < total and group_list[stop] == g:
+            stop += 1
+        out[keys[g]] = GroupStats(
+            tuple(
+                LevelRow(level_list[i], count_list[i], totals_list[i])
+                for i in range(start, stop)
+            )
+        )
+        start = stop
+    return out
 
 
 def _factorize_cells(cell: IntArray) -> tuple[IntArray, IntArray]:

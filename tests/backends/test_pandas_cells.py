@@ -117,7 +117,9 @@ def specs(eps: str = "eps", grid: EpsGrid | None = None) -> list[Any]:
     ]
 
 
-def random_frame(seed: int, n: int, levels: int) -> pd.DataFrame:
+def random_frame(seed: int, n: int, levels: int, specials: bool = True) -> pd.DataFrame:
+    """Random rows; ``specials`` adds ε values that share a level (0, -0.0, tiny, above the
+    cap) and ε = +inf, so that cells are merged; without them every ε is its own level."""
     rng = np.random.default_rng(seed)
     specials_x = np.array([NAN, INF, -INF, -5.0, 12.0, 0.0, 10.0, 1e308, -1e308, 5e-324])
     x = rng.uniform(-2, 12, n)
@@ -125,10 +127,8 @@ def random_frame(seed: int, n: int, levels: int) -> pd.DataFrame:
     x[pick] = rng.choice(specials_x, pick.sum())
     y = rng.normal(100, 200, n)
     y[rng.random(n) < 0.1] = NAN
-    eps_pool = np.concatenate([
-        0.05 * 1.1 ** np.arange(levels),
-        [INF, 0.0, -0.0, 1e-300, 5e-324, 2 * EPS_CAP, 1e300, GRID.points()[3]],
-    ])
+    extra = [INF, 0.0, -0.0, 1e-300, 5e-324, 2 * EPS_CAP, 1e300, GRID.points()[3]]
+    eps_pool = np.concatenate([0.05 * 1.1 ** np.arange(levels), extra if specials else []])
     eps = rng.choice(eps_pool, n)
     eps[rng.random(n) < 0.002] = 0.123456  # rare: the sample may miss it
     return pd.DataFrame({
@@ -178,9 +178,10 @@ KEY_CASES: list[tuple[tuple[str, ...], Keys]] = [
 ]
 
 
+@pytest.mark.parametrize("specials", [True, False])
 @pytest.mark.parametrize(("by", "keys"), KEY_CASES)
-def test_grouped_cells_equal_the_oracle(by: tuple[str, ...], keys: Keys) -> None:
-    df = random_frame(5, 4000, 12)
+def test_grouped_cells_equal_the_oracle(by: tuple[str, ...], keys: Keys, specials: bool) -> None:
+    df = random_frame(5, 4000, 12, specials)
     df = df[df["eps"] == df["eps"]]  # valid ε (NaN/negative ε: see the error tests)
     plans = plan_levels([*specs(), *specs(grid=GRID), *specs("eps_cont", GRID)])
     got = assert_same(df, plans, by, keys)
@@ -197,11 +198,12 @@ def test_cells_of_a_wide_continuous_exact_eps_equal_the_oracle() -> None:
     assert sum(len(s.rows) for s in got[0].values()) > 900  # one level per distinct ε
 
 
+@pytest.mark.parametrize("specials", [True, False])
 @pytest.mark.parametrize(
     "bad", [NAN, -1.0, -INF, None, 1e-5], ids=["nan", "negative", "-inf", "null", "below"]
 )
-def test_invalid_eps_raises_the_same_error(bad: Any) -> None:
-    df = random_frame(4, 500, 8)
+def test_invalid_eps_raises_the_same_error(bad: Any, specials: bool) -> None:
+    df = random_frame(4, 500, 8, specials)
     eps = df["eps"].astype(object) if bad is None else df["eps"].copy()
     eps.iloc[[3, 250]] = bad
     df["eps"] = pd.to_numeric(eps)
@@ -295,3 +297,21 @@ def test_level_tables_is_the_cells() -> None:
     plans: tuple[LevelPlan, ...] = plan_levels(specs())
     assert hpd.level_tables(df, plans, ("k_str",), (("a",), ("b",))) == mean_cells(
         df, plans, ("k_str",), (("a",), ("b",)))
+
+
+@pytest.mark.parametrize("specials", [True, False])
+def test_oversized_cells_raise_the_same_error(
+    monkeypatch: pytest.MonkeyPatch, specials: bool
+) -> None:
+    import hdp_spark.core.stats as stats
+
+    monkeypatch.setattr(stats, "MAX_CELL_ROWS", 60)  # read by check_cell_rows at call time
+    df = random_frame(10, 2000, 8, specials)
+    plans = plan_levels(specs())
+    assert assert_same(df, plans, (), None)[0] == "SchemaError"
+    assert assert_same(df.assign(k_int=1), plans, ("k_int",), ((1,), (2,)))[0] == (
+        "SchemaError")
+    df.loc[df.index[5], "eps"] = -1.0  # the cell size is checked before the ε rules
+    assert assert_same(df, plans, (), None)[0] == "SchemaError"
+    small = df.iloc[:50]  # every cell within the limit: the ε error again
+    assert assert_same(small, plans, (), None)[0] == "EpsilonColumnError"
