@@ -68,6 +68,9 @@ _EXACT_CELL_ROWS = 2**53 // FIXED_ONE
 _MAX_DENSE_CELLS = 1 << 22
 """Above this many (group × distinct ε) cells, the cell index is compacted first."""
 
+_MAX_SLOT_CELLS = 1 << 16
+"""Hash slots serve as ε codes while (groups + 1) × slots stays within this many cells."""
+
 _INT_KINDS = frozenset("iu")
 
 
@@ -116,7 +119,8 @@ def mean_cells(
     for plan in plans:
         eps = numeric_column(df, plan.eps, "ε")
         values = [numeric_column(df, spec.column, "value") for spec in plan.specs]
-        eps_codes, levels = _level_codes(eps, plan.grid)
+        cells_per_code = 1 if groups.codes is None else len(groups.keys) + 1
+        eps_codes, levels = _level_codes(eps, plan.grid, _MAX_SLOT_CELLS // cells_per_code)
         tables.append(_plan_table(plan, groups, len(eps), eps_codes, levels, values))
     return tables
 
@@ -242,22 +246,23 @@ def _factorized_groups(
 
 
 def _level_codes(
-    eps: FloatArray, grid: EpsGrid | None
+    eps: FloatArray, grid: EpsGrid | None, max_slots: int = 0
 ) -> tuple[IntArray | None, FloatArray]:
-    """Per-row codes and the level of each code (codes of equal levels are merged later;
-    ``None``: every row has code 0).
+    """Per-row codes and the level of each code (``None``: every row has code 0).
 
-    The level rules are elementwise, so the level of a distinct ε value is the level of
-    every row holding it (-0.0 and 0.0, or two NaNs, share a level as well).
+    Several codes may share a level (they are merged after aggregation), and codes may
+    have no rows (the empty slots of a hash table; see :func:`_hash_codes`). The level
+    rules are elementwise, so the level of a distinct ε value is the level of every row
+    holding it (-0.0 and 0.0, or two NaNs, share a level as well).
     """
-    hashed = _hash_codes(eps)
+    hashed = _hash_codes(eps, max_slots)
     if hashed is not None:
         codes, distinct = hashed
         return codes, levels_numpy(distinct, grid)
     if grid is not None:
         # continuous ε on a grid: the per-row rule yields few distinct levels
         per_row = levels_numpy(eps, grid)
-        hashed = _hash_codes(per_row)
+        hashed = _hash_codes(per_row, max_slots)
         if hashed is not None:
             return hashed
         codes, distinct = _factorize(per_row)
@@ -284,14 +289,16 @@ def _multipliers() -> list[np.uint64]:
 _MULTIPLIERS = _multipliers()
 
 
-def _hash_codes(a: FloatArray) -> tuple[IntArray | None, FloatArray] | None:
-    """Per-row index into the distinct values of ``a`` (``None``: one value, index 0), or
-    ``None`` (use factorize).
+def _hash_codes(a: FloatArray, max_slots: int = 0) -> tuple[IntArray | None, FloatArray] | None:
+    """Per-row codes of the distinct values of ``a`` and the value of each code, or
+    ``None`` (use factorize). Codes are ``None`` when ``a`` holds one value (code 0).
 
     The distinct values are guessed from a sample, a collision-free multiplicative hash
     of their bit patterns is built, and every row is checked against the value in its
     slot; rows that miss add their values once. NaN never verifies (NaN ε is invalid and
-    takes the general path).
+    takes the general path). When the table has at most ``max_slots`` slots, the slot is
+    the code (one pass less; empty slots hold NaN and no rows), else codes index the
+    sorted distinct values.
     """
     n = len(a)
     if n == 0:
@@ -318,6 +325,8 @@ def _hash_codes(a: FloatArray) -> tuple[IntArray | None, FloatArray] | None:
         index = slots.view(np.int64)
         hit = np.take(slot_value, index) == a
         if hit.all():
+            if len(slot_value) <= max_slots:
+                return index, slot_value
             return np.take(slot_code, index), distinct
         misses = a[~hit]
         if len(misses) > n // 8:
@@ -330,7 +339,7 @@ def _perfect_hash(
     distinct: FloatArray,
 ) -> tuple[np.uint64, np.uint64, IntArray, FloatArray] | None:
     bits = distinct.view(np.uint64)
-    width = 2 * max(1, math.ceil(math.log2(len(distinct)))) + 2
+    width = 2 * max(1, math.ceil(math.log2(len(distinct)))) + 1
     shift = np.uint64(64 - width)
     for multiplier in _MULTIPLIERS:
         slots = (bits * multiplier) >> shift
@@ -429,9 +438,12 @@ def _plan_table(
         keep = group_of != len(groups.keys)
         group_of, code_of, count_of = group_of[keep], code_of[keep], count_of[keep]
         sums = [[t for t, k in zip(col, keep.tolist(), strict=True) if k] for col in sums]
-    if len(np.unique(levels)) < width:  # distinct ε values share a level: merge them
+    used = np.unique(code_of)  # the codes that have rows, ascending
+    if len(np.unique(levels[used])) < len(used):  # distinct ε values share a level
         return _merged_table(plan.eps, groups.keys, group_of, levels[code_of], count_of, sums)
-    return _sorted_table(plan.eps, groups.keys, group_of, code_of, levels, count_of, sums)
+    position = np.searchsorted(used, code_of)  # code -> index among the used codes
+    return _sorted_table(plan.eps, groups.keys, group_of, position, levels[used], count_of,
+                         sums)
 
 
 def _merged_table(
@@ -466,9 +478,10 @@ def _sorted_table(
     count_of: IntArray,
     sums: list[list[int]],
 ) -> dict[tuple[object, ...], GroupStats]:
-    """The groups of cells whose ε codes are distinct levels: what
-    :func:`~hdp_spark.core.stats.build_groups` returns for them (same checks, same error
-    order: cell sizes, then invalid ε), built from cells sorted by (group, level)."""
+    """The groups of cells whose codes (``code_of``, indices into ``levels``) are distinct
+    levels: what :func:`~hdp_spark.core.stats.build_groups` returns for them (same checks,
+    same error order: cell sizes, then invalid ε), built from cells sorted by (group,
+    level)."""
     if len(count_of):
         check_cell_rows(int(count_of.max()))
     per_level = np.bincount(code_of, weights=count_of, minlength=len(levels))
@@ -479,8 +492,7 @@ def _sorted_table(
     group_list = group_of[order].tolist()
     level_list = levels[code_of[order]].tolist()
     count_list = count_of[order].tolist()
-    order_list = order.tolist()
-    totals_list = [tuple(col[i] for col in sums) for i in order_list]
+    totals_list = [tuple(col[i] for col in sums) for i in order.tolist()]
     out: dict[tuple[object, ...], GroupStats] = {}
     start = 0
     total = len(group_list)

@@ -178,9 +178,14 @@ KEY_CASES: list[tuple[tuple[str, ...], Keys]] = [
 ]
 
 
+@pytest.mark.parametrize("slots", [True, False], ids=["slot-codes", "dense-codes"])
 @pytest.mark.parametrize("specials", [True, False])
 @pytest.mark.parametrize(("by", "keys"), KEY_CASES)
-def test_grouped_cells_equal_the_oracle(by: tuple[str, ...], keys: Keys, specials: bool) -> None:
+def test_grouped_cells_equal_the_oracle(
+    by: tuple[str, ...], keys: Keys, specials: bool, slots: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not slots:  # ε codes index the distinct values instead of being hash slots
+        monkeypatch.setattr(_cells, "_MAX_SLOT_CELLS", 0)
     df = random_frame(5, 4000, 12, specials)
     df = df[df["eps"] == df["eps"]]  # valid ε (NaN/negative ε: see the error tests)
     plans = plan_levels([*specs(), *specs(grid=GRID), *specs("eps_cont", GRID)])
@@ -271,9 +276,11 @@ def test_large_sums_stay_exact() -> None:
 
 def test_hash_codes_verify_every_row() -> None:
     a = np.array([1.0, 2.0] * 5000 + [3.0], dtype=np.float64)  # 3.0 is never sampled
-    codes, distinct = _cells._level_codes(a, None)
-    assert codes is not None
-    assert distinct[codes].tolist() == a.tolist()
+    for max_slots in (0, 1 << 16):  # codes index the distinct values, or are hash slots
+        codes, distinct = _cells._level_codes(a, None, max_slots)
+        assert codes is not None
+        assert distinct[codes].tolist() == a.tolist()
+        assert (len(distinct) == 3) == (max_slots == 0)
     with_nan = a.copy()
     with_nan[17] = NAN
     assert _cells._hash_codes(with_nan) is None  # NaN never verifies: the general path
