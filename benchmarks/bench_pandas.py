@@ -119,7 +119,8 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     eps = df["eps"].to_numpy()
     x = df["x"].to_numpy()
     groups = _cells._group_codes(df, by, keys)
-    codes, levels = _cells._level_codes(eps, None)
+    max_slots = _cells._MAX_SLOT_CELLS // (1 if groups.codes is None else len(groups.keys) + 1)
+    codes, levels = _cells._level_codes(eps, None, max_slots)
     width = len(levels)
     cell = groups.codes if codes is None else codes
     if groups.codes is not None and codes is not None:
@@ -133,7 +134,7 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     result = finalize_release([spec], plans, tables, by, keys, release_key)
     steps: dict[str, Callable[[], object]] = {
         "group_codes": lambda: _cells._group_codes(df, by, keys),
-        "eps_levels": lambda: _cells._level_codes(eps, None),
+        "eps_levels": lambda: _cells._level_codes(eps, None, max_slots),
         "encode": lambda: _cells._encode(x, spec),
         "cell_index": lambda: (
             None if groups.codes is None or codes is None else groups.codes * width + codes

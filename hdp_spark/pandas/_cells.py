@@ -366,7 +366,8 @@ def _encode(values: FloatArray, spec: MeanSpec) -> FloatArray:
     if missing.any():
         fill = np.minimum(np.maximum(np.float64(spec.fill_value), lower), upper)
         out[missing] = fill
-    out -= float(lower)
+    if float(lower) != 0.0:  # x - 0.0 is x, bit for bit (also for -0.0)
+        out -= float(lower)
     out /= float(upper) - float(lower)
     out *= float(FIXED_ONE)
     out += 0.5
@@ -492,7 +493,8 @@ def _sorted_table(
     group_list = group_of[order].tolist()
     level_list = levels[code_of[order]].tolist()
     count_list = count_of[order].tolist()
-    totals_list = [tuple(col[i] for col in sums) for i in order.tolist()]
+    rows = list(zip(*sums, strict=True)) if sums else [()] * len(count_of)
+    totals_list = [rows[i] for i in order.tolist()]
     out: dict[tuple[object, ...], GroupStats] = {}
     start = 0
     total = len(group_list)
@@ -503,8 +505,7 @@ def _sorted_table(
             stop += 1
         out[keys[g]] = GroupStats(
             tuple(
-                LevelRow(level_list[i], count_list[i], totals_list[i])
-                for i in range(start, stop)
+                [LevelRow(level_list[i], count_list[i], totals_list[i]) for i in range(start, stop)]
             )
         )
         start = stop

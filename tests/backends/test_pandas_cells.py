@@ -322,3 +322,23 @@ def test_oversized_cells_raise_the_same_error(
     assert assert_same(df, plans, (), None)[0] == "SchemaError"
     small = df.iloc[:50]  # every cell within the limit: the ε error again
     assert assert_same(small, plans, (), None)[0] == "EpsilonColumnError"
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "fill"),
+    [(0, 10, None), (0.0, 1e-300, None), (-0.0, 3.0, 1.0), (-50.5, 300, 0.0),
+     (-1e300, 1e300, 7.0), (1e-320, 2e-320, None), (5, 6, 6.0)],
+)
+def test_encoding_is_encode_numpy(lower: float, upper: float, fill: float | None) -> None:
+    rng = np.random.default_rng(11)
+    span = upper - lower
+    x = np.concatenate([
+        lower + span * rng.random(5000),
+        lower + span * (np.arange(2001) / 2000),  # exact fractions and half-way points
+        [NAN, INF, -INF, 0.0, -0.0, 1e308, -1e308, 5e-324, -5e-324, lower, upper],
+        rng.normal(0, 1e3, 500),
+    ])
+    spec = hdp_mean("x", eps="eps", lower=lower, upper=upper, fill=fill)
+    expected = encode_numpy(x, spec.lower, spec.upper, spec.fill_value)
+    got = _cells._encode(x, spec)
+    assert got.tolist() == expected.astype(np.float64).tolist()
