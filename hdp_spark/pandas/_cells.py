@@ -18,8 +18,8 @@ One release reads every row a few times and never builds a new DataFrame:
 * ``np.bincount`` over the cell index (group code × number of distinct ε + ε code) for
   the counts and, weighted by the encoded values, for the sums. A float64 accumulation of
   integers is exact while every partial sum stays below 2**53: cells of at most 2**22
-  rows (2**22 · 2**31 = 2**53) are summed in one pass, larger cells as two exact passes
-  over the high and low 16 bits of each encoded value.
+  rows (2**22 · 2**31 = 2**53) are summed in one pass, larger ones in chunks of 2**22
+  rows whose exact sums are added as integers.
 
 The result is the same table, bit for bit, as grouping the encoded rows with pandas (the
 tests keep that implementation as the oracle).
@@ -379,22 +379,25 @@ def _exact_sums(
     cell: IntArray | None, weights: FloatArray, size: int, largest: int, present: IntArray
 ) -> list[int]:
     """Exact integer sums of ``weights`` (integers in [0, 2**31]) of the ``present`` cells
-    (``cell`` None: one cell holding every row)."""
+    (``cell`` None: one cell holding every row).
 
-    def total(w: FloatArray) -> FloatArray:
-        if cell is None:
-            return np.array([w.sum()], dtype=np.float64)
-        out: FloatArray = np.bincount(cell, weights=w, minlength=size)[present].astype(
-            np.float64, copy=False
-        )
-        return out
-
-    if largest <= _EXACT_CELL_ROWS:
-        return [int(s) for s in total(weights).tolist()]
-    high = np.floor(weights / 65536.0)
-    low = weights - high * 65536.0
-    hi, lo = total(high).tolist(), total(low).tolist()
-    return [int(h) * 65536 + int(x) for h, x in zip(hi, lo, strict=True)]
+    A float64 sum of at most 2**22 such integers is exact (every partial sum is an integer
+    <= 2**53); when a cell may hold more rows, the rows are summed in chunks of 2**22
+    and the exact chunk sums are added as integers.
+    """
+    chunk = _EXACT_CELL_ROWS
+    if cell is None:
+        if largest <= chunk:
+            return [int(weights.sum())]
+        return [sum(int(weights[i : i + chunk].sum()) for i in range(0, len(weights), chunk))]
+    if largest <= chunk:
+        sums = np.bincount(cell, weights=weights, minlength=size)[present]
+        return [int(x) for x in sums.tolist()]
+    total = np.zeros(len(present), dtype=object)  # Python integers: no overflow
+    for i in range(0, len(cell), chunk):
+        part = np.bincount(cell[i : i + chunk], weights=weights[i : i + chunk], minlength=size)
+        total += part[present].astype(np.int64).astype(object)
+    return [int(x) for x in total.tolist()]
 
 
 def _plan_table(

@@ -8,7 +8,7 @@ sample misses, -0.0 next to 0.0, huge and tiny ε, ε = 0 and +inf, EpsGrid with
 only outside the key set (no error then); null/NaN/±inf/out-of-range values; global and
 grouped releases with public keys absent from the data, integer (int8, int64, uint16,
 wide range), float, string, categorical, datetime and multi-column keys; empty tables;
-the split (high/low) exact sums and the compacted cell index.
+exact sums of cells above 2**22 rows (chunked) and the compacted cell index.
 """
 
 from __future__ import annotations
@@ -251,12 +251,17 @@ def test_empty_tables_equal_the_oracle() -> None:
     assert assert_same(df, plans, ("k_str",), (("none",),)) == [{}]
 
 
-def test_split_sums_and_compacted_cells_equal_the_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunked_sums_and_compacted_cells_equal_the_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
     df = random_frame(8, 3000, 16)
     plans = plan_levels([*specs(), *specs(grid=GRID)])
     expected = oracle_level_tables(df, plans, ("k_int",), tuple((i,) for i in range(30)))
-    monkeypatch.setattr(_cells, "_EXACT_CELL_ROWS", 3)  # every cell takes the hi/lo path
+    one = plan_levels([hdp_mean("x", eps="k_float", lower=0, upper=10)])  # few ε: big cells
+    expected_global = oracle_level_tables(df, one, (), None)
+    monkeypatch.setattr(_cells, "_EXACT_CELL_ROWS", 70)  # cells are summed in chunks
     assert mean_cells(df, plans, ("k_int",), tuple((i,) for i in range(30))) == expected
+    assert mean_cells(df, one, (), None) == expected_global
+    assert mean_cells(df.assign(k_float=1.0), one, (), None) == oracle_level_tables(
+        df.assign(k_float=1.0), one, (), None)  # one ε value: chunked np.sum
     monkeypatch.setattr(_cells, "_MAX_DENSE_CELLS", 5)  # compact the cell index first
     assert mean_cells(df, plans, ("k_int",), tuple((i,) for i in range(30))) == expected
 
