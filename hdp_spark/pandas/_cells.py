@@ -15,7 +15,7 @@ One release reads every row a few times and never builds a new DataFrame:
 * per spec, the fixed-point encoding of :func:`~hdp_spark.core.encoding.encode_numpy`,
   evaluated with the same IEEE operations in place (the same integers, kept in float64,
   where they are exact);
-* ``np.bincount`` over the cell index (group code × number of distinct ε + ε code) for
+* ``np.bincount`` over the cell index (group code × number of ε codes + ε code) for
   the counts and, weighted by the encoded values, for the sums. A float64 accumulation of
   integers is exact while every partial sum stays below 2**53: cells of at most 2**22
   rows (2**22 · 2**31 = 2**53) are summed in one pass, larger ones in chunks of 2**22
@@ -57,7 +57,7 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 _HASH_MAX_DISTINCT = 256
-"""Most distinct ε values the perfect hash handles (its table has < 4·256² slots)."""
+"""Most distinct ε values the perfect hash handles (its table has at most 2·256² slots)."""
 
 _SAMPLE = 1024
 """Rows sampled (evenly spaced, plus the first 64) to guess the distinct ε values."""
