@@ -105,6 +105,16 @@ REGISTRY: list[Entry] = [
         "finalize, the output frame, and collecting it.",
     ),
     Entry(
+        "pandas-mean",
+        "Mean on pandas: speed against pandas' own groupby and mean (1M and 10M rows)",
+        "bench_pandas.py",
+        runs=[["--rows", "1000000", "--repeats", "9", "--parts"],
+              ["--rows", "10000000", "--repeats", "5"]],
+        note="Ratios of medians of interleaved runs on one in-memory DataFrame (issue 16 "
+        "targets are reported, not asserted): global against `df.groupby(eps)[x].agg([sum, "
+        "count])`, grouped (100 keys) against `df[x].clip().groupby(df[key]).mean()`.",
+    ),
+    Entry(
         "seed001",
         "Seed 001 reproductions: Fig. 1(A), Fig. 1(B), Table II",
         "repro_seed001.py",
