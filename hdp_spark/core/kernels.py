@@ -295,10 +295,14 @@ def only(kind: type, specs: Sequence[object], message: str) -> None:
             raise ParameterError(message.format(type(spec).__name__))
 
 
-def _check_ldp(engine: Engine, specs: Sequence[object], by: tuple[str, ...]) -> None:
-    ldp = [s for s in specs if isinstance(s, LdpMeanSpec | LdpVectorMeanSpec | LdpDistributionSpec)]
-    if ldp:
-        check_randomized(ldp, engine.report_marks(), False)
+def _ldp_check(already_randomized: bool) -> Any:
+    def check(engine: Engine, specs: Sequence[object], by: tuple[str, ...]) -> None:
+        ldp = [s for s in specs
+               if isinstance(s, LdpMeanSpec | LdpVectorMeanSpec | LdpDistributionSpec)]
+        if ldp:
+            check_randomized(ldp, engine.report_marks(), already_randomized)
+
+    return check
 
 
 def release_specs(
@@ -310,12 +314,13 @@ def release_specs(
     schema: TableSchema | None = None,
     unsafe_seed: int | str | bytes | None = None,
     kernels: Mapping[int, Kernel] | None = None,
+    already_randomized: bool = False,
 ) -> Release:
     """One release of any mix of aggregators on ``engine`` (what ``agg`` runs).
 
     ``kernels`` overrides the kernel of the spec at a position (the histogram alias's
-    ``project`` option). LDP specs need reports marked by ``ldp_simulate`` (use
-    ``ldp_agg(..., already_randomized=True)`` for unmarked device reports).
+    ``project`` option). LDP specs need reports marked by ``ldp_simulate`` unless
+    ``already_randomized`` (``ldp_agg``'s declaration for device reports).
     """
     override = dict(kernels or {})
     position = {id(s): i for i, s in enumerate(specs)}
@@ -326,7 +331,7 @@ def release_specs(
 
     return run_release(
         engine, specs, pick, by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed,
-        empty=empty_cells, check=_check_ldp,
+        empty=empty_cells, check=_ldp_check(already_randomized),
     )
 
 
