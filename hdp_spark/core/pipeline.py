@@ -17,7 +17,7 @@ description (:class:`OutputField`) -> the engine materializes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,6 +47,7 @@ __all__ = [
     "NoiseContext",
     "OutputField",
     "Release",
+    "dispatch_cells",
     "run_release",
 ]
 
@@ -359,6 +360,29 @@ def run_release(
     return Release(by_t, order, specs, kernels, results, tuple(tables), release_key.unsafe)
 
 
-def iter_columns(columns: Sequence[tuple[str, OutputField]]) -> Iterator[str]:
-    """The column names of ``columns``."""
-    return (name for name, _ in columns)
+def dispatch_cells(
+    requests: Sequence[CellRequest],
+    *,
+    levels: Callable[[list[LevelRequest]], Sequence[Mapping[Key, Any]]],
+    categories: Callable[[CategoryRequest], Mapping[Key, Any]],
+    ldp: Callable[[list[Any]], Sequence[Mapping[Key, Any]]],
+) -> list[Mapping[Key, Any]]:
+    """One table per request from an engine's native cell functions: all level requests
+    in one call (one pass per ε column and grid), each histogram alone, all LDP specs in
+    one call. Shared by the engines so that none repeats the dispatch."""
+    out: list[Mapping[Key, Any]] = [{} for _ in requests]
+    level_at = [i for i, r in enumerate(requests) if isinstance(r, LevelRequest)]
+    if level_at:
+        tables = levels([requests[i] for i in level_at])  # type: ignore[misc]
+        for i, table in zip(level_at, tables, strict=True):
+            out[i] = table
+    for i, r in enumerate(requests):
+        if isinstance(r, CategoryRequest):
+            out[i] = categories(r)
+    ldp_at = [i for i, r in enumerate(requests) if isinstance(r, LdpRequest)]
+    if ldp_at:
+        ldp_specs = [requests[i].spec for i in ldp_at]  # type: ignore[union-attr]
+        for i, table in zip(ldp_at, ldp(ldp_specs), strict=True):
+            out[i] = table
+    return out
+

@@ -17,12 +17,10 @@ import pandas as pd
 
 from hdp_spark.core.partial.spec import HeavyHittersSpec
 from hdp_spark.core.pipeline import (
-    CategoryRequest,
     CellRequest,
     Keys,
-    LdpRequest,
-    LevelRequest,
     OutputField,
+    dispatch_cells,
 )
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
@@ -70,22 +68,14 @@ class PandasEngine:
         from hdp_spark.pandas._mean import level_tables
         from hdp_spark.pandas.ldp import ldp_tables
 
-        out: list[Mapping[tuple[object, ...], Any]] = [{} for _ in requests]
-        levels = [(i, r) for i, r in enumerate(requests) if isinstance(r, LevelRequest)]
-        if levels:
-            plans = [LevelPlan(r.eps, r.grid, r.specs) for _, r in levels]
-            for (i, _), level in zip(levels, level_tables(self.df, plans, by, keys),
-                                     strict=True):
-                out[i] = level
-        for i, r in enumerate(requests):
-            if isinstance(r, CategoryRequest):
-                out[i] = histogram_tables(self.df, r.spec, by, keys)
-        ldp = [(i, r) for i, r in enumerate(requests) if isinstance(r, LdpRequest)]
-        if ldp:
-            tables = ldp_tables(self.df, [r.spec for _, r in ldp], by, keys)
-            for (i, _), table in zip(ldp, tables, strict=True):
-                out[i] = table
-        return out
+        return dispatch_cells(
+            requests,
+            levels=lambda reqs: level_tables(
+                self.df, [LevelPlan(r.eps, r.grid, r.specs) for r in reqs], by, keys
+            ),
+            categories=lambda r: histogram_tables(self.df, r.spec, by, keys),
+            ldp=lambda specs: ldp_tables(self.df, specs, by, keys),
+        )
 
     @contextmanager
     def users(self, spec: UserMeanSpec, by: tuple[str, ...], keys: Keys) -> Iterator[Any]:
