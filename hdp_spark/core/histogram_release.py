@@ -21,6 +21,7 @@ from hdp_spark.core.histogram import (
     histogram_weights,
 )
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.pipeline import LEVEL_ITEMS, OutputField
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.core.weights import Weights
 from hdp_spark.errors import InternalError, ParameterError
@@ -32,6 +33,7 @@ __all__ = [
     "build_histogram_groups",
     "check_histogram_options",
     "finalize_histogram_release",
+    "long_fields",
 ]
 
 HISTOGRAM_COLUMNS: tuple[str, ...] = (
@@ -51,6 +53,18 @@ HISTOGRAM_COLUMNS: tuple[str, ...] = (
 
 COUNT_COLUMNS: tuple[str, ...] = ("count", "count_ci_low", "count_ci_high")
 """Extra columns of the counts view (``counts=True``): frequency columns × n."""
+
+
+def long_fields(spec: HistogramSpec, counts: bool) -> tuple[OutputField, ...]:
+    """Columns of the long histogram table (one row per group and bin) after the groups."""
+    kinds = {"category": "str" if spec.kind == "str" else "int", "n": "int", "method": "str",
+             "fallback": "bool"}
+    out = [
+        OutputField(name, "list", LEVEL_ITEMS, nullable=False) if name == "eps_levels"
+        else OutputField(name, kinds.get(name, "float"), nullable=False)
+        for name in (*HISTOGRAM_COLUMNS, *(COUNT_COLUMNS if counts else ()))
+    ]
+    return tuple(out)
 
 
 def check_histogram_options(
@@ -129,6 +143,15 @@ class HistogramRelease:
     def columns(self) -> list[str]:
         """Output column names, in order."""
         return [*self.by, *HISTOGRAM_COLUMNS, *(COUNT_COLUMNS if self.counts else ())]
+
+    def fields(self) -> list[tuple[str, OutputField]]:
+        """The long table's columns after the group columns (the one description)."""
+        return [(f.suffix, f) for f in long_fields(self.spec, self.counts)]
+
+    def tuples(self) -> list[tuple[Any, ...]]:
+        """:meth:`rows` as tuples: group values, then :meth:`fields` in order."""
+        names = [*self.by, *(n for n, _ in self.fields())]
+        return [tuple(r[n] for n in names) for r in self.rows()]
 
     def rows(self) -> list[dict[str, Any]]:
         """One plain dict per (group, released bin)."""

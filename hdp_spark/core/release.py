@@ -1,12 +1,10 @@
-"""Engine-agnostic orchestration of one release.
+"""The means-only view of a release: level plans and :class:`ReleaseResult`.
 
-A release is: validate specs and keys -> the engine computes one level table per
-(ε column, ε grid) plan -> this module finalizes every (spec, group) on the driver with
-one fresh release key -> plain rows that the backend turns into a native table.
-
+The orchestration itself is :mod:`hdp_spark.core.pipeline` (one for every aggregator);
+this module keeps the mean's historical validation (:func:`plan_levels`) and result type.
 Computing once and materializing is what makes ``show()`` followed by ``collect()`` return
-the same numbers: the backends build their output from these rows, never from a lazy plan
-that would run the mechanism again.
+the same numbers: the backends build their output from released rows, never from a lazy
+plan that would run the mechanism again.
 """
 
 from __future__ import annotations
@@ -16,28 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.mean import MeanResult, finalize_mean
-from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.mean import MeanResult
 from hdp_spark.core.specs import MeanSpec
-from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError
 
-__all__ = ["OUTPUT_FIELDS", "LevelPlan", "ReleaseResult", "finalize_release", "plan_levels"]
+__all__ = ["LevelPlan", "ReleaseResult", "plan_levels"]
 
 AggSpec = MeanSpec
-
-OUTPUT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("", "float"),
-    ("_noise_scale", "float"),
-    ("_ci_low", "float"),
-    ("_ci_high", "float"),
-    ("_n", "int"),
-    ("_tau", "float"),
-    ("_method", "str"),
-    ("_fallback", "bool"),
-    ("_eps_levels", "levels"),
-)
-"""Output columns of a mean, as (suffix after the alias, kind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,55 +71,15 @@ class ReleaseResult:
 
     def rows(self) -> list[dict[str, Any]]:
         """One plain dict per group: group columns, then each aggregator's fields."""
+        from hdp_spark.core.kernels import MeanKernel
+
+        kernel = MeanKernel()
         out = []
         for key in self.keys:
             row: dict[str, Any] = dict(zip(self.by, key, strict=True))
             for spec in self.specs:
-                r = self.results[spec.name][key]
-                p = spec.name
-                row[p] = r.estimate
-                row[p + "_noise_scale"] = r.noise_scale
-                row[p + "_ci_low"] = r.ci_low
-                row[p + "_ci_high"] = r.ci_high
-                row[p + "_n"] = r.n
-                row[p + "_tau"] = r.tau
-                row[p + "_method"] = r.method
-                row[p + "_fallback"] = r.fallback
-                row[p + "_eps_levels"] = [
-                    {"eps": lv.eps, "n": lv.n, "weight": lv.weight,
-                     "eps_effective": lv.eps_effective}
-                    for lv in r.levels
-                ]
+                values = kernel.values(spec, self.results[spec.name][key])
+                row.update((spec.name + f.suffix, v)
+                           for f, v in zip(kernel.fields(spec), values, strict=True))
             out.append(row)
         return out
-
-
-def finalize_release(
-    specs: Sequence[AggSpec],
-    plans: Sequence[LevelPlan],
-    tables: Sequence[Mapping[tuple[object, ...], GroupStats]],
-    by: tuple[str, ...],
-    keys: tuple[tuple[object, ...], ...] | None,
-    release_key: ReleaseKey,
-) -> ReleaseResult:
-    """Finalize every (spec, group) of a release.
-
-    Args:
-        specs: the aggregators in the caller's order (the output column order).
-        plans: from :func:`plan_levels`.
-        tables: one level table per plan, keyed by group key (``()`` for global).
-        by: group-by columns.
-        keys: the public key set (None for a global release).
-        release_key: the release's secret key.
-    """
-    order = keys if keys is not None else ((),)
-    empty = GroupStats(())
-    results: dict[str, dict[tuple[object, ...], MeanResult]] = {}
-    for plan, table in zip(plans, tables, strict=True):
-        for index, spec in enumerate(plan.specs):
-            per_key = {}
-            for key in order:
-                stats = table.get(key, empty)
-                per_key[key] = finalize_mean(spec, stats, index, release_key, key, spec.name)
-            results[spec.name] = per_key
-    return ReleaseResult(by, order, tuple(specs), results, release_key.unsafe)

@@ -351,7 +351,9 @@ class TableSchema:
 
         Args:
             specs: the aggregators; an attribute ``eps`` must be the schema's ε column, and
-                ``column`` a declared column (each aggregator checks the type it needs).
+                every column a spec reads (``column``, ``user``, ``report``, ``index``,
+                ``sign``, ``privacy_unit``, the heavy hitters' ``cols``) a declared column
+                (each aggregator checks the type it needs).
             by: group-by columns, which must be declared.
 
         Raises:
@@ -366,10 +368,14 @@ class TableSchema:
                     f"ε column of schema `{self.name}` ({self.epsilon.column!r}), got {eps!r}."
                 )
                 raise ParameterError(msg)
-            column = getattr(spec, "column", None)
-            if isinstance(column, str) and self.declared_type(column) is None:
-                msg = f"Column `{column}` is not declared in schema `{self.name}`."
-                raise SchemaError(msg)
+            read = [getattr(spec, a, None) for a in ("column", "user", "report", "index",
+                                                      "sign", "privacy_unit")]
+            cols = getattr(spec, "cols", ())
+            read += list(cols) if isinstance(cols, tuple) else []
+            for column in read:
+                if isinstance(column, str) and self.declared_type(column) is None:
+                    msg = f"Column `{column}` is not declared in schema `{self.name}`."
+                    raise SchemaError(msg)
         for col in by:
             if self.declared_type(col) is None:
                 msg = f"Group column `{col}` is not declared in schema `{self.name}`."

@@ -9,7 +9,8 @@ Usage::
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.pandas._mean import agg, level_tables, release
+from hdp_spark.pandas._agg import agg, release
+from hdp_spark.pandas._mean import level_tables
 from hdp_spark.pandas.schema import validate
 from hdp_spark.specs import hdp_mean
 

@@ -17,12 +17,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from hdp_spark.core.kernels import HeavyHittersKernel, release_specs
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
 from hdp_spark.core.partial.heavy_hitters import (
-    COUNT_COLUMNS,
     HeavyHittersResult,
-    run_heavy_hitters,
 )
 from hdp_spark.core.partial.histograms import (
     HISTOGRAM_COLUMNS,
@@ -32,8 +31,10 @@ from hdp_spark.core.partial.histograms import (
 from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import mark_unsafe
+from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = [
     "PandasTreeCounter",
@@ -175,19 +176,19 @@ class PandasTreeCounter:
 
 
 def release_heavy_hitters(
-    df: pd.DataFrame, spec: HeavyHittersSpec, unsafe_seed: int | str | bytes | None = None
+    df: pd.DataFrame,
+    spec: HeavyHittersSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> HeavyHittersResult:
     """Run one heavy-hitters release and return the engine-neutral result."""
     if not isinstance(spec, HeavyHittersSpec):
         msg = f"`spec` must come from hdp_heavy_hitters(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    df = _check_frame(df)
-    counter = PandasTreeCounter.from_frame(df, spec)
-    check_unit(df, spec.privacy_unit)
-    return run_heavy_hitters(spec, counter, ReleaseKey.resolve(unsafe_seed))
-
-
-_PD_TYPES = {"str": "object", "int": "Int64", "float": "Float64", "bool": "boolean"}
+    r = release_specs(PandasEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
+    result: HeavyHittersResult = r.results[spec.name][()]
+    return result
 
 
 def _table(
@@ -199,7 +200,11 @@ def _table(
 
 
 def heavy_hitters(
-    df: pd.DataFrame, spec: HeavyHittersSpec, unsafe_seed: int | str | bytes | None = None
+    df: pd.DataFrame,
+    spec: HeavyHittersSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> PartialRelease:
     """Release the partial-DP heavy hitters of a pandas DataFrame.
 
@@ -208,6 +213,9 @@ def heavy_hitters(
         spec: from :func:`hdp_spark.hdp_heavy_hitters`.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
+        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: the attribute
+            columns (and ``privacy_unit``) must be declared, and its blocking rules run
+            first (counts only), before any noise is drawn.
 
     Returns:
         ``.table``: one row per released key, sorted by key (domain order): the attribute
@@ -220,20 +228,12 @@ def heavy_hitters(
         ``eps_person`` per person (replacement neighbours, n public). Each call is one
         release with fresh noise; calling twice spends twice. The table is materialized.
     """
-    result = release_heavy_hitters(df, spec, unsafe_seed)
-    types = {d.column: _PD_TYPES[d.output_type] for d in spec.domains}
-    types |= {c: "Int64" for c in COUNT_COLUMNS}
-    rows = [
-        {**r, **{d.column: _convert(r[d.column], d) for d in spec.domains}} for r in result.rows
-    ]
-    table = _table(rows, (*spec.cols, *COUNT_COLUMNS), types)
-    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
-
-
-def _convert(value: object, dom: AttributeDomain) -> object:
-    if value is None:
-        return None
-    return float(value) if dom.output_type == "float" else value  # type: ignore[arg-type]
+    result = release_heavy_hitters(df, spec, unsafe_seed=unsafe_seed, schema=schema)
+    kernel = HeavyHittersKernel()
+    columns = [(f.suffix, f) for f in kernel.items(spec)]
+    table = PandasEngine(df).materialize((), columns, kernel.table_rows(spec, result),
+                                   result.report.unsafe_seed)
+    return PartialRelease(table, result.report)
 
 
 def release_histograms(

@@ -21,21 +21,18 @@ from hdp_spark.core.histogram_release import (
     HistogramRelease,
     build_histogram_groups,
     check_histogram_options,
-    finalize_histogram_release,
 )
+from hdp_spark.core.kernels import HistogramKernel, release_specs
 from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.levels import levels_numpy
-from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
     KeysLike,
-    mark_unsafe,
     numeric_column,
-    release_keys,
 )
-from hdp_spark.pandas.schema import check_release
+from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = ["category_codes", "histogram", "histogram_release", "histogram_tables"]
 
@@ -184,13 +181,10 @@ def histogram_release(
     """
     by_t = normalize_by(by, [spec])
     check_histogram_options(spec, by_t, project, counts)
-    key_t = release_keys(df, keys, by_t)
-    if schema is not None:
-        check_release(df, schema, [spec], by_t)  # counts only; before any noise
-    table = histogram_tables(df, spec, by_t, key_t)
-    return finalize_histogram_release(
-        spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts
-    )
+    r = release_specs(PandasEngine(df), [spec], by=by_t or None, keys=keys, schema=schema,
+                      unsafe_seed=unsafe_seed, kernels={0: HistogramKernel(project)})
+    return HistogramRelease(r.by, r.keys, spec, r.results[spec.name], project, counts,
+                            r.unsafe_seed)
 
 
 def histogram(
@@ -250,7 +244,7 @@ def histogram(
         df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts,
         schema=schema,
     )
-    out = pd.DataFrame(result.rows(), columns=result.columns)
-    if spec.kind == "int":
-        out["category"] = out["category"].astype(np.int64)
-    return mark_unsafe(out, result.unsafe_seed)
+    out: pd.DataFrame = PandasEngine(df).materialize(
+        result.by, result.fields(), result.tuples(), result.unsafe_seed
+    )
+    return out

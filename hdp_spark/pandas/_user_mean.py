@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 
 from hdp_spark.core.encoding import encode_numpy
-from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
-from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import check_cell_rows
 from hdp_spark.core.user_mean import (
@@ -34,16 +33,13 @@ from hdp_spark.core.user_mean import (
     VarUser,
     hdp_user_mean,
     order_key,
-    run_user_mean,
 )
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
     KeysLike,
-    mark_unsafe,
     numeric_column,
-    release_keys,
 )
-from hdp_spark.pandas.schema import check_release
+from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
 
@@ -256,6 +252,7 @@ class PandasUsers:
 def user_mean_release(
     df: pd.DataFrame,
     spec: UserMeanSpec,
+    *,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
@@ -272,18 +269,15 @@ def user_mean_release(
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    by_t = normalize_by(by, [spec])
-    found = release_keys(df, keys, by_t)
-    key_t = ((),) if found is None else found  # a global release is the one empty key
-    if schema is not None:
-        check_release(df, schema, [spec], by_t)  # counts only; before any noise
-    backend = PandasUsers(df, spec, by_t, key_t)
-    return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
+    r = release_specs(PandasEngine(df), [spec], by=by, keys=keys, schema=schema,
+                      unsafe_seed=unsafe_seed)
+    return UserMeanRelease(r.by, r.keys, spec, r.results[spec.name], r.unsafe_seed)
 
 
 def user_mean(
     df: pd.DataFrame,
     spec: UserMeanSpec,
+    *,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
@@ -321,8 +315,11 @@ def user_mean(
         calling it twice spends each user's ε_i twice. Public: n, every k_i, the ε_i, the
         user ids and each user's group. See :func:`hdp_spark.hdp_user_mean`.
     """
-    result = user_mean_release(
-        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema
-    )
-    rows = result.rows()
-    return mark_unsafe(pd.DataFrame(rows, columns=list(rows[0].keys())), result.unsafe_seed)
+    if not isinstance(spec, UserMeanSpec):
+        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    engine = PandasEngine(df)
+    out: pd.DataFrame = release_specs(
+        engine, [spec], by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed
+    ).materialize(engine)
+    return out

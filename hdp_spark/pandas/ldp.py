@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.keys import normalize_by, normalize_key
+from hdp_spark.core.kernels import release_specs
+from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.ldp_common import (
     duchi_report_bound,
     encode_reports_numpy,
@@ -25,15 +26,14 @@ from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp_release import (
     REPORT_MARKS_ATTR,
     LdpReleaseResult,
-    check_randomized,
     count_kind,
-    finalize_ldp_release,
     validate_ldp_specs,
 )
 from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import (
     DuchiRandomizer,
@@ -47,8 +47,8 @@ from hdp_spark.pandas._common import (
     KeysLike,
     mark_unsafe,
     numeric_column,
-    release_keys,
 )
+from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = [
     "id_bytes",
@@ -247,17 +247,13 @@ def ldp_release(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     already_randomized: bool = False,
+    schema: TableSchema | None = None,
 ) -> LdpReleaseResult:
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
-    if not isinstance(df, pd.DataFrame):
-        msg = f"`df` must be a pandas DataFrame, got {type(df).__name__}."
-        raise ParameterError(msg)
-    check_randomized(checked, report_marks(df), already_randomized)
-    by_t = normalize_by(by, checked)
-    key_t = release_keys(df, keys, by_t)
-    tables = ldp_tables(df, checked, by_t, key_t)
-    return finalize_ldp_release(checked, tables, by_t, key_t)
+    r = release_specs(PandasEngine(df), checked, by=by, keys=keys, schema=schema,
+                      already_randomized=already_randomized)
+    return LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
 
 
 def ldp_agg(
@@ -266,6 +262,7 @@ def ldp_agg(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     already_randomized: bool = False,
+    schema: TableSchema | None = None,
 ) -> pd.DataFrame:
     """Aggregate local-DP reports of a pandas DataFrame.
 
@@ -289,6 +286,9 @@ def ldp_agg(
             (``df.attrs["hdp_ldp_reports"]``, kept by copies, slices and
             ``to_parquet``/``read_parquet``): ``ldp_agg`` adds no noise, so raw values
             would be released exactly. ``ParameterError`` otherwise.
+        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: every spec's ε
+            column must be the schema's, the report columns must be declared, and the
+            blocking rules run first (counts only).
 
     Returns:
         One row per group; columns documented in the spec constructors.
@@ -297,9 +297,12 @@ def ldp_agg(
         Adds no noise and needs no key: the reports are already ε_i-LDP and the output
         is post-processing (deterministic; repeated calls give the same numbers).
     """
-    result = ldp_release(df, *specs, by=by, keys=keys, already_randomized=already_randomized)
-    rows = result.rows()
-    return pd.DataFrame(rows, columns=list(rows[0].keys()))
+    checked = validate_ldp_specs(specs)
+    engine = PandasEngine(df)
+    out: pd.DataFrame = release_specs(
+        engine, checked, by=by, keys=keys, schema=schema, already_randomized=already_randomized
+    ).materialize(engine)
+    return out
 
 
 def ldp_oracle(

@@ -13,7 +13,8 @@ aggregates, and the driver finalizes the small level table.
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.spark._mean import agg, level_tables, release
+from hdp_spark.spark._agg import agg, release
+from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.schema import validate
 from hdp_spark.specs import hdp_mean
 

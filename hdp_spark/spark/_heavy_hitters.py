@@ -29,12 +29,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from hdp_spark.core.kernels import HeavyHittersKernel, release_specs
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
 from hdp_spark.core.partial.heavy_hitters import (
-    COUNT_COLUMNS,
     HeavyHittersResult,
-    run_heavy_hitters,
 )
 from hdp_spark.core.partial.histograms import (
     HISTOGRAM_COLUMNS,
@@ -44,8 +43,10 @@ from hdp_spark.core.partial.histograms import (
 from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import INTEGRAL, NUMERIC, mark_unsafe
+from hdp_spark.spark.engine import SparkEngine
 
 __all__ = [
     "SparkTreeCounter",
@@ -281,31 +282,27 @@ class SparkTreeCounter:
 
 
 def release_heavy_hitters(
-    df: DataFrame, spec: HeavyHittersSpec, unsafe_seed: int | str | bytes | None = None
+    df: DataFrame,
+    spec: HeavyHittersSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> HeavyHittersResult:
     """Run one heavy-hitters release and return the engine-neutral result."""
     if not isinstance(spec, HeavyHittersSpec):
         msg = f"`spec` must come from hdp_heavy_hitters(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    df = _check_frame(df)
-    with SparkTreeCounter.from_frame(df, spec) as counter:
-        check_unit(df, spec.privacy_unit)
-        return run_heavy_hitters(spec, counter, ReleaseKey.resolve(unsafe_seed))
-
-
-_SPARK_TYPES: dict[str, T.DataType] = {
-    "str": T.StringType(), "int": T.LongType(), "float": T.DoubleType(), "bool": T.BooleanType()
-}
-
-
-def _convert(value: object, dom: AttributeDomain) -> object:
-    if value is None:
-        return None
-    return float(value) if dom.output_type == "float" else value  # type: ignore[arg-type]
+    r = release_specs(SparkEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
+    result: HeavyHittersResult = r.results[spec.name][()]
+    return result
 
 
 def heavy_hitters(
-    df: DataFrame, spec: HeavyHittersSpec, unsafe_seed: int | str | bytes | None = None
+    df: DataFrame,
+    spec: HeavyHittersSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
 ) -> PartialRelease:
     """Release the partial-DP heavy hitters of a Spark DataFrame.
 
@@ -319,17 +316,12 @@ def heavy_hitters(
         See :func:`hdp_spark.hdp_heavy_hitters`. Each call is one release with fresh
         noise; calling twice spends twice.
     """
-    result = release_heavy_hitters(df, spec, unsafe_seed)
-    schema = T.StructType(
-        [T.StructField(d.column, _SPARK_TYPES[d.output_type], True) for d in spec.domains]
-        + [T.StructField(c, T.LongType(), True) for c in COUNT_COLUMNS]
-    )
-    rows = [
-        tuple(_convert(r[d.column], d) for d in spec.domains) + tuple(r[c] for c in COUNT_COLUMNS)
-        for r in result.rows
-    ]
-    table = df.sparkSession.createDataFrame(rows, schema=schema)
-    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
+    result = release_heavy_hitters(df, spec, unsafe_seed=unsafe_seed, schema=schema)
+    kernel = HeavyHittersKernel()
+    columns = [(f.suffix, f) for f in kernel.items(spec)]
+    table = SparkEngine(df).materialize((), columns, kernel.table_rows(spec, result),
+                                   result.report.unsafe_seed)
+    return PartialRelease(table, result.report)
 
 
 def release_histograms(

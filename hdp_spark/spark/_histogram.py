@@ -34,11 +34,10 @@ from hdp_spark.core.histogram_release import (
     HistogramRelease,
     build_histogram_groups,
     check_histogram_options,
-    finalize_histogram_release,
 )
+from hdp_spark.core.kernels import HistogramKernel, release_specs
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import levels_numpy
-from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import SchemaError
@@ -48,12 +47,9 @@ from hdp_spark.spark._common import (
     collect_cells,
     dataframe_schema,
     field,
-    local_frame,
-    mark_unsafe,
-    release_keys,
 )
+from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import with_level
-from hdp_spark.spark.schema import check_release
 from hdp_spark.spark.sql_text import ident
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
@@ -163,54 +159,10 @@ def histogram_release(
     """
     by_t = normalize_by(by, [spec])
     check_histogram_options(spec, by_t, project, counts)
-    key_t = release_keys(df, keys, by_t)
-    if schema is not None:
-        check_release(df, schema, [spec], by_t)  # counts only; before any noise
-    table = histogram_tables(df, spec, by_t, key_t)
-    return finalize_histogram_release(
-        spec, table, by_t, key_t, ReleaseKey.resolve(unsafe_seed), project, counts
-    )
-
-
-_LEVELS_TYPE = T.ArrayType(
-    T.StructType(
-        [
-            T.StructField("eps", T.DoubleType()),
-            T.StructField("n", T.LongType()),
-            T.StructField("weight", T.DoubleType()),
-            T.StructField("eps_effective", T.DoubleType()),
-        ]
-    )
-)
-
-
-def _output_schema(df: DataFrame, result: HistogramRelease) -> T.StructType:
-    fields = [
-        T.StructField(f.name, f.dataType, True)
-        for c in result.by
-        for f in df.schema.fields
-        if f.name == c
-    ]
-    label_type: T.DataType = T.StringType() if result.spec.kind == "str" else T.LongType()
-    fields += [
-        T.StructField("category", label_type, False),
-        T.StructField("frequency", T.DoubleType(), False),
-        T.StructField("noise_scale", T.DoubleType(), False),
-        T.StructField("ci_low", T.DoubleType(), False),
-        T.StructField("ci_high", T.DoubleType(), False),
-        T.StructField("bias_bound", T.DoubleType(), False),
-        T.StructField("n", T.LongType(), False),
-        T.StructField("method", T.StringType(), False),
-        T.StructField("tau", T.DoubleType(), False),
-        T.StructField("fallback", T.BooleanType(), False),
-        T.StructField("eps_levels", _LEVELS_TYPE, False),
-    ]
-    if result.counts:
-        fields += [
-            T.StructField(name, T.DoubleType(), False)
-            for name in ("count", "count_ci_low", "count_ci_high")
-        ]
-    return T.StructType(fields)
+    r = release_specs(SparkEngine(df), [spec], by=by_t or None, keys=keys, schema=schema,
+                      unsafe_seed=unsafe_seed, kernels={0: HistogramKernel(project)})
+    return HistogramRelease(r.by, r.keys, spec, r.results[spec.name], project, counts,
+                            r.unsafe_seed)
 
 
 def histogram(
@@ -242,6 +194,7 @@ def histogram(
         df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts,
         schema=schema,
     )
-    out_schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
-    return mark_unsafe(local_frame(df.sparkSession, rows, out_schema), result.unsafe_seed)
+    out: DataFrame = SparkEngine(df).materialize(
+        result.by, result.fields(), result.tuples(), result.unsafe_seed
+    )
+    return out

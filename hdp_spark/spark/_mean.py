@@ -1,4 +1,6 @@
-"""Spark implementation of the per-(group, ε level) statistics and of ``agg``.
+"""Spark native cells of the mean: the per-(group, ε level) count and encoded sums.
+
+The release itself is :mod:`hdp_spark.core.pipeline` (``agg`` in :mod:`hdp_spark.spark._agg`).
 
 One Spark action per plan: ``groupBy(by..., ε).agg(count, sum...)`` over native
 expressions, collected to the driver (its size is #groups x #distinct ε, never #rows).
@@ -17,32 +19,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import levels_numpy
-from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.release import (
-    AggSpec,
-    LevelPlan,
-    ReleaseResult,
-    finalize_release,
-    plan_levels,
-)
-from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.stats import GroupStats, build_groups
-from hdp_spark.spark._common import (
-    KeysLike,
-    collect_cells,
-    dataframe_schema,
-    field,
-    local_frame,
-    mark_unsafe,
-    release_keys,
-)
+from hdp_spark.spark._common import collect_cells, dataframe_schema, field
 from hdp_spark.spark.expressions import encode_sql, with_level
-from hdp_spark.spark.schema import check_release
 from hdp_spark.spark.sql_text import ident
 
-__all__ = ["agg", "level_tables", "release"]
+__all__ = ["level_tables"]
 
 
 def level_tables(
@@ -116,80 +100,3 @@ def level_tables(
         cells = [(key, level, n, totals) for (key, level), (n, totals) in merged.items()]
         tables.append(build_groups(plan.eps, cells))
     return tables
-
-
-def release(
-    df: DataFrame,
-    *specs: AggSpec,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> ReleaseResult:
-    """Run one release on a Spark DataFrame and return the engine-neutral result."""
-    by_t = normalize_by(by, specs)
-    key_t = release_keys(df, keys, by_t)
-    plans = plan_levels(specs)
-    if schema is not None:
-        check_release(df, schema, specs, by_t)  # one extra aggregate job, counts only
-    tables = level_tables(df, plans, by_t, key_t)
-    return finalize_release(specs, plans, tables, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
-
-
-_LEVELS_TYPE = T.ArrayType(
-    T.StructType(
-        [
-            T.StructField("eps", T.DoubleType()),
-            T.StructField("n", T.LongType()),
-            T.StructField("weight", T.DoubleType()),
-            T.StructField("eps_effective", T.DoubleType()),
-        ]
-    )
-)
-
-
-def _output_schema(df: DataFrame, result: ReleaseResult) -> T.StructType:
-    fields = [
-        T.StructField(f.name, f.dataType, True)
-        for c in result.by
-        for f in df.schema.fields
-        if f.name == c
-    ]
-    for spec in result.specs:
-        p = spec.name
-        fields += [
-            T.StructField(p, T.DoubleType()),
-            T.StructField(p + "_noise_scale", T.DoubleType()),
-            T.StructField(p + "_ci_low", T.DoubleType()),
-            T.StructField(p + "_ci_high", T.DoubleType()),
-            T.StructField(p + "_n", T.LongType()),
-            T.StructField(p + "_tau", T.DoubleType()),
-            T.StructField(p + "_method", T.StringType()),
-            T.StructField(p + "_fallback", T.BooleanType()),
-            T.StructField(p + "_eps_levels", _LEVELS_TYPE),
-        ]
-    return T.StructType(fields)
-
-
-def agg(
-    df: DataFrame,
-    *specs: AggSpec,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> DataFrame:
-    """Release heterogeneous-DP aggregates of a Spark DataFrame.
-
-    Same arguments and output columns as :func:`hdp_spark.pandas.agg`. Runs one Spark job
-    (two with ``schema``: the validation pass, counts only, comes first) and returns a
-    DataFrame built from the released rows: ``show()`` then ``collect()`` return the same
-    numbers, because nothing downstream re-runs the mechanism.
-
-    Privacy:
-        Each call is one release with fresh noise. See :func:`hdp_spark.hdp_mean`.
-    """
-    result = release(df, *specs, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema)
-    out_schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
-    return mark_unsafe(local_frame(df.sparkSession, rows, out_schema), result.unsafe_seed)

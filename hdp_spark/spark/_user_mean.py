@@ -28,13 +28,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL
-from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import (
     HASH_HEX,
-    USER_MEAN_FIELDS,
     Census,
     CensusCell,
     Cut,
@@ -48,7 +46,6 @@ from hdp_spark.core.user_mean import (
     VarUser,
     hdp_user_mean,
     order_key,
-    run_user_mean,
 )
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import (
@@ -57,12 +54,9 @@ from hdp_spark.spark._common import (
     KeysLike,
     field,
     is_dataframe,
-    local_frame,
-    mark_unsafe,
-    release_keys,
 )
+from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import encode_expr, level_expr
-from hdp_spark.spark.schema import check_release
 
 __all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
 
@@ -392,6 +386,7 @@ class SparkUsers:
 def user_mean_release(
     df: DataFrame,
     spec: UserMeanSpec,
+    *,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
@@ -408,57 +403,15 @@ def user_mean_release(
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    by_t = normalize_by(by, [spec])
-    found = release_keys(df, keys, by_t)
-    key_t = ((),) if found is None else found  # a global release is the one empty key
-    if schema is not None:
-        check_release(df, schema, [spec], by_t)  # counts only; before any noise
-    backend = SparkUsers(df, spec, by_t, key_t)
-    try:
-        return run_user_mean(spec, backend, by_t, key_t, ReleaseKey.resolve(unsafe_seed))
-    finally:
-        backend.close()
-
-
-_CLASSES_TYPE = T.ArrayType(
-    T.StructType(
-        [
-            T.StructField("step", T.StringType()),
-            T.StructField("k", T.LongType()),
-            T.StructField("eps", T.DoubleType()),
-            T.StructField("users", T.LongType()),
-            T.StructField("weight", T.DoubleType()),
-            T.StructField("eps_effective", T.DoubleType()),
-        ]
-    )
-)
-
-_KIND_TYPE: dict[str, T.DataType] = {
-    "float": T.DoubleType(),
-    "int": T.LongType(),
-    "str": T.StringType(),
-    "bool": T.BooleanType(),
-    "classes": _CLASSES_TYPE,
-}
-
-
-def _output_schema(df: DataFrame, result: UserMeanRelease) -> T.StructType:
-    fields = [
-        T.StructField(f.name, f.dataType, True)
-        for c in result.by
-        for f in df.schema.fields
-        if f.name == c
-    ]
-    fields += [
-        T.StructField(result.spec.name + suffix, _KIND_TYPE[kind])
-        for suffix, kind in USER_MEAN_FIELDS
-    ]
-    return T.StructType(fields)
+    r = release_specs(SparkEngine(df), [spec], by=by, keys=keys, schema=schema,
+                      unsafe_seed=unsafe_seed)
+    return UserMeanRelease(r.by, r.keys, spec, r.results[spec.name], r.unsafe_seed)
 
 
 def user_mean(
     df: DataFrame,
     spec: UserMeanSpec,
+    *,
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     unsafe_seed: int | str | bytes | None = None,
@@ -475,9 +428,11 @@ def user_mean(
         Public: n, every k_i, the ε_i, the user ids and each user's group. See
         :func:`hdp_spark.hdp_user_mean`.
     """
-    result = user_mean_release(
-        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, schema=schema
-    )
-    out_schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in out_schema.fields) for r in result.rows()]
-    return mark_unsafe(local_frame(df.sparkSession, rows, out_schema), result.unsafe_seed)
+    if not isinstance(spec, UserMeanSpec):
+        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    engine = SparkEngine(df)
+    out: DataFrame = release_specs(
+        engine, [spec], by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed
+    ).materialize(engine)
+    return out

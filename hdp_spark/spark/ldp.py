@@ -21,21 +21,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.keys import normalize_by, normalize_key
+from hdp_spark.core.kernels import release_specs
+from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.ldp_common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
 from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp_release import (
     REPORT_MARK,
     LdpReleaseResult,
-    check_randomized,
     count_kind,
-    finalize_ldp_release,
-    output_fields,
     validate_ldp_specs,
 )
 from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
 from hdp_spark.spark._common import (
@@ -44,10 +43,9 @@ from hdp_spark.spark._common import (
     field,
     is_dataframe,
     key_frame,
-    local_frame,
     mark_unsafe,
-    release_keys,
 )
+from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import level_expr
 
 __all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables", "report_marks"]
@@ -231,49 +229,13 @@ def ldp_release(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     already_randomized: bool = False,
+    schema: TableSchema | None = None,
 ) -> LdpReleaseResult:
     """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
     checked = validate_ldp_specs(specs)
-    check_randomized(checked, report_marks(dataframe_schema(df)), already_randomized)
-    by_t = normalize_by(by, checked)
-    key_t = release_keys(df, keys, by_t)
-    tables = ldp_tables(df, checked, by_t, key_t)
-    return finalize_ldp_release(checked, tables, by_t, key_t)
-
-
-_LEVELS_TYPE = T.ArrayType(
-    T.StructType(
-        [
-            T.StructField("eps", T.DoubleType()),
-            T.StructField("n", T.LongType()),
-            T.StructField("weight", T.DoubleType()),
-        ]
-    )
-)
-
-_KIND_TYPES: dict[str, T.DataType] = {
-    "float": T.DoubleType(),
-    "int": T.LongType(),
-    "str": T.StringType(),
-    "bool": T.BooleanType(),
-    "floats": T.ArrayType(T.DoubleType()),
-    "levels": _LEVELS_TYPE,
-}
-
-
-def _output_schema(df: DataFrame, result: LdpReleaseResult) -> T.StructType:
-    fields = [
-        T.StructField(f.name, f.dataType, True)
-        for c in result.by
-        for f in df.schema.fields
-        if f.name == c
-    ]
-    for spec in result.specs:
-        fields += [
-            T.StructField(spec.name + suffix, _KIND_TYPES[kind])
-            for suffix, kind in output_fields(spec)
-        ]
-    return T.StructType(fields)
+    r = release_specs(SparkEngine(df), checked, by=by, keys=keys, schema=schema,
+                      already_randomized=already_randomized)
+    return LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
 
 
 def ldp_agg(
@@ -282,6 +244,7 @@ def ldp_agg(
     by: str | Sequence[str] | None = None,
     keys: KeysLike = None,
     already_randomized: bool = False,
+    schema: TableSchema | None = None,
 ) -> DataFrame:
     """Aggregate local-DP reports of a Spark DataFrame.
 
@@ -296,10 +259,12 @@ def ldp_agg(
         Adds no noise and needs no key: the reports are already ε_i-LDP and the output
         is post-processing.
     """
-    result = ldp_release(df, *specs, by=by, keys=keys, already_randomized=already_randomized)
-    schema = _output_schema(df, result)
-    rows = [tuple(r[f.name] for f in schema.fields) for r in result.rows()]
-    return local_frame(df.sparkSession, rows, schema)
+    checked = validate_ldp_specs(specs)
+    engine = SparkEngine(df)
+    out: DataFrame = release_specs(
+        engine, checked, by=by, keys=keys, schema=schema, already_randomized=already_randomized
+    ).materialize(engine)
+    return out
 
 
 def ldp_oracle(

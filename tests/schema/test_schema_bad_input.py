@@ -18,6 +18,8 @@ from schema_testing import assert_no_data, to_pandas
 
 import hdp_spark
 from hdp_spark import hdp_mean
+from hdp_spark.core import kernels
+from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import (
     DuplicateUserError,
     EpsilonColumnError,
@@ -211,9 +213,9 @@ def test_rejection_happens_before_statistics_and_noise(
             raise AssertionError(msg)
         return fail
 
-    for name in ("level_tables", "finalize_release"):
-        monkeypatch.setattr(module, name, spy(name))
-    monkeypatch.setattr(module.ReleaseKey, "resolve", spy("ReleaseKey.resolve"))
+    monkeypatch.setattr(module, "level_tables", spy("level_tables"))
+    monkeypatch.setattr(kernels, "finalize_mean", spy("finalize_mean"))
+    monkeypatch.setattr(ReleaseKey, "resolve", spy("ReleaseKey.resolve"))
     pdf = table(eps=[0.0, 1.0, 1.0, 2.0, 0.5, 1.0])
     with pytest.raises(EpsilonColumnError):
         engine.module.agg(native(pdf), SPEC, schema=schema())

@@ -63,6 +63,14 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
             df, mod.ldp_mean("r", eps="eps_ldp", mechanism="laplace"), by="g",
             keys=["a", "b", "z"], already_randomized=True,
         ),
+        # one agg call mixing kinds: a mean, a histogram and a user-level mean (issue 16)
+        "agg_mixed": lambda df: mod.agg(
+            df,
+            mod.hdp_mean("x", eps="eps", lower=0, upper=100),
+            mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
+            mod.hdp_user_mean("x", user="uid", eps="ueps", lower=0, upper=100),
+            unsafe_seed=19,
+        ),
         "heavy_hitters": lambda df: mod.heavy_hitters(
             df, mod.hdp_heavy_hitters(cols, domains=domains, eps0=2.0), unsafe_seed=14
         ).table,

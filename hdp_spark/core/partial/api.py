@@ -22,6 +22,7 @@ def hdp_heavy_hitters(
     beta: float = 0.05,
     privacy_unit: str | None = None,
     max_candidates: int = 10**8,
+    alias: str | None = None,
 ) -> HeavyHittersSpec:
     """Partial-DP heavy hitters: frequent whole records over ``cols``, per-attribute ε₀.
 
@@ -53,6 +54,7 @@ def hdp_heavy_hitters(
             that ids are unique and non-null, and raises a SchemaError with the number
             of offending rows otherwise. Without it the caller asserts one row per person.
         max_candidates: stop with an error if a node's candidate product exceeds this.
+        alias: the output column name inside ``agg`` (default ``"heavy_hitters"``).
 
     Returns:
         A :class:`~hdp_spark.core.partial.spec.HeavyHittersSpec`; ``spec.budget`` holds
@@ -85,6 +87,7 @@ def hdp_heavy_hitters(
         beta=beta,
         privacy_unit=privacy_unit,
         max_candidates=max_candidates,
+        alias=alias,
     )
 
 

@@ -242,6 +242,7 @@ class HeavyHittersSpec:
     beta: float = 0.05
     privacy_unit: str | None = None
     max_candidates: int = 10**8
+    alias: str | None = None
     budget: TreeBudget = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -287,6 +288,9 @@ class HeavyHittersSpec:
                 or self.max_candidates < 1):
             msg = f"`max_candidates` must be a positive int, got {self.max_candidates!r}."
             raise ParameterError(msg)
+        if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
+            msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
+            raise ParameterError(msg)
         budget = solve_budget(
             len(cols),
             float(self.eps0),
@@ -296,6 +300,11 @@ class HeavyHittersSpec:
             float(self.failure_prob),
         )
         object.__setattr__(self, "budget", budget)
+
+    @property
+    def name(self) -> str:
+        """Output name inside ``agg`` (default ``"heavy_hitters"``)."""
+        return self.alias or "heavy_hitters"
 
     @property
     def cols(self) -> tuple[str, ...]:

@@ -1,0 +1,342 @@
+"""One kernel per aggregator: its cells, its finalize and its one output description.
+
+Privacy-relevant module: each finalize calls the aggregator's own finalize function with
+the noise context the pipeline built (release key, group key, the spec's unique name), so
+the numbers are exactly those of the per-aggregator functions (they are aliases over the
+same kernels).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hdp_spark.core.histogram import HistogramResult, HistogramSpec, finalize_histogram
+from hdp_spark.core.histogram import histogram_weights as _histogram_weights
+from hdp_spark.core.ldp_release import (
+    LdpResult,
+    _row_values,
+    check_randomized,
+    finalize_one,
+    output_fields,
+)
+from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp_stats import empty_stats
+from hdp_spark.core.mean import MeanResult, finalize_mean
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.partial.heavy_hitters import (
+    COUNT_COLUMNS,
+    HeavyHittersResult,
+    run_heavy_hitters,
+)
+from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.pipeline import (
+    LEVEL_ITEMS,
+    CategoryRequest,
+    CellRequest,
+    Engine,
+    GroupCells,
+    Kernel,
+    LdpRequest,
+    LevelRequest,
+    NoiseContext,
+    OutputField,
+    Release,
+    run_release,
+)
+from hdp_spark.core.release import ReleaseResult, plan_levels
+from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.stats import GroupStats
+from hdp_spark.core.user_mean import UserMeanResult, UserMeanSpec, run_user_mean
+from hdp_spark.core.weights import Weights
+from hdp_spark.errors import ParameterError
+
+__all__ = [
+    "HISTOGRAM_BIN_ITEMS",
+    "HeavyHittersKernel",
+    "HistogramKernel",
+    "LdpKernel",
+    "MeanKernel",
+    "UserMeanKernel",
+    "empty_cells",
+    "histogram_bin_items",
+    "kernel_of",
+    "mean_release",
+    "release_specs",
+]
+
+F, INT, S, B = "float", "int", "str", "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class MeanKernel:
+    """The heterogeneous-DP mean (``hdp_mean``)."""
+
+    FIELDS = (
+        OutputField("", F), OutputField("_noise_scale", F), OutputField("_ci_low", F),
+        OutputField("_ci_high", F), OutputField("_n", INT), OutputField("_tau", F),
+        OutputField("_method", S), OutputField("_fallback", B),
+        OutputField("_eps_levels", "list", LEVEL_ITEMS),
+    )
+
+    def fields(self, spec: MeanSpec) -> tuple[OutputField, ...]:
+        return self.FIELDS
+
+    def request(self, spec: MeanSpec) -> CellRequest:
+        return LevelRequest(spec.eps, spec.eps_grid, (spec,))
+
+    def finalize(self, spec: MeanSpec, cells: GroupCells, noise: NoiseContext) -> MeanResult:
+        return finalize_mean(spec, cells.stats, cells.slot, noise.key, noise.group, noise.label)
+
+    def values(self, spec: MeanSpec, r: MeanResult) -> tuple[Any, ...]:
+        return (
+            r.estimate, r.noise_scale, r.ci_low, r.ci_high, r.n, r.tau, r.method, r.fallback,
+            [{"eps": lv.eps, "n": lv.n, "weight": lv.weight, "eps_effective": lv.eps_effective}
+             for lv in r.levels],
+        )
+
+
+def histogram_bin_items(spec: HistogramSpec, counts: bool = True) -> tuple[OutputField, ...]:
+    """Struct fields of one released bin (``counts``: the counts view too)."""
+    label = OutputField("category", S if spec.kind == "str" else INT, nullable=False)
+    head = (label, *(OutputField(n, F, nullable=False) for n in ("frequency", "ci_low",
+                                                                  "ci_high")))
+    tail = tuple(OutputField(n, F, nullable=False)
+                 for n in ("count", "count_ci_low", "count_ci_high"))
+    return head + tail if counts else head
+
+
+HISTOGRAM_BIN_ITEMS = ("category", "frequency", "ci_low", "ci_high",
+                       "count", "count_ci_low", "count_ci_high")
+
+
+@functools.lru_cache(maxsize=256)
+def _weights(spec: HistogramSpec, v: tuple[float, ...], m: tuple[int, ...]) -> Weights:
+    return _histogram_weights(spec, v, m)
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramKernel:
+    """The heterogeneous-DP histogram (``hdp_histogram``).
+
+    Inside ``agg`` a group's bins are one list-of-struct column ``<name>`` (category,
+    frequency, ci_low, ci_high, count, count_ci_low, count_ci_high; frequencies projected
+    onto the simplex when ``project``), plus the scalar fields below.
+    """
+
+    project: bool = False
+
+    def fields(self, spec: HistogramSpec) -> tuple[OutputField, ...]:
+        return (
+            OutputField("", "list", histogram_bin_items(spec)),
+            OutputField("_noise_scale", F), OutputField("_bias_bound", F),
+            OutputField("_n", INT), OutputField("_method", S), OutputField("_tau", F),
+            OutputField("_fallback", B), OutputField("_eps_levels", "list", LEVEL_ITEMS),
+        )
+
+    def request(self, spec: HistogramSpec) -> CellRequest:
+        return CategoryRequest(spec)
+
+    def finalize(
+        self, spec: HistogramSpec, cells: GroupCells, noise: NoiseContext
+    ) -> HistogramResult:
+        stats: GroupStats = cells.stats
+        weights = _weights(spec, tuple(stats.levels), tuple(stats.counts)) if stats.n else None
+        return finalize_histogram(spec, stats, noise.key, noise.group, weights)
+
+    def values(self, spec: HistogramSpec, r: HistogramResult) -> tuple[Any, ...]:
+        freqs = r.frequencies(self.project)
+        bins = [
+            {"category": label, "frequency": f, "ci_low": lo, "ci_high": hi,
+             "count": f * r.n, "count_ci_low": lo * r.n, "count_ci_high": hi * r.n}
+            for label, f, (lo, hi) in zip(r.labels, freqs, r.intervals(), strict=True)
+        ]
+        levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight,
+                   "eps_effective": lv.eps_effective} for lv in r.levels]
+        return (bins, r.noise_scale, r.bias_bound, r.n, r.method, r.tau, r.fallback, levels)
+
+
+_USER_CLASS_ITEMS = (
+    OutputField("step", S), OutputField("k", INT), OutputField("eps", F),
+    OutputField("users", INT), OutputField("weight", F), OutputField("eps_effective", F),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UserMeanKernel:
+    """The user-level mean (``hdp_user_mean``): interactive, through ``engine.users``."""
+
+    FIELDS = (
+        *(OutputField(s, F) for s in ("", "_noise_scale", "_ci_low", "_ci_high")),
+        *(OutputField(s, INT) for s in ("_users", "_rows", "_users_var", "_users_initial",
+                                      "_users_final", "_users_excluded")),
+        *(OutputField(s, F) for s in ("_initial", "_user_var", "_t")),
+        OutputField("_cap", S),
+        *(OutputField(s, F) for s in ("_eps_var", "_eps_initial", "_eps_final")),
+        OutputField("_fallback", B),
+        OutputField("_classes", "list", _USER_CLASS_ITEMS),
+    )
+    global_only = False
+
+    def fields(self, spec: UserMeanSpec) -> tuple[OutputField, ...]:
+        return self.FIELDS
+
+    def run(self, spec: UserMeanSpec, engine: Engine, by: tuple[str, ...],
+            keys: tuple[tuple[object, ...], ...], key: ReleaseKey
+            ) -> dict[tuple[object, ...], Any]:
+        with engine.users(spec, by, keys) as backend:
+            return dict(run_user_mean(spec, backend, by, keys, key).results)
+
+    def values(self, spec: UserMeanSpec, r: UserMeanResult) -> tuple[Any, ...]:
+        return tuple(r.as_row("").values())
+
+
+@dataclass(frozen=True, slots=True)
+class HeavyHittersKernel:
+    """Partial-DP heavy hitters (``hdp_heavy_hitters``): global only, through
+    ``engine.tree_counter``. Inside ``agg``: one list-of-struct column ``<name>`` (the
+    attribute values, then noisy_count, count_ci_low, count_ci_high)."""
+
+    global_only = True
+
+    def items(self, spec: HeavyHittersSpec) -> tuple[OutputField, ...]:
+        """The released table's columns: attributes, then the counts."""
+        return (*(OutputField(d.column, d.output_type + "?") for d in spec.domains),
+                *(OutputField(c, "int?") for c in COUNT_COLUMNS))
+
+    def fields(self, spec: HeavyHittersSpec) -> tuple[OutputField, ...]:
+        return (OutputField("", "list", self.items(spec)),)
+
+    def run(self, spec: HeavyHittersSpec, engine: Engine, by: tuple[str, ...],
+            keys: tuple[tuple[object, ...], ...], key: ReleaseKey
+            ) -> dict[tuple[object, ...], Any]:
+        with engine.tree_counter(spec) as counter:
+            return {(): run_heavy_hitters(spec, counter, key)}
+
+    def table_rows(self, spec: HeavyHittersSpec, r: HeavyHittersResult) -> list[tuple[Any, ...]]:
+        """The released keys as tuples in the order of :meth:`items`."""
+        def convert(value: object, kind: str) -> object:
+            return float(value) if value is not None and kind == "float" else value  # type: ignore[arg-type]
+
+        return [
+            tuple(convert(row[d.column], d.output_type) for d in spec.domains)
+            + tuple(row[c] for c in COUNT_COLUMNS)
+            for row in r.rows
+        ]
+
+    def values(self, spec: HeavyHittersSpec, r: HeavyHittersResult) -> tuple[Any, ...]:
+        names = [f.suffix for f in self.items(spec)]
+        return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
+
+
+_LDP_LEVEL_ITEMS = (OutputField("eps", F), OutputField("n", INT), OutputField("weight", F))
+
+
+@dataclass(frozen=True, slots=True)
+class LdpKernel:
+    """Local-DP aggregation (``ldp_mean``, ``ldp_mean_vector``, ``ldp_distribution``): no
+    noise (the reports are already ε_i-LDP); needs marked reports inside ``agg``."""
+
+    def fields(self, spec: Any) -> tuple[OutputField, ...]:
+        return tuple(
+            OutputField(s, k, _LDP_LEVEL_ITEMS if k == "levels" else ())
+            if k != "levels" else OutputField(s, "list", _LDP_LEVEL_ITEMS)
+            for s, k in output_fields(spec)
+        )
+
+    def request(self, spec: Any) -> CellRequest:
+        return LdpRequest(spec)
+
+    def finalize(self, spec: Any, cells: GroupCells, noise: NoiseContext) -> LdpResult:
+        return finalize_one(spec, cells.stats)
+
+    def values(self, spec: Any, r: LdpResult) -> tuple[Any, ...]:
+        return tuple(_row_values(spec, r))
+
+
+_KERNELS: tuple[tuple[type | tuple[type, ...], Kernel], ...] = (
+    (MeanSpec, MeanKernel()),
+    (HistogramSpec, HistogramKernel()),
+    (UserMeanSpec, UserMeanKernel()),
+    (HeavyHittersSpec, HeavyHittersKernel()),
+    ((LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec), LdpKernel()),
+)
+
+
+def kernel_of(spec: object) -> Kernel:
+    """The kernel of ``spec``.
+
+    Raises:
+        ParameterError: ``spec`` is not an aggregator spec.
+    """
+    for types, kernel in _KERNELS:
+        if isinstance(spec, types):
+            return kernel
+    msg = (
+        "aggregators must come from hdp_mean, hdp_histogram, hdp_user_mean, "
+        f"hdp_heavy_hitters, ldp_mean, ldp_mean_vector or ldp_distribution, got "
+        f"{type(spec).__name__}."
+    )
+    raise ParameterError(msg)
+
+
+def empty_cells(request: CellRequest) -> Any:
+    """The stats of a group with no rows."""
+    return empty_stats() if isinstance(request, LdpRequest) else GroupStats(())
+
+
+def only(kind: type, specs: Sequence[object], message: str) -> None:
+    """Raise ParameterError(message) unless every spec is a ``kind``."""
+    for spec in specs:
+        if not isinstance(spec, kind):
+            raise ParameterError(message.format(type(spec).__name__))
+
+
+def _ldp_check(already_randomized: bool) -> Any:
+    def check(engine: Engine, specs: Sequence[object], by: tuple[str, ...]) -> None:
+        ldp = [s for s in specs
+               if isinstance(s, LdpMeanSpec | LdpVectorMeanSpec | LdpDistributionSpec)]
+        if ldp:
+            check_randomized(ldp, engine.report_marks(), already_randomized)
+
+    return check
+
+
+def release_specs(
+    engine: Engine,
+    specs: Sequence[object],
+    *,
+    by: str | Sequence[str] | None = None,
+    keys: Any = None,
+    schema: TableSchema | None = None,
+    unsafe_seed: int | str | bytes | None = None,
+    kernels: Mapping[int, Kernel] | None = None,
+    already_randomized: bool = False,
+) -> Release:
+    """One release of any mix of aggregators on ``engine`` (what ``agg`` runs).
+
+    ``kernels`` overrides the kernel of the spec at a position (the histogram alias's
+    ``project`` option). LDP specs need reports marked by ``ldp_simulate`` unless
+    ``already_randomized`` (``ldp_agg``'s declaration for device reports).
+    """
+    override = dict(kernels or {})
+    position = {id(s): i for i, s in enumerate(specs)}
+
+    def pick(spec: object) -> Kernel:
+        at = position.get(id(spec))
+        return override[at] if at in override else kernel_of(spec)
+
+    return run_release(
+        engine, specs, pick, by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed,
+        empty=empty_cells, check=_ldp_check(already_randomized),
+    )
+
+
+def mean_release(engine: Engine, specs: Sequence[object], **kwargs: Any) -> ReleaseResult:
+    """The means-only release (``release``): a :class:`ReleaseResult`."""
+    plan_levels(specs)  # type: ignore[arg-type]  # the historical checks and messages
+    r = release_specs(engine, specs, **kwargs)
+    return ReleaseResult(r.by, r.keys, r.specs, r.results, r.unsafe_seed)

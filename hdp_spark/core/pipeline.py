@@ -1,0 +1,388 @@
+"""The one release pipeline: engines compute cells, kernels finalize them (issue 16).
+
+Privacy-relevant module: it decides which release key and which noise context every
+aggregator of a call uses. One fresh :class:`~hdp_spark.core.noise.ReleaseKey` per call;
+every kernel binds its noise to a context that starts with its kind and (except heavy
+hitters, at most one per call) its output name, and names are unique per call across all
+kinds, so two aggregators of one call never share a noise stream.
+
+A release is: validate the specs (one :class:`Kernel` per spec type) -> the engine
+resolves the public keys and checks the schema -> the engine computes the cells the cell
+kernels ask for (one pass per :class:`CellRequest`; requests on the same ε column and grid
+share one pass) -> each kernel finalizes each group on the driver (a pure function of
+spec, group cells and noise context) while interactive kernels (user-level mean, heavy
+hitters) drive the engine's providers -> rows laid out by the kernels' one output
+description (:class:`OutputField`) -> the engine materializes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hdp_spark.core.histogram import HistogramSpec
+from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.partial.heavy_hitters import TreeCounter
+from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.user_mean import UserBackend, UserMeanSpec
+from hdp_spark.errors import ParameterError
+
+__all__ = [
+    "LEVEL_ITEMS",
+    "CategoryRequest",
+    "CellKernel",
+    "CellRequest",
+    "Engine",
+    "GroupCells",
+    "InteractiveKernel",
+    "Kernel",
+    "LdpRequest",
+    "LevelRequest",
+    "NoiseContext",
+    "OutputField",
+    "Release",
+    "dispatch_cells",
+    "run_release",
+]
+
+Key = tuple[object, ...]
+Keys = tuple[Key, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputField:
+    """One output column of a kernel: the one description of names, types and nesting.
+
+    Attributes:
+        suffix: appended to the aggregator's name (``""`` is the estimate itself); inside
+            a struct, the field name.
+        kind: ``float``, ``int``, ``str``, ``bool`` (a ``?`` suffix makes pandas use its
+            nullable dtype), ``floats`` (list of doubles) or ``list`` (list of structs
+            described by ``items``).
+        items: the struct fields of a ``list``.
+        nullable: whether the Spark field is nullable.
+    """
+
+    suffix: str
+    kind: str
+    items: tuple[OutputField, ...] = ()
+    nullable: bool = True
+
+
+LEVEL_ITEMS = (
+    OutputField("eps", "float"),
+    OutputField("n", "int"),
+    OutputField("weight", "float"),
+    OutputField("eps_effective", "float"),
+)
+"""Struct fields of a heterogeneous-DP aggregator's ``_eps_levels`` list."""
+
+
+@dataclass(frozen=True, slots=True)
+class LevelRequest:
+    """Count and exact encoded sums per (group, ε level): the mean's cells.
+
+    Means on one ε column and grid share one request (one engine pass); ``specs[i]`` is
+    the i-th encoded sum of each cell.
+    """
+
+    eps: str
+    grid: EpsGrid | None
+    specs: tuple[MeanSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryRequest:
+    """Count per (group, ε level, category code): the histogram's cells."""
+
+    spec: HistogramSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LdpRequest:
+    """Per (group, ε level, report index) sums of local-DP reports."""
+
+    spec: Any  # an LdpSpec (kept Any: the LDP specs import nothing from here)
+
+
+CellRequest = LevelRequest | CategoryRequest | LdpRequest
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCells:
+    """What a cell kernel's finalize sees of one group.
+
+    Attributes:
+        stats: the group's table (``GroupStats`` or ``LdpGroupStats``; empty if absent).
+        slot: the spec's position in its shared request (which encoded sum is its own).
+    """
+
+    stats: Any
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseContext:
+    """The noise inputs of one (spec, group): the release key, the group key, the label."""
+
+    key: ReleaseKey
+    group: Key
+    label: str
+
+
+class Engine(Protocol):
+    """What an engine (pandas, Spark) implements once for every aggregator."""
+
+    def release_keys(self, keys: Any, by: tuple[str, ...]) -> Keys | None:
+        """The public key set, normalized and typed like the ``by`` columns."""
+        ...
+
+    def check_schema(self, schema: TableSchema, specs: Sequence[object], by: Sequence[str]
+                     ) -> None:
+        """Declared columns, then blocking rules (counts only); raise before any noise."""
+        ...
+
+    def report_marks(self) -> dict[str, str]:
+        """``{column: mechanism}`` of the LDP report columns marked by ``ldp_simulate``."""
+        ...
+
+    def cells(self, requests: Sequence[CellRequest], by: tuple[str, ...], keys: Keys | None
+              ) -> list[Mapping[Key, Any]]:
+        """One table ``{group key: stats}`` per request (native expressions only)."""
+        ...
+
+    def users(self, spec: UserMeanSpec, by: tuple[str, ...], keys: Keys
+              ) -> AbstractContextManager[UserBackend]:
+        """The user-level mean's interactive provider (released on exit)."""
+        ...
+
+    def tree_counter(self, spec: HeavyHittersSpec) -> AbstractContextManager[TreeCounter]:
+        """The heavy hitters' interactive provider (released on exit)."""
+        ...
+
+    def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
+                    rows: list[tuple[Any, ...]], unsafe: bool) -> Any:
+        """Released rows (group values, then ``columns``) as the engine's frame."""
+        ...
+
+
+class Kernel(Protocol):
+    """One aggregator, engine-free: its output description and how to lay out a result."""
+
+    def fields(self, spec: Any) -> tuple[OutputField, ...]:
+        """The output columns of ``spec`` (suffixes after ``spec.name``)."""
+        ...
+
+    def values(self, spec: Any, result: Any) -> tuple[Any, ...]:
+        """One group's result as values in the order of :meth:`fields`."""
+        ...
+
+
+class CellKernel(Kernel, Protocol):
+    """A kernel computed from cells: request once, finalize each group (pure)."""
+
+    def request(self, spec: Any) -> CellRequest:
+        """The cells ``spec`` needs."""
+        ...
+
+    def finalize(self, spec: Any, cells: GroupCells, noise: NoiseContext) -> Any:
+        """One group's released result: a pure function of (spec, cells, noise)."""
+        ...
+
+
+class InteractiveKernel(Kernel, Protocol):
+    """A kernel whose mechanism asks the engine several adaptive questions."""
+
+    global_only: bool
+
+    def run(self, spec: Any, engine: Engine, by: tuple[str, ...], keys: Keys,
+            key: ReleaseKey) -> dict[Key, Any]:
+        """The released result of every group in ``keys``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Everything one ``agg`` call released.
+
+    Attributes:
+        by: group-by columns.
+        keys: group keys in output order (``((),)`` for a global release).
+        specs: the aggregators, in the caller's order.
+        kernels: the kernel of each spec.
+        results: ``results[spec.name][key]``: the kernel's result of one group.
+        tables: the cell tables per request (pre-noise; never published).
+        unsafe_seed: True if the noise came from a caller's seed (not private).
+    """
+
+    by: tuple[str, ...]
+    keys: Keys
+    specs: tuple[Any, ...]
+    kernels: tuple[Kernel, ...] = field(repr=False)
+    results: Mapping[str, Mapping[Key, Any]] = field(repr=False)
+    tables: tuple[Mapping[Key, Any], ...] = field(repr=False, default=())
+    unsafe_seed: bool = False
+
+    def columns(self) -> list[tuple[str, OutputField]]:
+        """(column name, field) of every aggregator column, in output order."""
+        return [
+            (spec.name + f.suffix, f)
+            for spec, kernel in zip(self.specs, self.kernels, strict=True)
+            for f in kernel.fields(spec)
+        ]
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """One tuple per group: the group values, then every aggregator's values."""
+        out = []
+        for key in self.keys:
+            row: list[Any] = list(key)
+            for spec, kernel in zip(self.specs, self.kernels, strict=True):
+                row.extend(kernel.values(spec, self.results[spec.name][key]))
+            out.append(tuple(row))
+        return out
+
+    def materialize(self, engine: Engine) -> Any:
+        """The engine's frame of this release."""
+        return engine.materialize(self.by, self.columns(), self.rows(), self.unsafe_seed)
+
+
+def _check_names(specs: Sequence[object]) -> None:
+    if not specs:
+        msg = "a release needs at least one aggregator, got none."
+        raise ParameterError(msg)
+    names: set[str] = set()
+    for spec in specs:
+        name = spec.name  # type: ignore[attr-defined]
+        if name in names:
+            msg = f"two aggregators share the output name {name!r}; set `alias`."
+            raise ParameterError(msg)
+        names.add(name)
+
+
+def _share(requests: Sequence[CellRequest]) -> tuple[list[CellRequest], list[tuple[int, int]]]:
+    """Merge the level requests of one ε column and grid; (request index, slot) per spec."""
+    merged: list[CellRequest] = []
+    where: list[tuple[int, int]] = []
+    level_at: dict[tuple[str, EpsGrid | None], int] = {}
+    for req in requests:
+        if isinstance(req, LevelRequest):
+            at = level_at.get((req.eps, req.grid))
+            if at is None:
+                level_at[(req.eps, req.grid)] = len(merged)
+                merged.append(req)
+                where.append((len(merged) - 1, 0))
+            else:
+                prev = merged[at]
+                assert isinstance(prev, LevelRequest)
+                merged[at] = LevelRequest(req.eps, req.grid, prev.specs + req.specs)
+                where.append((at, len(prev.specs)))
+        else:
+            merged.append(req)
+            where.append((len(merged) - 1, 0))
+    return merged, where
+
+
+def run_release(
+    engine: Engine,
+    specs: Sequence[object],
+    kernel_of: Callable[[object], Kernel],
+    *,
+    by: str | Sequence[str] | None,
+    keys: Any,
+    schema: TableSchema | None,
+    unsafe_seed: int | str | bytes | None,
+    empty: Callable[[CellRequest], Any],
+    check: Callable[[Engine, Sequence[object], tuple[str, ...]], None] | None = None,
+) -> Release:
+    """Run one release of ``specs`` on ``engine`` (the only orchestration).
+
+    Args:
+        engine: the engine of the input table.
+        specs: the aggregators (any mix of kinds; unique names).
+        kernel_of: the kernel of a spec (raises ParameterError for unknown types).
+        by, keys, schema, unsafe_seed: as in ``agg``.
+        empty: the stats of a group without rows, per request type.
+        check: extra checks on public inputs, run before any data is read.
+
+    Privacy:
+        One fresh release key for the whole call; each (spec, group) draws from streams
+        bound to its kind, name and group (see the module docstring).
+    """
+    specs = tuple(specs)
+    kernels = tuple(kernel_of(s) for s in specs)
+    _check_names(specs)
+    by_t = normalize_by(by, specs)
+    for kernel in kernels:
+        if getattr(kernel, "global_only", False) and by_t:
+            msg = (
+                "heavy hitters are released for the whole table only: `by` must be None "
+                f"when the call includes one, got {by!r}."
+            )
+            raise ParameterError(msg)
+    if sum(1 for k in kernels if getattr(k, "global_only", False)) > 1:
+        msg = "a release may include at most one heavy-hitters aggregator; call agg twice."
+        raise ParameterError(msg)
+    found = engine.release_keys(keys, by_t)
+    order: Keys = found if found is not None else ((),)
+    if check is not None:
+        check(engine, specs, by_t)
+    if schema is not None:
+        engine.check_schema(schema, specs, by_t)
+    cell_specs = [(i, s) for i, s in enumerate(specs) if hasattr(kernels[i], "request")]
+    requests = [kernels[i].request(s) for i, s in cell_specs]  # type: ignore[attr-defined]
+    merged, where = _share(requests)
+    tables = engine.cells(merged, by_t, found) if merged else []
+    release_key = ReleaseKey.resolve(unsafe_seed)
+    results: dict[str, dict[Key, Any]] = {}
+    for (i, spec), (at, slot) in zip(cell_specs, where, strict=True):
+        kernel = kernels[i]
+        table, blank = tables[at], empty(merged[at])
+        name = spec.name  # type: ignore[attr-defined]
+        results[name] = {
+            key: kernel.finalize(  # type: ignore[attr-defined]
+                spec, GroupCells(table.get(key, blank), slot),
+                NoiseContext(release_key, key, name),
+            )
+            for key in order
+        }
+    for i, spec in enumerate(specs):
+        kernel = kernels[i]
+        if hasattr(kernel, "run"):
+            results[spec.name] = kernel.run(  # type: ignore[attr-defined]
+                spec, engine, by_t, order, release_key
+            )
+    return Release(by_t, order, specs, kernels, results, tuple(tables), release_key.unsafe)
+
+
+def dispatch_cells(
+    requests: Sequence[CellRequest],
+    *,
+    levels: Callable[[list[LevelRequest]], Sequence[Mapping[Key, Any]]],
+    categories: Callable[[CategoryRequest], Mapping[Key, Any]],
+    ldp: Callable[[list[Any]], Sequence[Mapping[Key, Any]]],
+) -> list[Mapping[Key, Any]]:
+    """One table per request from an engine's native cell functions: all level requests
+    in one call (one pass per ε column and grid), each histogram alone, all LDP specs in
+    one call. Shared by the engines so that none repeats the dispatch."""
+    out: list[Mapping[Key, Any]] = [{} for _ in requests]
+    level_at = [i for i, r in enumerate(requests) if isinstance(r, LevelRequest)]
+    if level_at:
+        tables = levels([requests[i] for i in level_at])  # type: ignore[misc]
+        for i, table in zip(level_at, tables, strict=True):
+            out[i] = table
+    for i, r in enumerate(requests):
+        if isinstance(r, CategoryRequest):
+            out[i] = categories(r)
+    ldp_at = [i for i, r in enumerate(requests) if isinstance(r, LdpRequest)]
+    if ldp_at:
+        ldp_specs = [requests[i].spec for i in ldp_at]  # type: ignore[union-attr]
+        for i, table in zip(ldp_at, ldp(ldp_specs), strict=True):
+            out[i] = table
+    return out
+

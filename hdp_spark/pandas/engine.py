@@ -1,0 +1,120 @@
+"""The pandas engine of the release pipeline (:class:`hdp_spark.core.pipeline.Engine`).
+
+Holds no aggregator logic: it resolves public keys, checks schemas, computes the native
+cells each request asks for (``level_tables``, ``histogram_tables``, ``ldp_tables``),
+hands out the interactive providers of the user-level mean and the heavy hitters, and
+turns released rows into a DataFrame typed by the kernels' output description.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.pipeline import (
+    CellRequest,
+    Keys,
+    OutputField,
+    dispatch_cells,
+)
+from hdp_spark.core.release import LevelPlan
+from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.user_mean import UserMeanSpec
+from hdp_spark.errors import ParameterError
+from hdp_spark.pandas._common import mark_unsafe, release_keys
+
+__all__ = ["PandasEngine"]
+
+_DTYPES = {
+    "float": "float64", "int": "int64", "bool": "bool", "str": "object",
+    "float?": "Float64", "int?": "Int64", "bool?": "boolean", "str?": "object",
+}
+
+
+class PandasEngine:
+    """Engine over one pandas DataFrame."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self.df = df
+
+    def _frame(self) -> pd.DataFrame:
+        if not isinstance(self.df, pd.DataFrame):
+            msg = f"`df` must be a pandas DataFrame, got {type(self.df).__name__}."
+            raise ParameterError(msg)
+        return self.df
+
+    def release_keys(self, keys: Any, by: tuple[str, ...]) -> Keys | None:
+        return release_keys(self.df, keys, by)
+
+    def check_schema(self, schema: TableSchema, specs: Sequence[object], by: Sequence[str]
+                     ) -> None:
+        from hdp_spark.pandas.schema import check_release
+
+        check_release(self._frame(), schema, specs, by)
+
+    def report_marks(self) -> dict[str, str]:
+        from hdp_spark.pandas.ldp import report_marks
+
+        return report_marks(self.df)
+
+    def cells(self, requests: Sequence[CellRequest], by: tuple[str, ...], keys: Keys | None
+              ) -> list[Mapping[tuple[object, ...], Any]]:
+        from hdp_spark.pandas._histogram import histogram_tables
+        from hdp_spark.pandas._mean import level_tables
+        from hdp_spark.pandas.ldp import ldp_tables
+
+        return dispatch_cells(
+            requests,
+            levels=lambda reqs: level_tables(
+                self.df, [LevelPlan(r.eps, r.grid, r.specs) for r in reqs], by, keys
+            ),
+            categories=lambda r: histogram_tables(self.df, r.spec, by, keys),
+            ldp=lambda specs: ldp_tables(self.df, specs, by, keys),
+        )
+
+    @contextmanager
+    def users(self, spec: UserMeanSpec, by: tuple[str, ...], keys: Keys) -> Iterator[Any]:
+        from hdp_spark.pandas._user_mean import PandasUsers
+
+        yield PandasUsers(self.df, spec, by, keys)
+
+    @contextmanager
+    def tree_counter(self, spec: HeavyHittersSpec) -> Iterator[Any]:
+        from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, check_unit
+
+        df = self._frame()
+        counter = PandasTreeCounter.from_frame(df, spec)
+        check_unit(df, spec.privacy_unit)
+        yield counter
+
+    def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
+                    rows: list[tuple[Any, ...]], unsafe: bool) -> pd.DataFrame:
+        return mark_unsafe(frame(by, columns, rows), unsafe)
+
+
+def _column(values: list[Any], kind: str) -> Any:
+    dtype = _DTYPES.get(kind)
+    if dtype is None or dtype == "object":
+        arr = np.empty(len(values), dtype=object)
+        for i, value in enumerate(values):  # element-wise: lists stay one object each
+            arr[i] = value
+        return arr
+    return pd.array(values, dtype=dtype)  # type: ignore[call-overload]
+
+
+def frame(by: Sequence[str], columns: Sequence[tuple[str, OutputField]],
+          rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """Released rows (group values, then ``columns``) as a DataFrame: the group columns
+    keep the values' inferred dtypes, the others get the dtype of their kind."""
+    width = len(by)
+    data: dict[str, Any] = {}
+    for j, name in enumerate(by):
+        data[name] = pd.Series([r[j] for r in rows], dtype=None if rows else object)
+    for j, (name, f) in enumerate(columns):
+        data[name] = _column([r[width + j] for r in rows], f.kind)
+    return pd.DataFrame(data, columns=[*by, *(n for n, _ in columns)])

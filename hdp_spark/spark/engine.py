@@ -1,0 +1,115 @@
+"""The Spark engine of the release pipeline (:class:`hdp_spark.core.pipeline.Engine`).
+
+Classic PySpark and Spark Connect. Holds no aggregator logic: native cell queries
+(``level_tables``, ``histogram_tables``, ``ldp_tables``: one Spark job each), the
+interactive providers of the user-level mean and the heavy hitters, and a materialized
+local frame typed by the kernels' output description (one schema builder for all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.pipeline import (
+    CellRequest,
+    Keys,
+    OutputField,
+    dispatch_cells,
+)
+from hdp_spark.core.release import LevelPlan
+from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.user_mean import UserMeanSpec
+from hdp_spark.spark._common import dataframe_schema, local_frame, mark_unsafe, release_keys
+
+__all__ = ["SparkEngine", "spark_schema", "spark_type"]
+
+_SCALAR: dict[str, T.DataType] = {
+    "float": T.DoubleType(), "int": T.LongType(), "str": T.StringType(),
+    "bool": T.BooleanType(), "floats": T.ArrayType(T.DoubleType()),
+}
+
+
+def spark_type(f: OutputField) -> T.DataType:
+    """The Spark type of one output field."""
+    if f.kind == "list":
+        return T.ArrayType(T.StructType([
+            T.StructField(i.suffix, spark_type(i), i.nullable) for i in f.items
+        ]))
+    return _SCALAR[f.kind.rstrip("?")]
+
+
+def spark_schema(df: DataFrame, by: Sequence[str], columns: Sequence[tuple[str, OutputField]]
+                 ) -> T.StructType:
+    """Group columns typed as in ``df``, then the output fields."""
+    fields = [
+        T.StructField(f.name, f.dataType, True) for c in by for f in df.schema.fields
+        if f.name == c
+    ]
+    fields += [T.StructField(name, spark_type(f), f.nullable) for name, f in columns]
+    return T.StructType(fields)
+
+
+class SparkEngine:
+    """Engine over one Spark DataFrame."""
+
+    def __init__(self, df: DataFrame) -> None:
+        self.df = df
+
+    def release_keys(self, keys: Any, by: tuple[str, ...]) -> Keys | None:
+        return release_keys(self.df, keys, by)
+
+    def check_schema(self, schema: TableSchema, specs: Sequence[object], by: Sequence[str]
+                     ) -> None:
+        from hdp_spark.spark.schema import check_release
+
+        check_release(self.df, schema, specs, by)  # one aggregate job, counts only
+
+    def report_marks(self) -> dict[str, str]:
+        from hdp_spark.spark.ldp import report_marks
+
+        return report_marks(dataframe_schema(self.df))
+
+    def cells(self, requests: Sequence[CellRequest], by: tuple[str, ...], keys: Keys | None
+              ) -> list[Mapping[tuple[object, ...], Any]]:
+        from hdp_spark.spark._histogram import histogram_tables
+        from hdp_spark.spark._mean import level_tables
+        from hdp_spark.spark.ldp import ldp_tables
+
+        return dispatch_cells(
+            requests,
+            levels=lambda reqs: level_tables(
+                self.df, [LevelPlan(r.eps, r.grid, r.specs) for r in reqs], by, keys
+            ),
+            categories=lambda r: histogram_tables(self.df, r.spec, by, keys),
+            ldp=lambda specs: ldp_tables(self.df, specs, by, keys),
+        )
+
+    @contextmanager
+    def users(self, spec: UserMeanSpec, by: tuple[str, ...], keys: Keys) -> Iterator[Any]:
+        from hdp_spark.spark._user_mean import SparkUsers
+
+        backend = SparkUsers(self.df, spec, by, keys)
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+    @contextmanager
+    def tree_counter(self, spec: HeavyHittersSpec) -> Iterator[Any]:
+        from hdp_spark.spark._heavy_hitters import SparkTreeCounter, _check_frame, check_unit
+
+        df = _check_frame(self.df)
+        with SparkTreeCounter.from_frame(df, spec) as counter:
+            check_unit(df, spec.privacy_unit)
+            yield counter
+
+    def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
+                    rows: list[tuple[Any, ...]], unsafe: bool) -> DataFrame:
+        schema = spark_schema(self.df, by, columns)
+        return mark_unsafe(local_frame(self.df.sparkSession, rows, schema), unsafe)
