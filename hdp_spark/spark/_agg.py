@@ -45,48 +45,16 @@ def agg(
 ) -> DataFrame:
     """Release heterogeneous-DP aggregates of a Spark DataFrame, any mix in one call.
 
-    Args:
-        df: the input table (ε column included).
-        *specs: aggregators with unique names: ``hdp_mean``, ``hdp_histogram``,
-            ``hdp_user_mean``, ``hdp_heavy_hitters`` (global only: no ``by``; at most one
-            per call), ``ldp_mean``, ``ldp_mean_vector``, ``ldp_distribution`` (their
-            report columns must carry the ``ldp_simulate`` marker; unmarked device
-            reports go through ``ldp_agg(..., already_randomized=True)``).
-        by: optional group-by column(s), public grouping attributes only: a column a
-            spec reads as data (value, category, report or user id column) or as its ε
-            column is refused, as grouping by it would publish exact per-value counts
-            through ``_n``.
-        keys: the public key set of a grouped release (list of values, list of tuples for
-            several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
-            a row; rows with other keys are left out.
-            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
-            a reference table): a key set computed from the released table, such as its
-            distinct values, reveals which keys occur whatever noise is added. Keys that are
-            detectably derived from ``df`` (the same object, a view sharing its memory, or
-            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
-            from the data cannot be detected and is the caller's responsibility. Ordered
-            containers keep their order in the output; a set is sorted.
-        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
-            anyone who knows the seed can remove the noise.
-        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``. When given, the
-            release first checks that it reads declared columns only, then counts the
-            schema's blocking rules (ε column, user id column, row count: public inputs) and
-            raises before any statistic, noise or result exists; value rules never block
-            (see docs/bad_input.md). ``None`` (default) skips this step.
-
-    Returns:
-        One row per group (one row for a global release): the group columns, then each
-        aggregator's fields prefixed by its name (documented in its constructor). A
-        histogram publishes its bins as one list-of-struct column ``<name>`` (category,
-        frequency, ci_low, ci_high, count, count_ci_low, count_ci_high) plus its scalar
-        fields; heavy hitters one list-of-struct column of the released keys.
+    Same specs, keywords, rules and output columns as :func:`hdp_spark.pandas.agg` (read
+    its documentation of ``by``, ``keys``, ``unsafe_seed`` and ``schema``). Runs the
+    release's Spark jobs (one per cell pass, plus one counts-only pass with ``schema``),
+    finalizes on the driver and returns a DataFrame built from the released rows as a local
+    relation: ``show()`` then ``collect()`` return the same numbers and run no job.
+    ``keys`` may also be a Spark (classic or Connect) DataFrame of public keys.
 
     Privacy:
-        Each call is one release with one fresh key: every aggregator's noise is bound to
-        its kind, its name (unique per call) and the group, so no two share a stream; the
-        call spends the sum of the aggregators' budgets. The returned frame is
-        materialized: reading it again never redraws noise. What each aggregator protects
-        and what is public is documented in its constructor.
+        Each call is one release with one fresh key (see :func:`hdp_spark.pandas.agg`); the
+        returned frame is materialized, so reading it again never redraws noise.
     """
     engine = SparkEngine(df)
     out: DataFrame = release_specs(engine, specs, by=by, keys=keys, schema=schema,
