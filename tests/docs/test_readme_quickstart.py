@@ -26,9 +26,10 @@ def _quickstart_blocks() -> dict[str, str]:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
-    out = {}
-    for block in blocks:
-        out["spark" if "hdp_spark.spark" in block else "pandas"] = block
+    out: dict[str, str] = {}
+    for block in blocks:  # the pandas blocks run in order, as one script
+        name = "spark" if "hdp_spark.spark" in block else "pandas"
+        out[name] = out.get(name, "") + block
     assert set(out) == {"pandas", "spark"}, "README quickstart must show pandas and Spark"
     return out
 
