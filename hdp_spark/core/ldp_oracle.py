@@ -108,7 +108,7 @@ class FrequencyOracle:
         m: number of projection rows; reports carry j in [0, m).
         phi_seed: public seed of Φ (an integer in [0, 2**128)); drawn from OS entropy by
             :meth:`plan`. It is not secret, but it must not be chosen after seeing data.
-        projection: ``"jl"`` (random ±1 signs, the paper) or ``"hadamard"`` (extension X2).
+        projection: ``"jl"`` (random ±1 signs, the paper) or ``"hadamard"`` (our extension).
         beta: the failure probability m was sized for (informational).
     """
 
