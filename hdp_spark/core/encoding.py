@@ -1,5 +1,9 @@
 """Per-row encoding of bounded values into exact fixed-point integers.
 
+Privacy-critical: every central mechanism's sensitivity assumes a row contributes a value
+in [0, 2**31] units (one full range); the clamp and the null imputation here make that true
+for any input, so a change here can change every noise calibration (see "Privacy" below).
+
 Every engine turns a value x into ``q = floor(u * 2**31 + 0.5)`` with
 ``u = (clamp(x, lower, upper) - lower) / (upper - lower)``, after replacing null/NaN by the
 public ``fill`` value. The operations are IEEE-754 double +, -, /, * and floor, which Spark

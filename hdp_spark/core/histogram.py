@@ -1,4 +1,14 @@
-"""Heterogeneous private frequencies (HPF, seed 000 §2.1): spec, weights and finalize.
+"""Heterogeneous private frequencies (HPF): spec, weights and finalize.
+
+HPF is Algorithm 1 (§3) of Chaudhuri & Courtade, *Private Estimation When Data and Privacy
+Demands Are Correlated* (FORC 2025), with the weights of its Table 1.
+
+Privacy-critical: row i's ε_i-DP guarantee for the released frequencies depends on this
+module (the bin codes, the weights, the noise scale b = 2η and the grid of the exact
+Laplace). Argument in short (Lemma 1 of the paper, proved in its Appendix D): replacing one
+row of weight w_i moves w_i of mass between at most two bins, so with Laplace of scale
+b = 2·max_l w_l/ε_l per bin the loss is 2w_i/b <= ε_i. The exact version, including the
+discrete grid, is under "Privacy argument" below and is checked before each release.
 
 Engine-agnostic: the backends count rows per (group, ε level, category code) natively; this
 module turns one group's count table into released frequencies on the driver.
@@ -24,7 +34,7 @@ Let w_l be the per-row weight of ε level l (a function of the ε histogram only
 1 over rows) and ``C[l][j]`` the number of rows of level l in released bin j. The pre-noise
 statistic of bin j is a_j = Σ_l w_l·C[l][j] (an exact rational). Let
 η = max{w_l/ε_l : w_l > 0, ε_l finite} (exact, :func:`~hdp_spark.core.weights.normalize`)
-and b = 2η, the HPF scale (seed-000 §2.1).
+and b = 2η, the HPF scale (Algorithm 1 of the paper).
 
 Every released bin j goes through :func:`~hdp_spark.core.noise.laplace_mechanism` with scale
 b and ``min_sensitivity`` = w_min := min{w_l : w_l > 0, ε_l finite}: it outputs
@@ -111,7 +121,7 @@ MAX_INT_LABEL = 2**53
 """Integer labels must satisfy |label| <= 2**53, so a float column compares exactly."""
 
 TRIVIAL_FREQUENCY = 0.5
-"""Per-bin output when no row may carry weight (seed-000 §2.10: the trivial estimator)."""
+"""Per-bin output when no row may carry weight: the paper's trivial estimator 1/2 (§2.2)."""
 
 
 def _label_kind(value: object) -> str | None:
@@ -285,10 +295,10 @@ class HistogramSpec:
 def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]) -> Weights:
     """Per-level weights of ``spec.method`` for the ε histogram (levels v ascending, counts m).
 
-    * ``hpf-a``: w ∝ 1 - exp(-ε) (seed-000 §2.9);
-    * ``hpf-cp`` / ``hpf-ce``: solver S1 with L = ln(k/β) / ln k (§2.7);
+    * ``hpf-a``: w ∝ 1 - exp(-ε) (HPF-A, Table 1 of the paper);
+    * ``hpf-cp`` / ``hpf-ce``: solver S1 with L = ln(k/β) / ln k (objective eq. 6);
     * ``hpf-wp`` / ``hpf-we``: both branches, S1(L) and S2(c = L), keeping the smaller
-      r_WC (§2.8);
+      r_WC (objective eq. 7, whose min of two terms splits into two branches);
     * ``uniform``: everyone at ε_min (trivial when some row has ε = 0);
     * ``proportional``: w ∝ ε (all weight on the public rows when there are some).
 

@@ -4,9 +4,19 @@ Engine-agnostic (numpy only). The Spark backend mirrors :func:`encode_reports_nu
 native expressions built from the same IEEE-754 operations, so both engines produce the
 same integers and therefore the same level tables.
 
-Notation (spec seed-003 §0.1): c(ε) = coth(ε/2), τ(ε) = tanh²(ε/2) = 1/c², the Duchi sphere
-constant A_d = √π Γ((d+1)/2)/Γ(d/2) (computed with lgamma), B = c r A_d (erratum E1: the
-paper prints twice this).
+Privacy-critical: the ε_i-LDP of the client randomizers depends on :data:`LDP_EPS_MIN` and
+the input checks here (the randomizers import them); the Duchi radius B only scales the
+reports (privacy holds for any B > 0: both hemispheres have the same radius), but a wrong
+B biases every estimate. The weights and the report encoding are server-side
+post-processing of already private reports.
+
+Notation follows Aliakbarpour, Fallah, Roy & Stevens, *High-Probability Bounds For
+Heterogeneous Local Differential Privacy* (Algorithms 2, 4 and 5): c(ε) = coth(ε/2),
+τ(ε) = tanh²(ε/2) = 1/c², the Duchi sphere constant A_d = √π Γ((d+1)/2)/Γ(d/2) (computed
+with lgamma), B = c r A_d. Correction: Algorithm 4, line 4 of the paper prints
+B = c r d √π Γ((d-1)/2 + 1)/Γ(d/2 + 1); since Γ(d/2 + 1) = (d/2) Γ(d/2) this is 2 c r A_d,
+and with it E[Y] = 2x. The unbiased radius (E[Y] = x, Duchi et al.'s constant) is c r A_d:
+we use it.
 """
 
 from __future__ import annotations
@@ -70,7 +80,7 @@ report never exceeds since c(ε) = coth(ε/2) <= 1 + 2/ε."""
 
 
 class LdpEpsilonWarning(UserWarning):
-    """Some rows have ε > 1: the rates of seed 003 are proven for ε <= 1 only.
+    """Some rows have ε > 1: the paper's rates (Theorems 2.1-4.1) assume ε <= 1 only.
 
     The reported intervals stay valid for any ε > 0; only the optimality of the paper's
     weights is at stake (Duchi's ε² weights over-weight such rows, spec P6).
@@ -88,12 +98,12 @@ def rr_factor(eps: float) -> float:
 
 
 def duchi_scale(eps: float, radius: float, d: int) -> float:
-    """Corrected radius B = c(ε) r A_d of Duchi's output sphere (erratum E1)."""
+    """Corrected radius B = c(ε) r A_d of Duchi's output sphere (the paper prints 2 c r A_d)."""
     return rr_factor(eps) * radius * sphere_constant(d)
 
 
 def weight_phi(mechanism: LdpMechanism, rule: LdpWeights, eps: float) -> float:
-    """Unnormalized per-row weight f(ε) of spec seed-003 §2.5.
+    """Unnormalized per-row weight f(ε) (the weights of the paper's Algorithms 1-3 and 5).
 
     ``paper``: Laplace ε²/(1+ε²); RR and the frequency oracle tanh²(ε/2); Duchi ε².
     ``inverse_variance``: Laplace ε²/(ε²+8) (= 1/(1 + 8/ε²), worst case Var ≤ 1 + 8/ε²);

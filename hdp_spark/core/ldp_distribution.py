@@ -1,14 +1,20 @@
-"""Driver finalize of the frequency oracle (seed 003, Alg. 5): (j, b) counts -> pmf.
+"""Driver finalize of the frequency oracle: (j, b) counts -> pmf.
+
+Server side of Algorithm 5 (§4) of Aliakbarpour, Fallah, Roy & Stevens, *High-Probability
+Bounds For Heterogeneous Local Differential Privacy*, after Bassily & Smith (2015). Not
+privacy-critical: it post-processes reports that are already ε_i-LDP.
 
 Reports are (j_i, b_i). With per-row weights w_i (Σ w_i = 1, functions of ε only) and
-c_i = coth(ε_i/2), the compact form of the estimator (spec §2.4) is
+c_i = coth(ε_i/2), the compact form of the estimator (Algorithm 5, lines 9-11, regrouped
+by projection row) is
 
     P̂(v) = Σ_j H_j s(j, v),   H_j = Σ_{i: j_i = j} w_i c_i b_i = Σ_l w_l c_l T_{l,j},
 
 where T_{l,j} is the (exact, integer) sum of b over the rows of ε level l that reported
 row j. With paper weights w_i = tanh²(ε_i/2)/S_τ this is (1/S_τ) Σ_i b_i tanh(ε_i/2) s(j_i, v).
 
-Radius (ℓ∞, all v simultaneously, probability >= 1-β over data, devices and Φ; §3.2):
+Radius (ℓ∞, all v simultaneously, probability >= 1-β over data, devices and Φ; explicit
+constants ours, following the proof of the paper's Theorem 4.1):
   * JL: sqrt(2 ln(4d/β) Σ w_i² c_i²) + sqrt(2 ln(4d/β)/m): Hoeffding for the randomization
     (each term w_i c_i b_i s ∈ ±w_i c_i) and for the JL bias (m i.i.d. terms in [-1, 1]),
     union bound over v and the two parts. It needs Φ's seed to be independent of the data.

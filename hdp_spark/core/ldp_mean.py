@@ -1,14 +1,22 @@
 """Driver finalize of the local-DP means: level table -> estimate and (1-β) interval.
 
+Implements the server side of Algorithms 1-3 of Aliakbarpour, Fallah, Roy & Stevens,
+*High-Probability Bounds For Heterogeneous Local Differential Privacy* (§2.1, §2.2, §3.1).
+Not privacy-critical: it only post-processes reports that are already ε_i-LDP.
+
 The reports are already ε_i-LDP (they were randomized on the devices), so nothing here adds
 noise: the weights depend on the public ε levels only, and everything is post-processing.
 
-Estimators (spec seed-003 §2; w_l = f(ε_l) / Σ_l n_l f(ε_l), f from §2.5):
+Estimators (w_l = f(ε_l) / Σ_l n_l f(ε_l), f the paper's weight of each algorithm, see
+:func:`~hdp_spark.core.ldp_common.weight_phi`):
   * Laplace (Alg. 1): θ̂ = Σ_i w_i Y_i with reports Y_i = x_i + Lap(2/ε_i) in the unit scale.
   * RR (Alg. 2): θ̂ = Σ_i w_i c_i Y_i with Y_i ∈ {±1} and c_i = coth(ε_i/2).
-  * Duchi (Alg. 3): θ̂ = Σ_i w_i Y_i with Y_i on the sphere of radius B_i = c_i r A_d.
+  * Duchi (Alg. 3): θ̂ = Σ_i w_i Y_i with Y_i on the sphere of radius B_i = c_i r A_d
+    (the unbiased radius; Algorithm 4 of the paper prints twice it).
 
-Radii, valid for ANY weights summing to 1 and any ε > 0 (spec §3.2, explicit constants):
+Radii, valid for ANY weights summing to 1 and any ε > 0. The paper's Theorems 2.1, 2.2 and
+3.1 hide universal constants; these explicit-constant versions are ours, from the same
+concentration steps as its proofs (Appendix B):
   * Laplace: |θ̂ - θ| <= t1 + t2 with P(|Σw(X-θ)| >= t1) <= 2 exp(-t1²/(2 Σw²)) (Hoeffding,
     range 2) and Σ w Z ∈ subE(ν² = 16 Σ w²/ε², α = 4 max w/ε) (eq. 26-27), so
     P(|Σ w Z| >= t2) <= 2 exp(-½ min(t2²/ν², t2/α)). We split β = β1 + β2 and take the
@@ -25,7 +33,7 @@ covers the fixed-point encoding (<= 2**-31 per row) and the realized probabiliti
 exact samplers (relative bias <= 2**-38). Reports of our Laplace randomizer are clipped
 at 64 noise scales; that event adds at most n e**-63.99 to the failure probability.
 
-Trivial-estimator fallback (§2.6): when the radius reaches the domain radius (1 in the
+Trivial-estimator fallback (ours): when the radius reaches the domain radius (1 in the
 unit scale, r for the ball) and ``fallback`` is on, the released value is the domain's
 centre, whose error never exceeds the domain radius. The decision depends on ε only.
 Otherwise the released value is the raw estimate projected onto the domain (projection

@@ -1,4 +1,11 @@
-"""The public projection Φ of the frequency oracle (seed 003, Alg. 5) and its sizing.
+"""The public projection Φ of the frequency oracle and its sizing.
+
+Algorithm 5 (§4) of Aliakbarpour, Fallah, Roy & Stevens, *High-Probability Bounds For
+Heterogeneous Local Differential Privacy*. Privacy-critical only through the protocol
+parameters the device randomizer uses: Φ, m and the seed are public and data-independent,
+so a device's report (one row index j and one randomized-response sign b with ε_i) is
+ε_i-LDP whatever they are; sizing changes accuracy, not privacy. The Φ seed must not
+depend on the data (the JL error bound is over Φ's randomness).
 
 Φ[j, v] = s(j, v)/√m with signs s(j, v) ∈ {±1}. Φ is never materialized: s is a function of
 (public seed, j, v) evaluated on demand, identically on devices, executors and the driver.
@@ -7,14 +14,17 @@
   (SplitMix64 finalizer, twice) of (seed, j, v): a public pseudo-random ±1 matrix. The seed
   is drawn from OS entropy when the oracle is planned; it must not depend on the data,
   because the JL error bound is over the randomness of Φ.
-* ``projection="hadamard"`` (extension X2 of the spec, not in the paper):
+* ``projection="hadamard"`` (our extension, not in the paper):
   s(j, v) = (-1)^popcount(j & v) with m = 2^⌈log2 d⌉. Columns are exactly orthogonal, so
   the JL bias is zero, and the driver evaluates all d frequencies with one fast
   Walsh-Hadamard transform.
 
-Sizing (erratum E2 applied): S_τ = Σ_i tanh²(ε_i/2), γ = sqrt(ln(2d/β)/S_τ),
+Sizing (corrected): S_τ = Σ_i tanh²(ε_i/2), γ = sqrt(ln(2d/β)/S_τ),
 m = ceil(ln(d+1) ln(2/β) / γ²) = ceil(S_τ ln(d+1) ln(2/β) / ln(2d/β)), at least 1. The
-paper's line 2 puts the square root in the wrong place and makes m grow like S_τ².
+paper's Algorithm 5, line 2 prints γ = sqrt(ln(2d/β))/S_τ: the square root in the wrong
+place. Its proof needs γ of order sqrt(ln(d/β)/S_τ) (Bassily & Smith's homogeneous
+protocol with ε²n replaced by S_τ), and the printed form makes m grow like S_τ²
+(8.5·10^6 instead of 3811 rows in one of our checks); we use the proof's γ.
 """
 
 from __future__ import annotations
@@ -64,7 +74,7 @@ def _parity(z: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def jl_dimension(s_tau: float, d: int, beta: float) -> int:
-    """m = ceil(S_τ ln(d+1) ln(2/β) / ln(2d/β)), at least 1 (erratum E2)."""
+    """m = ceil(S_τ ln(d+1) ln(2/β) / ln(2d/β)), at least 1 (corrected γ, module doc)."""
     if s_tau <= 0:
         return 1
     m = math.ceil(s_tau * math.log(d + 1) * math.log(2.0 / beta) / math.log(2.0 * d / beta))
@@ -88,7 +98,7 @@ def fwht(h: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 @dataclass(frozen=True, slots=True)
 class FrequencyOracle:
-    """Public parameters of one frequency-oracle protocol (spec seed-003 Alg. 5).
+    """Public parameters of one frequency-oracle protocol (the paper's Algorithm 5).
 
     Every device and the server must use the same oracle. Build it with :meth:`plan`
     (from the public ε vector) rather than by hand.
@@ -98,7 +108,7 @@ class FrequencyOracle:
         m: number of projection rows; reports carry j in [0, m).
         phi_seed: public seed of Φ (an integer in [0, 2**128)); drawn from OS entropy by
             :meth:`plan`. It is not secret, but it must not be chosen after seeing data.
-        projection: ``"jl"`` (random ±1 signs, the paper) or ``"hadamard"`` (extension X2).
+        projection: ``"jl"`` (random ±1 signs, the paper) or ``"hadamard"`` (our extension).
         beta: the failure probability m was sized for (informational).
     """
 

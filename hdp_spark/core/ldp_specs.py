@@ -42,7 +42,7 @@ def _check_alias(alias: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class LdpMeanSpec:
-    """Weighted mean of one column of scalar LDP reports (seed 003, Alg. 1 or Alg. 2).
+    """Weighted mean of one column of scalar LDP reports (Aliakbarpour et al., Alg. 1 or 2).
 
     Attributes:
         report: column of reports (Laplace: real numbers in data units; RR: ±1).
@@ -84,7 +84,7 @@ class LdpMeanSpec:
 
 @dataclass(frozen=True, slots=True)
 class LdpVectorMeanSpec:
-    """Weighted mean of d-dimensional Duchi reports (seed 003, Alg. 3 with Alg. 4).
+    """Weighted mean of d-dimensional Duchi reports (Aliakbarpour et al., Alg. 3 with 4).
 
     Attributes:
         report: array column of reports (length d, norm B_i each).
@@ -127,7 +127,7 @@ class LdpVectorMeanSpec:
 
 @dataclass(frozen=True, slots=True)
 class LdpDistributionSpec:
-    """Distribution over [d] from frequency-oracle reports (seed 003, Alg. 5).
+    """Distribution over [d] from frequency-oracle reports (Aliakbarpour et al., Alg. 5).
 
     Attributes:
         index: integer column with each report's row index j in [0, m).

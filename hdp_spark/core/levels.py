@@ -1,5 +1,11 @@
 """ε levels: how each row's privacy demand becomes the level its weight is computed at.
 
+Privacy-critical: the ε at which a row's weight and noise are computed is its level, so
+every heterogeneous-DP guarantee rests on the level being <= the row's ε_i. Every rule below
+only lowers ε (cap, floor to 0, grid rounding down) or rejects it, so each row receives at
+least the privacy it asked for (Definition 1 of Chaudhuri & Courtade, *Private Estimation
+When Data and Privacy Demands Are Correlated*, is monotone in ε_i).
+
 Rules (identical on every engine; the backends implement them with native expressions and
 the tests check that both give the same level table):
 
@@ -8,7 +14,8 @@ the tests check that both give the same level table):
 * ε = 0 is a legal demand ("do not use my value"): the row counts in n and gets weight 0.
 * ε = +inf marks a public row.
 * Finite ε above :data:`EPS_CAP` is lowered to the cap. Lowering ε only strengthens the
-  guarantee; it keeps ε² sums finite in the solvers (seed-000-001 review, P6).
+  guarantee; it keeps ε² sums finite in the solvers (above ~1.3e154, ε² overflows to inf
+  and the solvers would silently return proportional weights).
 * Positive ε below :data:`EPS_FLOOR` is lowered to 0: the row counts in n and gets weight
   0. Also privacy-safe (rounding down), it keeps 1/ε, the noise parameter and its square
   inside the float range (ε = 1e-300 or a subnormal ε made the solvers and the finalize step

@@ -1,5 +1,15 @@
 """Finalize step of the heterogeneous-DP mean: per-level statistics -> released value.
 
+HPM (Algorithm 2, App. A of Chaudhuri & Courtade, *Private Estimation When Data and
+Privacy Demands Are Correlated*, FORC 2025) and ADPM (Algorithm 1 of Chaudhuri & Courtade,
+*Mean Estimation Under Heterogeneous Privacy: Some Privacy Can Be Free*, ISIT 2023).
+
+Privacy-critical: row i's ε_i-DP guarantee for the released mean depends on this module
+(the unit-scale statistic, the noise scale and its single mapping back to data units).
+Argument in short: one row moves the unit-scale statistic by at most its weight w_l, so
+Laplace of scale η = max_l w_l/ε_l gives it loss w_l/η <= ε_l (FORC paper, Lemma 1; ISIT
+paper §III-A); details below.
+
 Sensitivity argument (replace-one neighbours, ε public):
   Values are clamped to the public [lower, upper] and encoded in unit scale u ∈ [0, 1]
   (:mod:`hdp_spark.core.encoding`). The statistic is a = Σ_l w_l · U_l, where U_l is the
@@ -9,7 +19,9 @@ Sensitivity argument (replace-one neighbours, ε public):
   :func:`~hdp_spark.core.noise.laplace_mechanism`, therefore gives every row of level l a
   privacy loss of at most w_l / η <= ε_l (the "effective ε", min(ε_l, τ) for capped rules).
   The estimate is mapped back as lower + (upper - lower) · (a + noise): the noise scale in
-  original units is (upper - lower) · η, applied once (review P1: never rescale twice).
+  original units is (upper - lower) · η, applied once. Scaling twice (noise (upper - lower)·η
+  in unit scale, then mapping back) would give loss ε_l/(upper - lower): a breach whenever
+  the range is shorter than 1.
   The ADPM fallback, the choice of W branch and every weight depend on ε only.
 """
 
@@ -54,7 +66,8 @@ __all__ = [
 ]
 
 ADPM_C = 8.0
-"""Objective constant of ADPM: ||w||²/4 + 2||w/ε||∞² = (||w||² + 8||w/ε||∞²)/4 (seed 001)."""
+"""Objective constant of ADPM (ISIT paper, Algorithm 1):
+||w||²/4 + 2||w/ε||∞² = (||w||² + 8||w/ε||∞²)/4."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +198,7 @@ def finalize_mean(
         eta_f = weights.eta.numerator / weights.eta.denominator  # = float(eta)
         worst_mse = l2 / 4 + 2 * eta_f**2
         if worst_mse > 0.25:
-            # Data-independent fallback (seed 001 Alg. 1): the midpoint beats the affine rule.
+            # Data-independent fallback (ISIT paper, Alg. 1): the midpoint beats the affine rule.
             return trivial(weights.tau)
     totals = stats.totals(value_index)
     nums, den = weights.numerators, weights.denominator
@@ -195,7 +208,8 @@ def finalize_mean(
     # Bind the noise to what the output is a function of: the public ε histogram and the
     # exact statistic, not the raw per-level sums. Rows of weight 0 (ε = 0, dropped or
     # public-only-excluded levels) then cannot change the noise, so they cannot change the
-    # output (seed-000 O15); any change of the statistic still gets unrelated noise.
+    # output (a row with ε = 0 must not influence it at all); any change of the statistic
+    # still gets unrelated noise.
     histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
     # = encode_context(("mean", label, method, column, lower, upper, key, histogram,
     #   statistic, value_index)); the head is shared by every group of the spec

@@ -1,4 +1,17 @@
-"""User-level heterogeneous mean (seed 002, Cummings et al.; spec/seed-002.md, Algorithm 2).
+"""User-level heterogeneous mean: Algorithm 2 of Cummings, Feldman, McMillan & Talwar,
+*Mean Estimation with User-level Privacy under Data Heterogeneity* (NeurIPS 2022), §4.2.
+
+Privacy-critical: user i's user-level ε_i-DP guarantee depends on this module (group split,
+clamping of the per-user means, the three noise scales, the weight solver's Λ).
+Argument in short (details under "Privacy argument" below): the groups G_var, G_mean, G_fin
+are disjoint and chosen from public facts only, so by parallel composition each user pays
+only for the one step that reads its data (the paper's Theorem 4.1, privacy part). Each
+step's noise is scaled to that step's user-level sensitivity over the ε_i of its users:
+initial mean Lap(max_j w_j/ε_j) with p̂_j ∈ [0, 1]; variance by an exponential mechanism with
+score sensitivity 1 at min ε_i; final sum Lap(max_j d_j/ε_j) with d_j = u_j W_j / Z the
+largest move of one clipped user. Per-user ε_i is our extension of the paper (which has one
+ε), following the heterogeneous DP definition (Definition 1) of Chaudhuri & Courtade,
+*Mean Estimation Under Heterogeneous Privacy: Some Privacy Can Be Free* (ISIT 2023).
 
 Each user i holds k_i rows of a bounded value. The release estimates the population mean
 p = E[p_i] of the users' own means, weighting users by how much data they hold, under
@@ -17,10 +30,12 @@ Pipeline (engine work is native; the driver sees only small tables):
   (:class:`RankQuery`); membership is then a native expression of (k, order key).
 * step "initial" (G_mean, the users with the least data): p_init = Σ w_i p̂_i + Lap(η).
 * step "variance" (G_var, the users with the most data): exponential mechanism over a
-  dyadic grid for the median of squared differences of disjoint pairs (spec C2).
+  dyadic grid for the median of squared differences of disjoint pairs (our instance of the
+  paper's `variance_ε` input; its own estimator, Lemma F.4, is in an appendix).
 * step "final" (G_fin): per (k, ε) class, the engine sums clip(p̂_i, â_k, b̂_k) natively
-  (integer clamps broadcast as literals); the driver weighs the classes with the exact
-  solver of spec §2.4 and adds Laplace noise.
+  (integer clamps broadcast as literals); the driver weighs the classes with an exact
+  closed-form minimiser of the paper's objective (eq. 6; the derivation is ours, see
+  :func:`solve_user_weights`) and adds Laplace noise.
 
 Privacy argument (each step next to its code below):
 
@@ -28,12 +43,16 @@ Privacy argument (each step next to its code below):
   public salt (all public in this model), never on values. A user's data enters exactly one
   step; every later step uses the earlier steps' *released* (noisy) outputs only. By
   parallel composition with adaptivity the pipeline gives user i the loss of its own step,
-  which is at most ε_i (spec §2.9, audit review "seed-002 privacy").
+  which is at most ε_i (Theorem 4.1 of the paper, which uses the full budget in each
+  step for the same reason: there is no split of ε across steps).
 * step "initial": user i's p̂_i ∈ [0, 1] (values are clamped to [lower, upper] and imputed
-  before encoding, audit review #4), so replacing user i moves Σ w_j p̂_j by at most w_i.
+  before encoding: the 1/m-type sensitivity holds only for values in [0, 1], and a mean
+  that drops nulls would shrink its denominator with the data), so replacing user i moves
+  Σ w_j p̂_j by at most w_i.
   Noise Lap(η) with η = max_j w_j/ε_j gives user i a loss w_i/η <= ε_i. Weights are
-  seed 001's ADPM weights w ∝ min(ε, τ) over the G_mean ε histogram (public); with one ε
-  they are 1/m and η = 1/(mε), the spec's C1.
+  the ADPM weights w ∝ min(ε, τ) (Chaudhuri & Courtade, ISIT 2023, Algorithm 1) over the
+  G_mean ε histogram (public); with one ε they are 1/m and η = 1/(mε), i.e. Laplace on the
+  sample mean, which §4.2 of the paper says suffices for its `mean_ε` input.
 * step "variance": one user is in exactly one disjoint pair, so each count
   cnt_t = #{pairs with d_j <= 2^-t} moves by at most 1 and the score -|cnt_t - M/2| has
   sensitivity 1. The exponential mechanism at ε_var = min over G_var of ε_i is
@@ -42,9 +61,10 @@ Privacy argument (each step next to its code below):
 * step "final": the weights u_j, the intervals [A_k, B_k] and Z = Σ c_j u_j are functions of
   (k, ε) counts and the released p_init and s2 only. Replacing user i (class j) moves
   S/Z = Σ_j u_j Σ_{i∈j} clip(p̂_i)/Z by at most d_j = u_j W_j / Z, where W_j is the exact width
-  of the integer clamp interval. Noise Lap(b) with b = max_j d_j/ε_j (spec §6.4-E1 on the
-  ORIGINAL widths) gives class j a loss d_j/b <= ε_j. With one ε this is the paper's
-  Lap(max_j w_j W_j / ε).
+  of the integer clamp interval. Noise Lap(b) with b = max_j d_j/ε_j, on the ORIGINAL
+  widths W_j (the solver works with W_j/ε_j, but clipping and d_j never do: clipping to
+  the rescaled widths would give every user loss 1) gives class j a loss d_j/b <= ε_j.
+  With one ε this is the paper's Lap(max_j w_j W_j / ε) of Algorithm 2, Step 9.
 
 Every noisy quantity is drawn through :func:`hdp_spark.core.noise.laplace_mechanism` or the
 exact exponential mechanism below, from a :class:`~hdp_spark.core.noise.KeyedStream` bound to
@@ -53,7 +73,7 @@ exact exponential mechanism below, from a :class:`~hdp_spark.core.noise.KeyedStr
 What is proven and what is not: the privacy of every step (above) is proven for any data,
 any k and any ε_i. The paper's accuracy guarantee (Theorem 4.1: variance within a constant
 of the ideal estimator) holds for one common ε, Bernoulli data and its conditions; for
-per-user ε_i (spec §6.4-E1/E2) only the optimality of the final weights for the proxy
+per-user ε_i (our extension) only the optimality of the final weights for the proxy
 objective is checked numerically, no accuracy theorem is claimed.
 """
 
@@ -120,13 +140,17 @@ UserMeanCap = Literal["width", "paper"]
 USER_MEAN_CAPS: tuple[str, ...] = get_args(UserMeanCap)
 
 MIN_USERS = 20
-"""Fewer users (with ε > 0) in a group than this: data-independent fallback (spec §2.0)."""
+"""Fewer users (with ε > 0) in a group than this: data-independent fallback (our choice: the
+three groups of Algorithms 1 and 2, §3-§4.2 of the paper, need |G_fin| >= 1, m >= 2, L >= 2)."""
 
 KAPPA_L = 2.0
-"""Var(Lap(b)) = 2b²: the Laplace factor of the solver's objective (spec §2.2, A6)."""
+"""Var(Lap(b)) = 2b²: the Laplace factor of the solver's objective. The paper's eqs. (5)-(6)
+(§4.1) drop this factor 2 (they write the noise variance as max_i w_i² |b_i - a_i|²/ε²); we use
+the exact variance, which changes the solved cap T̂ but not privacy."""
 
 KAPPA_V = 2.5
-"""Upward bias factor of the private variance estimate (spec C2)."""
+"""Upward bias factor of the private variance estimate (our choice: Theorem 4.1 of the paper
+asks for an over-estimate of σ_p², so the interval of Algorithm 2 covers the ideal one)."""
 
 CHI2_MEDIAN = 0.45493642311957283
 """Median of the χ² distribution with one degree of freedom."""
@@ -175,7 +199,8 @@ class UserMeanSpec:
         var_users: size of G_var (default max(⌈ln n⌉, 2)); must be >= 2.
         public_variance: a public upper bound on the variance of the users' means (value
             units squared). When set, no G_var step runs and those users join G_fin.
-        tau_d: sub-Gaussian variance proxy factor of the users' means (spec C3).
+        tau_d: sub-Gaussian variance proxy factor of the users' means (see
+            :func:`concentration`).
         clip_output: clip the released estimate to [lower, upper] (post-processing, bias).
         fill: public value imputed for null/NaN values (default: the midpoint).
         eps_grid: round ε down onto this public grid (bounds the number of ε classes).
@@ -287,7 +312,7 @@ def hdp_user_mean(
     salt: str = DEFAULT_SALT,
     alias: str | None = None,
 ) -> UserMeanSpec:
-    """User-level heterogeneous-DP mean of ``column`` (seed 002, Algorithm 2).
+    """User-level heterogeneous-DP mean of ``column`` (Cummings et al., Algorithm 2).
 
     Pass the result to ``hdp_spark.pandas._user_mean`` or ``hdp_spark.spark._user_mean``.
     Rows are first aggregated per user (k_i rows, per-user mean p̂_i); the estimate is a
@@ -303,7 +328,7 @@ def hdp_user_mean(
         lower: public lower bound of the values; smaller values are clamped.
         upper: public upper bound; larger values are clamped.
         cap: ``"width"`` (default; u_i = min(1/σ̂_i², T ε_i / W_i), the exact optimum of the
-            paper's objective, spec §2.4) or ``"paper"`` (min(1/σ̂_i², T ε_i / σ̂_i); up to
+            paper's objective, eq. 6) or ``"paper"`` (min(1/σ̂_i², T ε_i / σ̂_i); up to
             7.7× the variance at ε = 0.1, n = 10³).
         beta: failure probability of the clip intervals' coverage and of the reported
             noise interval.
@@ -311,8 +336,8 @@ def hdp_user_mean(
             (default max(⌈ln n⌉, 2)).
         public_variance: a public upper bound on the variance of the users' means, in
             value units squared; replaces the private variance step (no budget spent).
-        tau_d: sub-Gaussian proxy factor of the users' means (spec C3; 1 is right for
-            p near 1/2).
+        tau_d: sub-Gaussian proxy factor of the users' means (:func:`concentration`; 1 is
+            right for p near 1/2).
         clip_output: clip the estimate to [lower, upper] (post-processing; adds bias).
         fill: public value imputed for null/NaN values (default: the midpoint).
         eps_grid: round ε down onto this public geometric grid (for continuous ε).
@@ -331,8 +356,8 @@ def hdp_user_mean(
         user ids and each user's group. User i's privacy loss is at most ε_i: the users
         are split into three disjoint groups by (k, order key) -- public data -- and each
         user's data enters only its own group's step, which is ε_i-DP for that user
-        (parallel composition). ε_i enters the weights and the noise of its step (spec
-        §6.4: final noise Lap(max_j w_j W_j / ε_j), weights ∝ min(1/σ̂², T ε_j / W_j)).
+        (parallel composition). ε_i enters the weights and the noise of its step (our
+        per-user extension: final noise Lap(max_j w_j W_j / ε_j), weights ∝ min(1/σ̂², T ε_j / W_j)).
         Values are clamped and imputed, never rejected; invalid or per-user inconsistent
         ε (public) is rejected with a count of users.
     """
@@ -522,7 +547,7 @@ class GroupPlan:
 
 
 def plan_group(cells: Sequence[CensusCell], spec: UserMeanSpec) -> GroupPlan:
-    """Group sizes and boundaries (spec §2.0) from the public census of one group.
+    """Group sizes and boundaries (Algorithms 1-2 of the paper) from the public census of one group.
 
     L = ``var_users`` or max(⌈ln n⌉, 2) (0 with ``public_variance``), hi = ⌊9n/10⌋,
     m = n - hi. Fewer than :data:`MIN_USERS` users with ε > 0, or no user left for G_fin,
@@ -648,7 +673,7 @@ class UserBackend(Protocol):
 
 
 # ---------------------------------------------------------------------------------------------
-# Step "initial": DP mean of the users with the least data (spec C1, §6.4-E2)
+# Step "initial": DP mean of the users with the least data (Algorithm 2, Step 1; per-user ε ours)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -701,8 +726,9 @@ def initial_step(
         User i of ε level l contributes w_l·p̂_i with p̂_i = s_i/(k_i 2^31) ∈ [0, 1];
         replacing the user's rows moves the statistic by at most w_l. The noise scale
         η = max_l w_l/ε_l (exact, :func:`~hdp_spark.core.weights.normalize`) gives that
-        user a loss w_l/η <= ε_l. The weights are ADPM's min(ε, τ) (seed 001), a function
-        of the G_mean ε histogram only; with a single ε they are 1/m, η = 1/(mε) (C1).
+        user a loss w_l/η <= ε_l. The weights are ADPM's min(ε, τ) (Chaudhuri & Courtade,
+        ISIT 2023, Algorithm 1), a function of the G_mean ε histogram only; with a single
+        ε they are 1/m, η = 1/(mε).
     """
     cells = sorted(cells, key=lambda c: (c.eps, c.k))
     m = sum(c.users for c in cells)
@@ -735,7 +761,7 @@ def initial_step(
 
 
 # ---------------------------------------------------------------------------------------------
-# Step "variance": exponential mechanism on the users with the most data (spec C2, E2)
+# Step "variance": exponential mechanism on the users with the most data (Algorithm 2, Step 2)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -781,7 +807,7 @@ def variance_step(
     key: ReleaseKey,
     context: tuple[object, ...],
 ) -> VarianceEstimate:
-    """Release the variance estimate of spec C2 from the G_var users.
+    """Release the private variance estimate (log-scale median of pair differences) from G_var.
 
     The users are paired in the public order (k descending, order key); d_j is the
     squared difference of the pair's means (exact rationals).
@@ -822,7 +848,7 @@ def variance_step(
 
 
 # ---------------------------------------------------------------------------------------------
-# Weight solver (spec §2.4, extended by §6.4-E1)
+# Weight solver: exact minimiser of the paper's eq. (6), extended to per-user ε_i (ours)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -857,12 +883,12 @@ def solve_user_weights(
     rho: Sequence[float] | np.ndarray,
     kappa: float = KAPPA_L,
 ) -> SolverResult:
-    """Exact minimiser of g(T) over T > 0 (spec §2.4), O(K log K) for K classes.
+    """Exact minimiser of g(T) over T > 0 (paper eq. 6; closed form ours), O(K log K) for K classes.
 
     Args:
         c: users per class (> 0).
         s: σ̂ per class (> 0).
-        wn: noise width per class, W_j/ε_j (>= 0; §6.4-E1 with ε <- 1).
+        wn: noise width per class, W_j/ε_j (>= 0; per-user ε enters here, with ε <- 1).
         rho: cap denominator per class (> 0): W_j/ε_j (width form) or σ̂_j/ε_j (paper).
         kappa: Laplace variance factor (2 exact; 1 is the paper's).
 
@@ -928,12 +954,16 @@ def solve_user_weights(
 
 
 # ---------------------------------------------------------------------------------------------
-# Step "final": weighted, clipped sum of G_fin (spec §2.3 steps 3-10 with C3-C6, §6.4-E1)
+# Step "final": weighted, clipped sum of G_fin (Algorithm 2, Steps 3-10; per-user ε ours)
 # ---------------------------------------------------------------------------------------------
 
 
 def concentration(k: int, n: int, s2: float, beta: float, tau_d: float) -> float:
-    """f^k(n, s2, β) of spec C3: Hoeffding (within user) + sub-Gaussian (between users)."""
+    """f^k(n, s2, β): Hoeffding (within user) + sub-Gaussian (between users), union bound.
+
+    The paper leaves the concentration function f_D^k of Algorithm 2 to an appendix; this form
+    is ours. Privacy does not depend on f (it only sets the clip intervals, whose exact
+    widths enter the noise), only the bias does."""
     log_term = math.log(4.0 * n / beta)
     return math.sqrt(log_term / (2.0 * k)) + math.sqrt(2.0 * tau_d * s2 * log_term)
 
@@ -948,7 +978,7 @@ class FinalDesign:
         bounds: per k, the integer clamp [A_k, B_k] of s_i (A_k = ⌈â_k k 2^31⌉,
             B_k = ⌊b̂_k k 2^31⌋, [â_k, b̂_k] = p_init ± (α + f^k) ∩ [0, 1]).
         widths: exact widths W_j = (B_k - A_k)/(k 2^31) per class.
-        sigma: σ̂ per class (C5 clamp applied).
+        sigma: σ̂ per class (s2 clamp below applied).
         weights: exact u_j per class (the solver's floats, as rationals).
         t: the solver's T̂.
         cap: the cap form.
@@ -983,9 +1013,10 @@ def design_final(
 ) -> FinalDesign:
     """Per-class σ̂, clip intervals, widths and weights of G_fin (driver, no data).
 
-    σ̂_k² = p(1-p)/k + (1 - 1/k)·min(s2, p(1-p)) (C5 clamp for the weights only; the
-    unclamped s2 goes into f). For values in [0, 1] that are not Bernoulli, p(1-p) bounds
-    the mean within-user variance from above, so σ̂ stays a valid (conservative) scale.
+    σ̂_k² = p(1-p)/k + (1 - 1/k)·min(s2, p(1-p)) (clamp for the weights only, since
+    σ_p² <= p(1-p) by the paper's Lemma 2.1; the unclamped s2 goes into f). For values in
+    [0, 1] that are not Bernoulli, p(1-p) bounds the mean within-user variance from above,
+    so σ̂ stays a valid (conservative) scale.
     """
     classes = tuple(sorted(fin_counts))
     users = tuple(fin_counts[c] for c in classes)
@@ -1044,7 +1075,7 @@ def final_step(
         the statistic is Σ_j u_j Σ_{i∈j} clamp(s_i, A_k, B_k) / (k 2^31 Z). Replacing one
         user of class j moves it by at most d_j = u_j W_j / Z (its clamped mean stays in
         [A_k, B_k]/(k 2^31), of exact width W_j). Noise scale b = max_j d_j/ε_j (exact):
-        the loss of class j is d_j/b <= ε_j (spec §6.4-E1 on the original widths; with one
+        the loss of class j is d_j/b <= ε_j (on the original widths; with one
         ε, b = Λ/ε with Λ = max_j w_j W_j, the paper's noise).
     """
     by_class = {(c.k, c.eps): c for c in cells}

@@ -1,17 +1,33 @@
-"""Driver-side weight solvers (seeds 000 and 001).
+"""Driver-side weight solvers.
 
-Every weight rule has the form ``w_i = phi(eps_i) / sum_j phi(eps_j)`` (spec seed-000 §2.5),
-so the solvers work on the table of distinct ε levels ``v`` (ascending, may contain 0 and
-+inf) with their row counts ``m``: O(G log G) for G levels, never the rows.
+The weights of HPF/HPM (Tables 1 and 3 of Chaudhuri & Courtade, *Private Estimation When
+Data and Privacy Demands Are Correlated*, FORC 2025) and of ADPM (Algorithm 1 of Chaudhuri &
+Courtade, *Mean Estimation Under Heterogeneous Privacy: Some Privacy Can Be Free*, ISIT 2023).
 
-Conventions (spec seed-000 §2.10, review P3/P4):
+Privacy-critical: the effective ε of every row of the central mean and histogram is
+w_i/η, and η is computed here (:func:`normalize`) from the final weights. Argument: an
+affine estimator Σ w_i x_i + Lap(Δ·η) with η = max{w_i/ε_i : w_i > 0, ε_i finite} gives
+row i the loss w_i/η <= ε_i (Lemma 1 of the FORC paper; ISIT paper §III-A); this needs the
+weights to depend on the public ε histogram only, ε = 0 rows to get weight 0 and ε = +inf
+rows to contribute nothing to η, all of which hold below. The solvers only choose w (for
+accuracy); privacy never relies on their optimality.
+
+Every weight rule has the form ``w_i = phi(eps_i) / sum_j phi(eps_j)`` (in fact
+phi = min(ε, τ) for every optimised rule; this structure is our observation, verified
+against brute force), so the solvers work on the table of distinct ε levels ``v``
+(ascending, may contain 0 and +inf) with their row counts ``m``: O(G log G) for G levels,
+never the rows.
+
+Conventions (ours; the papers assume ε_i > 0):
 * ε = 0 levels get phi = 0 (their rows count in n but never influence the output);
 * ε = +inf levels are public: they add nothing to the noise, min(inf, tau) = tau;
 * when only public rows carry weight, phi = 1 on them (uniform over the public rows) -- a
-  distinct outcome, never ``tau = inf`` (review P4).
+  distinct outcome, never ``tau = inf`` (which also arises when ε² overflows, and would
+  then mean proportional weights on finite levels: 1/n on all rows would give an ε = 0
+  row positive weight with η = 0).
 
 The noise parameter is NOT taken from the solvers: :func:`normalize` recomputes it exactly
-from the final weights (spec seed-000 §6 item 8).
+from the final weights, so a rounding error of a solver can never under-noise.
 """
 
 from __future__ import annotations
@@ -140,7 +156,8 @@ def _public_only(v: Sequence[float]) -> list[float]:
 def solve_clip_level(v: Sequence[float], m: Sequence[int], c: float) -> tuple[list[float], float]:
     """Capped-proportional solver S2: argmin ||w||² + c ||w/ε||∞² over the simplex.
 
-    Grouped scan of spec seed-000 §2.6 / seed-001 §2.3 (ADPM uses c = 8). Returns phi per
+    Grouped form of the recursion (eq. 133, App. M) of the FORC paper, as a fixed point
+    τ = (Σ min(ε, τ)² + c)/Σ min(ε, τ); ADPM (ISIT paper, Algorithm 1) uses c = 8. Returns phi per
     level and tau (inf = no clipping; NaN when only public rows carry weight).
     """
     if not c > 0:
@@ -168,11 +185,14 @@ def solve_clip_level(v: Sequence[float], m: Sequence[int], c: float) -> tuple[li
 
 
 def solve_l1(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[list[float], float]:
-    """ℓ1 solver S1: argmin ||w - 1/n||₁² + L² ||w/ε||∞² over the simplex (spec seed-000 §2.7).
+    """ℓ1 solver S1: argmin ||w - 1/n||₁² + L² ||w/ε||∞² over the simplex.
 
-    Exact 1-D reduction over the noise parameter s, with the review's P3 fix
-    (s_hi := max(s_lo, 1/(n ε_min⁺))) and the canonical water-filling weights
-    w_i = min(s* ε_i, λ), returned as phi = min(ε, τ) with τ = λ/s*.
+    The FORC paper (§3) solves this QP with cvxpy; this exact solver is ours.
+
+    Exact 1-D reduction over the noise parameter s, with s_hi := max(s_lo, 1/(n ε_min⁺))
+    (with ε = 0 rows, s_lo > 1/(n ε_min⁺) can happen and the interval would be empty) and
+    the canonical water-filling weights w_i = min(s* ε_i, λ), returned as phi = min(ε, τ)
+    with τ = λ/s*.
     """
     if not log_factor > 0:
         msg = "solve_l1 needs L > 0"
@@ -190,7 +210,7 @@ def solve_l1(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[l
     s_hi = max(s_lo, 1.0 / (n * eps_min))
     fin = np.isfinite(va)
     # D(s) = Σ_finite m (1/n - s ε)_+ by prefix sums over the finite levels sorted by ε and a
-    # binary search for the deficit prefix {ε < 1/(n s)} (spec §2.7: O(G log G), no
+    # binary search for the deficit prefix {ε < 1/(n s)} (O(G log G), no
     # candidates × levels matrix, which took 3 GB at 10k levels).
     ef = np.maximum(va[fin], 0.0)
     mf = ma[fin]
@@ -242,12 +262,13 @@ def solve_l1(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[l
 
 
 def agnostic_phi(v: Sequence[float]) -> list[float]:
-    """Heuristic A of seed 000 (§2.9): phi(ε) = 1 - exp(-ε), computed as -expm1(-ε)."""
+    """Heuristic A (HPF-A/HPM-A, FORC paper Table 1): phi(ε) = 1 - exp(-ε), as -expm1(-ε)."""
     return [1.0 if math.isinf(x) else (-math.expm1(-x) if x > 0 else 0.0) for x in v]
 
 
 def proportional_phi(v: Sequence[float], m: Sequence[int]) -> list[float]:
-    """Prop: phi(ε) = ε; with public rows present, all weight goes to them (seed-000 §2.10)."""
+    """Prop: phi(ε) = ε; with public rows present, all weight goes to them (the FORC
+    paper's criticism of Prop, App. B.1)."""
     if any(math.isinf(x) and c > 0 for x, c in zip(v, m, strict=True)):
         return _public_only(v)
     return [max(x, 0.0) for x in v]
@@ -261,12 +282,13 @@ def uniform_phi(v: Sequence[float], m: Sequence[int]) -> list[float]:
 
 
 def drop_phi(v: Sequence[float], m: Sequence[int], log_factor: float) -> tuple[list[float], float]:
-    """DROP-t: weight 0 on the t most private rows, uniform on the rest (seed-000 §2.4).
+    """DROP-t: weight 0 on the t most private rows, uniform on the rest (the FORC paper's
+    straw-man of App. C.1).
 
     t ranges over level boundaries (so equal ε get equal weight) and is chosen to minimise
     the correlated objective r_C² with L = ``log_factor``: a function of ε only.
     """
-    # Closed form per cut (spec seed-000 §2.4, oracle line "r_C(DROP-t)"): keeping the K rows
+    # Closed form per cut: keeping the K rows
     # of positive ε at or above the cut, uniformly, gives ||w - 1/n||₁ = 2 (n - K) / n and
     # η = 1 / (K ε_keep) with ε_keep the smallest kept finite ε (η = 0 if all kept rows are
     # public). One suffix scan: O(G), where re-normalizing per cut was O(G²) with Fractions.
@@ -302,13 +324,13 @@ def _l1_dev(m: Sequence[int], w: Weights) -> float:
 
 
 def r_c2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -> float:
-    """Correlated objective r_C² = ||w - 1/n||₁² + L² s(w)² (seed-000 eq. 6)."""
+    """Correlated objective r_C² = ||w - 1/n||₁² + L² s(w)² (FORC paper, eq. 6)."""
     del v
     return _l1_dev(m, w) ** 2 + log_factor**2 * float(w.eta) ** 2
 
 
 def r_wc2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -> float:
-    """Weakly-correlated objective r_WC² (seed-000 eq. 7)."""
+    """Weakly-correlated objective r_WC² (FORC paper, eq. 7)."""
     del v
     l2 = float(sum(float(wl) ** 2 * c for wl, c in zip(w.w, m, strict=True)))
     return min(_l1_dev(m, w) ** 2, log_factor * l2) + log_factor**2 * float(w.eta) ** 2

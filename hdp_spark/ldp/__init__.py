@@ -1,4 +1,7 @@
-"""Heterogeneous local differential privacy (seed 003): randomizers and aggregators.
+"""Heterogeneous local differential privacy: randomizers and aggregators.
+
+After Aliakbarpour, Fallah, Roy & Stevens, *High-Probability Bounds For Heterogeneous Local
+Differential Privacy* (Algorithms 1-5).
 
 Two halves:
 

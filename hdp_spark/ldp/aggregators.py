@@ -27,7 +27,7 @@ def ldp_mean(
     fallback: bool = True,
     alias: str | None = None,
 ) -> LdpMeanSpec:
-    """Heterogeneous-LDP mean of scalar reports (seed 003, Alg. 1 Laplace / Alg. 2 RR).
+    """Heterogeneous-LDP mean of scalar reports (Aliakbarpour et al., Alg. 1 / Alg. 2).
 
     Args:
         report: column of reports: real numbers in data units (``"laplace"``, as returned
@@ -44,7 +44,7 @@ def ldp_mean(
         weights: ``"paper"`` (Laplace ε²/(1+ε²), RR tanh²(ε/2)), ``"uniform"`` (the paper's
             baseline) or ``"inverse_variance"`` (Laplace ε²/(ε²+8), RR tanh²(ε/2)).
         fallback: release the midpoint when the radius reaches (upper - lower)/2 (the
-            trivial estimator of spec §2.6; the decision depends on ε only).
+            trivial estimator; the decision depends on ε only).
         alias: output column prefix (default ``"<report>_mean"``).
 
     Output columns (prefix = alias):
@@ -52,7 +52,8 @@ def ldp_mean(
         midpoint on fallback. ``<p>_raw``: the unbiased weighted estimate (unclamped).
         ``<p>_ci_low``/``<p>_ci_high``: [raw ± radius] ∩ [lower, upper], a (1-β) interval
         for the population mean. ``<p>_radius``: the half-width (explicit-constant bound of
-        spec §3.2: Hoeffding + sub-exponential for Laplace, Hoeffding for RR).
+        ours, from the concentration steps of the paper's Theorems 2.1-2.2: Hoeffding +
+        sub-exponential for Laplace, Hoeffding for RR).
         ``<p>_mechanism``, ``<p>_weights``. ``<p>_n``: rows used. ``<p>_skipped``: rows
         with ε > 0 whose report was null/NaN (skipped). ``<p>_fallback``.
         ``<p>_eps_levels``: per ε level {eps, n, weight}.
@@ -78,7 +79,7 @@ def ldp_mean_vector(
     fallback: bool = True,
     alias: str | None = None,
 ) -> LdpVectorMeanSpec:
-    """Heterogeneous-LDP mean of d-dimensional Duchi reports (seed 003, Alg. 3).
+    """Heterogeneous-LDP mean of d-dimensional Duchi reports (Aliakbarpour et al., Alg. 3).
 
     Args:
         report: array column of reports (length d), as returned by

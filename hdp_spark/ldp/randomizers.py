@@ -1,4 +1,17 @@
-"""Client-side local randomizers of seed 003 on numpy arrays, one ε_i per row.
+"""Client-side local randomizers on numpy arrays, one ε_i per row.
+
+Privacy-critical: each row's ε_i-LDP guarantee is this module. The randomizers are
+Algorithms 1, 2, 4 and 5's LOCAL-RANDOMIZER of Aliakbarpour, Fallah, Roy & Stevens,
+*High-Probability Bounds For Heterogeneous Local Differential Privacy*. Argument: Laplace
+on a value clamped to a range of width 2 (unit scale) with scale 2/ε_i is ε_i-LDP (the exact
+sampler rounds the scale up onto its 2**-30 grid, see
+:func:`hdp_spark.core.noise.vector.laplace_unit`); randomized response keeps the
+bit with probability at most e^ε/(1+e^ε) (a dyadic rounded down), so the two output
+probabilities differ by a factor <= e^ε; Duchi's sphere halves (Algorithm 4) carry
+probabilities e^ε/(1+e^ε) and 1/(1+e^ε) for any radius; the frequency oracle sends one
+public row index and one randomized-response sign. Inputs are clamped/projected onto the
+public domain first (out of range, the ratios above no longer hold), and no float
+sampler is used (a float Laplace's outputs can be impossible under a neighbouring input).
 
 In local DP each device randomizes its own value with its own ε_i and sends only the
 report; the server never sees raw values. These functions are what a device runs (on one
@@ -186,7 +199,8 @@ class RRRandomizer:
     Binary data (x = lower or upper; booleans: True = upper) is reported truthfully with
     probability e^ε/(1+e^ε) (realized as an exact dyadic rounded down, see
     :func:`hdp_spark.core.noise.vector.keep_numerator`). Other values in [lower, upper] are
-    first rounded to an endpoint with the unbiased probability (extension X1 of the spec).
+    first rounded to an endpoint with the unbiased probability (our extension,
+    not in the paper).
 
     Attributes:
         lower: public value reported as -1 (smaller values are clamped).
@@ -232,7 +246,8 @@ class DuchiRandomizer:
 
     Each row is projected onto the ball (NaN and infinite coordinates are imputed as 0
     first), then reported as a point of the sphere of radius B = c(ε) r A_d — the
-    CORRECTED radius of erratum E1 (the paper prints 2 c r A_d, which doubles the mean).
+    CORRECTED radius (the paper's Algorithm 4, line 4 prints 2 c r A_d, which doubles the
+    mean; see :mod:`hdp_spark.core.ldp_common`).
     The implementation uses the realized keep probability, B = r A_d / T', so that
     E[Y | x] = x exactly. See :func:`hdp_spark.core.noise.vector.duchi_sphere`.
 
@@ -428,7 +443,7 @@ def laplace(
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Laplace local randomizer (seed 003, Alg. 1): one real-valued report per row.
+    """Laplace local randomizer (Aliakbarpour et al., Alg. 1): one real-valued report per row.
 
     Args:
         x: values (1-D). NaN is imputed with ``fill``; values are clamped to the bounds.
@@ -463,7 +478,7 @@ def randomized_response(
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
 ) -> npt.NDArray[np.int8]:
-    """Randomized response (seed 003, Alg. 2): one ±1 report per row.
+    """Randomized response (Aliakbarpour et al., Alg. 2): one ±1 report per row.
 
     Args:
         bits: ±1 values (or booleans, True = +1). With ``lower``/``upper`` set, values equal
@@ -497,7 +512,7 @@ def duchi(
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Duchi et al.'s randomizer (seed 003, Alg. 4) for rows in the ℓ2 ball of radius r.
+    """Duchi et al.'s randomizer (Aliakbarpour et al., Alg. 4) for rows in the ℓ2 ball of radius r.
 
     Args:
         vectors: array of shape (n, d). Rows outside the ball are projected onto it;
@@ -508,7 +523,7 @@ def duchi(
         unsafe_seed: reproducible reports for tests. UNSAFE.
 
     Returns:
-        Reports of shape (n, d), each of norm B_i = c(ε_i) r A_d (corrected, erratum E1),
+        Reports of shape (n, d), each of norm B_i = c(ε_i) r A_d (the corrected radius),
         unbiased: E[Y_i | x_i] = x_i.
 
     Privacy:
@@ -550,14 +565,16 @@ def jl_frequency_report(
     key: ReleaseKey | None = None,
     unsafe_seed: int | str | bytes | None = None,
 ) -> FrequencyReports:
-    """JL + randomized-response frequency oracle (seed 003, Alg. 5): (j, b) per row.
+    """JL + randomized-response frequency oracle (Aliakbarpour et al., Alg. 5).
+
+    One (j, b) report per row.
 
     Args:
         values: categories in [0, d); anything else is "no item" (⊥, a fair sign).
         eps: ε_i per row (or one scalar), finite and >= 2**-20.
         d: domain size (needed when ``oracle`` is not given).
         oracle: the public parameters every device shares. When omitted, it is planned
-            from ``eps`` (all participants' ε; erratum E2's γ and m) with ``beta`` and
+            from ``eps`` (all participants' ε; the corrected γ and m) with ``beta`` and
             ``projection`` and a fresh public Φ seed.
         beta: failure probability m is sized for (only without ``oracle``).
         projection: ``"jl"`` (the paper) or ``"hadamard"`` (only without ``oracle``).

@@ -1,5 +1,10 @@
 """The only place in hdp_spark that draws randomness.
 
+Privacy-critical: every noisy output of the library is drawn here; the guarantees depend on
+exact sampling (no floating-point holes), on noise bound to the exact pre-noise statistics
+(no averaging by re-evaluation, no differencing with replayed noise) and on fresh secret
+release keys. The arguments are in the submodules.
+
 * :mod:`.prf` -- release keys and keyed bit streams (HMAC-SHA256 + BLAKE2b counter mode).
   Noise is a deterministic function of (release key, context), where the context holds the
   group key and the exact pre-noise statistics: re-evaluating a release replays the same

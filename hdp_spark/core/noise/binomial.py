@@ -1,5 +1,10 @@
 """Exact Binomial sampling and uniform subsets, keyed like every other draw.
 
+Privacy-critical: the partial-DP heavy hitters' tree stage draws the decisions of all
+unseen candidates here; its guarantee (Lemma 28 of Ghazi, Kumar, Manurangsi & Steinke,
+*Algorithms with More Granular Differential Privacy Guarantees*) needs these decisions to
+have exactly the law of one discrete Laplace draw per candidate (argument below).
+
 Used by the partial-DP heavy hitters (:mod:`hdp_spark.core.partial`) to process, in one
 draw, all candidates of a tree node that share one inclusion probability: independent
 Bernoulli(p) decisions for N exchangeable candidates have exactly the law "K ~ Bin(N, p),
@@ -9,7 +14,7 @@ then a uniform K-subset", so :func:`binomial_discrete_laplace_sf` and
 Exactness. No floating-point number touches a probability:
 
 * :func:`binomial_rational` decides U_i < p for N uniform reals U_i at once, bit by bit
-  (the popcount idea of ``spec/noise-and-audit.md`` A.2, extended to any rational p by
+  (the usual popcount trick for dyadic Bernoulli trials, extended to any rational p by
   long division): at bit j every still-undecided trial reads one fresh uniform bit; if it
   differs from bit j of p the trial is decided (bit 0 under a 1 of p: U_i < p, success;
   bit 1 under a 0: failure), otherwise it stays undecided. One popcount of N_undecided

@@ -1,5 +1,11 @@
 """Exact discrete Laplace sampling and the floating-point-safe Laplace mechanism.
 
+Privacy-critical: the Laplace mechanism of every central release (mean, histogram, user
+mean, partial DP) is here. Argument in short: the exact discrete Laplace on a grid g at
+most 2**-20 of the smallest sensitivity, with scale inflated by (1 + 2**-20), has loss at
+most d_i/b for a statistic of sensitivity d_i, the loss of the continuous Laplace
+mechanism of scale b (details below).
+
 Samplers follow Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy"
 (NeurIPS 2020), Algorithms 1-2: integer and rational arithmetic only, so the output
 distribution is exactly the discrete Laplace law -- no floating-point holes of the kind

@@ -1,5 +1,10 @@
 """Release keys and keyed pseudo-random bit streams.
 
+Privacy-critical: a predictable key or a context that omits the data would let noise be
+averaged away (re-evaluation) or cancelled (the same noise on changed data gives
+f̂(D) - f̂(D') = f(D) - f(D')). The guarantee rests on a secret 32-byte key from OS entropy
+and on contexts that bind the group and the exact statistics (argument below).
+
 A :class:`ReleaseKey` is 32 bytes from the operating system's CSPRNG, made when a release is
 created. Each noise draw gets its own :class:`KeyedStream`, derived as
 ``HMAC-SHA256(release key, domain tag || context)`` and expanded with keyed BLAKE2b in

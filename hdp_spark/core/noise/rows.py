@@ -1,5 +1,9 @@
 """Per-row keyed random streams: one ChaCha20 stream per row, drawn vectorized.
 
+Privacy-critical: each row's local report is only as private as the secrecy and the
+independence of its stream (a PRF of the secret release key); a predictable or shared
+stream would reveal the coins of the randomizers.
+
 The simulation transforms (:func:`hdp_spark.pandas.ldp_simulate`,
 :func:`hdp_spark.spark.ldp_simulate`) must give every row the same report whatever batch,
 partition or engine it lands in. So each row gets its own stream, keyed by a 256-bit row

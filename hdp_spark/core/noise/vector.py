@@ -1,5 +1,9 @@
 """Vectorized exact samplers for per-row (local) randomizers, on a keyed ChaCha20 CSPRNG.
 
+Privacy-critical: the per-row ε_i-LDP of every local randomizer rests on the realized
+probabilities of these samplers (their likelihood ratios must be <= e^ε exactly) and on
+the keyed CSPRNG; the rules and arguments follow.
+
 This module draws every random bit of :mod:`hdp_spark.ldp`. The rules it follows:
 
 * **Generator.** :func:`generator` builds ``numpy.random.Generator(randomgen.ChaCha(key=...,

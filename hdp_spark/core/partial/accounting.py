@@ -1,11 +1,17 @@
-"""Conversions between per-attribute, per-person, pure and zCDP guarantees (seed-004 §1.4).
+"""Conversions between per-attribute, per-person, pure and zCDP guarantees.
+
+Privacy-critical: the per-person and zCDP guarantees that releases report are computed
+here; an error overstates privacy without changing any noise. The conversions are those of
+§2 of Ghazi, Kumar, Manurangsi & Steinke, *Algorithms with More Granular Differential
+Privacy Guarantees* (Proposition 8, Definition 3) and of the cited zCDP papers.
 
 * Proposition 8: ε₀-∇₀DP ⇒ (d·ε₀)-DP; ε₀-∇₀CDP ⇒ ½d²ε₀²-zCDP.
 * pure ε-DP ⇒ ½ε²-zCDP (the "∇DP ⇒ ∇CDP" lift).
 * zCDP ρ ⇒ (ε, δ)-DP by BS16, ε = ρ + 2√(ρ ln(1/δ)), or by the tighter CKS20 bound
   ε = inf_{α>1} αρ + (ln(1/δ) + (α-1) ln(1 - 1/α) - ln α)/(α - 1).
 * Independent per-attribute mechanisms (ε_j-DP on column j): per person Σ_j ε_j (pure) or
-  Σ_j ρ_j (zCDP): linear in d, tighter than Proposition 8's ½d²ε₀² (seed-004 §1.5).
+  Σ_j ρ_j (zCDP): linear in d, tighter than Proposition 8's ½d²ε₀² (zCDP
+  composition; our generalisation, not a result of the paper).
 """
 
 from __future__ import annotations

@@ -1,10 +1,21 @@
 """Budget of the partial-DP heavy hitters: the corrected Theorem 15 split, in exact noise.
 
-Everything here is a function of public parameters (ε₀, the split, δ, τ, η and the tree
-shape); nothing reads data. Spec: ``spec/seed-004.md`` §2.2.3-2.2.6 as amended by
-``spec/seed-004-review.md`` (P1-P11).
+Privacy-critical: the per-attribute (ε₀-∇₀DP) and per-person guarantees of
+``hdp_heavy_hitters`` are set here: the tree scale t and bias μ, the count scale b and the
+Binomial inclusion law of unseen candidates. Argument in short: the tree stage is
+ε_tree-∇₀DP by Lemma 28 of Ghazi, Kumar, Manurangsi & Steinke, *Algorithms with More
+Granular Differential Privacy Guarantees* (App. A.1.1), since t is solved from
+ε_tree = (2/t)(1 + 1/(1 - e^{-μ/t})) and rounded up; the count stage has L1 sensitivity 2
+per attribute change, so discrete Laplace of scale 2/ε_count is ε_count-DP; the two
+compose to ε₀ = ε_tree + ε_count. The paper's own instantiation (proof of Theorem 15,
+App. A.1.3) is not ε₀: see "Per-attribute privacy" below for the correction.
 
-The algorithm (HIST, seed-004 §2.2.4, corrected):
+Everything here is a function of public parameters (ε₀, the split, δ, τ, η and the tree
+shape); nothing reads data. It implements PrivHeavyHitter (Algorithm 2, §5.1 of the paper)
+with the privacy condition of Lemma 28, the utility analysis of Lemma 30 and the release
+and detection bounds derived from the inclusion law below (ours, exact for discrete noise).
+
+The algorithm (HIST: Theorem 15 of the paper, with corrected constants):
 
 * tree stage: PrivTree over the attributes (bottom-up, dyadic blocks). At level ℓ a
   candidate s of node I is kept iff ``max(f_s, τ_ℓ - μ) + Z > τ_ℓ`` with Z discrete
@@ -15,10 +26,14 @@ The algorithm (HIST, seed-004 §2.2.4, corrected):
 Per-attribute privacy (one attribute of one person changes; n public):
 
 * tree: Lemma 28, ``ε_tree(t, μ) = (2/t)(1 + 1/(1 - e^{-μ/t}))`` for μ > 1. The paper's
-  λ = 3/ε is wrong (review: a counterexample at 0.916ε > 0.5ε); we solve
-  ``t = (2/ε_tree)(1 + 1/(1 - e^{-κ}))`` and round t up onto a 2^-10 grid and μ = κt up to
-  an integer: ε_tree(t, μ) decreases in both t and μ, so rounding up is safe (review P4),
-  and the exact discrete chain sup is <= 0.75 ε_tree (review; our calculator in
+  proof of Theorem 15 takes λ = 3/ε and μ = λ ln(16/ν) and calls each stage 0.5ε. That is
+  wrong twice: Lemma 28 with λ = 3/ε gives (2ε/3)(1 + 16/(16 - ν)) ≈ 1.34ε, and an exact
+  worst case (λ = 3, κ = ln 160, d = 4, one attribute of one all-zero record flipped) has
+  log-ratio 0.916 at ε = 1, not 0.5; and Lap(2/ε) on the counts is ε-DP, not 0.5ε,
+  because the sensitivity is 2 (count stage below). So we split ε₀ explicitly, solve
+  ``t = (2/ε_tree)(1 + 1/(1 - e^{-κ}))``, and round t up onto a 2^-10 grid and μ = κt up to
+  an integer: ε_tree(t, μ) decreases in both t and μ, so rounding up is safe,
+  and the exact discrete chain sup is <= 0.75 ε_tree (our calculator in
   :mod:`.privacy` checks it). The naive bound 2D/t (two candidates change by one count in
   each of the D noisy nodes containing the attribute; ln-ratio <= 1/t each) is also
   valid; we report ``min``.
@@ -27,12 +42,13 @@ Per-attribute privacy (one attribute of one person changes; n public):
 
 Per-person privacy (the person's whole record changes; replacement, n public):
 ``min(d_real · ε_tree_attr, 2 N_int / t) + ε_count``, where N_int counts the noisy
-internal nodes (blocks holding >= 1 real attribute; review P7: counted on the padded
-tree, it can exceed d_real - 1). The first term is group privacy over the d_real
-attributes; the second is basic composition over the candidates whose count changes
+internal nodes (blocks holding >= 1 real attribute, counted on the tree padded to a power
+of two, so it can exceed d_real - 1: d_real = 5 gives 6). The first term is group privacy
+over the d_real attributes; the second is basic composition over the candidates whose count changes
 (two per noisy node, ln-ratio <= 1/t each). The count stage costs ε_count per person
-(the whole-record key moves y -> y', L1 change 2). No level-0 thresholding is done, so
-review P1's extra d_real nodes do not apply.
+(the whole-record key moves y -> y', L1 change 2). The per-person bound is ours (the paper
+gives d·ε₀ through its Proposition 8). No level-0 thresholding of the leaves is done: it
+would put each attribute in one more noisy node and add d_real nodes to N_int.
 """
 
 from __future__ import annotations
@@ -108,8 +124,10 @@ def inclusion_probability(count: int, tau_level: int, mu: int, scale: float) -> 
 
     ``P[max(count, τ_ℓ - μ) + Z > τ_ℓ] = P[Z >= τ_ℓ - max(count, τ_ℓ - μ) + 1]``: the law
     the driver samples, both for explicit draws and for the Binomial over low candidates
-    (review P2: never the continuous-Laplace formula, never p_low when τ_ℓ < μ: counts
-    are clipped at ``max(τ_ℓ - μ, 0)`` since a count is never negative).
+    (it must be the law of the explicit draws, never the continuous-Laplace formula: with
+    a mismatched law a key whose count goes 0 <-> 1 loses about 0.5/t at every level, so
+    the loss grows with depth; and never p_low when τ_ℓ < μ: counts are clipped at
+    ``max(τ_ℓ - μ, 0)`` since a count is never negative).
     """
     g = max(count, tau_level - mu, 0)
     return dlap_sf(tau_level - g + 1, scale)
@@ -152,7 +170,7 @@ class TreeShape:
 
     @property
     def n_internal(self) -> int:
-        """N_int: noisy internal nodes (review P7: can exceed d_real - 1)."""
+        """N_int: noisy internal nodes (on the padded tree: can exceed d_real - 1)."""
         return sum(self.noisy_per_level)
 
 
@@ -160,12 +178,13 @@ def detection_count(
     shape: TreeShape, taus: tuple[int, ...], scale: float, failure_prob: float
 ) -> int:
     """F_η: the smallest count f such that a key with true count >= f is missed with
-    probability <= η (per key, not simultaneously for all keys: review P9).
+    probability <= η (per key, not simultaneously for all keys).
 
     A key is released only if its restriction survives every noisy node; each restriction
     has count >= f, so ``P[miss] <= Σ_ℓ N_ℓ · P[f + Z <= τ_ℓ] = Σ_ℓ N_ℓ q^{f-τ_ℓ}/(1+q)``
     (discrete law, f > τ_D). The sum, over every noisy node at every level, is the
-    union bound of seed-004 §2.2.6 with padded-only blocks removed (they are constants).
+    union bound of Lemma 30 (i) of the paper, over noisy nodes only (padded-only blocks are
+    constants).
     """
     top = taus[-1] + 1
     q = math.exp(-1.0 / scale)
@@ -190,7 +209,7 @@ def release_max_count(tau_top: int, mu: int, scale: float, delta: float) -> int:
 
     A released key passed the root, where ``P[in] = P[Z >= τ_D - max(f, τ_D - μ) + 1]``.
     This is <= δ iff ``τ_D - f + 1 >= t ln(1/(δ(1+q)))``, i.e. f <= τ_D + 1 - t ln(1/(δ(1+q))).
-    (seed-004 §2.2.6 in the discrete law; the clipped floor keeps every key with
+    (our bound, in the discrete law; the clipped floor keeps every key with
     f <= τ_D - μ at q^{μ+1}/(1+q) <= δ because μ >= t ln(1/(2δ)).)
     """
     q = math.exp(-1.0 / scale)
@@ -243,7 +262,8 @@ class TreeBudget:
         failure_prob: η of the detection count.
         detection_count: F_η (see :func:`detection_count`).
         low_inclusion: per level, the probability that a candidate with count <=
-            max(τ_ℓ - μ, 0) (in particular an absent one) is kept (review P8).
+            max(τ_ℓ - μ, 0) (in particular an absent one) is kept (½e^{-κ} only when
+            τ_ℓ >= μ: at level 1 with τ < μ it is ½e^{-τ/t}, much larger).
     """
 
     shape: TreeShape
@@ -283,9 +303,9 @@ def solve_budget(
 
     ε_count = count_fraction·ε₀ and ε_tree = ε₀ - ε_count; κ = ln(1/(2δ)) so that a key
     below the root threshold by μ is kept with probability <= δ; t from Lemma 28 rounded
-    up; μ = max(ceil(κt), 2) (review P11: μ must exceed 1; raising μ only lowers ε_tree,
+    up; μ = max(ceil(κt), 2) (Lemma 28 needs μ > 1; raising μ only lowers ε_tree,
     and the slack is returned by the smallest grid t that still meets the budget);
-    τ defaults to μ (review P8: τ >= μ keeps level 1's false-positive rate at ~δ).
+    τ defaults to μ (τ >= μ keeps level 1's false-positive rate at ~δ).
     """
     shape = TreeShape.for_attributes(d_real)
     eps_count_req = count_fraction * eps0

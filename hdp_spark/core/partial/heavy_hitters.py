@@ -1,13 +1,20 @@
 """Driver side of the partial-DP heavy hitters: tree decisions, count stage, report.
 
+Privacy-critical: the per-attribute ε₀ of ``hdp_heavy_hitters`` depends on every
+candidate of every noisy node being processed with the inclusion law of Algorithm 2 (§5.1)
+of Ghazi, Kumar, Manurangsi & Steinke, *Algorithms with More Granular Differential Privacy
+Guarantees* (ε_tree by its Lemma 28, budget in :mod:`.budget`), on the count stage's
+discrete Laplace of scale 2/ε_count, and on the released lists not revealing which keys
+were seen. The arguments follow.
+
 The engines answer two kinds of questions (the :class:`TreeCounter` protocol): per tree
 level, in one data pass, the exact counts of the candidates of every noisy node whose count
 exceeds the level's floor; and once at the end, the exact counts of the released
 whole-record keys (from the root pass's aggregate). Everything else happens here, on
 small tables, with all randomness from :mod:`hdp_spark.core.noise`.
 
-Processing every candidate, cheaply (seed-004 §2.2.7, review P2/P3/P11)
-------------------------------------------------------------------------
+Processing every candidate, cheaply (our construction)
+------------------------------------------------------
 At level ℓ a candidate with count f is kept with probability
 ``P[max(f, τ_ℓ - μ) + Z > τ_ℓ]``. Every candidate with ``f <= floor_ℓ = max(τ_ℓ - μ, 0)``
 -- absent ones included -- has the same probability p_ℓ = P[Z >= τ_ℓ - floor_ℓ + 1]:
@@ -21,7 +28,8 @@ At level ℓ a candidate with count f is kept with probability
 Independent Bernoulli(p_ℓ) draws for exchangeable candidates have exactly this law, so
 the output distribution is that of Algorithm 2 with every candidate processed. The list
 L_I is built after all decisions and emitted sorted, so neither order nor representation
-tells which kept keys were high and which were drawn by the Binomial (review P3).
+tells which kept keys were high and which were drawn by the Binomial (that bit, count >= 1
+or count 0, is not covered by the DP argument).
 
 Noise binding: each node's streams are bound to (level, node, parameters, the candidate
 product size and the exact high counts); the count stage to the released keys and their

@@ -1,13 +1,17 @@
 """Per-attribute histograms under per-attribute DP (parallel composition over attributes).
 
+Privacy-critical: the per-attribute ε₀ of ``attribute_histograms`` is the noise scale set
+here; the argument (sensitivity 2 per attribute change, parallel composition) follows.
+
 Each attribute j's histogram over its public domain (the "other" category included) gets
 independent discrete Laplace noise of scale b >= 2/ε₀ on every cell, absent values
 included. Sensitivity: changing attribute j of one person moves one count of histogram j
-down by one and another up by one (L1 change 2; review P5: not 1), and no other
-histogram changes, so the release is ε₀-DP per attribute with ε₀ = 2/b (Lemma 10,
-parallel composition over attributes). Changing a person's whole record changes every
+down by one and another up by one (L1 change 2, not 1), and no other
+histogram changes, so the release is ε₀-DP per attribute with ε₀ = 2/b (Lemma 10 of Ghazi
+et al., parallel composition over attributes). Changing a person's whole record changes every
 histogram: per person, basic composition gives d·ε₀ (pure) and, through the
-pure-to-zCDP lift ρ_j = ε₀²/2, ρ_person = Σ_j ρ_j = d·ε₀²/2 (linear in d: seed-004 §1.5).
+pure-to-zCDP lift ρ_j = ε₀²/2, ρ_person = Σ_j ρ_j = d·ε₀²/2 (linear in d; zCDP
+composition of independent mechanisms).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Exact worst-case privacy loss of the attribute tree (seed-004 Appendix A.1, discrete).
+"""Exact worst-case privacy loss of the attribute tree (discrete noise).
+
+Not on the release path (nothing released depends on it): it is the exact calculator that
+the tests use to check that Lemma 28's ε_tree dominates the true worst case.
 
 The per-attribute loss of the tree stage, for one attribute flip, splits (Lemma 28's
 proof, corrected orientation) into an "in" chain along the path of the string whose
@@ -7,8 +10,13 @@ counts non-increasing going up -- and at most one "out" term of the other string
 sup is exactly 1/t for discrete Laplace (1/λ for continuous). :func:`worst_case_loss`
 computes the exact sup of the chain over all integer count sequences c_1 >= ... >= c_D
 >= 1 by a max-plus recursion, plus the out term, using the same inclusion law the driver
-samples. It is the oracle that Lemma 28's ε_tree must dominate (review: <= 0.75 ε_tree
-for discrete noise).
+samples. It is the oracle that Lemma 28's ε_tree must dominate (we measure <= 0.75 ε_tree
+for discrete noise). Lemma 28 and its proof are in App. A.1.1 of Ghazi, Kumar, Manurangsi
+& Steinke, *Algorithms with More Granular Differential Privacy Guarantees*. Corrected
+orientation: the tree is built bottom-up, so a string's count is non-increasing going up
+while τ_ℓ increases; the proof's "smallest L₀" / "ℓ > L₀" read "largest L₀" / "ℓ < L₀",
+the count at distance i is at least τ_ℓ + (i-1)μ - 1 (not + iμ), and "min" is "max". The
+lemma's condition stands with these corrections.
 """
 
 from __future__ import annotations

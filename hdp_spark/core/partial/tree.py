@@ -1,5 +1,10 @@
 """Geometry of the attribute tree and the per-level requests the engines answer.
 
+Privacy-critical: which nodes are noisy and which candidates each node processes define
+the tree stage whose per-attribute loss Lemma 28 of Ghazi, Kumar, Manurangsi & Steinke,
+*Algorithms with More Granular Differential Privacy Guarantees* bounds; only padded-only
+blocks (a constant string, count n, public under replacement) may skip noise.
+
 Leaves are the attributes in the caller's order, padded with constant leaves to d_pad =
 2^D. The node ``(ℓ, i)`` covers leaves ``[i·2^ℓ, (i+1)·2^ℓ)``; its children are
 ``(ℓ-1, 2i)`` and ``(ℓ-1, 2i+1)``. A node is *noisy* iff it covers a real attribute; a
