@@ -469,7 +469,13 @@ def _expectations_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, A
         from hdp_spark.quality import run_expectations
         from hdp_spark.schema import load_schema
 
-        quality["expectations"] = run_expectations(df, load_schema(job.input.schema))
+        gx_log = logging.getLogger("great_expectations")
+        level = gx_log.level
+        gx_log.setLevel(logging.WARNING)  # its INFO lines (temp dirs) are noise here
+        try:
+            quality["expectations"] = run_expectations(df, load_schema(job.input.schema))
+        finally:
+            gx_log.setLevel(level)
     except Exception as exc:  # the operator's report must never stop a release
         quality["expectations"] = {"error": type(exc).__name__}
         log.debug("great-expectations suite failed: %s", exc)
