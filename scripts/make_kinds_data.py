@@ -27,7 +27,7 @@ SEXES = ["F", "M"]
 OCCUPATIONS = ["clerical", "manual", "professional", "service"]
 EPS_TIERS = [0.25, 0.5, 1.0, 2.0]
 EPS_PROBS = [0.2, 0.35, 0.3, 0.15]
-LDP_TIERS = [0.5, 1.0, 2.0]
+LDP_TIERS = [0.25, 0.5, 1.0]
 
 
 def main() -> None:

@@ -111,7 +111,9 @@ id = "profiles"
   [[releases.aggregators]]
   kind = "heavy_hitters"
   cols = ["sex", "region", "occupation"]
-  domains = { sex = ["F", "M"], region = ["north", "south"], occupation = ["manual", "professional"] }
+  domains.sex = ["F", "M"]
+  domains.region = ["north", "south"]
+  domains.occupation = ["manual", "professional"]
   eps0 = 2.0
 """
 
