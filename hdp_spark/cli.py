@@ -84,6 +84,11 @@ def _print_quality(quality: Mapping[str, Any]) -> None:
     for name, count in inp.items():
         if name != "rows":
             print(f"  {name}: {count}")
+    exp = quality.get("expectations")
+    if isinstance(exp, Mapping) and "results" in exp:
+        failed = sum(not r["success"] for r in exp["results"])
+        print(f"  great-expectations suite: {len(exp['results'])} expectation(s), "
+              f"{failed} failed")
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int:

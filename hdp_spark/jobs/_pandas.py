@@ -158,7 +158,11 @@ class PandasAdapter:
         dups = int(uid[uid.notna()].astype(str).duplicated().sum())
         col = _floats(df, budget.column, "budget") if budget.column else None
         _units, invalid = budget_units_numpy(col, budget.default, len(df))
-        return InputCheck(len(df), nulls, dups, invalid)
+        inconsistent = 0
+        if dups and budget.column:
+            frame = pd.DataFrame({"u": uid.astype(str), "b": col})
+            inconsistent = int((frame.groupby("u")["b"].nunique(dropna=False) > 1).sum())
+        return InputCheck(len(df), nulls, dups, invalid, inconsistent)
 
     def prepare(
         self, df: pd.DataFrame, user_col: str, budget: BudgetSpec, spent: pd.DataFrame
@@ -194,7 +198,12 @@ class PandasAdapter:
     def cap(
         self, df: pd.DataFrame, columns: Sequence[tuple[str, int]], policy: BudgetPolicy
     ) -> pd.DataFrame:
-        """Capped ε columns (replacing the originals) and ``__status``."""
+        """Capped ε columns (replacing the originals) and ``__status``.
+
+        No columns (a release of charge-free kinds only): every row is full.
+        """
+        if not columns:
+            return df.assign(**{STATUS: np.full(len(df), FULL, dtype=np.int8)})
         arrays = [(_floats(df, c, "ε"), m) for c, m in columns]
         outcome = cap_numpy(arrays, df[REMAINING].to_numpy(np.int64), policy)
         out = df.copy()
@@ -218,6 +227,7 @@ class PandasAdapter:
         n = len(df)
         total = np.zeros(n, dtype=np.int64)
         matched = np.zeros(n, dtype=bool)
+        uids = df[UID].to_numpy()
         for agg in aggs:
             eps = _floats(df, agg.eps_column, "ε")
             level = levels_numpy(eps, agg.grid)
@@ -234,8 +244,15 @@ class PandasAdapter:
             merged = pd.DataFrame(left).merge(pd.DataFrame(lookup), how="left", on=on)
             eff = merged["__eff"].to_numpy(np.float64)
             matched |= ~np.isnan(eff)
-            total += charge_units_numpy(eff, eps, mode)
-        frame = pd.DataFrame({USER_COLUMN: df[UID].to_numpy(), UNITS_COLUMN: total})
+            units = charge_units_numpy(eff, eps, mode)
+            if agg.per_user:
+                # user-level: the user's charge once (their rows share one cell), put on
+                # the user's first row so that the per-user sum below counts it once
+                first = ~pd.Series(uids).duplicated().to_numpy()
+                most = pd.Series(units).groupby(uids, sort=False).transform("max").to_numpy()
+                units = np.where(first, most, 0)
+            total += units
+        frame = pd.DataFrame({USER_COLUMN: uids, UNITS_COLUMN: total})
         per_user = frame.groupby(USER_COLUMN, sort=False, as_index=False)[UNITS_COLUMN].sum()
         remaining = pd.Series(df[REMAINING].to_numpy(np.int64), index=df[UID].to_numpy())
         remaining = remaining[~remaining.index.duplicated()]
@@ -243,13 +260,20 @@ class PandasAdapter:
             per_user[USER_COLUMN]).to_numpy()
         charged = per_user[per_user[UNITS_COLUMN] > 0].reset_index(drop=True)
         status = df[STATUS].to_numpy() if STATUS in df.columns else np.zeros(n, np.int8)
+        # per user (as on Spark): matched if any row is, status the largest of matched rows
+        users = pd.DataFrame({
+            "u": uids, "m": matched,
+            "s": np.where(matched, status.astype(np.int64), -1),
+        }).groupby("u", sort=False).agg(m=("m", "max"), s=("s", "max"))
+        user_status = users["s"].to_numpy()
         summary = ChargeSummary(
-            rows_in_release=int(matched.sum()),
+            rows_in_release=int(users["m"].sum()),
             users_charged=len(charged),
             units_charged=int(charged[UNITS_COLUMN].sum()),
             units_max=int(charged[UNITS_COLUMN].max()) if len(charged) else 0,
-            users_capped=int(((status != FULL) & (status != EXCLUDED) & matched).sum()),
-            users_excluded=int(((status == EXCLUDED) & matched).sum()),
+            users_capped=int(((user_status != FULL) & (user_status != EXCLUDED)
+                              & (user_status >= 0)).sum()),
+            users_excluded=int((user_status == EXCLUDED).sum()),
             overspent=int(over.sum()),
         )
         return charged, summary
@@ -280,7 +304,16 @@ class PandasAdapter:
             hist_counts=[int(c) for c in counts],
         )
 
-    def release_input(self, df: pd.DataFrame) -> pd.DataFrame:
-        """The table without the runner's helper columns."""
-        return df.drop(columns=[c for c in (UID, REMAINING, STATUS, SPENT, BUDGET)
+    def with_constant(self, df: pd.DataFrame, column: str, value: float) -> pd.DataFrame:
+        """``df`` with a float64 column holding ``value`` on every row."""
+        return df.assign(**{column: np.full(len(df), float(value), dtype=np.float64)})
+
+    def only_full(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The rows whose ``__status`` is full."""
+        out: pd.DataFrame = df.loc[df[STATUS].to_numpy() == FULL]
+        return out
+
+    def release_input(self, df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
+        """The table without the runner's helper columns (and ``extra``)."""
+        return df.drop(columns=[c for c in (UID, REMAINING, STATUS, SPENT, BUDGET, *extra)
                                 if c in df.columns])

@@ -206,11 +206,23 @@ class SparkAdapter:
             F.sum(F.when(bad, 1).otherwise(0)).alias("bad"),
         ).collect()[0]
         n = int(row["n"])
+        dups = int(row["ids"]) - int(row["distinct"])
+        inconsistent = 0
+        if dups and budget.column is not None:
+            b = F.col(budget.column).cast("double")
+            per = df.where(uid.isNotNull()).groupBy(uid.alias("__u")).agg(
+                F.countDistinct(b).alias("d"), F.max(b.isNull().cast("int")).alias("z"),
+                F.min(b.isNull().cast("int")).alias("a"),
+            )
+            inconsistent = int(per.where(
+                (F.col("d") > 1) | ((F.col("z") == 1) & (F.col("a") == 0))
+            ).count())
         return InputCheck(
             rows=n,
             null_users=n - int(row["ids"]),
-            duplicate_users=int(row["ids"]) - int(row["distinct"]),
+            duplicate_users=dups,
             invalid_budgets=int(row["bad"] or 0),
+            inconsistent_budgets=inconsistent,
         )
 
     def prepare(self, df: DataFrame, user_col: str, budget: BudgetSpec, spent: Any) -> DataFrame:
@@ -243,7 +255,12 @@ class SparkAdapter:
     def cap(
         self, df: DataFrame, columns: Sequence[tuple[str, int]], policy: BudgetPolicy
     ) -> DataFrame:
-        """Capped ε columns (replacing the originals) and ``__status``."""
+        """Capped ε columns (replacing the originals) and ``__status``.
+
+        No columns (a release of charge-free kinds only): every row is full.
+        """
+        if not columns:
+            return df.withColumn(STATUS, F.lit(FULL).cast("byte"))
         k = sum(m for _, m in columns)
         demand: Column = F.lit(0).cast("long")
         valid_all: Column = F.lit(True)
@@ -284,6 +301,7 @@ class SparkAdapter:
         """Per-user charges of one release (broadcast joins with the effective-ε tables)."""
         total: Column = F.lit(0).cast("long")
         matched: Column = F.lit(False)
+        user_level: list[str] = []  # per-row charges of user-level aggregators
         out = df
         for j, agg in enumerate(aggs):
             lv, eff = f"__lv{j}", f"__eff{j}"
@@ -297,14 +315,23 @@ class SparkAdapter:
             )
             demand = ceil_units_expr(F.col(agg.eps_column))
             charge = demand if mode == "demand" else F.least(ceil_units_expr(F.col(eff)), demand)
-            total = total + F.when(F.col(eff).isNull(), F.lit(0).cast("long")).otherwise(charge)
+            one = F.when(F.col(eff).isNull(), F.lit(0).cast("long")).otherwise(charge)
+            if agg.per_user:
+                user_level.append(f"__u{j}")
+                out = out.withColumn(f"__u{j}", one)
+            else:
+                total = total + one
             matched = matched | F.col(eff).isNotNull()
         per_row = out.select(
             F.col(UID), F.col(REMAINING), F.col(STATUS), total.alias("__charge"),
-            matched.alias("__matched"),
+            matched.alias("__matched"), *(F.col(c) for c in user_level),
         )
+        # user-level aggregators: the user's charge ONCE (max over their rows), not the sum
+        units: Column = F.sum("__charge")
+        for c in user_level:
+            units = units + F.max(c)
         per_user = per_row.groupBy(UID).agg(
-            F.sum("__charge").cast("long").alias(UNITS_COLUMN),
+            units.cast("long").alias(UNITS_COLUMN),
             F.min(REMAINING).alias(REMAINING),
             F.max(F.when(F.col("__matched"), F.col(STATUS))).alias(STATUS),
             F.max(F.col("__matched").cast("int")).alias("__matched"),
@@ -385,6 +412,14 @@ class SparkAdapter:
             hist_counts=counts,
         )
 
-    def release_input(self, df: DataFrame) -> DataFrame:
-        """The table without the runner's helper columns."""
-        return df.drop(UID, REMAINING, STATUS, SPENT, BUDGET)
+    def with_constant(self, df: DataFrame, column: str, value: float) -> DataFrame:
+        """``df`` with a double column holding ``value`` on every row."""
+        return df.withColumn(column, F.lit(float(value)).cast("double"))
+
+    def only_full(self, df: DataFrame) -> DataFrame:
+        """The rows whose ``__status`` is full."""
+        return df.where(F.col(STATUS) == F.lit(FULL))
+
+    def release_input(self, df: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
+        """The table without the runner's helper columns (and ``extra``)."""
+        return df.drop(UID, REMAINING, STATUS, SPENT, BUDGET, *extra)

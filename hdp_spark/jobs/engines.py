@@ -50,21 +50,29 @@ class InputCheck:
         null_users: rows whose user id is null.
         duplicate_users: rows whose user id already appeared on another row.
         invalid_budgets: rows without a valid total budget (see ``[budget]``).
+        inconsistent_budgets: users whose ``[budget] column`` differs between their rows
+            (counted only when user ids repeat).
     """
 
     rows: int
     null_users: int
     duplicate_users: int
     invalid_budgets: int
+    inconsistent_budgets: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class AggCharge:
-    """One aggregator's charging inputs: its ε column, ε grid and effective ε per cell."""
+    """One aggregator's charging inputs: its ε column, ε grid and effective ε per cell.
+
+    ``per_user``: a user-level aggregator (the protected unit is a user with all their
+    rows): each user is charged the largest charge of their rows ONCE, not their sum.
+    """
 
     eps_column: str
     grid: EpsGrid | None
     effective: Mapping[tuple[Key, float], float]
+    per_user: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +140,8 @@ class EngineAdapter(Protocol):
         """Schema validation report (``hdp_spark.<engine>.validate``)."""
 
     def check_input(self, df: Any, user_col: str, budget: BudgetSpec) -> InputCheck:
-        """Counts of null/duplicate user ids and invalid budgets (one pass)."""
+        """Counts of null/duplicate user ids and invalid budgets (one pass), and of users
+        whose budget column varies between their rows."""
 
     def prepare(self, df: Any, user_col: str, budget: BudgetSpec, spent: Any) -> Any:
         """Add ``__uid`` and ``__remaining`` (budget minus ``spent``, in units, >= 0)."""
@@ -156,8 +165,15 @@ class EngineAdapter(Protocol):
     def distribution(self, df: Any, budget_default: float | None = None) -> BudgetDistribution:
         """Remaining and spent budgets of the users of a :meth:`prepare`-d table."""
 
-    def release_input(self, df: Any) -> Any:
-        """The table handed to the aggregators (the runner's helper columns dropped)."""
+    def with_constant(self, df: Any, column: str, value: float) -> Any:
+        """``df`` with a double column holding ``value`` on every row."""
+
+    def only_full(self, df: Any) -> Any:
+        """The rows whose ``__status`` is full (after :meth:`cap`)."""
+
+    def release_input(self, df: Any, extra: Sequence[str] = ()) -> Any:
+        """The table handed to the aggregators (the runner's helper columns and ``extra``
+        dropped)."""
 
 
 def java_executable(environ: Mapping[str, str] | None = None) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.specs import MeanSpec
@@ -19,6 +19,7 @@ from hdp_spark.errors import JobError, ParameterError
 
 __all__ = [
     "AggregatorKind",
+    "ChargeUnit",
     "Interval",
     "KindResult",
     "get_kind",
@@ -57,6 +58,9 @@ class KindResult:
     tau: Mapping[str, Mapping[Key, float]] = dataclasses.field(default_factory=dict)
 
 
+ChargeUnit = Literal["row", "user", "person", "none"]
+"""How the ledger charges a kind (see :class:`AggregatorKind`)."""
+
 ReleaseFn = Callable[[str, Any, Sequence[Any], tuple[str, ...], "tuple[Key, ...] | None",
                       "str | None"], KindResult]
 
@@ -78,10 +82,27 @@ class AggregatorKind:
         numeric_columns: the value columns a spec reads as numbers. The runner reads them
             as doubles (unless the schema or ``[input.types]`` types them), so a malformed
             private cell becomes null instead of changing the column's type.
+        unit: how the ledger charges the kind.
+
+            * ``"row"``: the protected unit is a row; each row is charged the effective ε
+              of its (group, ε level) cell; the table must hold one row per user.
+            * ``"user"``: the protected unit is a user with all their rows; ε is constant
+              within a user, and the user is charged the effective ε of their cell ONCE
+              (the largest over their rows), not once per row. Repeated user ids allowed.
+            * ``"person"``: one global ε for everybody (no ε column); each person (row) is
+              charged :attr:`uniform_eps`'s effective value; a person without that much
+              budget left is left out of the release (policy "cap"/"exclude") or the
+              release is refused ("fail"). One row per person, no ``by``.
+            * ``"none"``: post-processing of data randomized elsewhere (LDP reports):
+              charges nothing and its ε column is never capped (ε must stay exact).
+        uniform_eps: a ``"person"`` kind's per-person ε demand, from the spec only.
+        grouped: whether the kind accepts ``by`` / ``keys``.
+        user_column: the user column a ``"user"`` spec reads (must be ``[input] user_id``).
 
     Privacy:
         ``release`` must be a complete, noise-adding release (its rows are published as
-        is), and ``effective`` must bound each row's privacy loss: the ledger charges it.
+        is) or, for ``unit = "none"``, post-processing of already-private reports; and
+        ``effective`` must bound each unit's privacy loss: the ledger charges it.
     """
 
     name: str
@@ -93,6 +114,10 @@ class AggregatorKind:
     intervals: Callable[[Any], Sequence[Interval]]
     describe: Callable[[Any], Mapping[str, Any]]
     numeric_columns: Callable[[Any], tuple[str, ...]] = lambda _spec: ()
+    unit: ChargeUnit = "row"
+    uniform_eps: Callable[[Any], float] = lambda _spec: 0.0
+    grouped: bool = True
+    user_column: Callable[[Any], str | None] = lambda _spec: None
 
 
 _KINDS: dict[str, AggregatorKind] = {}
@@ -245,9 +270,7 @@ def _release_histogram(
     keys: tuple[Key, ...] | None,
     unsafe_seed: str | None,
 ) -> KindResult:
-    import importlib
-
-    mod = importlib.import_module(f"hdp_spark.{engine}._histogram")
+    mod = _engine_module(engine)
     rows: list[dict[str, Any]] | None = None
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     tau: dict[str, dict[Key, float]] = {}
@@ -322,10 +345,11 @@ def _ensure_builtins() -> None:
     if "mean" not in _KINDS:
         _KINDS["mean"] = MEAN
     if "histogram" not in _KINDS:
-        import importlib.util
+        _KINDS["histogram"] = HISTOGRAM
+    from hdp_spark.jobs import builtin_kinds as _more
 
-        if importlib.util.find_spec("hdp_spark.pandas._histogram") is not None:
-            _KINDS["histogram"] = HISTOGRAM
+    for kind in _more.BUILTIN:
+        _KINDS.setdefault(kind.name, kind)
 
 
 def check_kind_result(kind: str, result: KindResult, n_keys: int) -> None:

@@ -169,11 +169,45 @@ def _definition(rel: ReleaseSpec) -> dict[str, Any]:
 
 
 def _eps_columns(rel: ReleaseSpec) -> list[tuple[str, int]]:
+    """The ε columns the budget rule caps, with how many aggregators read each.
+
+    Post-processing kinds (``unit = "none"``, LDP aggregation) are left out: they charge
+    nothing, and their ε must stay exact (the reports were randomized with it).
+    """
     counts: dict[str, int] = {}
     for a in rel.aggregators:
-        col = get_kind(a.kind).eps_column(a.spec)
+        kind = get_kind(a.kind)
+        if kind.unit == "none":
+            continue
+        col = kind.eps_column(a.spec)
         counts[col] = counts.get(col, 0) + 1
     return list(counts.items())
+
+
+def _person_columns(rel: ReleaseSpec) -> list[tuple[str, float]]:
+    """Helper ε columns of the release's one-global-ε kinds (``unit = "person"``)."""
+    return [
+        (get_kind(a.kind).eps_column(a.spec), get_kind(a.kind).uniform_eps(a.spec))
+        for a in rel.aggregators if get_kind(a.kind).unit == "person"
+    ]
+
+
+def _capped(adapter: Any, prepared: Any, rel: ReleaseSpec, policy: str) -> Any:
+    """The release's rows with their ε capped by the budget rule (and ``__status``).
+
+    Kinds with one global ε per person (heavy hitters, attribute histograms) get a helper
+    column holding their per-person ε demand on every row. Such a release holds only such
+    kinds (checked when the job is loaded), and since a global ε cannot be lowered for one
+    person, "cap" acts as "exclude" for it: a person whose remaining budget is below the
+    demand gets ε 0 there, and :func:`_compute` leaves the person out of the release.
+    """
+    scoped = adapter.restrict(prepared, rel.by, rel.keys)
+    person = _person_columns(rel)
+    for col, eps in person:
+        scoped = adapter.with_constant(scoped, col, eps)
+    if person and policy == "cap":
+        policy = "exclude"
+    return adapter.cap(scoped, _eps_columns(rel), policy)
 
 
 def _plain(value: Any) -> Any:
@@ -191,7 +225,12 @@ def _compute(adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResul
     by_kind: dict[str, list[Any]] = {}
     for a in rel.aggregators:
         by_kind.setdefault(a.kind, []).append(a.spec)
-    table = adapter.release_input(df)
+    person = _person_columns(rel)
+    if person:
+        # One global ε per person: persons without budget for it are not read at all
+        # (their status is not FULL after the budget rule; charged 0).
+        df = adapter.only_full(df)
+    table = adapter.release_input(df, [c for c, _ in person])
     n_keys = len(rel.keys) if rel.keys is not None else 1
     rows: list[dict[str, Any]] | None = None
     effective: dict[str, Any] = {}
@@ -375,12 +414,24 @@ def _validate_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, Any])
         )
         raise JobError(msg)
     if check.duplicate_users:
-        msg = (
-            f"`[input] user_id` column `{col}` must be unique (one row per user: the ledger "
-            f"charges users, the aggregators protect rows); {check.duplicate_users} row(s) "
-            "repeat an id."
-        )
-        raise JobError(msg)
+        row_level = _row_level_kinds(job)
+        if row_level:
+            msg = (
+                f"`[input] user_id` column `{col}` must be unique (one row per user) because "
+                f"the job has row-level aggregators ({', '.join(row_level)}): they protect "
+                "rows, so a user with k rows would lose up to k times their ε while the "
+                "ledger charges once per user. Repeated user ids are allowed only when every "
+                "aggregator of the job is user-level (`user_mean`) or charges nothing "
+                f"(`ldp_mean`); {check.duplicate_users} row(s) repeat an id."
+            )
+            raise JobError(msg)
+        if check.inconsistent_budgets:
+            msg = (
+                f"`[budget] column` `{job.budget.column}` must be the same on every row of a "
+                "user (the capped ε of a user-level release must stay constant within the "
+                f"user); {check.inconsistent_budgets} user(s) break this rule."
+            )
+            raise JobError(msg)
     if check.invalid_budgets:
         where = f"`[budget] column` `{job.budget.column}`" if job.budget.column else "budget"
         msg = (
@@ -388,7 +439,46 @@ def _validate_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, Any])
             f"default`); {check.invalid_budgets} row(s) break this rule."
         )
         raise JobError(msg)
-    log.info("input: %d row(s), user ids unique, budgets valid", check.rows)
+    log.info("input: %d row(s), user ids checked, budgets valid", check.rows)
+    _expectations_into(adapter, df, job, quality)
+
+
+def _row_level_kinds(job: JobSpec) -> list[str]:
+    """Kinds of the job that need one row per user (all but user-level and charge-free)."""
+    return sorted({
+        a.kind for rel in job.releases for a in rel.aggregators
+        if get_kind(a.kind).unit not in ("user", "none")
+    })
+
+
+def _expectations_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, Any]) -> None:
+    """Run the schema's great-expectations suite (when the ``quality`` extra is installed).
+
+    Its results go to the operator's data-quality report only (``quality["expectations"]``);
+    they never block a release (value rules are handled by the aggregators) and never reach
+    outputs or log lines above DEBUG.
+    """
+    if job.input.schema is None:
+        return
+    try:
+        import great_expectations  # noqa: F401
+    except ImportError:
+        quality["expectations"] = {"skipped": "great_expectations is not installed"}
+        return
+    try:
+        from hdp_spark.quality import run_expectations
+        from hdp_spark.schema import load_schema
+
+        gx_log = logging.getLogger("great_expectations")
+        level = gx_log.level
+        gx_log.setLevel(logging.WARNING)  # its INFO lines (temp dirs) are noise here
+        try:
+            quality["expectations"] = run_expectations(df, load_schema(job.input.schema))
+        finally:
+            gx_log.setLevel(level)
+    except Exception as exc:  # the operator's report must never stop a release
+        quality["expectations"] = {"error": type(exc).__name__}
+        log.debug("great-expectations suite failed: %s", exc)
 
 
 # -- one release ----------------------------------------------------------------------------
@@ -420,8 +510,7 @@ def _run_release(
                     return republish(found)
                 with timer.stage(f"{rel.id}:budgets"):
                     prepared = adapter.prepare(df, job.input.user_id, job.budget, session.spent())
-                    scoped = adapter.restrict(prepared, rel.by, rel.keys)
-                    capped = adapter.cap(scoped, _eps_columns(rel), job.budget.policy)
+                    capped = _capped(adapter, prepared, rel, job.budget.policy)
                     if job.budget.policy == "fail":
                         over = adapter.count_over(capped)
                         if over:
@@ -441,8 +530,9 @@ def _run_release(
                             get_kind(a.kind).eps_column(a.spec),
                             get_kind(a.kind).eps_grid(a.spec),
                             result.effective[get_kind(a.kind).output_name(a.spec)],
+                            per_user=get_kind(a.kind).unit == "user",
                         )
-                        for a in rel.aggregators
+                        for a in rel.aggregators if get_kind(a.kind).unit != "none"
                     ]
                     charges, summary = adapter.charges(capped, rel.by, aggs, job.budget.charge)
                 if summary.overspent:
@@ -700,9 +790,8 @@ def check_job(
     plans = []
     for rel in spec.releases:
         key = idempotency_key(spec.name, rel.id, fingerprint, _definition(rel))
-        scoped = adapter.restrict(prepared, rel.by, rel.keys)
-        capped = adapter.cap(scoped, _eps_columns(rel), "fail")
-        n = len(scoped) if spec.engine == "pandas" else int(scoped.count())
+        capped = _capped(adapter, prepared, rel, "fail")
+        n = len(capped) if spec.engine == "pandas" else int(capped.count())
         plans.append(
             ReleasePlan(rel.id, ledger.find(key) is not None, n, adapter.count_over(capped))
         )

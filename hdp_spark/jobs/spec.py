@@ -373,6 +373,16 @@ class JobSpec:
                         self.input.table)
         if self.unsafe_seed is not None and not isinstance(self.unsafe_seed, str):
             _reject("[job] unsafe_seed", "must be a string", self.unsafe_seed)
+        from hdp_spark.jobs.registry import get_kind
+
+        for rel in self.releases:
+            for a in rel.aggregators:
+                user = get_kind(a.kind).user_column(a.spec)
+                if user is not None and user != self.input.user_id:
+                    _reject(f"[[releases]] id = {rel.id!r}: {a.kind} user",
+                            "must be the `[input] user_id` column (the ledger charges that "
+                            "user; a different unit would let one ledger user lose more)",
+                            user)
 
     @property
     def ledger_backend(self) -> LedgerBackend:
@@ -435,7 +445,9 @@ def _path(base: Path, setting: str, value: object) -> Path:
     return p if p.is_absolute() else (base / p).resolve()
 
 
-def _release(raw: object, index: int, default_eps: str | None) -> ReleaseSpec:
+def _release(
+    raw: object, index: int, default_eps: str | None, user_id: str = "user_id"
+) -> ReleaseSpec:
     from hdp_spark.jobs.registry import get_kind
 
     where = f"[[releases]] #{index + 1}"
@@ -473,6 +485,8 @@ def _release(raw: object, index: int, default_eps: str | None) -> ReleaseSpec:
         params = {k: v for k, v in agg.items() if k != "kind"}
         if "eps" not in params and default_eps is not None:
             params["eps"] = default_eps
+        if kind.unit == "user" and "user" not in params:
+            params["user"] = user_id
         try:
             spec = kind.build(params)
         except HdpError as exc:
@@ -482,7 +496,30 @@ def _release(raw: object, index: int, default_eps: str | None) -> ReleaseSpec:
             msg = f"{at} ({kind.name}): unknown or missing parameter ({exc})."
             raise JobError(msg) from exc
         entries.append(AggregatorEntry(kind.name, spec))
+    _check_kinds(where, entries, tuple(by))
     return ReleaseSpec(id=str(rid), aggregators=tuple(entries), by=tuple(by), keys=keys)
+
+
+def _check_kinds(where: str, entries: list[AggregatorEntry], by: tuple[str, ...]) -> None:
+    """Rules between a release's kinds (see ``docs/jobs.md``, "Charging rules per kind").
+
+    A kind with one global ε per person (``unit = "person"``: heavy hitters, attribute
+    histograms) has no per-row ε to cap: its release may hold only such kinds, and no
+    ``by`` (its output is not per group).
+    """
+    from hdp_spark.jobs.registry import get_kind
+
+    kinds = [get_kind(e.kind) for e in entries]
+    for kind in kinds:
+        if by and not kind.grouped:
+            _reject(f"{where}: by", f"is not allowed with kind {kind.name!r} (it releases "
+                    "one global table, not one row per public key)", list(by))
+    person = [k.name for k in kinds if k.unit == "person"]
+    if person and len(person) != len(kinds):
+        _reject(f"{where}: aggregators", "must not mix kinds with one global ε per person "
+                f"({', '.join(sorted(set(person)))}) with kinds that read a per-row ε column "
+                "(the budget rule caps per-row ε; a global ε cannot be capped per row): put "
+                "them in separate releases", sorted({k.name for k in kinds}))
 
 
 def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = None) -> JobSpec:
@@ -530,7 +567,9 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
     releases_raw = data.get("releases", [])
     if not isinstance(releases_raw, list):
         _reject("[[releases]]", "must be an array of tables", releases_raw)
-    releases = tuple(_release(r, i, input_spec.eps) for i, r in enumerate(releases_raw))
+    releases = tuple(
+        _release(r, i, input_spec.eps, input_spec.user_id) for i, r in enumerate(releases_raw)
+    )
     if "name" not in job:
         _reject("[job] name", "is required", None)
     return JobSpec(

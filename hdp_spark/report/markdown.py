@@ -69,6 +69,10 @@ def _release_section(out: Path, run: ReleaseRun, plots: bool) -> list[str]:
         "",
     ]
     for agg in outcome["aggregators"]:
+        special = _KIND_SECTIONS.get(agg["kind"])
+        if special is not None:
+            lines += special(out, run, agg, rows, by, plots)
+            continue
         name = agg["name"]
         beta = float(agg["definition"].get("beta", 0.05))
         method = agg["definition"].get("method")
@@ -121,12 +125,141 @@ def _release_section(out: Path, run: ReleaseRun, plots: bool) -> list[str]:
               b["eps_charged_max"], b["users_capped"], b["users_excluded"]]],
         ),
         "",
-        "Each user is charged the effective ε the release gave them (weight / noise scale, "
-        "at most their capped demand), per aggregator; charges add up across releases "
-        "(sequential composition).",
+        _charge_note({a["kind"] for a in outcome["aggregators"]}),
         "",
     ]
     return lines
+
+
+def _charge_note(kinds: set[str]) -> str:
+    notes = []
+    if kinds & {"mean", "histogram"}:
+        notes.append("row-level kinds charge each user the effective ε of their row (weight "
+                     "/ noise scale, at most their capped demand)")
+    if "user_mean" in kinds:
+        notes.append("the user-level mean charges each user ONCE (not per row) the largest "
+                     "effective ε of the classes of their ε level")
+    if kinds & {"heavy_hitters", "attribute_histograms"}:
+        notes.append("partial-DP kinds charge every person read the per-person ε of their "
+                     "report; persons without that much budget are left out (charged 0)")
+    if "ldp_mean" in kinds:
+        notes.append("LDP aggregation charges nothing (post-processing of reports randomized "
+                     "on the devices)")
+    return ("Charges per aggregator: " + "; ".join(notes) + ". Charges add up across "
+            "aggregators and releases (sequential composition).")
+
+
+def _plot(out: Path, run: ReleaseRun, name: str, labels: list[str],
+          series: dict[str, tuple[list[Any], list[Any], list[Any]]]) -> list[str]:
+    png = plot_estimates(out / "plots" / f"{run.release_id}__{name}.png", labels, series,
+                         title=f"{run.release_id}: {name}")
+    return [f"![{name}]({png.relative_to(out).as_posix()})", ""] if png is not None else []
+
+
+def _estimate_rows(
+    rows: list[dict[str, Any]], by: list[str], name: str, extra: Sequence[str]
+) -> list[list[Any]]:
+    body = []
+    for r in rows:
+        cells: list[Any] = [_key_label(r, by), r.get(name),
+                            f"[{_num(r.get(name + '_ci_low'))}, {_num(r.get(name + '_ci_high'))}]"]
+        cells += [r.get(name + suffix) for suffix in extra]
+        body.append(cells)
+    return body
+
+
+def _user_mean_section(out: Path, run: ReleaseRun, agg: dict[str, Any],
+                       rows: list[dict[str, Any]], by: list[str], plots: bool) -> list[str]:
+    name = agg["name"]
+    beta = float(agg["definition"].get("beta", 0.05))
+    lines = [f"### `{name}` (user-level mean, seed 002)", "",
+             "Protected unit: one user with all their rows (user-level DP); each user loses "
+             "at most their ε.", ""]
+    lines += _table(["group", "estimate", f"{1 - beta:.0%} noise interval", "users", "rows",
+                     "fallback"],
+                    _estimate_rows(rows, by, name, ("_users", "_rows", "_fallback")))
+    lines.append("")
+    if plots:
+        lines += _plot(out, run, name, [_key_label(r, by) for r in rows],
+                       {name: ([r.get(name) for r in rows], [r.get(name + "_ci_low") for r in rows],
+                               [r.get(name + "_ci_high") for r in rows])})
+    body = [[_key_label(r, by), c["step"], c["k"], c["eps"], c["users"], c["eps_effective"]]
+            for r in rows for c in (r.get(name + "_classes") or [])]
+    lines += [f"#### Privacy per class (`{name}`)", ""]
+    lines += _table(["group", "step", "rows per user", "ε level", "users", "effective ε"], body)
+    lines += ["", "The ledger charges each user once the largest effective ε of the classes "
+              "with their group and ε level (an upper bound of their loss, ≤ their ε).", ""]
+    return lines
+
+
+def _records_label(record: dict[str, Any], cols: Sequence[str]) -> str:
+    return " / ".join("other" if record.get(c) is None else str(record.get(c)) for c in cols)
+
+
+def _partial_section(out: Path, run: ReleaseRun, agg: dict[str, Any],
+                     rows: list[dict[str, Any]], by: list[str], plots: bool) -> list[str]:
+    name = agg["name"]
+    row = rows[0] if rows else {}
+    records: list[dict[str, Any]] = row.get(f"{name}_records") or []
+    if agg["kind"] == "heavy_hitters":
+        title, cols = "heavy hitters, partial DP, seed 004", list(agg["definition"]["cols"])
+    else:
+        title, cols = "attribute histograms, partial DP, seed 004", ["attribute", "value"]
+    beta = float(agg["definition"].get("beta", 0.05))
+    lines = [
+        f"### `{name}` ({title})", "",
+        f"Per attribute ε₀ = {_num(row.get(f'{name}_eps0'))} (delivered "
+        f"{_num(row.get(f'{name}_eps_attribute'))}); per person (whole record) "
+        f"ε = {_num(row.get(f'{name}_eps_person'))}: "
+        f"{row.get(f'{name}_eps_person_conversion', '')}. Persons read: "
+        f"{_num(row.get(f'{name}_n'))}. Every person read is charged the per-person ε.",
+        "",
+    ]
+    body = [[*(_num(r.get(c)) if r.get(c) is not None else "other" for c in cols),
+             r.get("noisy_count"), f"[{_num(r.get('count_ci_low'))}, "
+             f"{_num(r.get('count_ci_high'))}]"] for r in records]
+    lines += _table([*cols, "noisy count", f"{1 - beta:.0%} noise interval"], body)
+    if not records:
+        lines.append("_No record was released._")
+    lines.append("")
+    if plots and records:
+        lines += _plot(out, run, name, [_records_label(r, cols) for r in records],
+                       {"count": ([r.get("noisy_count") for r in records],
+                                  [r.get("count_ci_low") for r in records],
+                                  [r.get("count_ci_high") for r in records])})
+    return lines
+
+
+def _ldp_section(out: Path, run: ReleaseRun, agg: dict[str, Any],
+                 rows: list[dict[str, Any]], by: list[str], plots: bool) -> list[str]:
+    name = agg["name"]
+    beta = float(agg["definition"].get("beta", 0.05))
+    lines = [f"### `{name}` (LDP aggregation, seed 003)", "",
+             "Post-processing of reports already randomized on the devices (declared "
+             "`already_randomized`): it adds no noise and **charges nothing**; each report "
+             "spent its ε when the device randomized it.", ""]
+    lines += _table(["group", "estimate", f"{1 - beta:.0%} interval (sampling and LDP noise)",
+                     "reports", "fallback"],
+                    _estimate_rows(rows, by, name, ("_n", "_fallback")))
+    lines.append("")
+    if plots:
+        lines += _plot(out, run, name, [_key_label(r, by) for r in rows],
+                       {name: ([r.get(name) for r in rows], [r.get(name + "_ci_low") for r in rows],
+                               [r.get(name + "_ci_high") for r in rows])})
+    body = [[_key_label(r, by), lv.get("eps"), lv.get("n"), lv.get("weight")]
+            for r in rows for lv in (r.get(name + "_eps_levels") or [])]
+    lines += [f"#### Reports per ε level (`{name}`)", ""]
+    lines += _table(["group", "ε", "reports", "weight"], body)
+    lines.append("")
+    return lines
+
+
+_KIND_SECTIONS = {
+    "user_mean": _user_mean_section,
+    "heavy_hitters": _partial_section,
+    "attribute_histograms": _partial_section,
+    "ldp_mean": _ldp_section,
+}
 
 
 def _intervals(agg: dict[str, Any]) -> list[tuple[str, str, str, str]]:
