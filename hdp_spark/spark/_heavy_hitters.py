@@ -228,7 +228,8 @@ class SparkTreeCounter:
 
         Each node's keys are shifted by the total key space of the nodes before it, so one
         ``long`` column carries (node, key): the sum of the key spaces is at most the
-        product of all domain sizes plus the node count, below 2^63 by the spec's bound.
+        product of all domain sizes plus the node count, below 2^63 because
+        :class:`~hdp_spark.core.partial.spec.HeavyHittersSpec` bounds that product by 2^62.
         """
         if not requests:
             return {}

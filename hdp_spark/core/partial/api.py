@@ -29,8 +29,11 @@ def hdp_heavy_hitters(
     Pass the result to ``hdp_spark.pandas._heavy_hitters`` or ``hdp_spark.spark._heavy_hitters``.
     The input has one row per person; a record is the tuple of its ``cols`` values. The
     release is the list of records (keys) found frequent by a PrivTree-style tree over the
-    attributes (Ghazi-Kumar-Manurangsi-Steinke 2022, Algorithm 2, with the corrected
-    budget split of ``spec/seed-004.md`` §2.2.4), each with a fresh noisy count.
+    attributes (Ghazi, Kumar, Manurangsi & Steinke, *Algorithms with More Granular
+    Differential Privacy Guarantees*, Algorithm 2), each with a fresh noisy count. The
+    budget is split between the tree and the counts as ε_tree + ε_count (the paper's
+    Theorem 15 charges 0.5ε per stage, which is too little for both: see
+    :mod:`hdp_spark.core.partial.budget`).
 
     Args:
         cols: attribute columns, in tree order (public; it affects utility only: adjacent

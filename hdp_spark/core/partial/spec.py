@@ -319,7 +319,8 @@ class AttributeHistogramSpec:
     Attributes:
         domains: one public domain per attribute.
         eps0: per-attribute ε₀ (pure); each histogram cell gets discrete Laplace noise of
-            scale >= 2/ε₀ (one attribute change moves two cells: review P5).
+            scale >= 2/ε₀ (changing one attribute moves one person from one cell to another:
+            two cells change by 1, an ℓ1 sensitivity of 2).
         beta: the count intervals hold the noise with probability >= 1 - β.
         privacy_unit: optional id column checked to be unique (one row per person).
     """

@@ -17,7 +17,7 @@ attributes, most significant first: ``key = Σ_j code_j · w_j`` with w_j the pr
 sizes of the node's later attributes. Hence ``key(I) = key(I_left) · M(I_right) +
 key(I_right)``, where M(·) is the size of a key space: the node's candidate product
 ``L_left ∘ L_right`` is a set of node keys, and a whole-record key fits in int64 because
-the spec bounds the product of all domain sizes by 2^62.
+``HeavyHittersSpec`` bounds the product of all domain sizes by 2^62.
 """
 
 from __future__ import annotations
