@@ -110,8 +110,10 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     import pandas as pd
 
     import hdp_spark.pandas as hpd
+    from hdp_spark.core.mean import finalize_mean
     from hdp_spark.core.noise import ReleaseKey
-    from hdp_spark.core.release import finalize_release, plan_levels
+    from hdp_spark.core.release import ReleaseResult, plan_levels
+    from hdp_spark.core.stats import GroupStats
 
     spec = hpd.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
     plans = plan_levels([spec])
@@ -132,7 +134,16 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     encoded = _cells._encode(x, spec)
     tables = _cells.mean_cells(df, plans, by, keys)
     release_key = ReleaseKey.resolve(None)
-    result = finalize_release([spec], plans, tables, by, keys, release_key)
+    order = keys if keys is not None else ((),)
+    empty = GroupStats(())
+
+    def finalize() -> ReleaseResult:
+        """The pipeline's per-group finalize of the mean kernel, on the cells above."""
+        per_key = {k: finalize_mean(spec, tables[0].get(k, empty), 0, release_key, k,
+                                    spec.name) for k in order}
+        return ReleaseResult(by, order, (spec,), {spec.name: per_key})
+
+    result = finalize()
     steps: dict[str, Callable[[], object]] = {
         "group_codes": lambda: _cells._group_codes(df, by, keys),
         "eps_levels": lambda: _cells._level_codes(eps, None, max_slots),
@@ -145,7 +156,7 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
             np.bincount(cell, weights=encoded, minlength=size),
         ),
         "cells_total": lambda: _cells.mean_cells(df, plans, by, keys),
-        "finalize": lambda: finalize_release([spec], plans, tables, by, keys, release_key),
+        "finalize": finalize,
         "output_frame": lambda: pd.DataFrame(result.rows()),
     }
     out = {}

@@ -55,7 +55,7 @@ def test_new_kinds_publish_nothing_deterministic(
 
     runs, others = [run(table), run(table)], [run(neighbour)]
     found = deterministic_in_private_data(runs, others)
-    for _ in range(2):
+    for _ in range(5):
         if not found:
             break
         time.sleep(1.1)
