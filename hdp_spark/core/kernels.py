@@ -15,15 +15,15 @@ from typing import Any
 
 from hdp_spark.core.histogram import HistogramResult, HistogramSpec, finalize_histogram
 from hdp_spark.core.histogram import histogram_weights as _histogram_weights
-from hdp_spark.core.ldp_release import (
+from hdp_spark.core.ldp.release import (
     LdpResult,
     _row_values,
     check_randomized,
     finalize_one,
     output_fields,
 )
-from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
-from hdp_spark.core.ldp_stats import empty_stats
+from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.stats import empty_stats
 from hdp_spark.core.mean import MeanResult, finalize_mean
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import (

@@ -38,7 +38,7 @@ from typing import Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from hdp_spark.core.ldp_common import check_beta, check_choice, check_positive_int
+from hdp_spark.core.ldp.common import check_beta, check_choice, check_positive_int
 from hdp_spark.errors import EpsilonColumnError, ParameterError
 
 __all__ = ["MAX_CATEGORIES", "PROJECTIONS", "FrequencyOracle", "fwht", "jl_dimension"]
