@@ -11,6 +11,10 @@ release keys. The arguments are in the submodules.
   noise, and changed data gets unrelated noise.
 * :mod:`.exact` -- exact discrete Laplace sampling (Canonne-Kamath-Steinke 2020) on
   rationals, and the floating-point-safe Laplace mechanism built on it.
+* :mod:`.exponential` -- the exponential mechanism, sampled exactly (uniform proposal, exact
+  Bernoulli(exp(-x)) acceptance).
+* :mod:`.binomial`, :mod:`.vector`, :mod:`.rows` -- exact binomial samplers, vector noise and
+  row-level draws built on the same keyed streams.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from hdp_spark.core.noise.exact import (
     discrete_laplace,
     laplace_mechanism,
 )
+from hdp_spark.core.noise.exponential import exponential_mechanism
 from hdp_spark.core.noise.prf import (
     KeyedStream,
     ReleaseKey,
@@ -38,5 +43,6 @@ __all__ = [
     "encode_context",
     "encode_context_head",
     "encode_context_tail",
+    "exponential_mechanism",
     "laplace_mechanism",
 ]
