@@ -50,10 +50,10 @@ from hdp_spark.core.ldp.common import (
 )
 from hdp_spark.core.ldp.oracle import MAX_CATEGORIES, FrequencyOracle, Projection
 from hdp_spark.core.ldp.specs import MAX_VECTOR_DIM
+from hdp_spark.core.mean.spec import check_bounds
 from hdp_spark.core.noise import ReleaseKey, encode_context
 from hdp_spark.core.noise import vector as vx
 from hdp_spark.core.noise.rows import RowStreams
-from hdp_spark.core.specs import check_bounds
 from hdp_spark.errors import EpsilonColumnError, InternalError, ParameterError
 
 __all__ = [

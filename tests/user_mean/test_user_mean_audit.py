@@ -24,10 +24,10 @@ from scipy import stats
 
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.mean.weights import normalize, solve_clip_level
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import FinalCell, MeanCell, VarUser, hdp_user_mean
 from hdp_spark.core.user_mean import steps as um_steps
-from hdp_spark.core.weights import normalize, solve_clip_level
 
 ALPHA = 2e-5
 N = 1500

@@ -18,7 +18,7 @@ from hdp_spark.core.ldp.common import (
     check_positive_int,
 )
 from hdp_spark.core.ldp.oracle import FrequencyOracle
-from hdp_spark.core.specs import check_bounds, check_column_name
+from hdp_spark.core.mean.spec import check_bounds, check_column_name
 from hdp_spark.errors import ParameterError
 
 __all__ = ["MAX_VECTOR_DIM", "LdpDistributionSpec", "LdpMeanSpec", "LdpSpec", "LdpVectorMeanSpec"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.specs import check_bounds, check_column_name
+from hdp_spark.core.mean.spec import check_bounds, check_column_name
 from hdp_spark.errors import ParameterError
 
 UserMeanCap = Literal["width", "paper"]

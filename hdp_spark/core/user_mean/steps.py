@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.mean.weights import normalize, solve_clip_level
 from hdp_spark.core.noise import (
     ReleaseKey,
     encode_context,
@@ -25,7 +26,6 @@ from hdp_spark.core.noise import (
 from hdp_spark.core.user_mean.census import Census, Cut, RankQuery
 from hdp_spark.core.user_mean.solver import FinalDesign
 from hdp_spark.core.user_mean.spec import CHI2_MEDIAN, KAPPA_V, OrderKey
-from hdp_spark.core.weights import normalize, solve_clip_level
 from hdp_spark.errors import InternalError
 
 # ---------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def initial_step(
     Privacy:
         User i of ε level l contributes w_l·p̂_i with p̂_i = s_i/(k_i 2^31) ∈ [0, 1];
         replacing the user's rows moves the statistic by at most w_l. The noise scale
-        η = max_l w_l/ε_l (exact, :func:`~hdp_spark.core.weights.normalize`) gives that
+        η = max_l w_l/ε_l (exact, :func:`~hdp_spark.core.mean.weights.normalize`) gives that
         user a loss w_l/η <= ε_l. The weights are ADPM's min(ε, τ) (Chaudhuri & Courtade,
         ISIT 2023, Algorithm 1), a function of the G_mean ε histogram only; with a single
         ε they are 1/m, η = 1/(mε).
