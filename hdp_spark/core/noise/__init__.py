@@ -1,11 +1,15 @@
-"""The only place in hdp_spark that draws randomness.
+"""The mechanisms package: the only place in :mod:`hdp_spark.core` that draws randomness.
+
+(Outside the core only the ledger draws: record ids, its MAC secret and retry jitter, none
+of which is noise or depends on data; ``tests/layout/test_layering.py`` enforces the rule.)
 
 Privacy-critical: every noisy output of the library is drawn here; the guarantees depend on
 exact sampling (no floating-point holes), on noise bound to the exact pre-noise statistics
 (no averaging by re-evaluation, no differencing with replayed noise) and on fresh secret
 release keys. The arguments are in the submodules.
 
-* :mod:`.prf` -- release keys and keyed bit streams (HMAC-SHA256 + BLAKE2b counter mode).
+* :mod:`.prf` -- release keys and keyed bit streams (HMAC-SHA256 + BLAKE2b counter mode),
+  and fresh seeds of public parameters (:func:`~.prf.public_seed`).
   Noise is a deterministic function of (release key, context), where the context holds the
   group key and the exact pre-noise statistics: re-evaluating a release replays the same
   noise, and changed data gets unrelated noise.
@@ -32,6 +36,7 @@ from hdp_spark.core.noise.prf import (
     encode_context,
     encode_context_head,
     encode_context_tail,
+    public_seed,
 )
 
 __all__ = [
@@ -45,4 +50,5 @@ __all__ = [
     "encode_context_tail",
     "exponential_mechanism",
     "laplace_mechanism",
+    "public_seed",
 ]
