@@ -37,9 +37,9 @@ def main() -> None:
 
     import numpy as np
 
-    from hdp_spark.core.mean import finalize_mean, mean_weights
+    from hdp_spark.core.mean.finalize import finalize_mean, mean_weights
+    from hdp_spark.core.mean.spec import MEAN_METHODS
     from hdp_spark.core.noise import ReleaseKey
-    from hdp_spark.core.specs import MEAN_METHODS
     from hdp_spark.core.stats import GroupStats, LevelRow
     from hdp_spark.specs import hdp_mean
 

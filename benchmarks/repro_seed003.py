@@ -10,7 +10,7 @@ from the hard two-point family of Theorem 2.3 (±1 with mean θ, θ² = min(ln(1
 reports every trial; raw (unprojected) estimates; corrected Duchi radius (erratum E1).
 
 Reports come from the library's exact randomizers (``hdp_spark.ldp``); weights from the
-library's driver code (``hdp_spark.core.ldp_mean.level_weights``). Estimates are computed
+library's driver code (``hdp_spark.core.ldp.mean.level_weights``). Estimates are computed
 with numpy from those weights; the first trials are also run through the full pandas
 aggregation path (``hdp_spark.pandas.ldp.ldp_agg``) and the largest difference is reported.
 "Exact" is the closed-form MSE of spec §5 T-VAR for the same weights.
@@ -47,8 +47,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import hdp_spark.ldp as L  # noqa: E402
-from hdp_spark.core.ldp_common import duchi_scale, rr_factor  # noqa: E402
-from hdp_spark.core.ldp_mean import level_weights  # noqa: E402
+from hdp_spark.core.ldp.common import duchi_scale, rr_factor  # noqa: E402
+from hdp_spark.core.ldp.mean import level_weights  # noqa: E402
 from hdp_spark.pandas.ldp import ldp_agg  # noqa: E402
 
 N, D, BETA = 1000, 10, 0.05

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.errors import (
     DuplicateUserError,
     EngineNotSupportedError,
@@ -69,7 +69,7 @@ from hdp_spark.core.user_mean import UserMeanSpec, hdp_user_mean  # noqa: E402
 
 __all__ += ["UserMeanSpec", "hdp_user_mean"]
 
-from hdp_spark.core.histogram import HistogramSpec  # noqa: E402
+from hdp_spark.core.histogram.spec import HistogramSpec  # noqa: E402
 from hdp_spark.histograms import hdp_histogram, histogram  # noqa: E402
 
 __all__ += ["HistogramSpec", "hdp_histogram", "histogram"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from hdp_spark.core.histogram import HistogramMethod, HistogramSpec
+from hdp_spark.core.histogram.spec import HistogramMethod, HistogramSpec
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import EngineNotSupportedError
 

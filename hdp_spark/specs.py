@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.specs import MeanMethod, MeanSpec
+from hdp_spark.core.mean.spec import MeanMethod, MeanSpec
 
 __all__ = ["hdp_mean"]
 
@@ -54,7 +54,7 @@ def hdp_mean(
         alias: output column prefix (default ``"<column>_mean"``).
 
     Returns:
-        A :class:`~hdp_spark.core.specs.MeanSpec`. A release outputs, per group,
+        A :class:`~hdp_spark.core.mean.spec.MeanSpec`. A release outputs, per group,
         the columns ``<alias>`` (the estimate), ``<alias>_noise_scale`` (Laplace scale in
         value units, 0 when no private row carries weight), ``<alias>_ci_low`` /
         ``<alias>_ci_high`` (estimate ± the (1 - beta) noise half-width, cut to

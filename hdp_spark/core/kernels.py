@@ -13,18 +13,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hdp_spark.core.histogram import HistogramResult, HistogramSpec, finalize_histogram
-from hdp_spark.core.histogram import histogram_weights as _histogram_weights
-from hdp_spark.core.ldp_release import (
+from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.histogram.spec import histogram_weights as _histogram_weights
+from hdp_spark.core.ldp.release import (
     LdpResult,
     _row_values,
     check_randomized,
     finalize_one,
     output_fields,
 )
-from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
-from hdp_spark.core.ldp_stats import empty_stats
-from hdp_spark.core.mean import MeanResult, finalize_mean
+from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.stats import empty_stats
+from hdp_spark.core.mean.finalize import MeanResult, finalize_mean
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import (
     COUNT_COLUMNS,
@@ -48,10 +51,8 @@ from hdp_spark.core.pipeline import (
 )
 from hdp_spark.core.release import ReleaseResult, plan_levels
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.core.specs import MeanSpec
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.user_mean import UserMeanResult, UserMeanSpec, run_user_mean
-from hdp_spark.core.weights import Weights
 from hdp_spark.errors import ParameterError
 
 __all__ = [

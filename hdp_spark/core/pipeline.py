@@ -22,14 +22,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hdp_spark.core.histogram import HistogramSpec
+from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import HeavyHittersSpec
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.core.specs import MeanSpec
 from hdp_spark.core.user_mean import UserBackend, UserMeanSpec
 from hdp_spark.errors import ParameterError
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.mean import MeanResult
-from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.mean.finalize import MeanResult
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.errors import ParameterError
 
 __all__ = ["LevelPlan", "ReleaseResult", "plan_levels"]

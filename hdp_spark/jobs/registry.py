@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.errors import JobError, ParameterError
 
 __all__ = [

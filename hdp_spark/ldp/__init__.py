@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hdp_spark.core.ldp_common import LDP_EPS_MIN, LdpEpsilonWarning, sphere_constant
-from hdp_spark.core.ldp_oracle import FrequencyOracle
-from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.common import LDP_EPS_MIN, LdpEpsilonWarning, sphere_constant
+from hdp_spark.core.ldp.oracle import FrequencyOracle
+from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import EngineNotSupportedError
 from hdp_spark.ldp.aggregators import ldp_distribution, ldp_mean, ldp_mean_vector

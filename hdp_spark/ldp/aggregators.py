@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from hdp_spark.core.ldp_common import LdpWeights
-from hdp_spark.core.ldp_oracle import FrequencyOracle
-from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.common import LdpWeights
+from hdp_spark.core.ldp.oracle import FrequencyOracle
+from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 
 __all__ = ["ldp_distribution", "ldp_mean", "ldp_mean_vector"]
 

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from hdp_spark.core.ldp_common import (
+from hdp_spark.core.ldp.common import (
     LDP_EPS_MIN,
     check_beta,
     check_finite,
@@ -48,12 +48,12 @@ from hdp_spark.core.ldp_common import (
     duchi_scale,
     sphere_constant,
 )
-from hdp_spark.core.ldp_oracle import MAX_CATEGORIES, FrequencyOracle, Projection
-from hdp_spark.core.ldp_specs import MAX_VECTOR_DIM
+from hdp_spark.core.ldp.oracle import MAX_CATEGORIES, FrequencyOracle, Projection
+from hdp_spark.core.ldp.specs import MAX_VECTOR_DIM
+from hdp_spark.core.mean.spec import check_bounds
 from hdp_spark.core.noise import ReleaseKey, encode_context
 from hdp_spark.core.noise import vector as vx
 from hdp_spark.core.noise.rows import RowStreams
-from hdp_spark.core.specs import check_bounds
 from hdp_spark.errors import EpsilonColumnError, InternalError, ParameterError
 
 __all__ = [
@@ -247,7 +247,7 @@ class DuchiRandomizer:
     Each row is projected onto the ball (NaN and infinite coordinates are imputed as 0
     first), then reported as a point of the sphere of radius B = c(ε) r A_d — the
     CORRECTED radius (the paper's Algorithm 4, line 4 prints 2 c r A_d, which doubles the
-    mean; see :mod:`hdp_spark.core.ldp_common`).
+    mean; see :mod:`hdp_spark.core.ldp.common`).
     The implementation uses the realized keep probability, B = r A_d / T', so that
     E[Y | x] = x exactly. See :func:`hdp_spark.core.noise.vector.duchi_sphere`.
 

@@ -39,8 +39,8 @@ import pandas as pd
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.levels import EpsGrid, levels_numpy
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.release import LevelPlan
-from hdp_spark.core.specs import MeanSpec
 from hdp_spark.core.stats import (
     GroupStats,
     LevelRow,

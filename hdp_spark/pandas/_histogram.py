@@ -16,12 +16,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.histogram import MAX_INT_LABEL, HistogramSpec
-from hdp_spark.core.histogram_release import (
+from hdp_spark.core.histogram.release import (
     HistogramRelease,
     build_histogram_groups,
     check_histogram_options,
 )
+from hdp_spark.core.histogram.spec import MAX_INT_LABEL, HistogramSpec
 from hdp_spark.core.kernels import HistogramKernel, release_specs
 from hdp_spark.core.keys import normalize_by, normalize_key
 from hdp_spark.core.levels import levels_numpy

@@ -15,22 +15,22 @@ import pandas as pd
 
 from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.keys import normalize_key
-from hdp_spark.core.ldp_common import (
+from hdp_spark.core.ldp.common import (
     duchi_report_bound,
     encode_reports_numpy,
     laplace_report_bound,
     sphere_constant,
     split_limbs,
 )
-from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
-from hdp_spark.core.ldp_release import (
+from hdp_spark.core.ldp.oracle import FrequencyOracle, Projection
+from hdp_spark.core.ldp.release import (
     REPORT_MARKS_ATTR,
     LdpReleaseResult,
     count_kind,
     validate_ldp_specs,
 )
-from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
-from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
+from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema

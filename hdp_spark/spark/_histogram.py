@@ -29,12 +29,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.histogram import HistogramSpec
-from hdp_spark.core.histogram_release import (
+from hdp_spark.core.histogram.release import (
     HistogramRelease,
     build_histogram_groups,
     check_histogram_options,
 )
+from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import HistogramKernel, release_specs
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import levels_numpy

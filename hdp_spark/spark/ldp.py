@@ -2,7 +2,7 @@
 
 Aggregators: per row only native column expressions (ε -> level, report -> fixed-point
 integer split in two limbs), per (group, ε level, index) native ``count``/``sum``; the driver
-finalizes the small table (:mod:`hdp_spark.core.ldp_release`). No Python runs per row.
+finalizes the small table (:mod:`hdp_spark.core.ldp.release`). No Python runs per row.
 The expressions use the same IEEE-754 operations as :mod:`hdp_spark.pandas.ldp`, so both
 engines produce identical tables and outputs for identical reports.
 
@@ -23,16 +23,16 @@ from pyspark.sql import types as T
 
 from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.keys import normalize_key
-from hdp_spark.core.ldp_common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
-from hdp_spark.core.ldp_oracle import FrequencyOracle, Projection
-from hdp_spark.core.ldp_release import (
+from hdp_spark.core.ldp.common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
+from hdp_spark.core.ldp.oracle import FrequencyOracle, Projection
+from hdp_spark.core.ldp.release import (
     REPORT_MARK,
     LdpReleaseResult,
     count_kind,
     validate_ldp_specs,
 )
-from hdp_spark.core.ldp_specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
-from hdp_spark.core.ldp_stats import LdpCells, LdpGroupStats, build_ldp_groups
+from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
@@ -65,7 +65,7 @@ def _safe(level: Column) -> Column:
 
 
 def _encode(value: Column, bound: Column) -> Column:
-    """Mirror of :func:`hdp_spark.core.ldp_common.encode_reports_numpy`."""
+    """Mirror of :func:`hdp_spark.core.ldp.common.encode_reports_numpy`."""
     clipped = F.least(F.greatest(value, -bound), bound)
     return F.floor(clipped * F.lit(float(2**FRACTION_BITS)) + F.lit(0.5)).cast("long")
 

@@ -22,7 +22,7 @@ import hdp_spark.core.stats as core_stats
 from hdp_spark import ParameterError, SchemaError, hdp_mean
 from hdp_spark.core.encoding import FIXED_ONE, encode_numpy
 from hdp_spark.core.keys import check_by_public, normalize_key, normalize_keys
-from hdp_spark.core.specs import check_bounds
+from hdp_spark.core.mean.spec import check_bounds
 
 DERIVED = "`keys` must be a public input from outside the data"
 

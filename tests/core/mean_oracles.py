@@ -15,10 +15,10 @@ import numpy as np
 from scipy import optimize, stats
 
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.mean import mean_weights
-from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.mean.finalize import mean_weights
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.stats import GroupStats, LevelRow
-from hdp_spark.core.weights import Weights
 
 INF = math.inf
 ALL_METHODS = (

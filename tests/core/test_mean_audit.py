@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 from mean_oracles import INF, cp_power, eps_lower_bound, exact_statistic, spec, stats_of
 
-import hdp_spark.core.mean as mean_module
+import hdp_spark.core.mean.finalize as mean_module
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import laplace_mechanism
-from hdp_spark.core.specs import MeanSpec
 from hdp_spark.core.stats import GroupStats
 
 ALPHA = 1e-6

@@ -22,7 +22,7 @@ import pytest
 from mean_oracles import INF, spec, stats_of
 
 from hdp_spark.core.encoding import encode_numpy
-from hdp_spark.core.mean import finalize_mean, mean_weights
+from hdp_spark.core.mean.finalize import finalize_mean, mean_weights
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK
 

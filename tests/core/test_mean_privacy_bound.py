@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from mean_oracles import ALL_METHODS, INF, spec, stats_of
 
-import hdp_spark.core.mean as mean_module
+import hdp_spark.core.mean.finalize as mean_module
 from hdp_spark.core.levels import EpsGrid, levels_numpy
+from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import LaplaceDraw, ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK, grid_for, laplace_mechanism
-from hdp_spark.core.weights import Weights
 
 
 @pytest.fixture

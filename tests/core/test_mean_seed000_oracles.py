@@ -31,10 +31,10 @@ from mean_oracles import (
 )
 
 from hdp_spark.core.levels import EpsGrid, levels_numpy
-from hdp_spark.core.mean import finalize_mean
+from hdp_spark.core.mean.finalize import finalize_mean
+from hdp_spark.core.mean.weights import normalize, solve_clip_level, solve_l1
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import build_groups
-from hdp_spark.core.weights import normalize, solve_clip_level, solve_l1
 
 LN40 = math.log(40)
 

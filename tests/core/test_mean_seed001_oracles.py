@@ -26,9 +26,9 @@ from mean_oracles import (
 )
 
 from hdp_spark.core.levels import EPS_CAP, EPS_FLOOR, levels_numpy
-from hdp_spark.core.mean import finalize_mean
+from hdp_spark.core.mean.finalize import finalize_mean
+from hdp_spark.core.mean.weights import Weights, solve_clip_level
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.weights import Weights, solve_clip_level
 
 
 def j_star(v: list[float], m: list[int], w: Weights) -> float:

@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import pytest
 
-from hdp_spark.core.mean import level_privacy
-from hdp_spark.core.weights import (
+from hdp_spark.core.mean.finalize import level_privacy
+from hdp_spark.core.mean.weights import (
     agnostic_phi,
     normalize,
     solve_clip_level,

@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from hdp_spark.core.weights import drop_phi, normalize, r_c2, solve_l1
+from hdp_spark.core.mean.weights import drop_phi, normalize, r_c2, solve_l1
 
 LN40 = math.log(40.0)
 

@@ -12,14 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hdp_spark.core.histogram import (
+from hdp_spark.core.histogram.finalize import (
     HistogramResult,
-    HistogramSpec,
     bin_statistics,
     finalize_histogram,
-    histogram_weights,
     released_counts,
 )
+from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats, LevelRow
 

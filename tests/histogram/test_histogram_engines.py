@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 from histogram_testlib import backend, run_histogram
 
-from hdp_spark.core.histogram import HistogramSpec
-from hdp_spark.core.histogram_release import (
+from hdp_spark.core.histogram.release import (
     COUNT_COLUMNS,
     HISTOGRAM_COLUMNS,
     build_histogram_groups,
 )
+from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.histograms import hdp_histogram

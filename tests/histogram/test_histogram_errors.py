@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from histogram_testlib import backend, run_histogram
 
-from hdp_spark.core.histogram import HistogramSpec
+from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import (
     EngineNotSupportedError,
@@ -182,8 +182,8 @@ def test_internal_invariants_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Defensive checks of the finalize step (bugs, not user errors)."""
     from fractions import Fraction
 
-    import hdp_spark.core.histogram as core
-    from hdp_spark.core.histogram_release import build_histogram_groups
+    import hdp_spark.core.histogram.finalize as core
+    from hdp_spark.core.histogram.release import build_histogram_groups
     from hdp_spark.core.noise import LaplaceDraw, ReleaseKey
     from hdp_spark.core.noise.exact import grid_for
     from hdp_spark.core.stats import GroupStats, LevelRow

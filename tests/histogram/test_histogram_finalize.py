@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from histogram_testlib import backend, stats_from_rows
 
-from hdp_spark.core.histogram import finalize_histogram, project_simplex
+from hdp_spark.core.histogram.finalize import finalize_histogram, project_simplex
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.histograms import hdp_histogram, histogram
 

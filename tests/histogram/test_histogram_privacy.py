@@ -19,15 +19,13 @@ import pytest
 from histogram_testlib import stats_from_rows
 from scipy import stats as sst
 
-from hdp_spark.core.histogram import (
-    HISTOGRAM_METHODS,
-    HistogramSpec,
+from hdp_spark.core.histogram.finalize import (
     bin_statistics,
     finalize_histogram,
-    histogram_weights,
     level_loss_bounds,
     released_counts,
 )
+from hdp_spark.core.histogram.spec import HISTOGRAM_METHODS, HistogramSpec, histogram_weights
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK, grid_for
 from hdp_spark.histograms import hdp_histogram
@@ -154,7 +152,7 @@ def test_empirical_audit_lower_bound_stays_below_eps() -> None:
 
 def test_release_refuses_a_grid_that_breaks_the_bound() -> None:
     """The integer self-check that finalize runs before releasing anything."""
-    from hdp_spark.core.histogram import _check_losses
+    from hdp_spark.core.histogram.finalize import _check_losses
     from hdp_spark.errors import InternalError
 
     w = Fraction(1, 3)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from job_helpers import REPO, job_text, write_job
 
-from hdp_spark.core.specs import MeanSpec
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.errors import JobError, ParameterError
 from hdp_spark.jobs import (
     AggregatorKind,

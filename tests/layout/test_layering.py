@@ -1,8 +1,11 @@
-"""The engine-agnostic core imports no engine: ``hdp_spark.core`` (every module of it) loads
-in a fresh interpreter where importing pandas or pyspark fails."""
+"""Layering of the core. The engine-agnostic core imports no engine: ``hdp_spark.core`` (every
+module of it) loads in a fresh interpreter where importing pandas or pyspark fails. Its
+modules stay under 550 lines, and only the mechanisms package (``core/noise``) draws
+randomness."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +49,58 @@ def test_the_blocker_blocks() -> None:
     )
     assert proc.returncode != 0
     assert "blocked engine import: pandas" in proc.stderr
+
+
+CORE = ROOT / "hdp_spark" / "core"
+MECHANISMS = CORE / "noise"
+MAX_MODULE_LINES = 550
+
+_RANDOMNESS = re.compile(
+    r"\bsecrets\.|\bos\.urandom\b|\brandom\.|\bnp\.random\b|\bnumpy\.random\b|\bdefault_rng\b"
+    r"|\bgetrandbits\b|\brandrange\b|^\s*import (random|secrets)\b|^\s*from (random|secrets) import"
+    r"|\brandomgen\b",
+    re.MULTILINE,
+)
+
+
+def _core_modules() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+def _randomness_hits(text: str) -> list[str]:
+    return [m.group(0) for m in _RANDOMNESS.finditer(text)]
+
+
+def test_no_core_module_is_too_long() -> None:
+    """Every module of the core stays reviewable: at most 550 lines."""
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _core_modules()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
+    assert len(_core_modules()) > 40  # the walk found the core
+
+
+def test_only_the_mechanisms_package_draws_randomness() -> None:
+    """No module of hdp_spark/core outside core/noise draws randomness (grep-based)."""
+    offenders = {
+        str(p.relative_to(ROOT)): _randomness_hits(p.read_text(encoding="utf-8"))
+        for p in _core_modules()
+        if MECHANISMS not in p.parents and _randomness_hits(p.read_text(encoding="utf-8"))
+    }
+    assert not offenders, offenders
+    # the mechanisms package itself does draw, so the pattern can match
+    inside = [
+        p for p in MECHANISMS.rglob("*.py") if _randomness_hits(p.read_text(encoding="utf-8"))
+    ]
+    assert len(inside) >= 3, inside
+
+
+def test_the_randomness_grep_can_fail() -> None:
+    for line in ("seed = secrets.randbits(128)", "rng = np.random.default_rng(0)",
+                 "x = os.urandom(8)", "import random", "t = rng.getrandbits(3)",
+                 "u = random.random()"):
+        assert _randomness_hits(line), line
+    for line in ("random_state = None", "randomized response", "key.stream(ctx)"):
+        assert not _randomness_hits(line), line

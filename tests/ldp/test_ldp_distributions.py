@@ -10,7 +10,7 @@ from ldp_helpers import P_MIN, TWO64, binom_ok, z_ok
 from scipy import stats
 
 import hdp_spark.ldp as L
-from hdp_spark.core.ldp_common import duchi_scale, rr_factor, sphere_constant
+from hdp_spark.core.ldp.common import duchi_scale, rr_factor, sphere_constant
 from hdp_spark.core.noise import vector as vx
 
 

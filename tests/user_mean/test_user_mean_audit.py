@@ -24,8 +24,10 @@ from scipy import stats
 
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.mean.weights import normalize, solve_clip_level
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import FinalCell, MeanCell, VarUser, hdp_user_mean
+from hdp_spark.core.user_mean import steps as um_steps
 
 ALPHA = 2e-5
 N = 1500
@@ -126,8 +128,8 @@ def test_audit_flags_a_mechanism_with_half_the_noise(monkeypatch: pytest.MonkeyP
     probe = core.final_step(design, cells, 0.05, ReleaseKey.fresh(), ("audit",))
     index = max(range(len(cells)), key=lambda i: probe.classes[i].eps_effective)
     low, high = _neighbours(design, cells, index)
-    real = core.laplace_mechanism
-    monkeypatch.setattr(core, "laplace_mechanism",
+    real = um_steps.laplace_mechanism
+    monkeypatch.setattr(um_steps, "laplace_mechanism",
                         lambda v, s, d, rng: real(v, s / 2, d, rng))
     k1, k2 = _audit(_final_mech(design, _statistic(design, low)), low, high)
     flagged, bound = _violation(k1, k2, N, probe.classes[index].eps_effective, ALPHA)
@@ -143,8 +145,8 @@ def test_initial_step_heterogeneous_eps() -> None:
     probe = core.initial_step(d1, 0.05, ReleaseKey.fresh(), ("a",))
     eff = next(c.eps_effective for c in probe.classes if c.eps == 1.5)
     eps_levels = [0.3, 1.5]
-    phi, tau = core.solve_clip_level(eps_levels, [40, 40], 8.0)
-    weights = core.normalize(eps_levels, [40, 40], phi, tau)
+    phi, tau = solve_clip_level(eps_levels, [40, 40], 8.0)
+    weights = normalize(eps_levels, [40, 40], phi, tau)
     stat = (weights.w[0] * Fraction(10 * 2 + 8, 2) + weights.w[1] * 25)  # Σ w p̂ of d1
 
     def mech(cells: object) -> bool:  # p_init is clipped: post-processing, same event test

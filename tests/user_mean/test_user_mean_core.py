@@ -11,6 +11,7 @@ import pytest
 from scipy import optimize
 
 from hdp_spark.core import user_mean as core
+from hdp_spark.core.noise import ReleaseKey, exponential_mechanism
 from hdp_spark.core.user_mean import (
     CensusCell,
     hdp_user_mean,
@@ -204,7 +205,7 @@ def test_heterogeneous_eps_weights_and_noise_bound() -> None:
     e = np.array([cls[1] for cls in d.classes])
     np.testing.assert_allclose(u, np.minimum(1 / s**2, d.t * e / widths), rtol=1e-12)
     cells = [core.FinalCell(k, ee, n, 0) for (k, ee), n in zip(d.classes, d.users, strict=True)]
-    rel = core.final_step(d, cells, 0.05, core.ReleaseKey.from_unsafe_seed(1), ("t",))
+    rel = core.final_step(d, cells, 0.05, ReleaseKey.from_unsafe_seed(1), ("t",))
     for cls in rel.classes:
         assert cls.eps_effective <= cls.eps
     assert max(c.eps_effective / c.eps for c in rel.classes) == pytest.approx(1.0)
@@ -263,11 +264,11 @@ def test_exponential_mechanism_probabilities() -> None:
 
     scores = [-3, -1, 0, -2, -5]
     eps = Fraction(1, 2)
-    key = core.ReleaseKey.from_unsafe_seed("em")
+    key = ReleaseKey.from_unsafe_seed("em")
     draws = 8000
     counts = np.zeros(len(scores))
     for i in range(draws):
-        counts[core.exponential_mechanism(scores, eps, key.stream(str(i).encode()))] += 1
+        counts[exponential_mechanism(scores, eps, key.stream(str(i).encode()))] += 1
     p = np.exp(0.5 * np.array(scores, dtype=float))
     p /= p.sum()
     assert stats.chisquare(counts, p * draws).pvalue > 1e-6

@@ -11,6 +11,7 @@ import pandas as pd
 
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.noise import LaplaceDraw
+from hdp_spark.core.user_mean import steps as um_steps
 
 
 def example1(
@@ -83,11 +84,11 @@ class LaplaceSpy:
     calls: list[tuple[Fraction, Fraction, Fraction]] = field(default_factory=list)
 
     def install(self, monkeypatch: Any) -> LaplaceSpy:
-        real = core.laplace_mechanism
+        real = um_steps.laplace_mechanism
 
         def spy(value: Fraction, scale: Fraction, dmin: Fraction, rng: Any) -> LaplaceDraw:
             self.calls.append((value, scale, dmin))
             return real(value, scale, dmin, rng)
 
-        monkeypatch.setattr(core, "laplace_mechanism", spy)
+        monkeypatch.setattr(um_steps, "laplace_mechanism", spy)
         return self

@@ -41,11 +41,25 @@ __all__ = [
     "encode_context",
     "encode_context_head",
     "encode_context_tail",
+    "public_seed",
 ]
 
 _DOMAIN = b"hdp_spark/noise/v1\x00"
 _log = logging.getLogger("hdp_spark")
 _KEY_BYTES = 32
+
+
+def public_seed(bits: int) -> int:
+    """A fresh ``bits``-bit seed from the operating system's CSPRNG for a *public* parameter.
+
+    Used for parameters that are published but must not depend on the data, such as the
+    seed of the frequency oracle's projection Φ (:mod:`hdp_spark.core.ldp.oracle`).
+
+    Privacy:
+        No private input: the seed is independent of the data by construction and is
+        published with the parameter it seeds; it is not a release key and never keys noise.
+    """
+    return secrets.randbits(bits)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hdp_spark.core.keys import normalize_key
+from hdp_spark.core.mean.spec import check_column_name
 from hdp_spark.core.partial.budget import TreeBudget, solve_budget
-from hdp_spark.core.specs import check_column_name
 from hdp_spark.errors import ParameterError
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Per-(group, ε level, index) statistics of local-DP reports: what every engine produces.
 
-Each engine encodes each report as an integer q (:func:`~hdp_spark.core.ldp_common.
+Each engine encodes each report as an integer q (:func:`~hdp_spark.core.ldp.common.
 encode_reports_numpy`, or a ±1 sign), splits it into two limbs q = hi 2**31 + lo and
 returns, per (group, ε level, index), the row count and the two limb sums (exact 64-bit
 integer sums on both engines). ``index`` is 0 for scalar means, the coordinate k for
@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from hdp_spark.core.ldp_common import LDP_EPS_MIN, LIMB_BITS
+from hdp_spark.core.ldp.common import LDP_EPS_MIN, LIMB_BITS
 from hdp_spark.core.levels import INVALID_LEVEL
 from hdp_spark.errors import EpsilonColumnError, InternalError
 

@@ -1,6 +1,6 @@
 """Engine-agnostic orchestration of a local-DP aggregation.
 
-The engine computes one :class:`~hdp_spark.core.ldp_stats.LdpGroupStats` table per spec;
+The engine computes one :class:`~hdp_spark.core.ldp.stats.LdpGroupStats` table per spec;
 this module finalizes every (spec, group) on the driver and turns the results into plain
 rows with documented columns. No noise is added anywhere (the reports are already private),
 so there is no release key: the output is a deterministic function of the level tables,
@@ -13,20 +13,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hdp_spark.core.ldp_distribution import LdpDistributionResult, finalize_ldp_distribution
-from hdp_spark.core.ldp_mean import (
+from hdp_spark.core.ldp.distribution import LdpDistributionResult, finalize_ldp_distribution
+from hdp_spark.core.ldp.mean import (
     LdpMeanResult,
     LdpVectorResult,
     finalize_ldp_mean,
     finalize_ldp_vector,
 )
-from hdp_spark.core.ldp_specs import (
+from hdp_spark.core.ldp.specs import (
     LdpDistributionSpec,
     LdpMeanSpec,
     LdpSpec,
     LdpVectorMeanSpec,
 )
-from hdp_spark.core.ldp_stats import CountKind, LdpGroupStats, empty_stats
+from hdp_spark.core.ldp.stats import CountKind, LdpGroupStats, empty_stats
 from hdp_spark.errors import ParameterError
 
 __all__ = [

@@ -8,7 +8,7 @@ The reports are already ε_i-LDP (they were randomized on the devices), so nothi
 noise: the weights depend on the public ε levels only, and everything is post-processing.
 
 Estimators (w_l = f(ε_l) / Σ_l n_l f(ε_l), f the paper's weight of each algorithm, see
-:func:`~hdp_spark.core.ldp_common.weight_phi`):
+:func:`~hdp_spark.core.ldp.common.weight_phi`):
   * Laplace (Alg. 1): θ̂ = Σ_i w_i Y_i with reports Y_i = x_i + Lap(2/ε_i) in the unit scale.
   * RR (Alg. 2): θ̂ = Σ_i w_i c_i Y_i with Y_i ∈ {±1} and c_i = coth(ε_i/2).
   * Duchi (Alg. 3): θ̂ = Σ_i w_i Y_i with Y_i on the sphere of radius B_i = c_i r A_d
@@ -47,7 +47,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hdp_spark.core.ldp_common import (
+from hdp_spark.core.ldp.common import (
     FRACTION_BITS,
     LdpMechanism,
     LdpWeights,
@@ -56,8 +56,8 @@ from hdp_spark.core.ldp_common import (
     warn_large_eps,
     weight_phi,
 )
-from hdp_spark.core.ldp_specs import LdpMeanSpec, LdpVectorMeanSpec
-from hdp_spark.core.ldp_stats import LdpGroupStats, level_arrays, totals_by_index
+from hdp_spark.core.ldp.specs import LdpMeanSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.stats import LdpGroupStats, level_arrays, totals_by_index
 
 __all__ = [
     "RADIUS_SLACK",

@@ -12,8 +12,9 @@ depend on the data (the JL error bound is over Φ's randomness).
 
 * ``projection="jl"`` (the paper's Alg. 5): s(j, v) is the top bit of a 64-bit mix
   (SplitMix64 finalizer, twice) of (seed, j, v): a public pseudo-random ±1 matrix. The seed
-  is drawn from OS entropy when the oracle is planned; it must not depend on the data,
-  because the JL error bound is over the randomness of Φ.
+  is drawn from OS entropy (:func:`hdp_spark.core.noise.public_seed`) when the oracle is
+  planned; it must not depend on the data, because the JL error bound is over the randomness
+  of Φ.
 * ``projection="hadamard"`` (our extension, not in the paper):
   s(j, v) = (-1)^popcount(j & v) with m = 2^⌈log2 d⌉. Columns are exactly orthogonal, so
   the JL bias is zero, and the driver evaluates all d frequencies with one fast
@@ -30,7 +31,6 @@ protocol with ε²n replaced by S_τ), and the printed form makes m grow like S_
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -38,7 +38,8 @@ from typing import Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from hdp_spark.core.ldp_common import check_beta, check_choice, check_positive_int
+from hdp_spark.core.ldp.common import check_beta, check_choice, check_positive_int
+from hdp_spark.core.noise.prf import public_seed
 from hdp_spark.errors import EpsilonColumnError, ParameterError
 
 __all__ = ["MAX_CATEGORIES", "PROJECTIONS", "FrequencyOracle", "fwht", "jl_dimension"]
@@ -203,7 +204,7 @@ class FrequencyOracle:
             m_final = jl_dimension(s_tau, d, beta)
         else:
             m_final = check_positive_int("m", m, _MAX_M)
-        seed = secrets.randbits(128) if phi_seed is None else phi_seed
+        seed = public_seed(128) if phi_seed is None else phi_seed
         return cls(d=d, m=m_final, phi_seed=seed, projection=projection, beta=beta)
 
     def signs(self, j: npt.ArrayLike, v: npt.ArrayLike) -> npt.NDArray[np.int8]:

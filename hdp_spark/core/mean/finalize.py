@@ -36,15 +36,8 @@ from fractions import Fraction
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
-from hdp_spark.core.noise import (
-    ReleaseKey,
-    encode_context_head,
-    encode_context_tail,
-    laplace_mechanism,
-)
-from hdp_spark.core.specs import MeanSpec
-from hdp_spark.core.stats import GroupStats
-from hdp_spark.core.weights import (
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.mean.weights import (
     Weights,
     agnostic_phi,
     drop_phi,
@@ -55,6 +48,13 @@ from hdp_spark.core.weights import (
     solve_l1,
     uniform_phi,
 )
+from hdp_spark.core.noise import (
+    ReleaseKey,
+    encode_context_head,
+    encode_context_tail,
+    laplace_mechanism,
+)
+from hdp_spark.core.stats import GroupStats
 
 __all__ = [
     "ADPM_C",

@@ -14,16 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hdp_spark.core.histogram import (
-    HistogramResult,
-    HistogramSpec,
-    finalize_histogram,
-    histogram_weights,
-)
+from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
+from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
+from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import LEVEL_ITEMS, OutputField
 from hdp_spark.core.stats import GroupStats, build_groups
-from hdp_spark.core.weights import Weights
 from hdp_spark.errors import InternalError, ParameterError
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hdp_spark.core.ldp_common import (
+from hdp_spark.core.ldp.common import (
     LDP_WEIGHTS,
     LdpWeights,
     check_beta,
@@ -17,8 +17,8 @@ from hdp_spark.core.ldp_common import (
     check_finite,
     check_positive_int,
 )
-from hdp_spark.core.ldp_oracle import FrequencyOracle
-from hdp_spark.core.specs import check_bounds, check_column_name
+from hdp_spark.core.ldp.oracle import FrequencyOracle
+from hdp_spark.core.mean.spec import check_bounds, check_column_name
 from hdp_spark.errors import ParameterError
 
 __all__ = ["MAX_VECTOR_DIM", "LdpDistributionSpec", "LdpMeanSpec", "LdpSpec", "LdpVectorMeanSpec"]

@@ -19,7 +19,7 @@ constants ours, following the proof of the paper's Theorem 4.1):
     (each term w_i c_i b_i s ∈ ±w_i c_i) and for the JL bias (m i.i.d. terms in [-1, 1]),
     union bound over v and the two parts. It needs Φ's seed to be independent of the data.
   * Hadamard: sqrt(2 ln(2d/β) Σ w_i² c_i²) (exactly orthogonal columns: no bias term).
-  Plus the absolute slack 2**-28 of :mod:`hdp_spark.core.ldp_mean`.
+  Plus the absolute slack 2**-28 of :mod:`hdp_spark.core.ldp.mean`.
 Rows with no item (⊥) report a fair sign and contribute 0 in expectation, so estimates are
 frequencies relative to all rows. The released pmf clips each coordinate to [0, 1] (never
 increases the ℓ∞ error); with ``fallback`` on and a radius >= 1 it is the uniform pmf.
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hdp_spark.core.ldp_common import rr_factor, warn_large_eps
-from hdp_spark.core.ldp_mean import RADIUS_SLACK, LdpLevel, level_weights
-from hdp_spark.core.ldp_specs import LdpDistributionSpec
-from hdp_spark.core.ldp_stats import LdpGroupStats, level_arrays
+from hdp_spark.core.ldp.common import rr_factor, warn_large_eps
+from hdp_spark.core.ldp.mean import RADIUS_SLACK, LdpLevel, level_weights
+from hdp_spark.core.ldp.specs import LdpDistributionSpec
+from hdp_spark.core.ldp.stats import LdpGroupStats, level_arrays
 
 __all__ = ["LdpDistributionResult", "distribution_radius", "finalize_ldp_distribution"]
 

@@ -1,4 +1,5 @@
-"""Aggregator specifications: the one place where aggregator parameters are validated.
+"""The mean's specification (:class:`MeanSpec`) and the parameter checks every aggregator's
+spec shares (:func:`check_column_name`, :func:`check_bounds`).
 
 Backends take these frozen dataclasses and render them into native expressions, so the
 validation and the error texts are identical on every engine.

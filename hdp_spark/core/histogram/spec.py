@@ -1,0 +1,255 @@
+"""Histogram (HPF) specification and per-level weights.
+
+HPF is Algorithm 1 (§3) of Chaudhuri & Courtade, *Private Estimation When Data and Privacy
+Demands Are Correlated* (FORC 2025), with the weights of its Table 1.
+
+Privacy-critical: row i's ε_i-DP guarantee for the released frequencies depends on the
+weights computed here (:func:`histogram_weights`, a function of the public ε histogram
+only); the privacy argument is in :mod:`hdp_spark.core.histogram.finalize`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.mean.spec import check_column_name
+from hdp_spark.core.mean.weights import (
+    Weights,
+    agnostic_phi,
+    normalize,
+    proportional_phi,
+    r_wc2,
+    solve_clip_level,
+    solve_l1,
+    uniform_phi,
+)
+from hdp_spark.errors import InternalError, ParameterError
+
+HistogramMethod = Literal[
+    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "uniform", "proportional"
+]
+HISTOGRAM_METHODS: tuple[str, ...] = get_args(HistogramMethod)
+
+MAX_CATEGORIES = 100_000
+"""Largest public domain accepted (every bin is released, so k drives the cost)."""
+
+MAX_INT_LABEL = 2**53
+"""Integer labels must satisfy |label| <= 2**53, so a float column compares exactly."""
+
+TRIVIAL_FREQUENCY = 0.5
+"""Per-bin output when no row may carry weight: the paper's trivial estimator 1/2 (§2.2)."""
+
+
+def _label_kind(value: object) -> str | None:
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return "int"
+    return None
+
+
+def _canonical(value: object) -> str | int:
+    return str(value) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSpec:
+    """A heterogeneous-DP histogram over a public domain (see :func:`hdp_spark.hdp_histogram`).
+
+    Attributes:
+        column: the category column.
+        eps: column holding each row's privacy demand ε_i.
+        categories: the public domain, all strings or all integers, no duplicates.
+        method: weighting rule.
+        beta: failure probability of the per-bin intervals, and β of the PAC methods.
+        other: label of the bin receiving null and out-of-domain values (appended to the
+            domain unless it is one of ``categories``), or None to release no such bin.
+        eps_grid: optional geometric grid that ε is rounded down onto.
+        alias: name of the histogram (noise domain separation); default
+            ``"<column>_histogram"``.
+    """
+
+    column: str
+    eps: str
+    categories: tuple[str | int, ...]
+    method: HistogramMethod = "hpf-a"
+    beta: float = 0.05
+    other: str | int | None = "other"
+    eps_grid: EpsGrid | None = None
+    alias: str | None = None
+
+    def __post_init__(self) -> None:
+        check_column_name("column", self.column)
+        check_column_name("eps", self.eps)
+        raw = self.categories
+        if isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
+            msg = (
+                "`categories` must be a list or tuple of labels, got "
+                f"{type(raw).__name__}."
+            )
+            raise ParameterError(msg)
+        cats = list(raw)
+        if not cats:
+            msg = "`categories` must contain at least one label, got an empty list."
+            raise ParameterError(msg)
+        if len(cats) > MAX_CATEGORIES:
+            msg = f"`categories` may hold at most {MAX_CATEGORIES} labels, got {len(cats)}."
+            raise ParameterError(msg)
+        kinds = {_label_kind(c) for c in cats}
+        if None in kinds or len(kinds) != 1:
+            first = _label_kind(cats[0])
+            pos = next(
+                i for i, c in enumerate(cats) if first is None or _label_kind(c) != first
+            )
+            msg = (
+                "`categories` must be all strings or all integers (no bool, float or null); "
+                f"got {cats[pos]!r} at position {pos}."
+            )
+            raise ParameterError(msg)
+        canon = tuple(_canonical(c) for c in cats)
+        kind = "str" if isinstance(canon[0], str) else "int"
+        if kind == "int":
+            for c in canon:
+                if abs(int(c)) > MAX_INT_LABEL:
+                    msg = f"integer `categories` must satisfy |label| <= 2**53, got {c!r}."
+                    raise ParameterError(msg)
+        seen: set[str | int] = set()
+        for c in canon:
+            if c in seen:
+                msg = f"`categories` must not repeat a label; {c!r} appears twice."
+                raise ParameterError(msg)
+            seen.add(c)
+        object.__setattr__(self, "categories", canon)
+        if self.other is not None:
+            if _label_kind(self.other) != kind:
+                hint = "e.g. other=-1, " if kind == "int" else ""
+                msg = (
+                    f"`other` must be a label of the same type as `categories` ({kind}; "
+                    f"{hint}or None to release no other bin), got {self.other!r}."
+                )
+                raise ParameterError(msg)
+            other = _canonical(self.other)
+            if kind == "int" and abs(int(other)) > MAX_INT_LABEL:
+                msg = f"integer `other` must satisfy |label| <= 2**53, got {other!r}."
+                raise ParameterError(msg)
+            object.__setattr__(self, "other", other)
+        if self.method not in HISTOGRAM_METHODS:
+            msg = (
+                f"`method` must be one of {', '.join(HISTOGRAM_METHODS)}; got {self.method!r}."
+            )
+            raise ParameterError(msg)
+        if isinstance(self.beta, bool) or not isinstance(self.beta, int | float):
+            msg = f"`beta` must be a number, got {self.beta!r}."
+            raise ParameterError(msg)
+        if not 0 < self.beta < 1:
+            msg = f"`beta` must be in (0, 1), got {self.beta!r}."
+            raise ParameterError(msg)
+        if self.method in ("hpf-ce", "hpf-we") and self.k < 2:
+            msg = (
+                f"`method` {self.method!r} needs at least 2 released bins (its log factor is "
+                f"ln k), got {self.k}; add a category or an `other` bin."
+            )
+            raise ParameterError(msg)
+        if self.eps_grid is not None and not isinstance(self.eps_grid, EpsGrid):
+            msg = f"`eps_grid` must be an EpsGrid or None, got {type(self.eps_grid).__name__}."
+            raise ParameterError(msg)
+        if self.alias is not None:
+            check_column_name("alias", self.alias)
+
+    @property
+    def name(self) -> str:
+        """Name of the histogram (default ``"<column>_histogram"``)."""
+        return self.alias or f"{self.column}_histogram"
+
+    @property
+    def kind(self) -> str:
+        """``"str"`` or ``"int"``: the type of the labels."""
+        return "str" if isinstance(self.categories[0], str) else "int"
+
+    @property
+    def unmatched_code(self) -> int:
+        """Code of rows that are null or match no category (= number of categories)."""
+        return len(self.categories)
+
+    @property
+    def appends_other(self) -> bool:
+        """True when ``other`` is an extra bin after the categories."""
+        return self.other is not None and self.other not in self.categories
+
+    @property
+    def labels(self) -> tuple[str | int, ...]:
+        """Labels of the released bins, in output order."""
+        if self.appends_other:
+            assert self.other is not None
+            return (*self.categories, self.other)
+        return self.categories
+
+    @property
+    def k(self) -> int:
+        """Number of released (noised) bins."""
+        return len(self.categories) + (1 if self.appends_other else 0)
+
+    @property
+    def other_bin(self) -> int | None:
+        """Released bin that receives the unmatched rows (None: no bin)."""
+        if self.other is None:
+            return None
+        return self.categories.index(self.other) if not self.appends_other else self.k - 1
+
+    @property
+    def log_factor(self) -> float:
+        """L of the optimized methods: ln(k/β) for PAC (cp, wp), ln k for MSE (ce, we)."""
+        if self.method in ("hpf-ce", "hpf-we"):
+            return math.log(self.k)
+        return math.log(self.k / self.beta)
+
+    def code_of(self) -> dict[str | int, int]:
+        """Label -> code (the driver-side half of the category matching)."""
+        return {c: i for i, c in enumerate(self.categories)}
+
+
+def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]) -> Weights:
+    """Per-level weights of ``spec.method`` for the ε histogram (levels v ascending, counts m).
+
+    * ``hpf-a``: w ∝ 1 - exp(-ε) (HPF-A, Table 1 of the paper);
+    * ``hpf-cp`` / ``hpf-ce``: solver S1 with L = ln(k/β) / ln k (objective eq. 6);
+    * ``hpf-wp`` / ``hpf-we``: both branches, S1(L) and S2(c = L), keeping the smaller
+      r_WC (objective eq. 7, whose min of two terms splits into two branches);
+    * ``uniform``: everyone at ε_min (trivial when some row has ε = 0);
+    * ``proportional``: w ∝ ε (all weight on the public rows when there are some).
+
+    Weights depend on (v, m, k, β) only, never on the data.
+
+    Privacy:
+        A function of the public ε histogram; see the module docstring for the mechanism.
+    """
+    method = spec.method
+    v, m = list(v), list(m)
+    if method == "hpf-a":
+        return normalize(v, m, agnostic_phi(v), math.nan)
+    if method in ("hpf-cp", "hpf-ce"):
+        phi, tau = solve_l1(v, m, spec.log_factor)
+        return normalize(v, m, phi, tau)
+    if method in ("hpf-wp", "hpf-we"):
+        lf = spec.log_factor
+        phi_a, tau_a = solve_l1(v, m, lf)
+        phi_b, tau_b = solve_clip_level(v, m, lf)
+        wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
+        return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+    if method == "uniform":
+        phi = uniform_phi(v, m)
+        positive = [x for x, c in zip(v, m, strict=True) if c > 0 and x > 0]
+        tau = min(positive) if positive and any(phi) else math.nan
+        return normalize(v, m, phi, tau)
+    if method == "proportional":
+        phi = proportional_phi(v, m)
+        public = any(math.isinf(x) for x, c in zip(v, m, strict=True) if c)
+        return normalize(v, m, phi, math.nan if public else math.inf)
+    msg = f"unknown histogram method {method!r}"
+    raise InternalError(msg)
+
