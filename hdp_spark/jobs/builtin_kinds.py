@@ -295,37 +295,32 @@ def _describe_partial(entry: Any) -> Mapping[str, Any]:
     return {"alias": entry.name, **{k: entry.params[k] for k in sorted(entry.params)}}
 
 
-HEAVY_HITTERS = AggregatorKind(
-    name="heavy_hitters",
-    build=_build_heavy_hitters,
-    release=_release_heavy_hitters,
-    eps_column=lambda e: f"__eps_person_{e.name}",
-    eps_grid=lambda _e: None,
-    output_name=lambda e: e.name,
-    intervals=lambda _e: (),
-    describe=_describe_partial,
-    unit="person",
-    uniform_eps=lambda e: e.eps_person,
-    grouped=False,
-)
+def _person_kind(name: str, build: Any, release: Any) -> AggregatorKind:
+    """A partial-DP kind: global only, every person charged the same per-person ε."""
+    return AggregatorKind(
+        name=name,
+        build=build,
+        release=release,
+        eps_column=lambda e: f"__eps_person_{e.name}",
+        eps_grid=lambda _e: None,
+        output_name=lambda e: e.name,
+        intervals=lambda _e: (),
+        describe=_describe_partial,
+        unit="person",
+        uniform_eps=lambda e: e.eps_person,
+        grouped=False,
+    )
+
+
+HEAVY_HITTERS = _person_kind("heavy_hitters", _build_heavy_hitters, _release_heavy_hitters)
 """Partial-DP heavy hitters (:func:`hdp_spark.hdp_heavy_hitters`, seed 004): parameters as
 its keywords (``cols``, ``domains``, ``eps0``, ...) plus ``alias``. One output row:
 ``<name>_records`` (released records with ``noisy_count`` and its interval), ``_n``,
 ``_eps0``, ``_eps_attribute``, ``_eps_person``, ``_eps_person_conversion``, ``_report``
 (the public report as JSON)."""
 
-ATTRIBUTE_HISTOGRAMS = AggregatorKind(
-    name="attribute_histograms",
-    build=_build_attribute_histograms,
-    release=_release_attribute_histograms,
-    eps_column=lambda e: f"__eps_person_{e.name}",
-    eps_grid=lambda _e: None,
-    output_name=lambda e: e.name,
-    intervals=lambda _e: (),
-    describe=_describe_partial,
-    unit="person",
-    uniform_eps=lambda e: e.eps_person,
-    grouped=False,
+ATTRIBUTE_HISTOGRAMS = _person_kind(
+    "attribute_histograms", _build_attribute_histograms, _release_attribute_histograms
 )
 """Per-attribute histograms (:func:`hdp_spark.pandas.attribute_histograms`, seed 004):
 ``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``alias``. Output as
