@@ -210,13 +210,8 @@ def histogram(
         keys: the public key set of a grouped release (list of values, list of tuples for
             several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
             all bins; rows with other keys are left out.
-            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
-            a reference table): a key set computed from the released table, such as its
-            distinct values, reveals which keys occur whatever noise is added. Keys that are
-            detectably derived from ``df`` (the same object, a view sharing its memory, or
-            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
-            from the data cannot be detected and is the caller's responsibility. Ordered
-            containers keep their order in the output; a set is sorted.
+            Key sets must be public inputs from outside the data; the rules, what is
+            refused and the output order are those of :func:`hdp_spark.pandas.agg`.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         project: release the Euclidean projection of each group's noisy vector onto the

@@ -273,13 +273,8 @@ def ldp_agg(
             spec reads as data (report column) or as its ε column is refused, as grouping
             by it would publish exact per-value counts through ``_n``.
         keys: the public key set of a grouped aggregation; every key gets a row.
-            KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
-            a reference table): a key set computed from the released table, such as its
-            distinct values, reveals which keys occur whatever noise is added. Keys that are
-            detectably derived from ``df`` (the same object, a view sharing its memory, or
-            on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
-            from the data cannot be detected and is the caller's responsibility. Ordered
-            containers keep their order in the output; a set is sorted.
+            Key sets must be public inputs from outside the data; the rules, what is
+            refused and the output order are those of :func:`hdp_spark.pandas.agg`.
         already_randomized: declare that the report columns already hold ε_i-LDP reports
             made outside this library (on the devices, the production case). Without it,
             every report column must carry the marker :func:`ldp_simulate` writes
