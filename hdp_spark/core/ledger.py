@@ -1,7 +1,7 @@
 """Pure logic of the per-user privacy ledger: units, composition, capping and charges.
 
 Engine-agnostic (numpy only). The job runner applies the same rules with native Spark
-expressions (:mod:`hdp_spark.jobs._spark`); tests check that both engines agree.
+expressions (:mod:`hdp_spark.spark.job_adapter`); tests check that both engines agree.
 
 Accounting model
 ----------------

@@ -76,7 +76,7 @@ def _doubles(s: pd.Series) -> np.ndarray:
 
 def _cast(s: pd.Series, kind: str) -> pd.Series:
     """Cast one column on load; whatever does not parse becomes null (a private cell must
-    never make the read fail). The Spark twin is ``hdp_spark.jobs._spark._cast``."""
+    never make the read fail). The Spark twin is ``hdp_spark.spark.job_adapter._cast``."""
     if kind == "double":
         return pd.Series(_doubles(s), index=s.index, dtype=np.float64)
     if kind == "long":

@@ -205,12 +205,14 @@ def check_engine(
     if engine != "spark" or spark is not None:
         return
     try:
-        from pyspark.sql import SparkSession
+        from hdp_spark.spark.job_adapter import active_session
+
+        active = active_session()
     except ImportError as exc:
         msg = ("the Spark engine needs pyspark, which is not installed: pip install "
                "'pyspark[connect]' (or run with --engine pandas).")
         raise EngineUnavailableError(msg) from exc
-    if SparkSession.getActiveSession() is not None:
+    if active:
         return
     remote = dict(conf).get("spark.remote") or os.environ.get("SPARK_REMOTE") or ""
     if remote.startswith("sc://"):
@@ -241,6 +243,6 @@ def make_adapter(engine: str, spark: Any = None, conf: Sequence[tuple[str, str]]
         from hdp_spark.jobs._pandas import PandasAdapter
 
         return PandasAdapter()
-    from hdp_spark.jobs._spark import SparkAdapter
+    from hdp_spark.spark.job_adapter import SparkAdapter
 
     return SparkAdapter(spark, conf)

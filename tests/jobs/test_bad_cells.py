@@ -168,7 +168,7 @@ def _norm(values: list[Any]) -> list[Any]:
 def test_casts_agree_between_engines_and_never_raise(spark: Any, kind: str) -> None:
     from pyspark.sql import types as T
 
-    from hdp_spark.jobs._spark import _cast as spark_cast
+    from hdp_spark.spark.job_adapter import _cast as spark_cast
 
     expected = _norm(pandas_cast(pd.Series(CELLS, dtype=object), kind).tolist())
     df = spark.createDataFrame([(c,) for c in CELLS],

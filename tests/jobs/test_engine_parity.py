@@ -36,7 +36,7 @@ def edge_table() -> tuple[pd.DataFrame, pd.DataFrame]:
 @pytest.mark.parametrize("policy", ["cap"])
 def test_cap_and_charges_agree(spark: Any, policy: str) -> None:
     from hdp_spark.jobs._pandas import PandasAdapter
-    from hdp_spark.jobs._spark import SparkAdapter
+    from hdp_spark.spark.job_adapter import SparkAdapter
 
     frame, spent = edge_table()
     budget = BudgetSpec(default=1.5, column="budget", policy=policy)  # type: ignore[arg-type]
@@ -69,7 +69,7 @@ def test_grid_charges_agree(spark: Any) -> None:
     """With an EpsGrid the Spark charge pass (two-projection level) equals the numpy one."""
     from hdp_spark.core.levels import EpsGrid, levels_numpy
     from hdp_spark.jobs._pandas import PandasAdapter
-    from hdp_spark.jobs._spark import SparkAdapter
+    from hdp_spark.spark.job_adapter import SparkAdapter
 
     frame, spent = edge_table()
     budget = BudgetSpec(default=5.0, column="budget", policy="cap")

@@ -104,3 +104,20 @@ def test_the_randomness_grep_can_fail() -> None:
         assert _randomness_hits(line), line
     for line in ("random_state = None", "randomized response", "key.stream(ctx)"):
         assert not _randomness_hits(line), line
+
+
+_PYSPARK_IMPORT = re.compile(r"^\s*(import|from)\s+pyspark\b", re.MULTILINE)
+
+
+def test_spark_code_lives_only_under_hdp_spark_spark() -> None:
+    """Only ``hdp_spark/spark/`` imports pyspark (the jobs and the ledger reach Spark through
+    it: ``spark/job_adapter.py``, ``spark/ledger_io.py``)."""
+    package = ROOT / "hdp_spark"
+    offenders = sorted(
+        str(p.relative_to(ROOT)) for p in package.rglob("*.py")
+        if "spark" not in p.relative_to(package).parts[:1]
+        and _PYSPARK_IMPORT.search(p.read_text())
+    )
+    assert offenders == []
+    inside = [p for p in (package / "spark").rglob("*.py") if _PYSPARK_IMPORT.search(p.read_text())]
+    assert len(inside) >= 5  # the pattern matches real imports

@@ -41,15 +41,23 @@ from hdp_spark.jobs.engines import (
 )
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
-from hdp_spark.ledger.io import SparkIO
 from hdp_spark.spark.expressions import with_level
+from hdp_spark.spark.ledger_io import SparkIO
 
-__all__ = ["SparkAdapter"]
+__all__ = ["SparkAdapter", "active_session"]
 
 SPENT = "__spent"
 BUDGET = "__budget"
 _SCALE = float(2**UNIT_BITS)
 _INF = float("inf")
+
+
+def active_session() -> bool:
+    """Whether a Spark session is active in this process (pyspark imported lazily, so a
+    missing pyspark is an ImportError here)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
 
 
 def _session(spark: Any, conf: Sequence[tuple[str, str]]) -> Any:
