@@ -29,6 +29,7 @@ from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserBackend, UserMeanSpec
 from hdp_spark.errors import ParameterError
@@ -362,27 +363,32 @@ def run_release(
 
 def dispatch_cells(
     requests: Sequence[CellRequest],
+    df: Any,
+    by: tuple[str, ...],
+    keys: Keys | None,
     *,
-    levels: Callable[[list[LevelRequest]], Sequence[Mapping[Key, Any]]],
-    categories: Callable[[CategoryRequest], Mapping[Key, Any]],
-    ldp: Callable[[list[Any]], Sequence[Mapping[Key, Any]]],
+    levels: Callable[[Any, list[Any], tuple[str, ...], Keys | None], Sequence[Mapping[Key, Any]]],
+    categories: Callable[[Any, HistogramSpec, tuple[str, ...], Keys | None], Mapping[Key, Any]],
+    ldp: Callable[[Any, list[Any], tuple[str, ...], Keys | None], Sequence[Mapping[Key, Any]]],
 ) -> list[Mapping[Key, Any]]:
-    """One table per request from an engine's native cell functions: all level requests
-    in one call (one pass per ε column and grid), each histogram alone, all LDP specs in
-    one call. Shared by the engines so that none repeats the dispatch."""
+    """One table per request from an engine's native cell functions, each called as
+    ``fn(df, what, by, keys)``: all level requests in one call (as ``LevelPlan``s, one pass
+    per ε column and grid), each histogram alone, all LDP specs in one call. Shared by the
+    engines so that none repeats the dispatch."""
     out: list[Mapping[Key, Any]] = [{} for _ in requests]
     level_at = [i for i, r in enumerate(requests) if isinstance(r, LevelRequest)]
     if level_at:
-        tables = levels([requests[i] for i in level_at])  # type: ignore[misc]
-        for i, table in zip(level_at, tables, strict=True):
+        plans = [LevelPlan(r.eps, r.grid, r.specs)
+                 for r in (requests[i] for i in level_at) if isinstance(r, LevelRequest)]
+        for i, table in zip(level_at, levels(df, plans, by, keys), strict=True):
             out[i] = table
     for i, r in enumerate(requests):
         if isinstance(r, CategoryRequest):
-            out[i] = categories(r)
+            out[i] = categories(df, r.spec, by, keys)
     ldp_at = [i for i, r in enumerate(requests) if isinstance(r, LdpRequest)]
     if ldp_at:
         ldp_specs = [requests[i].spec for i in ldp_at]  # type: ignore[union-attr]
-        for i, table in zip(ldp_at, ldp(ldp_specs), strict=True):
+        for i, table in zip(ldp_at, ldp(df, ldp_specs, by, keys), strict=True):
             out[i] = table
     return out
 

@@ -22,7 +22,6 @@ from hdp_spark.core.pipeline import (
     OutputField,
     dispatch_cells,
 )
-from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserMeanSpec
 from hdp_spark.errors import ParameterError
@@ -68,14 +67,8 @@ class PandasEngine:
         from hdp_spark.pandas._mean import level_tables
         from hdp_spark.pandas.ldp import ldp_tables
 
-        return dispatch_cells(
-            requests,
-            levels=lambda reqs: level_tables(
-                self.df, [LevelPlan(r.eps, r.grid, r.specs) for r in reqs], by, keys
-            ),
-            categories=lambda r: histogram_tables(self.df, r.spec, by, keys),
-            ldp=lambda specs: ldp_tables(self.df, specs, by, keys),
-        )
+        return dispatch_cells(requests, self.df, by, keys, levels=level_tables,
+                              categories=histogram_tables, ldp=ldp_tables)
 
     @contextmanager
     def users(self, spec: UserMeanSpec, by: tuple[str, ...], keys: Keys) -> Iterator[Any]:

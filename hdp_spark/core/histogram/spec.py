@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.mean.spec import check_column_name
+from hdp_spark.core.mean.spec import check_column_name, check_eps_grid
 from hdp_spark.core.mean.weights import (
     Weights,
     agnostic_phi,
@@ -155,9 +155,7 @@ class HistogramSpec:
                 f"ln k), got {self.k}; add a category or an `other` bin."
             )
             raise ParameterError(msg)
-        if self.eps_grid is not None and not isinstance(self.eps_grid, EpsGrid):
-            msg = f"`eps_grid` must be an EpsGrid or None, got {type(self.eps_grid).__name__}."
-            raise ParameterError(msg)
+        check_eps_grid(self.eps_grid)
         if self.alias is not None:
             check_column_name("alias", self.alias)
 

@@ -15,7 +15,14 @@ from typing import Literal, get_args
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import ParameterError
 
-__all__ = ["MEAN_METHODS", "MeanMethod", "MeanSpec", "check_bounds", "check_column_name"]
+__all__ = [
+    "MEAN_METHODS",
+    "MeanMethod",
+    "MeanSpec",
+    "check_bounds",
+    "check_column_name",
+    "check_eps_grid",
+]
 
 MeanMethod = Literal[
     "adpm", "hpm-a", "hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "uniform", "proportional", "drop"
@@ -36,6 +43,14 @@ def _check_number(name: str, value: object) -> float:
         msg = f"`{name}` must be a number, got {value!r}."
         raise ParameterError(msg)
     return float(value)
+
+
+def check_eps_grid(value: object) -> None:
+    """Reject an ``eps_grid`` that is neither an :class:`EpsGrid` nor None (shared by the
+    specs of every aggregator that rounds ε onto a grid)."""
+    if value is not None and not isinstance(value, EpsGrid):
+        msg = f"`eps_grid` must be an EpsGrid or None, got {type(value).__name__}."
+        raise ParameterError(msg)
 
 
 def check_bounds(lower: object, upper: object) -> tuple[float, float]:
@@ -128,9 +143,7 @@ class MeanSpec:
             if not lower <= fill <= upper:
                 msg = f"`fill` must lie in [lower, upper], got {self.fill!r}."
                 raise ParameterError(msg)
-        if self.eps_grid is not None and not isinstance(self.eps_grid, EpsGrid):
-            msg = f"`eps_grid` must be an EpsGrid or None, got {type(self.eps_grid).__name__}."
-            raise ParameterError(msg)
+        check_eps_grid(self.eps_grid)
         if self.alias is not None:
             check_column_name("alias", self.alias)
 

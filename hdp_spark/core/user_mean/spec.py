@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.mean.spec import check_bounds, check_column_name
+from hdp_spark.core.mean.spec import check_bounds, check_column_name, check_eps_grid
 from hdp_spark.errors import ParameterError
 
 UserMeanCap = Literal["width", "paper"]
@@ -152,9 +152,7 @@ class UserMeanSpec:
             if not lower <= fill <= upper:
                 msg = f"`fill` must lie in [lower, upper], got {self.fill!r}."
                 raise ParameterError(msg)
-        if self.eps_grid is not None and not isinstance(self.eps_grid, EpsGrid):
-            msg = f"`eps_grid` must be an EpsGrid or None, got {type(self.eps_grid).__name__}."
-            raise ParameterError(msg)
+        check_eps_grid(self.eps_grid)
         if not isinstance(self.salt, str):
             msg = f"`salt` must be a string, got {type(self.salt).__name__}."
             raise ParameterError(msg)
