@@ -1,0 +1,99 @@
+"""The finalize of the Column aggregators, run on the executors (an Arrow pandas UDF).
+
+Privacy-relevant module: it turns the exact cells of each group into the released row with
+the same kernel and the same noise context as the release API (release key, group key,
+aggregator name), so a group's numbers are the release API's for the same key. The group key
+comes from the native aggregate (the group's own grouping values, see ``GroupText`` in the
+JVM extension), never from the statistics, so two groups with identical statistics draw
+independent noise.
+
+Imports no pyspark: it runs in Spark's Python workers on one batch of groups at a time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import struct
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+
+from hdp_spark.core.histogram.release import build_histogram_groups
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.pipeline import GroupCells, NoiseContext, OutputField
+from hdp_spark.core.stats import GroupStats, build_groups
+
+__all__ = ["decode_group", "finalize_batch", "struct_fields"]
+
+
+def _float(bits: str) -> float:
+    return float(struct.unpack("<d", struct.pack("<q", int(bits)))[0])
+
+
+_DECODE: dict[str, Any] = {
+    "str": str, "bool": bool, "int": int, "float": _float,
+    "date": datetime.date.fromisoformat, "decimal": Decimal,
+    "timestamp": lambda v: f"timestamp:{v}", "timestamp_ntz": lambda v: f"timestamp_ntz:{v}",
+    "binary": bytes.fromhex,
+}
+
+
+def decode_group(text: str | None) -> tuple[object, ...]:
+    """The group key of the native aggregate's group text (``()`` for a global aggregate).
+
+    Values are typed as the release API types a collected key (str, int, bool, float,
+    ``datetime.date``, ``Decimal``); timestamps become tagged text (still one key per
+    group, but not the release API's ``datetime``).
+    """
+    if text is None:
+        return ()
+    return tuple(None if v is None else _DECODE[tag](v) for tag, v in json.loads(text))
+
+
+def struct_fields(fields: Sequence[OutputField], main: str) -> list[tuple[str, OutputField]]:
+    """The Column's struct fields: the kernel's output fields, ``main`` for the estimate."""
+    return [(f.suffix.lstrip("_") or main, f) for f in fields]
+
+
+def _stats(spec: Any, cells: Any) -> GroupStats:
+    levels, codes, counts, sums = cells["level"], cells["code"], cells["n"], cells["sums"]
+    if isinstance(spec, HistogramSpec):
+        rows = ((( ), float(lv), int(cd), int(n)) for lv, cd, n in zip(levels, codes, counts,
+                                                                        strict=True))
+        table = build_histogram_groups(spec, rows)
+    else:
+        k = len(sums) // max(len(counts), 1)
+        table = build_groups(spec.eps, (
+            ((), float(lv), int(n), [int(s) for s in sums[i * k:(i + 1) * k]])
+            for i, (lv, n) in enumerate(zip(levels, counts, strict=True))
+        ))
+    return table.get((), GroupStats(()))
+
+
+def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -> pd.DataFrame:
+    """Released rows of one batch of groups (one row of ``cells`` per group).
+
+    Privacy:
+        The kernel's finalize with the release API's noise context: each group's noise is
+        keyed by the Column's release key, the group key and the aggregator's name, and
+        bound to the group's exact statistics, so re-evaluation gives the same numbers and
+        changed data unrelated noise. The per-row privacy loss is the aggregator's (each
+        row's ε_i, or less where the weights give privacy for free).
+    """
+    kernel = kernel_of(spec)
+    names = [name for name, _ in struct_fields(kernel.fields(spec), main)]
+    out = []
+    for i in range(len(cells)):
+        row = cells.iloc[i]
+        group = decode_group(row["group"])
+        stats = _stats(spec, row)
+        result = kernel.finalize(  # type: ignore[attr-defined]
+            spec, GroupCells(stats, 0), NoiseContext(key, group, spec.name)
+        )
+        out.append(dict(zip(names, kernel.values(spec, result), strict=True)))
+    return pd.DataFrame(out, columns=names)

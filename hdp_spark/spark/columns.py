@@ -1,0 +1,177 @@
+"""Spark Column aggregators: ``df.agg(hdp_mean(...))``, ``groupBy().agg(...)``.
+
+A Column aggregator is two expressions: the native aggregate ``hdp_cells`` of the JVM
+extension (one pass with map-side partial aggregation; per (ε level, category code) the row
+count and the exact fixed-point sums, over the same native level and encoding expressions as
+the release API) and the kernel's finalize as an Arrow pandas UDF over the aggregated rows
+(Spark evaluates it after the aggregate, on the executors, one call per batch of groups).
+
+The objects returned by :func:`hdp_mean` and :func:`hdp_histogram` are Spark Columns that
+also carry their spec, so the release API (``hs.agg(df, hdp_mean(...))``) keeps accepting
+them. The Column is built lazily on a classic session (when Spark first reads it), eagerly on
+Spark Connect.
+
+Privacy:
+    Grouping columns are public attributes: which groups exist and each group's n are
+    published, as in the release API. A Column has one release key, made when the Column is
+    built: re-evaluating the plan (``show``, ``collect``, ``write``, retries, re-planning)
+    gives the same numbers; every Column built is a new release. A Column charges no ledger
+    (jobs use ``agg``). A public key set is applied with a join (see the README).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.classic.column import Column as ClassicColumn
+from pyspark.sql.utils import is_remote
+
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.pipeline import OutputField
+from hdp_spark.errors import HdpError
+from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
+from hdp_spark.spark.engine import spark_type
+from hdp_spark.spark.expressions import encode_sql, level_expr
+from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
+from hdp_spark.spark.sql_text import ident
+
+__all__ = ["ExtensionMissingError", "column_of", "install", "spec_of"]
+
+
+class ExtensionMissingError(HdpError):
+    """The session lacks the JVM extension a Column aggregator needs."""
+
+
+_MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
+
+
+def install(session: Any) -> None:
+    """Make ``hdp_cells`` and its rule available on ``session`` (idempotent).
+
+    A classic session gets them at run time (the jar is added to the driver's session class
+    loader and shipped to executors). A Spark Connect session must have been built with
+    :func:`hdp_spark.spark.configure`.
+
+    Raises:
+        ExtensionMissingError: a Connect session without the extension.
+    """
+    if session.catalog.functionExists(FUNCTION):
+        return
+    if is_remote() or not hasattr(session, "_jsparkSession"):
+        msg = (
+            "the Column aggregators need hdp_spark's Spark extension on the server: build the "
+            "session with hdp_spark.spark.configure(SparkSession.builder...). The release "
+            "API (hs.agg(df, ...)) works without it."
+        )
+        raise ExtensionMissingError(msg)
+    jar = str(jar_path())
+    jvm = session._jvm
+    jsession = session._jsparkSession
+    loader = jsession.sharedState().jarClassLoader()
+    loader.addURL(jvm.java.io.File(jar).toURI().toURL())
+    session.sparkContext._jsc.addJar(jar)  # the executors load it from the driver
+    cls = jvm.java.lang.Class.forName(EXTENSIONS_CLASS, True, loader)
+    gateway = session.sparkContext._gateway
+    types = gateway.new_array(jvm.java.lang.Class, 1)
+    types[0] = jsession.getClass()
+    args = gateway.new_array(jvm.java.lang.Object, 1)
+    args[0] = jsession
+    cls.getMethod("register", types).invoke(None, args)
+
+
+def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:
+    kernel = kernel_of(spec)
+    main = _MAIN[type(spec)]
+    fields = struct_fields(kernel.fields(spec), main)
+    from pyspark.sql import types as T
+
+    rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
+
+    def finalize(cells: pd.DataFrame) -> pd.DataFrame:
+        return finalize_batch(spec, key, main, cells)
+
+    return F.pandas_udf(finalize, rtype)  # type: ignore[call-overload]
+
+
+def _cells(spec: Any) -> Column:
+    level = level_expr(spec.eps, spec.eps_grid)
+    if isinstance(spec, MeanSpec):
+        enc = F.expr(encode_sql(spec.column, spec.lower, spec.upper, spec.fill_value))
+        return F.call_function(FUNCTION, level, F.lit(0), enc)
+    col = F.expr(ident(spec.column))
+    if spec.kind == "str":
+        value, domain = col.cast("string"), [F.lit(str(c)) for c in spec.categories]
+    else:
+        value, domain = col.cast("double"), [F.lit(float(c)) for c in spec.categories]
+    pos = F.array_position(F.array(*domain), value)
+    code = F.when(pos > 0, (pos - 1).cast("int")).otherwise(F.lit(spec.unmatched_code))
+    return F.call_function(FUNCTION, level, code)
+
+
+def _build(spec: Any, key: ReleaseKey) -> Column:
+    return _finalize_udf(spec, key)(_cells(spec)).alias(spec.name)
+
+
+class _Aggregate:
+    """What both Column classes carry: the spec and the release key."""
+
+    spec: Any
+    key: ReleaseKey
+
+    def unsafe_seed(self, seed: int | str | bytes) -> Column:
+        """The same aggregator with noise from a caller's seed (tests only: not private)."""
+        return column_of(self.spec, ReleaseKey.resolve(seed))
+
+
+class _ClassicAggregate(_Aggregate, ClassicColumn):
+    def __init__(self, spec: Any, key: ReleaseKey) -> None:
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "_built", None)
+
+    @property
+    def _jc(self) -> Any:  # type: ignore[override]
+        built = self.__dict__.get("_built")
+        if built is None:
+            session = SparkSession.getActiveSession()
+            if session is None:
+                msg = "a Column aggregator needs an active SparkSession."
+                raise ExtensionMissingError(msg)
+            install(session)
+            built = _build(self.spec, self.key)._jc  # type: ignore[attr-defined]
+            object.__setattr__(self, "_built", built)
+        return built
+
+    def __repr__(self) -> str:
+        return f"Column<'{type(self.spec).__name__}({self.spec.name})'>"
+
+
+def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
+    """The Column aggregator of ``spec`` with a fresh release key (or ``key``)."""
+    key = key if key is not None else ReleaseKey.resolve(None)
+    if is_remote():
+        from pyspark.sql.connect.column import Column as ConnectColumn
+
+        class _ConnectAggregate(_Aggregate, ConnectColumn):
+            pass
+
+        built = _build(spec, key)
+        col = _ConnectAggregate(built._expr)  # type: ignore[attr-defined]
+        col.spec, col.key = spec, key
+        return col
+    return _ClassicAggregate(spec, key)
+
+
+def spec_of(obj: object) -> object:
+    """The spec inside a Column aggregator; anything else unchanged (for the release API)."""
+    return obj.spec if isinstance(obj, _Aggregate) else obj
+
+
+_ = OutputField  # re-exported type of struct_fields' items

@@ -1,0 +1,350 @@
+package org.hdpspark;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
+import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The per-(group, epsilon level, category code) cells of hdp_spark's aggregators, in one pass
+ * with map-side partial aggregation: the row count and the exact sums of fixed-point encoded
+ * values of each cell.
+ *
+ * <p>Children: {@code level} (double: the epsilon level code, already computed by the level
+ * rules), {@code code} (int: the histogram category code, 0 for a mean), {@code group} (the
+ * group's grouping values as a struct, put in by {@link HdpGroupRule}; a {@link HdpGroup}
+ * placeholder before that), then the encoded values (bigint, one per value column).
+ *
+ * <p>Result: struct(group string, level array&lt;double&gt;, code array&lt;int&gt;,
+ * n array&lt;bigint&gt;, sums array&lt;bigint&gt;) with the cells sorted by (level, code) and
+ * {@code sums} flattened (k values per cell). The group is text (see {@link GroupText}); it
+ * binds the noise of each group to the group's identity, so that two groups with identical
+ * statistics never share noise.
+ *
+ * <p>Privacy: this computes exact, private statistics. They never leave Spark except through
+ * the finalize that adds noise; the cells are sums of integers, exact and independent of the
+ * order of rows and partitions, so re-evaluation yields the same cells (and the same noise).
+ */
+public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
+    implements java.io.Serializable {
+
+  private static final long serialVersionUID = 1L;
+
+  static final StructType RESULT = new StructType(new StructField[] {
+      DataTypes.createStructField("group", DataTypes.StringType, true),
+      DataTypes.createStructField("level", DataTypes.createArrayType(DataTypes.DoubleType, false), false),
+      DataTypes.createStructField("code", DataTypes.createArrayType(DataTypes.IntegerType, false), false),
+      DataTypes.createStructField("n", DataTypes.createArrayType(DataTypes.LongType, false), false),
+      DataTypes.createStructField("sums", DataTypes.createArrayType(DataTypes.LongType, false), false),
+  });
+
+  private final Expression[] kids;
+  private final int mutableOffset;
+  private final int inputOffset;
+
+  public HdpCells(Seq<Expression> children, int mutableOffset, int inputOffset) {
+    this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
+    if (kids.length < 3) {
+      throw new IllegalArgumentException("hdp_cells needs (level, code, group, values...)");
+    }
+    this.mutableOffset = mutableOffset;
+    this.inputOffset = inputOffset;
+  }
+
+  static Seq<Expression> seq(List<Expression> list) {
+    return CollectionConverters.asScala(list).toSeq();
+  }
+
+  int width() {
+    return kids.length - 3;
+  }
+
+  /** Mutable state of one group: cells in insertion order plus an open-addressing index. */
+  public static final class State {
+    final int k;
+    int size;
+    double[] level = new double[8];
+    int[] code = new int[8];
+    long[] acc; // per cell: count, then k sums
+    int[] slots = new int[16];
+    boolean grouped;
+    String group;
+    int last = -1;
+
+    State(int k) {
+      this.k = k;
+      this.acc = new long[8 * (k + 1)];
+      Arrays.fill(slots, -1);
+    }
+
+    private static int hash(long bits, int code) {
+      long h = bits * 0x9E3779B97F4A7C15L + code * 0xC2B2AE3D27D4EB4FL;
+      return (int) (h ^ (h >>> 29));
+    }
+
+    int cell(double lv, int cd) {
+      long bits = Double.doubleToLongBits(lv);
+      if (last >= 0 && Double.doubleToLongBits(level[last]) == bits && code[last] == cd) {
+        return last;
+      }
+      int mask = slots.length - 1;
+      int i = hash(bits, cd) & mask;
+      while (true) {
+        int at = slots[i];
+        if (at < 0) {
+          break;
+        }
+        if (Double.doubleToLongBits(level[at]) == bits && code[at] == cd) {
+          last = at;
+          return at;
+        }
+        i = (i + 1) & mask;
+      }
+      if (size == level.length) {
+        level = Arrays.copyOf(level, size * 2);
+        code = Arrays.copyOf(code, size * 2);
+        acc = Arrays.copyOf(acc, size * 2 * (k + 1));
+      }
+      level[size] = lv;
+      code[size] = cd;
+      slots[i] = size;
+      last = size;
+      size++;
+      if (size * 2 > slots.length) {
+        rehash();
+      }
+      return last;
+    }
+
+    private void rehash() {
+      slots = new int[slots.length * 2];
+      Arrays.fill(slots, -1);
+      int mask = slots.length - 1;
+      for (int c = 0; c < size; c++) {
+        int i = hash(Double.doubleToLongBits(level[c]), code[c]) & mask;
+        while (slots[i] >= 0) {
+          i = (i + 1) & mask;
+        }
+        slots[i] = c;
+      }
+    }
+  }
+
+  @Override
+  public State createAggregationBuffer() {
+    return new State(width());
+  }
+
+  @Override
+  public State update(State s, InternalRow input) {
+    if (!s.grouped) {
+      Object g = kids[2].eval(input);
+      s.group = GroupText.of(g, kids[2].dataType());
+      s.grouped = true;
+    }
+    Object lv = kids[0].eval(input);
+    Object cd = kids[1].eval(input);
+    // The level rules never give null; a null code is the histogram's invalid bin (-1).
+    int c = s.cell(lv == null ? Double.NaN : (Double) lv, cd == null ? -1 : (Integer) cd);
+    int base = c * (s.k + 1);
+    s.acc[base] += 1;
+    for (int j = 0; j < s.k; j++) {
+      Object v = kids[3 + j].eval(input);
+      if (v != null) {
+        s.acc[base + 1 + j] += (Long) v;
+      }
+    }
+    return s;
+  }
+
+  @Override
+  public State merge(State a, State b) {
+    if (!a.grouped && b.grouped) {
+      a.group = b.group;
+      a.grouped = true;
+    }
+    int w = a.k + 1;
+    for (int c = 0; c < b.size; c++) {
+      int at = a.cell(b.level[c], b.code[c]);
+      for (int j = 0; j < w; j++) {
+        a.acc[at * w + j] += b.acc[c * w + j];
+      }
+    }
+    return a;
+  }
+
+  @Override
+  public Object eval(State s) {
+    Integer[] order = new Integer[s.size];
+    for (int i = 0; i < s.size; i++) {
+      order[i] = i;
+    }
+    Arrays.sort(order, (x, y) -> {
+      int r = Double.compare(s.level[x], s.level[y]);
+      return r != 0 ? r : Integer.compare(s.code[x], s.code[y]);
+    });
+    int w = s.k + 1;
+    Object[] lv = new Object[s.size];
+    Object[] cd = new Object[s.size];
+    Object[] n = new Object[s.size];
+    Object[] sums = new Object[s.size * s.k];
+    for (int i = 0; i < s.size; i++) {
+      int c = order[i];
+      lv[i] = s.level[c];
+      cd[i] = s.code[c];
+      n[i] = s.acc[c * w];
+      for (int j = 0; j < s.k; j++) {
+        sums[i * s.k + j] = s.acc[c * w + 1 + j];
+      }
+    }
+    return new GenericInternalRow(new Object[] {
+        s.group == null ? null : UTF8String.fromString(s.group),
+        new GenericArrayData(lv), new GenericArrayData(cd), new GenericArrayData(n),
+        new GenericArrayData(sums)});
+  }
+
+  @Override
+  public byte[] serialize(State s) {
+    byte[] g = s.group == null ? null : s.group.getBytes(StandardCharsets.UTF_8);
+    int w = s.k + 1;
+    ByteBuffer buf = ByteBuffer.allocate(16 + (g == null ? 0 : g.length) + s.size * (12 + 8 * w));
+    buf.putInt(s.k).putInt(s.size).put((byte) (s.grouped ? 1 : 0));
+    buf.putInt(g == null ? -1 : g.length);
+    if (g != null) {
+      buf.put(g);
+    }
+    for (int c = 0; c < s.size; c++) {
+      buf.putDouble(s.level[c]).putInt(s.code[c]);
+      for (int j = 0; j < w; j++) {
+        buf.putLong(s.acc[c * w + j]);
+      }
+    }
+    return Arrays.copyOf(buf.array(), buf.position());
+  }
+
+  @Override
+  public State deserialize(byte[] bytes) {
+    ByteBuffer buf = ByteBuffer.wrap(bytes);
+    int k = buf.getInt();
+    int size = buf.getInt();
+    State s = new State(k);
+    s.grouped = buf.get() == 1;
+    int gl = buf.getInt();
+    if (gl >= 0) {
+      byte[] g = new byte[gl];
+      buf.get(g);
+      s.group = new String(g, StandardCharsets.UTF_8);
+    }
+    int w = k + 1;
+    for (int c = 0; c < size; c++) {
+      double lv = buf.getDouble();
+      int cd = buf.getInt();
+      int at = s.cell(lv, cd);
+      for (int j = 0; j < w; j++) {
+        s.acc[at * w + j] += buf.getLong();
+      }
+    }
+    return s;
+  }
+
+  @Override
+  public boolean nullable() {
+    return false;
+  }
+
+  @Override
+  public DataType dataType() {
+    return RESULT;
+  }
+
+  @Override
+  public String prettyName() {
+    return "hdp_cells";
+  }
+
+  @Override
+  public Seq<Expression> children() {
+    return seq(Arrays.asList(kids));
+  }
+
+  @Override
+  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
+    return new HdpCells(newChildren, mutableOffset, inputOffset);
+  }
+
+  @Override
+  public int mutableAggBufferOffset() {
+    return mutableOffset;
+  }
+
+  @Override
+  public ImperativeAggregate withNewMutableAggBufferOffset(int offset) {
+    return new HdpCells(children(), offset, inputOffset);
+  }
+
+  @Override
+  public int inputAggBufferOffset() {
+    return inputOffset;
+  }
+
+  @Override
+  public ImperativeAggregate withNewInputAggBufferOffset(int offset) {
+    return new HdpCells(children(), mutableOffset, offset);
+  }
+
+  @Override
+  public int productArity() {
+    return 3;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    switch (n) {
+      case 0: return children();
+      case 1: return mutableOffset;
+      case 2: return inputOffset;
+      default: throw new IndexOutOfBoundsException(String.valueOf(n));
+    }
+  }
+
+  @Override
+  public boolean canEqual(Object that) {
+    return that instanceof HdpCells;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    if (!(o instanceof HdpCells)) {
+      return false;
+    }
+    HdpCells h = (HdpCells) o;
+    return Arrays.equals(kids, h.kids) && mutableOffset == h.mutableOffset
+        && inputOffset == h.inputOffset;
+  }
+
+  @Override
+  public int hashCode() {
+    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset;
+  }
+
+  static List<Expression> list(Expression... items) {
+    return new ArrayList<>(Arrays.asList(items));
+  }
+}

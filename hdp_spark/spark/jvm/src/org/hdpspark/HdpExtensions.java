@@ -1,0 +1,96 @@
+package org.hdpspark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+
+import scala.Option;
+import scala.Tuple3;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+import scala.runtime.BoxedUnit;
+
+/**
+ * hdp_spark's Spark extension: the {@code hdp_cells} aggregate function and the rule that gives
+ * it its group. Install with {@code spark.sql.extensions=org.hdpspark.HdpExtensions} (what
+ * {@code hdp_spark.spark.configure(builder)} sets), or call {@link #register} on a running
+ * classic session.
+ */
+public final class HdpExtensions extends AbstractFunction1<SparkSessionExtensions, BoxedUnit> {
+
+  public static final String FUNCTION = "hdp_cells";
+
+  static FunctionIdentifier id() {
+    return new FunctionIdentifier(FUNCTION, Option.empty(), Option.empty());
+  }
+
+  /** The fully qualified name of a session (temporary) function, as Spark 4.3 requires. */
+  static FunctionIdentifier sessionId() {
+    return new FunctionIdentifier(FUNCTION, Option.apply("session"), Option.apply("system"));
+  }
+
+  static ExpressionInfo info() {
+    return new ExpressionInfo(HdpCells.class.getName(), FUNCTION);
+  }
+
+  /** Builds hdp_cells(level, code, values...) with the group placeholder in third place. */
+  static final class Builder extends AbstractFunction1<Seq<Expression>, Expression>
+      implements java.io.Serializable {
+    @Override
+    public Expression apply(Seq<Expression> args) {
+      List<Expression> in = new ArrayList<>(CollectionConverters.asJava(args));
+      if (in.size() < 2) {
+        throw new IllegalArgumentException(
+            "hdp_cells takes (level, code, encoded values...), got " + in.size() + " arguments");
+      }
+      in.add(2, new HdpGroup());
+      return new HdpCells(HdpCells.seq(in), 0, 0);
+    }
+  }
+
+  static final class RuleBuilder
+      extends AbstractFunction1<org.apache.spark.sql.SparkSession, Rule<LogicalPlan>> {
+    @Override
+    public Rule<LogicalPlan> apply(org.apache.spark.sql.SparkSession s) {
+      return new HdpGroupRule();
+    }
+  }
+
+  @Override
+  public BoxedUnit apply(SparkSessionExtensions ext) {
+    ext.injectFunction(new Tuple3<>(id(), info(), new Builder()));
+    ext.injectOptimizerRule(new RuleBuilder());
+    return BoxedUnit.UNIT;
+  }
+
+  /** Registers the function and the rule on a running classic session (idempotent). */
+  public static void register(org.apache.spark.sql.classic.SparkSession session) {
+    try {
+      session.sessionState().functionRegistry().registerFunction(id(), info(), new Builder());
+    } catch (AssertionError e) {
+      session.sessionState().functionRegistry().registerFunction(sessionId(), info(), new Builder());
+    }
+    scala.collection.immutable.Seq<Rule<LogicalPlan>> rules =
+        session.experimental().extraOptimizations();
+    for (Rule<LogicalPlan> r : CollectionConverters.asJava(rules)) {
+      if (r instanceof HdpGroupRule) {
+        return;
+      }
+    }
+    List<Rule<LogicalPlan>> more = new ArrayList<>(CollectionConverters.asJava(rules));
+    more.add(new HdpGroupRule());
+    session.experimental().extraOptimizations_$eq(CollectionConverters.asScala(more).toSeq());
+  }
+
+  /** Whether the session can evaluate hdp_cells (its function registry knows it). */
+  public static boolean installed(org.apache.spark.sql.classic.SparkSession session) {
+    return session.sessionState().functionRegistry().functionExists(id());
+  }
+}
