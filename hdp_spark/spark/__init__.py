@@ -16,15 +16,14 @@ from hdp_spark.core.levels import EpsGrid
 from hdp_spark.spark._agg import agg, release
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.schema import validate
-from hdp_spark.specs import hdp_mean
+from hdp_spark.spark.columns import configure, hdp_histogram, hdp_mean
 
-__all__ = ["EpsGrid", "agg", "hdp_mean", "level_tables", "release", "validate"]
+__all__ = ["EpsGrid", "agg", "configure", "hdp_mean", "level_tables", "release", "validate"]
 
 from hdp_spark.spark._user_mean import hdp_user_mean, user_mean, user_mean_release
 
 __all__ += ["hdp_user_mean", "user_mean", "user_mean_release"]
 
-from hdp_spark.histograms import hdp_histogram  # noqa: E402
 from hdp_spark.spark._histogram import histogram, histogram_release, histogram_tables  # noqa: E402
 
 __all__ += ["hdp_histogram", "histogram", "histogram_release", "histogram_tables"]

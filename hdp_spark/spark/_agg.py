@@ -11,6 +11,7 @@ from hdp_spark.core.kernels import mean_release, release_specs
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.spark._common import KeysLike
+from hdp_spark.spark.columns import spec_of
 from hdp_spark.spark.engine import SparkEngine
 
 __all__ = ["agg", "release"]
@@ -31,6 +32,7 @@ def release(
     Privacy:
         One release, exactly as :func:`agg` (fresh noise unless ``unsafe_seed``).
     """
+    specs = tuple(spec_of(s) for s in specs)
     return mean_release(SparkEngine(df), specs, by=by, keys=keys, schema=schema,
                         unsafe_seed=unsafe_seed)
 
@@ -57,6 +59,7 @@ def agg(
         returned frame is materialized, so reading it again never redraws noise.
     """
     engine = SparkEngine(df)
+    specs = tuple(spec_of(s) for s in specs)
     out: DataFrame = release_specs(engine, specs, by=by, keys=keys, schema=schema,
                                    unsafe_seed=unsafe_seed).materialize(engine)
     return out

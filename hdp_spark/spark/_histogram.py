@@ -48,6 +48,7 @@ from hdp_spark.spark._common import (
     dataframe_schema,
     field,
 )
+from hdp_spark.spark.columns import spec_of
 from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.sql_text import ident
@@ -157,6 +158,7 @@ def histogram_release(
     Privacy:
         One release, exactly as :func:`histogram` (fresh noise unless ``unsafe_seed``).
     """
+    spec = spec_of(spec)  # type: ignore[assignment]  # a Column aggregator carries its spec
     by_t = normalize_by(by, [spec])
     check_histogram_options(spec, by_t, project, counts)
     r = release_specs(SparkEngine(df), [spec], by=by_t or None, keys=keys, schema=schema,

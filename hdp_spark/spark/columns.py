@@ -42,7 +42,7 @@ from hdp_spark.spark.expressions import encode_sql, level_expr
 from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
 from hdp_spark.spark.sql_text import ident
 
-__all__ = ["ExtensionMissingError", "column_of", "install", "spec_of"]
+__all__ = ["ExtensionMissingError", "column_of", "configure", "hdp_histogram", "hdp_mean", "install", "spec_of"]
 
 
 class ExtensionMissingError(HdpError):
@@ -175,3 +175,61 @@ def spec_of(obj: object) -> object:
 
 
 _ = OutputField  # re-exported type of struct_fields' items
+
+
+def hdp_mean(column: str, **kwargs: Any) -> Column:
+    """The heterogeneous-DP mean as a Spark Column aggregator (and a spec for ``agg``).
+
+    Same arguments and rules as :func:`hdp_spark.pandas.hdp_mean`. Use it as
+    ``df.agg(hdp_mean(...))`` or ``df.groupBy(...).agg(hdp_mean(...).alias(...))``: one
+    struct column with the fields the release API publishes (``estimate``, ``noise_scale``,
+    ``ci_low``, ``ci_high``, ``n``, ``tau``, ``method``, ``fallback``, ``eps_levels``).
+    ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec.
+
+    Privacy:
+        Each row is protected at its own ε_i (less where the weights give privacy for free);
+        the ε column and the grouping columns are public (every group present and its n are
+        published). One release key per Column (see this module's docstring).
+    """
+    from hdp_spark.specs import hdp_mean as spec_mean
+
+    return column_of(spec_mean(column, **kwargs))
+
+
+def hdp_histogram(column: str, **kwargs: Any) -> Column:
+    """The heterogeneous-DP histogram as a Spark Column aggregator (and a spec for ``agg``).
+
+    Same arguments and rules as :func:`hdp_spark.pandas.hdp_histogram`; the struct's fields
+    are the release API's histogram fields (``bins`` holds the released bins).
+
+    Privacy:
+        As :func:`hdp_mean`: each row at its own ε_i, grouping columns and ε public.
+    """
+    from hdp_spark.histograms import hdp_histogram as spec_histogram
+
+    return column_of(spec_histogram(column, **kwargs))
+
+
+def configure(builder: Any) -> Any:
+    """Add hdp_spark's Spark extension to a ``SparkSession.builder`` (returned).
+
+    Sets ``spark.jars`` (the extension's jar, built by the install step) and
+    ``spark.sql.extensions`` (``org.hdpspark.HdpExtensions``), keeping values already set.
+    Needed for Spark Connect (``configure(SparkSession.builder.remote("local[2]"))`` starts
+    a local server with it; give a remote server the same two settings) and recommended on
+    clusters; a classic session without it installs the extension at first use.
+
+    Privacy:
+        Configuration only; no data is read.
+    """
+    opts = getattr(builder, "_options", {})
+    jar = str(jar_path())
+    jars = [j for j in str(opts.get("spark.jars", "")).split(",") if j]
+    exts = [e for e in str(opts.get("spark.sql.extensions", "")).split(",") if e]
+    if jar not in jars:
+        jars.append(jar)
+    if EXTENSIONS_CLASS not in exts:
+        exts.append(EXTENSIONS_CLASS)
+    return builder.config("spark.jars", ",".join(jars)).config(
+        "spark.sql.extensions", ",".join(exts)
+    )
