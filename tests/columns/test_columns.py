@@ -1,0 +1,174 @@
+"""The Spark Column aggregators: same numbers as the release API, native cells equal to the
+pandas engine's, re-evaluation identity, independent noise for tied groups, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import hdp_spark.pandas as hpd
+import hdp_spark.spark as hs
+from hdp_spark import EpsGrid
+from hdp_spark.errors import ParameterError
+from hdp_spark.spark.columns import ExtensionMissingError, install, spec_of
+
+pytestmark = pytest.mark.spark
+
+CATS = ["north", "south", "east"]
+
+
+def _table(n: int = 3000, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-50_000, 300_000, n)
+    x[rng.random(n) < 0.03] = np.nan
+    x[rng.random(n) < 0.01] = np.inf
+    eps = rng.choice([0.05, 0.5, 1.0, 2.0, 4.0, math.inf], n, p=[0.05, 0.3, 0.3, 0.2, 0.1, 0.05])
+    eps[rng.random(n) < 0.02] = 1e-200  # below the public floor: level 0
+    return pd.DataFrame({
+        "salary": x, "eps": eps,
+        "dept": rng.choice(["hr", "it", "ops", "rnd"], n, p=[0.05, 0.5, 0.3, 0.15]),
+        "region": rng.choice([*CATS, "west", None], n),
+    })
+
+
+def _rows(frame: object, cols: list[str]) -> list[tuple[object, ...]]:
+    return [tuple(r[c] for c in cols) for r in frame.orderBy(*cols[:1]).collect()]  # type: ignore[attr-defined]
+
+
+def test_grouped_mean_and_histogram_equal_the_release_api(spark: object) -> None:
+    pdf = _table()
+    df = spark.createDataFrame(pdf).repartition(7)  # type: ignore[attr-defined]
+    mean = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)
+    hist = hs.hdp_histogram("region", eps="eps", categories=CATS)
+    out = df.groupBy("dept").agg(
+        mean.unsafe_seed(21).alias("salary"), hist.unsafe_seed(21)  # type: ignore[attr-defined]
+    ).orderBy("dept").collect()
+    ref = hs.agg(df, mean, hist, by="dept", keys=["hr", "it", "ops", "rnd"],
+                 unsafe_seed=21).orderBy("dept").collect()
+    assert [r["dept"] for r in out] == ["hr", "it", "ops", "rnd"]
+    for got, want in zip(out, ref, strict=True):
+        s = got["salary"]
+        assert s["estimate"] == want["salary_mean"]
+        assert s["noise_scale"] == want["salary_mean_noise_scale"]
+        assert (s["ci_low"], s["ci_high"]) == (want["salary_mean_ci_low"],
+                                               want["salary_mean_ci_high"])
+        assert (s["n"], s["tau"], s["method"], s["fallback"]) == (
+            want["salary_mean_n"], want["salary_mean_tau"], want["salary_mean_method"],
+            want["salary_mean_fallback"])
+        assert [tuple(lv) for lv in s["eps_levels"]] == [tuple(lv) for lv in
+                                                          want["salary_mean_eps_levels"]]
+        h = got["region_histogram"]
+        assert [tuple(b) for b in h["bins"]] == [tuple(b) for b in want["region_histogram"]]
+        assert h["noise_scale"] == want["region_histogram_noise_scale"]
+
+
+def test_global_mean_with_a_grid_equals_the_release_api(spark: object) -> None:
+    df = spark.createDataFrame(_table(seed=4)).repartition(5)  # type: ignore[attr-defined]
+    grid = EpsGrid(ratio=1.3, lowest=0.01, highest=10)
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, eps_grid=grid,
+                      method="hpm-a")
+    got = df.agg(col.unsafe_seed(5)).collect()[0][0]  # type: ignore[attr-defined]
+    want = hs.agg(df, col, unsafe_seed=5).collect()[0]
+    assert got["estimate"] == want["salary_mean"]
+    assert got["n"] == want["salary_mean_n"] == 3000
+
+
+def test_native_cells_equal_the_pandas_engines(spark: object) -> None:
+    """hdp_cells' per-level count and exact sums equal the pandas engine's cells, with
+    skewed levels, empty partitions, NaN/inf values, ε below the floor and ε = inf."""
+    from pyspark.sql import functions as F
+
+    from hdp_spark.spark.expressions import encode_sql, level_expr
+
+    pdf = _table(seed=6)
+    df = spark.createDataFrame(pdf).repartition(11).filter("dept != 'hr'")  # type: ignore[attr-defined]
+    hs.agg(df.limit(1), hs.hdp_mean("salary", eps="eps", lower=0, upper=1))  # warm-up
+    install(spark)
+    spec = spec_of(hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000))
+    cells = df.groupBy("dept").agg(F.call_function(
+        "hdp_cells", level_expr("eps", None), F.lit(0),
+        F.expr(encode_sql("salary", 0, 250_000, spec.fill_value))).alias("c")  # type: ignore[attr-defined]
+    ).collect()
+    from hdp_spark.core.release import LevelPlan
+
+    plan = LevelPlan("eps", None, (spec,))  # type: ignore[arg-type]
+    want = hpd.level_tables(pdf[pdf.dept != "hr"], [plan], ("dept",), None)[0]
+    got = {
+        (r["dept"],): [(lv, n, s) for lv, n, s in zip(r["c"]["level"], r["c"]["n"],
+                                                       r["c"]["sums"], strict=True)]
+        for r in cells
+    }
+    assert set(got) == set(want)
+    for key, stats_ in want.items():
+        assert got[key] == [(row.level, row.count, row.totals[0]) for row in stats_.rows]
+    assert all(r["c"]["group"] == f'[["str","{r["dept"]}"]]' for r in cells)
+
+
+def test_reevaluation_and_repartitioning_give_the_same_numbers(spark: object) -> None:
+    df = spark.createDataFrame(_table(seed=8))  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)  # a fresh private key
+    a = df.repartition(2).groupBy("dept").agg(col.alias("s")).orderBy("dept")
+    first = [r["s"]["estimate"] for r in a.collect()]
+    a.show()
+    again = [r["s"]["estimate"] for r in a.collect()]
+    other = [r["s"]["estimate"] for r in df.repartition(9).groupBy("dept").agg(
+        col.alias("s")).orderBy("dept").collect()]
+    assert first == again == other
+    fresh = [r["s"]["estimate"] for r in df.groupBy("dept").agg(
+        hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000).alias("s")
+    ).orderBy("dept").collect()]
+    assert fresh != first  # a new Column is a new release: a new key
+
+
+def test_tied_groups_draw_independent_laplace_noise(spark: object) -> None:
+    """300 groups with identical rows (identical statistics): the noise of each group is an
+    independent Laplace(b) draw (KS test), none repeats, and neighbouring groups' noises are
+    uncorrelated. If the noise were a function of (key, statistics) only, all 300 would be
+    equal."""
+    base = pd.DataFrame({"x": np.linspace(10, 90, 40), "eps": np.tile([1.0, 2.0], 20)})
+    pdf = pd.concat([base.assign(g=i) for i in range(300)], ignore_index=True)
+    df = spark.createDataFrame(pdf).repartition(6)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False)
+    rows = df.groupBy("g").agg(col.alias("m")).orderBy("g").collect()
+    noise = np.array([r["m"]["estimate"] for r in rows]) - base.x.mean()
+    b = rows[0]["m"]["noise_scale"]
+    assert len(set(noise.tolist())) >= 290  # the exact sampler's grid allows rare ties
+    assert stats.kstest(noise / b, stats.laplace.cdf).pvalue > 1e-3
+    assert abs(np.corrcoef(noise[:-1], noise[1:])[0, 1]) < 0.25
+
+
+def test_column_carries_its_spec_and_errors_match(spark: object) -> None:
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=10, alias="m")
+    assert spec_of(col).name == "m"  # type: ignore[attr-defined]
+    with pytest.raises(ParameterError, match="lower"):
+        hs.hdp_mean("salary", eps="eps", lower=10, upper=0)
+    with pytest.raises(ParameterError):
+        hs.hdp_histogram("region", eps="eps", categories=[])
+
+
+def test_invalid_eps_fails_the_column_like_the_release_api(spark: object) -> None:
+    pdf = _table(n=200, seed=9)
+    pdf.loc[3, "eps"] = -1.0
+    df = spark.createDataFrame(pdf)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)
+    with pytest.raises(Exception) as release_err:
+        hs.agg(df, col)
+    with pytest.raises(Exception) as column_err:
+        df.agg(col).collect()
+    assert type(release_err.value).__name__ in str(column_err.value)
+
+
+def test_connect_session_without_the_extension_is_a_clear_error() -> None:
+    class _Catalog:
+        def functionExists(self, name: str) -> bool:  # noqa: N802
+            return False
+
+    class _RemoteSession:
+        catalog = _Catalog()
+
+    with pytest.raises(ExtensionMissingError, match="configure"):
+        install(_RemoteSession())
