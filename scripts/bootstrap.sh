@@ -18,3 +18,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   fi
   touch "$stamp"
 fi
+# The JVM extension of the Column aggregators: compiled from its Java sources with javac
+# against the installed pyspark's jars (no network). Rebuilt only when sources changed.
+if command -v javac >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ]; then
+  .venv/bin/python -m hdp_spark.spark.jvm >/dev/null
+else
+  echo "no javac: the Spark Column aggregators will be unavailable (the release API works)" >&2
+fi

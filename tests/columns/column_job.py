@@ -1,0 +1,75 @@
+"""Run the issue's Column snippet in a separate Spark (Connect or local-cluster) and print
+its numbers and the release API's as JSON. Used by test_column_sessions.py: a Connect
+server or a cluster cannot share a JVM with the test run's classic session."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+CATS = ["north", "south", "east"]
+
+
+def table() -> pd.DataFrame:
+    rng = np.random.default_rng(12)
+    n = 4000
+    return pd.DataFrame({
+        "salary": rng.uniform(0, 300_000, n),
+        "eps": rng.choice([0.5, 1.0, 2.0, 4.0], n),
+        "dept": rng.choice(["hr", "it", "ops"], n),
+        "region": rng.choice([*CATS, "west"], n),
+    })
+
+
+def run(spark: Any) -> dict[str, Any]:
+    from hdp_spark.spark import hdp_histogram, hdp_mean
+    import hdp_spark.spark as hs
+
+    df = spark.createDataFrame(table()).repartition(4)
+    total = df.agg(hdp_mean("salary", eps="eps", lower=0, upper=250_000).unsafe_seed(3))
+    grouped = df.groupBy("dept").agg(
+        hdp_mean("salary", eps="eps", lower=0, upper=250_000).unsafe_seed(3).alias("salary"),
+        hdp_histogram("region", eps="eps", categories=CATS).unsafe_seed(3),
+    ).orderBy("dept")
+    ref = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
+                 hdp_histogram("region", eps="eps", categories=CATS),
+                 by="dept", keys=["hr", "it", "ops"], unsafe_seed=3).orderBy("dept")
+    ref_total = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
+                       unsafe_seed=3)
+    rows = grouped.collect()
+    return {
+        "session": type(spark).__module__,
+        "total": total.collect()[0][0]["estimate"],
+        "ref_total": ref_total.collect()[0]["salary_mean"],
+        "mean": [r["salary"]["estimate"] for r in rows],
+        "ref_mean": [r["salary_mean"] for r in ref.collect()],
+        "bins": [[b["frequency"] for b in r["region_histogram"]["bins"]] for r in rows],
+        "ref_bins": [[b["frequency"] for b in r["region_histogram"]] for r in ref.collect()],
+    }
+
+
+def main() -> None:
+    from pyspark.sql import SparkSession
+
+    import hdp_spark.spark as hs
+
+    mode = sys.argv[1]
+    if mode == "connect":
+        builder = SparkSession.builder.remote("local[2]")
+    else:
+        builder = SparkSession.builder.master(mode)
+    builder = builder.config("spark.ui.enabled", "false").config(
+        "spark.sql.shuffle.partitions", "3")
+    spark = hs.configure(builder).getOrCreate()
+    try:
+        print(json.dumps(run(spark)))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
