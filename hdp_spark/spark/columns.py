@@ -30,19 +30,20 @@ from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.utils import is_remote
 
+from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import OutputField
 from hdp_spark.errors import HdpError
 from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
-from hdp_spark.spark.expressions import encode_sql, level_expr
 from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
-from hdp_spark.spark.sql_text import ident
+from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["ExtensionMissingError", "column_of", "configure", "hdp_histogram", "hdp_mean", "install", "spec_of"]
+__all__ = ["ExtensionMissingError", "column_of", "configure", "hdp_histogram", "hdp_mean", "install", "native_cells", "spec_of"]
 
 
 class ExtensionMissingError(HdpError):
@@ -100,11 +101,26 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:
     return F.pandas_udf(finalize, rtype)  # type: ignore[call-overload]
 
 
+def native_cells(eps: str, grid: Any, code: Column | None = None,
+                 values: tuple[tuple[str, float, float, float], ...] = ()) -> Column:
+    """The ``hdp_cells`` aggregate over the raw ε column (and ``values``: (column, lower,
+    upper, fill) each); the level rules and the encoding run inside it, in Java, as the
+    same IEEE-754 operations as the numpy references."""
+    rules = F.array(*[F.lit(float(v)) for v in (INVALID_LEVEL, BELOW_GRID_LEVEL, EPS_FLOOR,
+                                                EPS_CAP, FIXED_ONE)])
+    points = (F.lit(None).cast("array<double>") if grid is None
+              else F.expr(double_array_lit(grid.points())))
+    args = [F.expr(ident(eps)), code if code is not None else F.lit(0), rules, points]
+    for column, lower, upper, fill in values:
+        args += [F.expr(ident(column)), F.lit(float(lower)), F.lit(float(upper)),
+                 F.lit(float(fill))]
+    return F.call_function(FUNCTION, *args)
+
+
 def _cells(spec: Any) -> Column:
-    level = level_expr(spec.eps, spec.eps_grid)
     if isinstance(spec, MeanSpec):
-        enc = F.expr(encode_sql(spec.column, spec.lower, spec.upper, spec.fill_value))
-        return F.call_function(FUNCTION, level, F.lit(0), enc)
+        return native_cells(spec.eps, spec.eps_grid,
+                            values=((spec.column, spec.lower, spec.upper, spec.fill_value),))
     col = F.expr(ident(spec.column))
     if spec.kind == "str":
         value, domain = col.cast("string"), [F.lit(str(c)) for c in spec.categories]
@@ -112,7 +128,7 @@ def _cells(spec: Any) -> Column:
         value, domain = col.cast("double"), [F.lit(float(c)) for c in spec.categories]
     pos = F.array_position(F.array(*domain), value)
     code = F.when(pos > 0, (pos - 1).cast("int")).otherwise(F.lit(spec.unmatched_code))
-    return F.call_function(FUNCTION, level, code)
+    return native_cells(spec.eps, spec.eps_grid, code)
 
 
 def _build(spec: Any, key: ReleaseKey) -> Column:

@@ -77,35 +77,40 @@ def test_global_mean_with_a_grid_equals_the_release_api(spark: object) -> None:
     assert got["n"] == want["salary_mean_n"] == 3000
 
 
-def test_native_cells_equal_the_pandas_engines(spark: object) -> None:
-    """hdp_cells' per-level count and exact sums equal the pandas engine's cells, with
-    skewed levels, empty partitions, NaN/inf values, ε below the floor and ε = inf."""
-    from pyspark.sql import functions as F
-
-    from hdp_spark.spark.expressions import encode_sql, level_expr
+@pytest.mark.parametrize("grid", [None, EpsGrid(ratio=1.2, lowest=0.01, highest=3.0)])
+def test_native_cells_equal_the_pandas_engines(spark: object, grid: EpsGrid | None) -> None:
+    """hdp_cells' per-level count and exact sums (level rules and encoding in Java) equal
+    the pandas engine's cells bit for bit, with skewed levels, empty partitions, NaN/inf
+    values, ε below the floor, ε = inf and ε above the grid, for double and int columns."""
+    from hdp_spark.core.release import LevelPlan
+    from hdp_spark.spark.columns import native_cells
 
     pdf = _table(seed=6)
+    pdf["age"] = np.random.default_rng(2).integers(-5, 90, len(pdf))
     df = spark.createDataFrame(pdf).repartition(11).filter("dept != 'hr'")  # type: ignore[attr-defined]
-    hs.agg(df.limit(1), hs.hdp_mean("salary", eps="eps", lower=0, upper=1))  # warm-up
     install(spark)
-    spec = spec_of(hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000))
-    cells = df.groupBy("dept").agg(F.call_function(
-        "hdp_cells", level_expr("eps", None), F.lit(0),
-        F.expr(encode_sql("salary", 0, 250_000, spec.fill_value))).alias("c")  # type: ignore[attr-defined]
-    ).collect()
-    from hdp_spark.core.release import LevelPlan
-
-    plan = LevelPlan("eps", None, (spec,))  # type: ignore[arg-type]
+    specs = (spec_of(hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)),
+             spec_of(hs.hdp_mean("age", eps="eps", lower=18, upper=70, fill=40)))
+    values = tuple((s.column, s.lower, s.upper, s.fill_value) for s in specs)  # type: ignore[attr-defined]
+    cells = df.groupBy("dept").agg(native_cells("eps", grid, values=values).alias("c")).collect()
+    plan = LevelPlan("eps", grid, specs)  # type: ignore[arg-type]
     want = hpd.level_tables(pdf[pdf.dept != "hr"], [plan], ("dept",), None)[0]
     got = {
-        (r["dept"],): [(lv, n, s) for lv, n, s in zip(r["c"]["level"], r["c"]["n"],
-                                                       r["c"]["sums"], strict=True)]
+        (r["dept"],): [(lv, n, tuple(r["c"]["sums"][2 * i:2 * i + 2]))
+                       for i, (lv, n) in enumerate(zip(r["c"]["level"], r["c"]["n"],
+                                                       strict=True))]
         for r in cells
     }
     assert set(got) == set(want)
     for key, stats_ in want.items():
-        assert got[key] == [(row.level, row.count, row.totals[0]) for row in stats_.rows]
+        assert got[key] == [(row.level, row.count, row.totals) for row in stats_.rows]
     assert all(r["c"]["group"] == f'[["str","{r["dept"]}"]]' for r in cells)
+
+
+def test_non_numeric_columns_fail_analysis_with_the_release_apis_words(spark: object) -> None:
+    df = spark.createDataFrame(pd.DataFrame({"x": ["a"], "eps": [1.0]}))  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="value column `x` must be numeric, got string"):
+        df.agg(hs.hdp_mean("x", eps="eps", lower=0, upper=1)).collect()
 
 
 def test_reevaluation_and_repartitioning_give_the_same_numbers(spark: object) -> None:

@@ -11,6 +11,10 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
 import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
+import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -27,10 +31,18 @@ import scala.jdk.javaapi.CollectionConverters;
  * with map-side partial aggregation: the row count and the exact sums of fixed-point encoded
  * values of each cell.
  *
- * <p>Children: {@code level} (double: the epsilon level code, already computed by the level
- * rules), {@code code} (int: the histogram category code, 0 for a mean), {@code group} (the
- * group's grouping values as a struct, put in by {@link HdpGroupRule}; a {@link HdpGroup}
- * placeholder before that), then the encoded values (bigint, one per value column).
+ * <p>Children: {@code eps} (double: the row's epsilon), {@code code} (int: the histogram
+ * category code, 0 for a mean), {@code rules} (constant array: invalid level, below-grid
+ * level, floor, cap, fixed-point one), {@code grid} (constant array of grid points, or null
+ * for exact levels), {@code group} (the group's grouping values as a struct, put in by
+ * {@link HdpGroupRule}; a {@link HdpGroup} placeholder before that), then per value column
+ * four children: the value (double) and the constants lower, upper and fill.
+ *
+ * <p>The per-row rules are the same IEEE-754 operations as hdp_spark's numpy references
+ * ({@code levels_numpy}, {@code encode_numpy}): the level rules (invalid: null, NaN or
+ * negative; positive below the floor or zero: 0; finite above the cap: the cap; on a grid,
+ * the largest grid point at or below epsilon, or the below-grid level) and the encoding
+ * (null or NaN: fill; clamp to [lower, upper]; floor((x - lower) / span * one + 0.5)).
  *
  * <p>Result: struct(group string, level array&lt;double&gt;, code array&lt;int&gt;,
  * n array&lt;bigint&gt;, sums array&lt;bigint&gt;) with the cells sorted by (level, code) and
@@ -55,17 +67,153 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
       DataTypes.createStructField("sums", DataTypes.createArrayType(DataTypes.LongType, false), false),
   });
 
+  static final int VALUES = 5;
+
   private final Expression[] kids;
   private final int mutableOffset;
   private final int inputOffset;
+  private final double invalid;
+  private final double belowGrid;
+  private final double floor;
+  private final double cap;
+  private final double one;
+  private final double[] grid;
+  private final double[] lower;
+  private final double[] upper;
+  private final double[] fill;
+  private final String paramProblem;
 
   public HdpCells(Seq<Expression> children, int mutableOffset, int inputOffset) {
     this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
-    if (kids.length < 3) {
-      throw new IllegalArgumentException("hdp_cells needs (level, code, group, values...)");
+    if (kids.length < VALUES || (kids.length - VALUES) % 4 != 0) {
+      throw new IllegalArgumentException(
+          "hdp_cells takes (eps, code, rules, grid, [value, lower, upper, fill]...)");
     }
     this.mutableOffset = mutableOffset;
     this.inputOffset = inputOffset;
+    double[] rules = null;
+    double[] points = null;
+    int k = width();
+    double[] lo = new double[k];
+    double[] hi = new double[k];
+    double[] fl = new double[k];
+    String problem = null;
+    try {
+      rules = constants(kids[2]);
+      if (rules == null || rules.length != 5) {
+        throw new IllegalArgumentException("hdp_cells: `rules` must be a constant array of 5");
+      }
+      points = constants(kids[3]);
+      for (int j = 0; j < k; j++) {
+        lo[j] = constant(kids[VALUES + 4 * j + 1]);
+        hi[j] = constant(kids[VALUES + 4 * j + 2]);
+        fl[j] = constant(kids[VALUES + 4 * j + 3]);
+      }
+    } catch (RuntimeException e) {
+      // reported by checkInputDataTypes (the analyzer may build this node from children
+      // that are not resolved yet)
+      problem = e.getMessage();
+      rules = new double[5];
+    }
+    paramProblem = problem;
+    invalid = rules[0];
+    belowGrid = rules[1];
+    floor = rules[2];
+    cap = rules[3];
+    one = rules[4];
+    grid = points;
+    lower = lo;
+    upper = hi;
+    fill = fl;
+  }
+
+  private static double[] constants(Expression e) {
+    if (!e.foldable()) {
+      throw new IllegalArgumentException("hdp_cells: parameters must be constants");
+    }
+    Object v = e.eval(null);
+    return v == null ? null : ((ArrayData) v).toDoubleArray();
+  }
+
+  private static double constant(Expression e) {
+    if (!e.foldable()) {
+      throw new IllegalArgumentException("hdp_cells: parameters must be constants");
+    }
+    return ((Number) e.eval(null)).doubleValue();
+  }
+
+  /** A numeric value as Spark's CAST(... AS DOUBLE) gives it; NaN for null. */
+  static double real(Object v) {
+    if (v == null) {
+      return Double.NaN;
+    }
+    if (v instanceof Double) {
+      return (Double) v;
+    }
+    if (v instanceof Decimal) {
+      return ((Decimal) v).toDouble();
+    }
+    return ((Number) v).doubleValue();
+  }
+
+  @Override
+  public TypeCheckResult checkInputDataTypes() {
+    String bad = numeric(kids[0], "ε");
+    for (int j = 0; bad == null && j < width(); j++) {
+      bad = numeric(kids[VALUES + 4 * j], "value");
+    }
+    if (bad == null) {
+      bad = paramProblem;
+    }
+    if (bad != null) {
+      return new TypeCheckResult.TypeCheckFailure(bad);
+    }
+    return TypeCheckResult.TypeCheckSuccess$.MODULE$;
+  }
+
+  private static String numeric(Expression e, String role) {
+    if (e.dataType() instanceof NumericType) {
+      return null;
+    }
+    return role + " column `" + e.sql() + "` must be numeric, got "
+        + e.dataType().simpleString() + ".";
+  }
+
+  /** The level rules of one epsilon (NaN stands for null). */
+  double level(double raw) {
+    if (Double.isNaN(raw) || raw < 0) {
+      return invalid;
+    }
+    double e = (raw > 0 && raw < floor) || raw == 0 ? 0.0 : raw;
+    if (!Double.isInfinite(e) && e > cap) {
+      e = cap;
+    }
+    if (grid == null || !(e > 0) || Double.isInfinite(e)) {
+      return e;
+    }
+    // the largest grid point <= e (numpy's searchsorted(side="right") - 1)
+    int lo = 0;
+    int hi = grid.length;
+    while (lo < hi) {
+      int mid = (lo + hi) >>> 1;
+      if (grid[mid] <= e) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo == 0 ? belowGrid : grid[lo - 1];
+  }
+
+  /** The fixed-point encoding of one value (NaN stands for null). */
+  long encode(int j, double x) {
+    if (Double.isNaN(x)) {
+      x = fill[j];
+    }
+    x = Math.min(Math.max(x, lower[j]), upper[j]);
+    double span = upper[j] - lower[j];
+    double u = (x - lower[j]) / span;
+    return (long) Math.floor(u * one + 0.5);
   }
 
   static Seq<Expression> seq(List<Expression> list) {
@@ -73,7 +221,7 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   }
 
   int width() {
-    return kids.length - 3;
+    return (kids.length - VALUES) / 4;
   }
 
   /** Mutable state of one group: cells in insertion order plus an open-addressing index. */
@@ -155,21 +303,17 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   @Override
   public State update(State s, InternalRow input) {
     if (!s.grouped) {
-      Object g = kids[2].eval(input);
-      s.group = GroupText.of(g, kids[2].dataType());
+      Object g = kids[4].eval(input);
+      s.group = GroupText.of(g, kids[4].dataType());
       s.grouped = true;
     }
-    Object lv = kids[0].eval(input);
     Object cd = kids[1].eval(input);
-    // The level rules never give null; a null code is the histogram's invalid bin (-1).
-    int c = s.cell(lv == null ? Double.NaN : (Double) lv, cd == null ? -1 : (Integer) cd);
+    // a null code cannot occur (the code expression maps null to the unmatched code)
+    int c = s.cell(level(real(kids[0].eval(input))), cd == null ? -1 : (Integer) cd);
     int base = c * (s.k + 1);
     s.acc[base] += 1;
     for (int j = 0; j < s.k; j++) {
-      Object v = kids[3 + j].eval(input);
-      if (v != null) {
-        s.acc[base + 1 + j] += (Long) v;
-      }
+      s.acc[base + 1 + j] += encode(j, real(kids[VALUES + 4 * j].eval(input)));
     }
     return s;
   }

@@ -40,17 +40,17 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     return new ExpressionInfo(HdpCells.class.getName(), FUNCTION);
   }
 
-  /** Builds hdp_cells(level, code, values...) with the group placeholder in third place. */
+  /** Builds hdp_cells(eps, code, rules, grid, values...) with the group placeholder fifth. */
   static final class Builder extends AbstractFunction1<Seq<Expression>, Expression>
       implements java.io.Serializable {
     @Override
     public Expression apply(Seq<Expression> args) {
       List<Expression> in = new ArrayList<>(CollectionConverters.asJava(args));
-      if (in.size() < 2) {
-        throw new IllegalArgumentException(
-            "hdp_cells takes (level, code, encoded values...), got " + in.size() + " arguments");
+      if (in.size() < 4) {
+        throw new IllegalArgumentException("hdp_cells takes (eps, code, rules, grid, "
+            + "[value, lower, upper, fill]...), got " + in.size() + " arguments");
       }
-      in.add(2, new HdpGroup());
+      in.add(4, new HdpGroup());
       return new HdpCells(HdpCells.seq(in), 0, 0);
     }
   }
