@@ -2,7 +2,9 @@
 
 The release itself is :mod:`hdp_spark.core.pipeline` (``agg`` in :mod:`hdp_spark.spark._agg`).
 
-One Spark action per plan: ``groupBy(by..., ε).agg(count, sum...)`` over native
+With the JVM extension (see :mod:`hdp_spark.spark.columns`), one ``hdp_cells`` aggregate
+per plan (level rules and encoding inside it). Otherwise one Spark action per plan:
+``groupBy(by..., ε).agg(count, sum...)`` over native
 expressions, collected to the driver (its size is #groups x #distinct ε, never #rows).
 Exact levels group by the raw ε and apply the level rules to the distinct values on the
 driver; an ``EpsGrid`` rounds per row first. A grouped release matches its public keys on
@@ -23,6 +25,7 @@ from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.spark._common import collect_cells, dataframe_schema, field
+from hdp_spark.spark.columns import native_cells, native_ready
 from hdp_spark.spark.expressions import encode_sql, with_level
 from hdp_spark.spark.sql_text import ident
 
@@ -44,6 +47,8 @@ def level_tables(
             field(schema, spec.column, "value", numeric=True)
     types = {f.name: f for f in schema.fields}
     tables = []
+    if plans and native_ready(df.sparkSession):
+        return [_native_table(df, plan, by, by_fields, keys) for plan in plans]
     for plan in plans:
         # One SQL string per column (see hdp_spark.spark.sql_text: a chain of Column calls
         # cost ~1 ms of JVM round trips each, tens of ms per release).
@@ -100,3 +105,25 @@ def level_tables(
         cells = [(key, level, n, totals) for (key, level), (n, totals) in merged.items()]
         tables.append(build_groups(plan.eps, cells))
     return tables
+
+
+def _native_table(
+    df: DataFrame,
+    plan: LevelPlan,
+    by: tuple[str, ...],
+    by_fields: list[T.StructField],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> dict[tuple[object, ...], GroupStats]:
+    """One plan's table through the native ``hdp_cells`` aggregate: one pass, the level
+    rules and the encoding inside it (the same cells as the ``groupBy(ε)`` pass)."""
+    values = tuple((s.column, s.lower, s.upper, s.fill_value) for s in plan.specs)
+    cells_df = df.groupBy(*[F.expr(ident(c)) for c in by]).agg(
+        native_cells(plan.eps, plan.grid, values=values).alias("__c"))
+    found, columns = collect_cells(cells_df, by_fields, keys)
+    k = len(plan.specs)
+    cells = [
+        (key, level, n, c["sums"][k * i:k * (i + 1)])
+        for key, c in zip(found, columns["__c"], strict=True)
+        for i, (level, n) in enumerate(zip(c["level"], c["n"], strict=True))
+    ]
+    return build_groups(plan.eps, cells)
