@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLASSIC = 'spark = SparkSession.builder.master("local[2]").getOrCreate()'
-CONNECT = 'spark = SparkSession.builder.remote("local[2]").getOrCreate()'
+CLASSIC = 'spark = hs.configure(SparkSession.builder.master("local[2]")).getOrCreate()'
+CONNECT = 'spark = hs.configure(SparkSession.builder.remote("local[2]")).getOrCreate()'
 
 
 def _quickstart_blocks() -> dict[str, str]:
@@ -68,6 +68,12 @@ def test_spark_quickstart_runs_as_printed(spark: Any) -> None:
     ]
     assert dict(scope["df"].dtypes)["eps"] == "double"
     assert all(r["salary_mean"] is not None for r in rows)
+    depts = scope["per_dept"].collect()
+    assert sorted(r["dept"] for r in depts) == [
+        "engineering", "finance", "operations", "research", "sales"
+    ]
+    assert all(len(r["region_histogram"]["bins"]) == 4 for r in depts)
+    assert scope["total"].collect()[0]["salary_mean"]["n"] == 5000
 
 
 _CONNECT_RUNNER = """
@@ -76,8 +82,10 @@ code = sys.stdin.read()
 scope = {}
 exec(compile(code, "README.md", "exec"), scope)
 rows = scope["out"].collect()
+columns = scope["per_dept"].collect()
 print(json.dumps({"session": type(scope["spark"]).__module__,
                   "depts": sorted(r["dept"] for r in rows),
+                  "column_depts": sorted(r["dept"] for r in columns),
                   "eps": dict(scope["df"].dtypes)["eps"]}))
 """
 
@@ -101,4 +109,5 @@ def test_spark_quickstart_runs_on_connect() -> None:
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "connect" in got["session"]
     assert got["depts"] == ["engineering", "finance", "operations", "research", "sales"]
+    assert got["column_depts"] == got["depts"]
     assert got["eps"] == "double"
