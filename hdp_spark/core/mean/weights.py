@@ -102,15 +102,15 @@ def normalize(
         msg = "weights must be finite and >= 0"
         raise InternalError(msg)
     # every b is a power of two: scale = max b = 2**(top - 1), P_l = a_l · scale / b_l
-    top = max((b for _, b in ratios), default=1).bit_length()
-    nums = tuple(a << (top - b.bit_length()) for a, b in ratios)
+    top = max([b for _, b in ratios], default=1).bit_length()
+    nums = tuple([a << (top - b.bit_length()) for a, b in ratios])
     den = sum(map(operator.mul, m, nums))
     if den == 0:
         return Weights(tuple(0 for _ in v), 1, Fraction(0), tau)
     best_num, best_den = 0, 1  # max over levels of P_l / v_l, as an exact ratio
     for i in _eta_candidates(v, phi):
-        p, vl = nums[i], v[i]
-        c, d = float(vl).as_integer_ratio()
+        p = nums[i]
+        c, d = float(v[i]).as_integer_ratio()
         if p * d * best_den > best_num * c:
             best_num, best_den = p * d, c
     return Weights(nums, den, Fraction(best_num, den * best_den), tau)
@@ -129,13 +129,19 @@ def _eta_candidates(v: Sequence[float], phi: Sequence[float]) -> list[int]:
     Raises:
         InternalError: positive weight on an ε = 0 level.
     """
-    idx = [i for i, (p, vl) in enumerate(zip(phi, v, strict=True)) if p > 0 and math.isfinite(vl)]
-    if any(v[i] <= 0 for i in idx):
-        msg = "positive weight on an ε = 0 level"
-        raise InternalError(msg)
+    isfinite = math.isfinite
+    idx = [i for i, (p, vl) in enumerate(zip(phi, v, strict=True)) if p > 0 and isfinite(vl)]
     if len(idx) <= 1:
+        if idx and v[idx[0]] <= 0:
+            msg = "positive weight on an ε = 0 level"
+            raise InternalError(msg)
         return idx
-    quotients = [phi[i] / v[i] for i in idx]
+    quotients = []
+    for i in idx:
+        if v[i] <= 0:
+            msg = "positive weight on an ε = 0 level"
+            raise InternalError(msg)
+        quotients.append(phi[i] / v[i])
     top = max(quotients)
     unit = False  # a level with the exact ratio 1 is already in
     out = []
