@@ -106,10 +106,11 @@ class MeanResult:
 def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
     """Per-level weights of ``spec.method`` for the ε histogram (v, m)."""
     method = spec.method
-    log_pac = math.log(1.0 / spec.beta)
     if method == "adpm":
         phi, tau = solve_clip_level(v, m, ADPM_C)
-    elif method == "hpm-a":
+        return normalize(v, m, phi, tau)
+    log_pac = math.log(1.0 / spec.beta)
+    if method == "hpm-a":
         phi, tau = agnostic_phi(v), math.nan
     elif method in ("hpm-cp", "hpm-ce"):
         phi, tau = solve_l1(v, m, log_pac if method == "hpm-cp" else 1.0)
@@ -140,16 +141,16 @@ def level_privacy(
     eps_effective = w_l / η = (P_l / den) / (a / b) = P_l·b / (den·a): one correctly rounded
     integer division, so it never rounds above a level's ε when w_l / η <= ε exactly.
     """
-    if eta == 0:
-        return tuple(
+    if not eta:
+        return tuple([
             LevelPrivacy(vl, ml, p / den, math.inf if p else 0.0)
             for vl, ml, p in zip(v, m, nums, strict=True)
-        )
+        ])
     scale, divisor = eta.denominator, den * eta.numerator
-    return tuple(
+    return tuple([
         LevelPrivacy(vl, ml, p / den, (p * scale) / divisor if p else 0.0)
         for vl, ml, p in zip(v, m, nums, strict=True)
-    )
+    ])
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: the bound 1 and 1.0 encode apart

@@ -174,11 +174,12 @@ def solve_clip_level(v: Sequence[float], m: Sequence[int], c: float) -> tuple[li
     for vl, ml in zip(v, m, strict=True):
         if vl <= 0 or ml == 0:
             continue
-        if math.isinf(vl):
+        if vl == math.inf:
             break
-        if s1 > 0 and (s2 + c) / s1 <= vl:
+        if s1 > 0:
             tau = (s2 + c) / s1
-            return [min(x, tau) for x in v], tau
+            if tau <= vl:
+                return [min(x, tau) for x in v], tau
         s1 += ml * vl
         s2 += ml * vl * vl
     has_public = any(math.isinf(x) and ml > 0 for x, ml in zip(v, m, strict=True))
