@@ -417,9 +417,9 @@ def _plan_table(
         cell = groups.codes
     elif groups.codes is None:
         cell = eps_codes
-    else:
-        cell = np.multiply(groups.codes, width)
-        cell += eps_codes
+    else:  # eps_codes is this call's own array: add in place (one 8-byte buffer less)
+        cell = eps_codes
+        cell += np.multiply(groups.codes, width)
     ids: IntArray | None = None
     if cell is not None and size > _MAX_DENSE_CELLS:
         cell, ids = _factorize_cells(cell)
