@@ -129,25 +129,22 @@ def _eta_candidates(v: Sequence[float], phi: Sequence[float]) -> list[int]:
     Raises:
         InternalError: positive weight on an ε = 0 level.
     """
-    isfinite = math.isfinite
-    idx = [i for i, (p, vl) in enumerate(zip(phi, v, strict=True)) if p > 0 and isfinite(vl)]
-    if len(idx) <= 1:
-        if idx and v[idx[0]] <= 0:
-            msg = "positive weight on an ε = 0 level"
-            raise InternalError(msg)
-        return idx
-    quotients = []
-    for i in idx:
-        if v[i] <= 0:
-            msg = "positive weight on an ε = 0 level"
-            raise InternalError(msg)
-        quotients.append(phi[i] / v[i])
-    top = max(quotients)
+    # one pass: the running maximum of the float quotients and the levels that tie it
+    best = -1.0  # quotients are >= 0
+    out: list[int] = []
     unit = False  # a level with the exact ratio 1 is already in
-    out = []
-    for i, r in zip(idx, quotients, strict=True):
-        if r == top:
-            if phi[i] == v[i]:
+    isfinite = math.isfinite
+    for i, (p, vl) in enumerate(zip(phi, v, strict=True)):
+        if not (p > 0 and isfinite(vl)):
+            continue
+        if vl <= 0:
+            msg = "positive weight on an ε = 0 level"
+            raise InternalError(msg)
+        r = p / vl
+        if r > best:
+            best, out, unit = r, [i], p == vl
+        elif r == best:
+            if p == vl:
                 if unit:
                     continue
                 unit = True
