@@ -126,8 +126,8 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     codes, levels = _cells._level_codes(eps, None, max_slots)
     width = len(levels)
     cell = groups.codes if codes is None else codes
-    if groups.codes is not None and codes is not None:
-        cell = groups.codes * width + codes
+    if groups.codes is not None and codes is not None:  # ε code major, as mean_cells
+        cell = codes * (len(groups.keys) + 1) + groups.codes
     if cell is None:  # one cell: bincount of a constant code stands in for its sum
         cell = np.zeros(len(df), dtype=np.int64)
     size = width * (len(groups.keys) + (0 if groups.codes is None else 1))
@@ -149,7 +149,8 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
         "eps_levels": lambda: _cells._level_codes(eps, None, max_slots),
         "encode": lambda: _cells._encode(x, spec),
         "cell_index": lambda: (
-            None if groups.codes is None or codes is None else groups.codes * width + codes
+            None if groups.codes is None or codes is None
+            else codes * (len(groups.keys) + 1) + groups.codes
         ),
         "bincount": lambda: (
             np.bincount(cell, minlength=size),

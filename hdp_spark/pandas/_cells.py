@@ -15,7 +15,7 @@ One release reads every row a few times and never builds a new DataFrame:
 * per spec, the fixed-point encoding of :func:`~hdp_spark.core.encoding.encode_numpy`,
   evaluated with the same IEEE operations in place (the same integers, kept in float64,
   where they are exact);
-* ``np.bincount`` over the cell index (group code × number of ε codes + ε code) for
+* ``np.bincount`` over the cell index (ε code × number of group codes + group code) for
   the counts and, weighted by the encoded values, for the sums. A float64 accumulation of
   integers is exact while every partial sum stays below 2**53: cells of at most 2**22
   rows (2**22 · 2**31 = 2**53) are summed in one pass, larger ones in chunks of 2**22
@@ -417,9 +417,10 @@ def _plan_table(
         cell = groups.codes
     elif groups.codes is None:
         cell = eps_codes
-    else:
-        cell = np.multiply(groups.codes, width)
-        cell += eps_codes
+    else:  # ε code major: eps_codes is this call's own array, so no new row buffer
+        cell = eps_codes
+        cell *= len(groups.keys) + 1
+        cell += groups.codes
     ids: IntArray | None = None
     if cell is not None and size > _MAX_DENSE_CELLS:
         cell, ids = _factorize_cells(cell)
@@ -435,8 +436,11 @@ def _plan_table(
         for v, s in zip(values, plan.specs, strict=True)
     ]
     cell_ids = present if ids is None else ids[present]
-    group_of = cell_ids // width
-    code_of = cell_ids % width
+    if eps_codes is not None and groups.codes is not None:
+        code_of, group_of = np.divmod(cell_ids, len(groups.keys) + 1)
+    else:
+        group_of = cell_ids // width
+        code_of = cell_ids % width
     count_of = counts[present]
     if groups.codes is not None:  # drop the cells of rows outside the key set
         keep = group_of != len(groups.keys)

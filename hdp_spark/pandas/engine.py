@@ -33,6 +33,7 @@ _DTYPES = {
     "float": "float64", "int": "int64", "bool": "bool", "str": "object",
     "float?": "Float64", "int?": "Int64", "bool?": "boolean", "str?": "object",
 }
+_NUMPY_DTYPES = frozenset({"float64", "int64", "bool"})
 
 
 class PandasEngine:
@@ -97,6 +98,8 @@ def _column(values: list[Any], kind: str) -> Any:
         for i, value in enumerate(values):  # element-wise: lists stay one object each
             arr[i] = value
         return arr
+    if dtype in _NUMPY_DTYPES:  # what pd.array would hold, without its inference pass
+        return np.array(values, dtype=dtype)
     return pd.array(values, dtype=dtype)  # type: ignore[call-overload]
 
 

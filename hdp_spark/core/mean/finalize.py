@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,10 +106,11 @@ class MeanResult:
 def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
     """Per-level weights of ``spec.method`` for the ε histogram (v, m)."""
     method = spec.method
-    log_pac = math.log(1.0 / spec.beta)
     if method == "adpm":
         phi, tau = solve_clip_level(v, m, ADPM_C)
-    elif method == "hpm-a":
+        return normalize(v, m, phi, tau)
+    log_pac = math.log(1.0 / spec.beta)
+    if method == "hpm-a":
         phi, tau = agnostic_phi(v), math.nan
     elif method in ("hpm-cp", "hpm-ce"):
         phi, tau = solve_l1(v, m, log_pac if method == "hpm-cp" else 1.0)
@@ -139,16 +141,16 @@ def level_privacy(
     eps_effective = w_l / η = (P_l / den) / (a / b) = P_l·b / (den·a): one correctly rounded
     integer division, so it never rounds above a level's ε when w_l / η <= ε exactly.
     """
-    if eta == 0:
-        return tuple(
+    if not eta:
+        return tuple([
             LevelPrivacy(vl, ml, p / den, math.inf if p else 0.0)
             for vl, ml, p in zip(v, m, nums, strict=True)
-        )
+        ])
     scale, divisor = eta.denominator, den * eta.numerator
-    return tuple(
+    return tuple([
         LevelPrivacy(vl, ml, p / den, (p * scale) / divisor if p else 0.0)
         for vl, ml, p in zip(v, m, nums, strict=True)
-    )
+    ])
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: the bound 1 and 1.0 encode apart
@@ -175,42 +177,35 @@ def finalize_mean(
         label: the aggregator's position/name within the release (domain separation).
     """
     lower, upper = float(spec.lower), float(spec.upper)
-    span = upper - lower
-    mid = (lower + upper) / 2
-    v, m = stats.levels, stats.counts
-    n = stats.n
-    weights = mean_weights(spec, v, m) if n else None
-    levels = (
-        level_privacy(v, m, weights.numerators, weights.denominator, weights.eta)
-        if weights
-        else ()
-    )
-
-    def trivial(tau: float) -> MeanResult:
-        levels_zero = tuple(LevelPrivacy(x.eps, x.n, 0.0, 0.0) for x in levels)
-        return MeanResult(mid, 0.0, lower, upper, n, tau, spec.method, True, levels_zero)
-
-    if weights is None or weights.trivial:
-        return trivial(math.nan)
+    rows = stats.rows
+    v = [r.level for r in rows]
+    m = [r.count for r in rows]
+    n = sum(m)
+    if not n:
+        return _trivial(spec, lower, upper, n, [], [], math.nan)
+    weights = mean_weights(spec, v, m)
+    if weights.trivial:
+        return _trivial(spec, lower, upper, n, v, m, math.nan)
+    nums, den = weights.numerators, weights.denominator
     if spec.method == "adpm":
-        den = weights.denominator
-        l2 = sum(c * p * p for p, c in zip(weights.numerators, m, strict=True)) / (den * den)
+        l2 = sum(map(operator.mul, m, [p * p for p in nums])) / (den * den)
         eta_f = weights.eta.numerator / weights.eta.denominator  # = float(eta)
         worst_mse = l2 / 4 + 2 * eta_f**2
         if worst_mse > 0.25:
             # Data-independent fallback (ISIT paper, Alg. 1): the midpoint beats the affine rule.
-            return trivial(weights.tau)
-    totals = stats.totals(value_index)
-    nums, den = weights.numerators, weights.denominator
+            return _trivial(spec, lower, upper, n, v, m, weights.tau)
+    levels = level_privacy(v, m, nums, den, weights.eta)
+    totals = [r.totals[value_index] for r in rows]
     # exact statistic Σ_l w_l·U_l in unit scale: (Σ P_l·q_l) / (den·2^31)
-    statistic = Fraction(sum(p * t for p, t in zip(nums, totals, strict=True)), den * FIXED_ONE)
-    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and math.isfinite(vl)]
+    statistic = Fraction(sum(map(operator.mul, nums, totals)), den * FIXED_ONE)
+    isfinite = math.isfinite
+    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and isfinite(vl)]
     # Bind the noise to what the output is a function of: the public ε histogram and the
     # exact statistic, not the raw per-level sums. Rows of weight 0 (ε = 0, dropped or
     # public-only-excluded levels) then cannot change the noise, so they cannot change the
     # output (a row with ε = 0 must not influence it at all); any change of the statistic
     # still gets unrelated noise.
-    histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
+    histogram = _histogram_struct(len(v)).pack(*v, *m)
     # = encode_context(("mean", label, method, column, lower, upper, key, histogram,
     #   statistic, value_index)); the head is shared by every group of the spec
     head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
@@ -221,20 +216,37 @@ def finalize_mean(
         Fraction(min(constrained), den) if constrained else Fraction(1),
         key.stream(context),
     )
-    estimate = lower + span * (draw.value.numerator / draw.value.denominator)
+    span = upper - lower
+    value, scale = draw.value, draw.scale
+    estimate = lower + span * (value.numerator / value.denominator)
     half = span * draw.half_width(spec.beta)
     lo, hi = estimate - half, estimate + half
     if spec.clips:
         estimate = min(max(estimate, lower), upper)
     lo, hi = max(lo, lower), min(hi, upper)
     return MeanResult(
-        estimate=estimate,
-        noise_scale=span * (draw.scale.numerator / draw.scale.denominator),
-        ci_low=min(lo, estimate),
-        ci_high=max(hi, estimate),
-        n=n,
-        tau=weights.tau,
-        method=spec.method,
-        fallback=False,
-        levels=levels,
+        estimate,
+        span * (scale.numerator / scale.denominator),  # noise_scale
+        min(lo, estimate),  # ci_low
+        max(hi, estimate),  # ci_high
+        n,
+        weights.tau,
+        spec.method,
+        False,  # fallback
+        levels,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _histogram_struct(width: int) -> struct.Struct:
+    """Big-endian layout of an ε histogram of ``width`` levels: the levels, then the counts."""
+    return struct.Struct(f">{width}d{width}q")
+
+
+def _trivial(
+    spec: MeanSpec, lower: float, upper: float, n: int, v: list[float], m: list[int],
+    tau: float,
+) -> MeanResult:
+    """The data-independent midpoint output (no row influences it: weights 0)."""
+    zero = tuple([LevelPrivacy(vl, ml, 0.0, 0.0) for vl, ml in zip(v, m, strict=True)])
+    return MeanResult((lower + upper) / 2, 0.0, lower, upper, n, tau, spec.method, True, zero)

@@ -102,15 +102,15 @@ def normalize(
         msg = "weights must be finite and >= 0"
         raise InternalError(msg)
     # every b is a power of two: scale = max b = 2**(top - 1), P_l = a_l · scale / b_l
-    top = max((b for _, b in ratios), default=1).bit_length()
-    nums = tuple(a << (top - b.bit_length()) for a, b in ratios)
+    top = max([b for _, b in ratios], default=1).bit_length()
+    nums = tuple([a << (top - b.bit_length()) for a, b in ratios])
     den = sum(map(operator.mul, m, nums))
     if den == 0:
         return Weights(tuple(0 for _ in v), 1, Fraction(0), tau)
     best_num, best_den = 0, 1  # max over levels of P_l / v_l, as an exact ratio
     for i in _eta_candidates(v, phi):
-        p, vl = nums[i], v[i]
-        c, d = float(vl).as_integer_ratio()
+        p = nums[i]
+        c, d = float(v[i]).as_integer_ratio()
         if p * d * best_den > best_num * c:
             best_num, best_den = p * d, c
     return Weights(nums, den, Fraction(best_num, den * best_den), tau)
@@ -129,19 +129,22 @@ def _eta_candidates(v: Sequence[float], phi: Sequence[float]) -> list[int]:
     Raises:
         InternalError: positive weight on an ε = 0 level.
     """
-    idx = [i for i, (p, vl) in enumerate(zip(phi, v, strict=True)) if p > 0 and math.isfinite(vl)]
-    if any(v[i] <= 0 for i in idx):
-        msg = "positive weight on an ε = 0 level"
-        raise InternalError(msg)
-    if len(idx) <= 1:
-        return idx
-    quotients = [phi[i] / v[i] for i in idx]
-    top = max(quotients)
+    # one pass: the running maximum of the float quotients and the levels that tie it
+    best = -1.0  # quotients are >= 0
+    out: list[int] = []
     unit = False  # a level with the exact ratio 1 is already in
-    out = []
-    for i, r in zip(idx, quotients, strict=True):
-        if r == top:
-            if phi[i] == v[i]:
+    isfinite = math.isfinite
+    for i, (p, vl) in enumerate(zip(phi, v, strict=True)):
+        if not (p > 0 and isfinite(vl)):
+            continue
+        if vl <= 0:
+            msg = "positive weight on an ε = 0 level"
+            raise InternalError(msg)
+        r = p / vl
+        if r > best:
+            best, out, unit = r, [i], p == vl
+        elif r == best:
+            if p == vl:
                 if unit:
                     continue
                 unit = True
@@ -168,11 +171,12 @@ def solve_clip_level(v: Sequence[float], m: Sequence[int], c: float) -> tuple[li
     for vl, ml in zip(v, m, strict=True):
         if vl <= 0 or ml == 0:
             continue
-        if math.isinf(vl):
+        if vl == math.inf:
             break
-        if s1 > 0 and (s2 + c) / s1 <= vl:
+        if s1 > 0:
             tau = (s2 + c) / s1
-            return [min(x, tau) for x in v], tau
+            if tau <= vl:
+                return [min(x, tau) for x in v], tau
         s1 += ml * vl
         s2 += ml * vl * vl
     has_public = any(math.isinf(x) and ml > 0 for x, ml in zip(v, m, strict=True))

@@ -184,11 +184,15 @@ class LaplaceDraw:
         For discrete Laplace with scale t, P(|Y| >= m) = 2 q**m / (1 + q), q = exp(-1/t),
         which is <= beta once m >= t ln(1/beta) + 1; rounding onto the grid adds g/2.
         """
-        if self.scale == 0:
+        scale, grid = self.scale, self.granularity
+        if not scale:
             return 0.0
-        t = float(self.scale / self.granularity)
+        # float(scale / grid) and float(grid·(m + 1)) as single correctly rounded integer
+        # divisions (Fraction -> float is one, whatever the form of the pair)
+        gn, gd = grid.numerator, grid.denominator
+        t = (scale.numerator * gd) / (scale.denominator * gn)
         m = math.ceil(t * math.log(1.0 / beta)) + 2
-        return float(self.granularity * (m + 1))
+        return (gn * (m + 1)) / gd
 
 
 def laplace_mechanism(

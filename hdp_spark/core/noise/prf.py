@@ -32,6 +32,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from hdp_spark.errors import InternalError, ParameterError
 
@@ -186,7 +187,31 @@ class KeyedStream:
         return self.getrandbits(nbits)
 
 
-def _encode(part: object, out: list[bytes]) -> None:
+_LENGTH = struct.Struct(">I").pack
+
+
+def _encode(part: Any, out: list[bytes]) -> None:
+    # exact built-in types first (the bytes are those of the general branches below);
+    # subclasses (bool, numpy scalars, ...) take the general branches
+    kind = type(part)
+    if kind is int:
+        raw = b"%d" % part
+        out.append(b"i" + _LENGTH(len(raw)) + raw)
+    elif kind is bytes:
+        out.append(b"b" + _LENGTH(len(part)) + part)
+    elif kind is Fraction:
+        raw = b"%d/%d" % (part.numerator, part.denominator)
+        out.append(b"q" + _LENGTH(len(raw)) + raw)
+    elif kind is tuple:
+        out.append(b"(" + _LENGTH(len(part)))
+        for item in part:
+            _encode(item, out)
+        out.append(b")")
+    else:
+        _encode_general(part, out)
+
+
+def _encode_general(part: object, out: list[bytes]) -> None:
     if part is None:
         out.append(b"N")
     elif isinstance(part, bool):
