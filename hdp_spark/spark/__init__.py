@@ -16,9 +16,10 @@ from hdp_spark.core.levels import EpsGrid
 from hdp_spark.spark._agg import agg, release
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.schema import validate
-from hdp_spark.spark.columns import configure, hdp_histogram, hdp_mean
+from hdp_spark.spark.columns import configure, hdp_histogram, hdp_mean, register_sql
 
-__all__ = ["EpsGrid", "agg", "configure", "hdp_mean", "level_tables", "release", "validate"]
+__all__ = ["EpsGrid", "agg", "configure", "hdp_mean", "level_tables", "register_sql", "release",
+           "validate"]
 
 from hdp_spark.spark._user_mean import hdp_user_mean, user_mean, user_mean_release
 

@@ -41,7 +41,12 @@ def run(spark: Any) -> dict[str, Any]:
     ref_total = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
                        unsafe_seed=3)
     rows = grouped.collect()
+    hs.register_sql(spark, unsafe_seed=3)
+    df.createOrReplaceTempView("employees")
+    sql = spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 250000) AS s FROM employees "
+                    "GROUP BY dept ORDER BY dept").collect()
     return {
+        "sql": [r["s"]["estimate"] for r in sql],
         "session": type(spark).__module__,
         "total": total.collect()[0][0]["estimate"],
         "ref_total": ref_total.collect()[0]["salary_mean"],

@@ -1,4 +1,4 @@
-"""The Column snippet on Spark Connect and on a cluster with separate executor JVMs and
+"""The Column snippet (and its SQL form) on Spark Connect and on a cluster with separate executor JVMs and
 Python workers: the same numbers as the release API, and as classic local mode."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def classic(spark: Any) -> dict[str, Any]:
 
 def _check(got: dict[str, Any]) -> None:
     assert got["total"] == got["ref_total"]
-    assert got["mean"] == got["ref_mean"]
+    assert got["mean"] == got["ref_mean"] == got["sql"]
     assert got["bins"] == got["ref_bins"]
 
 

@@ -177,3 +177,19 @@ def test_connect_session_without_the_extension_is_a_clear_error() -> None:
 
     with pytest.raises(ExtensionMissingError, match="configure"):
         install(_RemoteSession())
+
+
+def test_sql_function_equals_the_release_api(spark: object) -> None:
+    pdf = _table(seed=10)
+    df = spark.createDataFrame(pdf).repartition(3)  # type: ignore[attr-defined]
+    df.createOrReplaceTempView("hdp_sql_employees")
+    hs.register_sql(spark, unsafe_seed=31)
+    got = spark.sql(  # type: ignore[attr-defined]
+        "SELECT dept, hdp_mean(salary, eps, 0, 250000) AS s FROM hdp_sql_employees "
+        "GROUP BY dept ORDER BY dept").collect()
+    want = hs.agg(df, hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000), by="dept",
+                  keys=["hr", "it", "ops", "rnd"], unsafe_seed=31).orderBy("dept").collect()
+    assert [r["s"]["estimate"] for r in got] == [r["salary_mean"] for r in want]
+    assert [r["s"]["n"] for r in got] == [r["salary_mean_n"] for r in want]
+    with pytest.raises(Exception, match="lower` and `upper` must be constants"):
+        spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]

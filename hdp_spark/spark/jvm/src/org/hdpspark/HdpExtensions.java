@@ -66,17 +66,18 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
   @Override
   public BoxedUnit apply(SparkSessionExtensions ext) {
     ext.injectFunction(new Tuple3<>(id(), info(), new Builder()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSqlMean.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSqlMean.class.getName(), HdpSqlMean.FUNCTION), new HdpSqlMean()));
     ext.injectOptimizerRule(new RuleBuilder());
     return BoxedUnit.UNIT;
   }
 
   /** Registers the function and the rule on a running classic session (idempotent). */
   public static void register(org.apache.spark.sql.classic.SparkSession session) {
-    try {
-      session.sessionState().functionRegistry().registerFunction(id(), info(), new Builder());
-    } catch (AssertionError e) {
-      session.sessionState().functionRegistry().registerFunction(sessionId(), info(), new Builder());
-    }
+    registerOne(session, FUNCTION, info(), new Builder());
+    registerOne(session, HdpSqlMean.FUNCTION,
+        new ExpressionInfo(HdpSqlMean.class.getName(), HdpSqlMean.FUNCTION), new HdpSqlMean());
     scala.collection.immutable.Seq<Rule<LogicalPlan>> rules =
         session.experimental().extraOptimizations();
     for (Rule<LogicalPlan> r : CollectionConverters.asJava(rules)) {
@@ -87,6 +88,19 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     List<Rule<LogicalPlan>> more = new ArrayList<>(CollectionConverters.asJava(rules));
     more.add(new HdpGroupRule());
     session.experimental().extraOptimizations_$eq(CollectionConverters.asScala(more).toSeq());
+  }
+
+  private static void registerOne(org.apache.spark.sql.classic.SparkSession session,
+      String name, ExpressionInfo info,
+      AbstractFunction1<Seq<Expression>, Expression> builder) {
+    try {
+      session.sessionState().functionRegistry().registerFunction(
+          new FunctionIdentifier(name, Option.empty(), Option.empty()), info, builder);
+    } catch (AssertionError e) {
+      session.sessionState().functionRegistry().registerFunction(
+          new FunctionIdentifier(name, Option.apply("session"), Option.apply("system")), info,
+          builder);
+    }
   }
 
   /** Whether the session can evaluate hdp_cells (its function registry knows it). */
