@@ -15,8 +15,10 @@ from __future__ import annotations
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.spark._agg import agg, release
 from hdp_spark.spark._mean import level_tables
+from hdp_spark.spark.columns import hdp_histogram, hdp_mean
+from hdp_spark.spark.extension import configure
 from hdp_spark.spark.schema import validate
-from hdp_spark.spark.columns import configure, hdp_histogram, hdp_mean, register_sql
+from hdp_spark.spark.sql_functions import register_sql
 
 __all__ = ["EpsGrid", "agg", "configure", "hdp_mean", "level_tables", "register_sql", "release",
            "validate"]

@@ -25,8 +25,9 @@ from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.stats import GroupStats, build_groups
 from hdp_spark.spark._common import collect_cells, dataframe_schema, field
-from hdp_spark.spark.columns import native_cells, native_ready
+from hdp_spark.spark.columns import native_cells
 from hdp_spark.spark.expressions import encode_sql, with_level
+from hdp_spark.spark.extension import native_ready
 from hdp_spark.spark.sql_text import ident
 
 __all__ = ["level_tables"]

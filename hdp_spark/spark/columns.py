@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
@@ -36,87 +35,16 @@ from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.pipeline import OutputField
-from hdp_spark.errors import HdpError
 from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
-from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
+from hdp_spark.spark.extension import ExtensionMissingError, install
+from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["ExtensionMissingError", "column_of", "configure", "hdp_histogram", "hdp_mean", "install", "native_cells", "native_ready", "register_sql", "spec_of"]
-
-
-class ExtensionMissingError(HdpError):
-    """The session lacks the JVM extension a Column aggregator needs."""
+__all__ = ["column_of", "hdp_histogram", "hdp_mean", "native_cells", "spec_of"]
 
 
 _MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
-
-
-FALLBACK_THRESHOLD = ("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "65536")
-"""Groups an object aggregate keeps in a hash map per task before it sorts (Spark's default
-128 makes ``groupBy`` over 1,000 keys sort: 1.43 s against 0.74 s on 2M rows, 2 cores).
-:func:`install` and :func:`configure` raise it to this value unless it was set."""
-
-
-def _tune(session: Any) -> None:
-    key, value = FALLBACK_THRESHOLD
-    if session.conf.get(key, None) in (None, "128"):
-        session.conf.set(key, value)
-
-
-def install(session: Any) -> None:
-    """Make ``hdp_cells`` and its rule available on ``session`` (idempotent).
-
-    A classic session gets them at run time (the jar is added to the driver's session class
-    loader and shipped to executors). A Spark Connect session must have been built with
-    :func:`hdp_spark.spark.configure`.
-
-    Raises:
-        ExtensionMissingError: a Connect session without the extension.
-    """
-    if session.catalog.functionExists(FUNCTION):
-        return
-    if not is_remote() and hasattr(session, "_jsparkSession"):
-        _tune(session)
-    if is_remote() or not hasattr(session, "_jsparkSession"):
-        msg = (
-            "the Column aggregators need hdp_spark's Spark extension on the server: build the "
-            "session with hdp_spark.spark.configure(SparkSession.builder...). The release "
-            "API (hs.agg(df, ...)) works without it."
-        )
-        raise ExtensionMissingError(msg)
-    jar = str(jar_path())
-    jvm = session._jvm
-    jsession = session._jsparkSession
-    loader = jsession.sharedState().jarClassLoader()
-    loader.addURL(jvm.java.io.File(jar).toURI().toURL())
-    session.sparkContext._jsc.addJar(jar)  # the executors load it from the driver
-    cls = jvm.java.lang.Class.forName(EXTENSIONS_CLASS, True, loader)
-    gateway = session.sparkContext._gateway
-    types = gateway.new_array(jvm.java.lang.Class, 1)
-    types[0] = jsession.getClass()
-    args = gateway.new_array(jvm.java.lang.Object, 1)
-    args[0] = jsession
-    cls.getMethod("register", types).invoke(None, args)
-
-
-NATIVE_CONF = "hdp_spark.native"
-"""Session conf: ``false`` makes the release API use Spark's own ``groupBy(ε)`` pass even
-where the native aggregate is available (for comparisons)."""
-
-
-def native_ready(session: Any) -> bool:
-    """Whether the release API can use ``hdp_cells`` on ``session`` (installing it on a
-    classic session; False without a JDK, on a Connect server without the extension, or
-    when :data:`NATIVE_CONF` is ``false``)."""
-    try:
-        if str(session.conf.get(NATIVE_CONF, "true")).lower() == "false":
-            return False
-        install(session)
-    except Exception:  # noqa: BLE001  # no javac, no jars, no extension: the groupBy path
-        return False
-    return True
 
 
 def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:
@@ -130,7 +58,7 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:
     def finalize(cells: pd.DataFrame) -> pd.DataFrame:
         return finalize_batch(spec, key, main, cells)
 
-    return F.pandas_udf(finalize, rtype)  # type: ignore[call-overload]
+    return F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]
 
 
 def native_cells(eps: str, grid: Any, code: Column | None = None,
@@ -146,7 +74,8 @@ def native_cells(eps: str, grid: Any, code: Column | None = None,
     for column, lower, upper, fill in values:
         args += [F.expr(ident(column)), F.lit(float(lower)), F.lit(float(upper)),
                  F.lit(float(fill))]
-    return F.call_function(FUNCTION, *args)
+    out: Column = F.call_function(FUNCTION, *args)
+    return out
 
 
 def _cells(spec: Any) -> Column:
@@ -164,7 +93,8 @@ def _cells(spec: Any) -> Column:
 
 
 def _build(spec: Any, key: ReleaseKey) -> Column:
-    return _finalize_udf(spec, key)(_cells(spec)).alias(spec.name)
+    out: Column = _finalize_udf(spec, key)(_cells(spec)).alias(spec.name)
+    return out
 
 
 class _Aggregate:
@@ -211,7 +141,7 @@ def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
             pass
 
         built = _build(spec, key)
-        col = _ConnectAggregate(built._expr)  # type: ignore[attr-defined]
+        col = _ConnectAggregate(built._expr)  # type: ignore[attr-defined,arg-type]
         col.spec, col.key = spec, key
         return col
     return _ClassicAggregate(spec, key)
@@ -220,9 +150,6 @@ def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
 def spec_of(obj: object) -> object:
     """The spec inside a Column aggregator; anything else unchanged (for the release API)."""
     return obj.spec if isinstance(obj, _Aggregate) else obj
-
-
-_ = OutputField  # re-exported type of struct_fields' items
 
 
 def hdp_mean(column: str, **kwargs: Any) -> Column:
@@ -258,71 +185,3 @@ def hdp_histogram(column: str, **kwargs: Any) -> Column:
     return column_of(spec_histogram(column, **kwargs))
 
 
-def configure(builder: Any) -> Any:
-    """Add hdp_spark's Spark extension to a ``SparkSession.builder`` (returned).
-
-    Sets ``spark.jars`` (the extension's jar, built by the install step) and
-    ``spark.sql.extensions`` (``org.hdpspark.HdpExtensions``), keeping values already set,
-    and :data:`FALLBACK_THRESHOLD` unless set.
-    Needed for Spark Connect (``configure(SparkSession.builder.remote("local[2]"))`` starts
-    a local server with it; give a remote server the same two settings) and recommended on
-    clusters; a classic session without it installs the extension at first use.
-
-    Privacy:
-        Configuration only; no data is read.
-    """
-    opts = getattr(builder, "_options", {})
-    jar = str(jar_path())
-    jars = [j for j in str(opts.get("spark.jars", "")).split(",") if j]
-    exts = [e for e in str(opts.get("spark.sql.extensions", "")).split(",") if e]
-    if jar not in jars:
-        jars.append(jar)
-    if EXTENSIONS_CLASS not in exts:
-        exts.append(EXTENSIONS_CLASS)
-    builder = builder.config("spark.jars", ",".join(jars)).config(
-        "spark.sql.extensions", ",".join(exts))
-    if FALLBACK_THRESHOLD[0] not in opts:
-        builder = builder.config(*FALLBACK_THRESHOLD)
-    return builder
-
-
-def _number(v: Any) -> float:
-    """A SQL literal bound as the Python spec holds it (integers stay integers: the bounds
-    enter the noise context as written)."""
-    return int(v) if float(v).is_integer() and not isinstance(v, float) else float(v)
-
-
-def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) -> None:
-    """Make ``hdp_mean(value, eps, lower, upper)`` usable in ``session.sql(...)``.
-
-    ``SELECT dept, hdp_mean(salary, eps, 0, 250000) FROM employees GROUP BY dept`` then
-    returns one struct column per call, with the fields of :func:`hdp_mean`'s Column (the
-    default method, β and fill). The SQL function is the native aggregate of the JVM
-    extension wrapped in a finalize registered here as ``hdp_mean_finalize``.
-
-    Privacy:
-        As :func:`hdp_mean`. The registration holds one release key (fresh, or from
-        ``unsafe_seed`` for tests): every query is a release whose noise is bound to the
-        key, each group's own grouping values and its exact statistics, so re-running a
-        query on the same data repeats its numbers and changed data draws unrelated noise.
-    """
-    from pyspark.sql import types as T
-
-    from hdp_spark.specs import hdp_mean as spec_mean
-
-    install(session)
-    key = ReleaseKey.resolve(unsafe_seed)
-    probe = spec_mean("x", eps="eps", lower=0, upper=1)
-    kernel = kernel_of(probe)
-    fields = struct_fields(kernel.fields(probe), "estimate")
-    rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
-
-    def finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
-                 lower: pd.Series, upper: pd.Series) -> pd.DataFrame:
-        if len(cells) == 0:
-            return pd.DataFrame(columns=[n for n, _ in fields])
-        spec = spec_mean(str(column.iloc[0]), eps=str(eps.iloc[0]),
-                         lower=_number(lower.iloc[0]), upper=_number(upper.iloc[0]))
-        return finalize_batch(spec, key, "estimate", cells)
-
-    session.udf.register("hdp_mean_finalize", F.pandas_udf(finalize, rtype))  # type: ignore[call-overload]

@@ -26,8 +26,8 @@ def table() -> pd.DataFrame:
 
 
 def run(spark: Any) -> dict[str, Any]:
-    from hdp_spark.spark import hdp_histogram, hdp_mean
     import hdp_spark.spark as hs
+    from hdp_spark.spark import hdp_histogram, hdp_mean
 
     df = spark.createDataFrame(table()).repartition(4)
     total = df.agg(hdp_mean("salary", eps="eps", lower=0, upper=250_000).unsafe_seed(3))

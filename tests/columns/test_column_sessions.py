@@ -1,5 +1,5 @@
-"""The Column snippet (and its SQL form) on Spark Connect and on a cluster with separate executor JVMs and
-Python workers: the same numbers as the release API, and as classic local mode."""
+"""The Column snippet (and its SQL form) on Spark Connect and on a cluster with separate
+executor JVMs and Python workers: the same numbers as the release API, and as classic local mode."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ import hdp_spark.pandas as hpd
 import hdp_spark.spark as hs
 from hdp_spark import EpsGrid
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark.columns import ExtensionMissingError, install, spec_of
+from hdp_spark.spark.columns import spec_of
+from hdp_spark.spark.extension import ExtensionMissingError, install
 
 pytestmark = pytest.mark.spark
 
@@ -160,16 +161,18 @@ def test_invalid_eps_fails_the_column_like_the_release_api(spark: object) -> Non
     pdf.loc[3, "eps"] = -1.0
     df = spark.createDataFrame(pdf)  # type: ignore[attr-defined]
     col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)
-    with pytest.raises(Exception) as release_err:
+    from hdp_spark.errors import EpsilonColumnError
+
+    with pytest.raises(EpsilonColumnError) as release_err:
         hs.agg(df, col)
-    with pytest.raises(Exception) as column_err:
+    with pytest.raises(Exception, match="EpsilonColumnError") as column_err:
         df.agg(col).collect()
-    assert type(release_err.value).__name__ in str(column_err.value)
+    assert str(release_err.value) in str(column_err.value)
 
 
 def test_connect_session_without_the_extension_is_a_clear_error() -> None:
     class _Catalog:
-        def functionExists(self, name: str) -> bool:  # noqa: N802
+        def functionExists(self, name: str) -> bool:
             return False
 
     class _RemoteSession:
