@@ -49,6 +49,9 @@ def decode_group(text: str | None) -> tuple[object, ...]:
     Values are typed as the release API types a collected key (str, int, bool, float,
     ``datetime.date``, ``Decimal``); timestamps become tagged text (still one key per
     group, but not the release API's ``datetime``).
+
+    Privacy:
+        Grouping values are public attributes in this model; the key only binds noise.
     """
     if text is None:
         return ()
@@ -56,7 +59,11 @@ def decode_group(text: str | None) -> tuple[object, ...]:
 
 
 def struct_fields(fields: Sequence[OutputField], main: str) -> list[tuple[str, OutputField]]:
-    """The Column's struct fields: the kernel's output fields, ``main`` for the estimate."""
+    """The Column's struct fields: the kernel's output fields, ``main`` for the estimate.
+
+    Privacy:
+        None: the output layout is public.
+    """
     return [(f.suffix.lstrip("_") or main, f) for f in fields]
 
 

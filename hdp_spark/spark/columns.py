@@ -65,7 +65,12 @@ def native_cells(eps: str, grid: Any, code: Column | None = None,
                  values: tuple[tuple[str, float, float, float], ...] = ()) -> Column:
     """The ``hdp_cells`` aggregate over the raw ε column (and ``values``: (column, lower,
     upper, fill) each); the level rules and the encoding run inside it, in Java, as the
-    same IEEE-754 operations as the numpy references."""
+    same IEEE-754 operations as the numpy references.
+
+    Privacy:
+        NOT a release: exact pre-noise statistics, for the finalize (and tests) only.
+        Per-row rules are public and data-independent; a bad value never raises.
+    """
     rules = F.array(*[F.lit(float(v)) for v in (INVALID_LEVEL, BELOW_GRID_LEVEL, EPS_FLOOR,
                                                 EPS_CAP, FIXED_ONE)])
     points = (F.lit(None).cast("array<double>") if grid is None
@@ -132,7 +137,12 @@ class _ClassicAggregate(_Aggregate, ClassicColumn):
 
 
 def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
-    """The Column aggregator of ``spec`` with a fresh release key (or ``key``)."""
+    """The Column aggregator of ``spec`` with a fresh release key (or ``key``).
+
+    Privacy:
+        The Column's release key is fresh from the OS CSPRNG unless ``key`` is given
+        (tests); see :func:`hdp_mean` for the unit protected and what is public.
+    """
     key = key if key is not None else ReleaseKey.resolve(None)
     if is_remote():
         from pyspark.sql.connect.column import Column as ConnectColumn
@@ -148,7 +158,11 @@ def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
 
 
 def spec_of(obj: object) -> object:
-    """The spec inside a Column aggregator; anything else unchanged (for the release API)."""
+    """The spec inside a Column aggregator; anything else unchanged (for the release API).
+
+    Privacy:
+        None: unwraps a public spec.
+    """
     return obj.spec if isinstance(obj, _Aggregate) else obj
 
 

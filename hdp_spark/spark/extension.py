@@ -43,6 +43,9 @@ def install(session: Any) -> None:
 
     Raises:
         ExtensionMissingError: a Connect session without the extension.
+
+    Privacy:
+        Configuration only; no data is read.
     """
     if session.catalog.functionExists(FUNCTION):
         return
@@ -78,7 +81,11 @@ where the native aggregate is available (for comparisons)."""
 def native_ready(session: Any) -> bool:
     """Whether the release API can use ``hdp_cells`` on ``session`` (installing it on a
     classic session; False without a JDK, on a Connect server without the extension, or
-    when :data:`NATIVE_CONF` is ``false``)."""
+    when :data:`NATIVE_CONF` is ``false``).
+
+    Privacy:
+        Configuration only; both paths compute the same exact cells.
+    """
     try:
         if str(session.conf.get(NATIVE_CONF, "true")).lower() == "false":
             return False

@@ -75,6 +75,9 @@ def build(force: bool = False) -> Path:
     Raises:
         JvmBuildError: no ``javac`` on the PATH (or in ``JAVA_HOME``), no pyspark jars, or
             the compiler failed.
+
+    Privacy:
+        None: compiles code; reads no data.
     """
     jars = _spark_jars()
     stamp = _stamp(jars)
@@ -122,6 +125,10 @@ def build(force: bool = False) -> Path:
 
 
 def jar_path() -> Path:
-    """The extension's jar, built first if missing or stale."""
+    """The extension's jar, built first if missing or stale.
+
+    Privacy:
+        None: reads no data.
+    """
     return build()
 
