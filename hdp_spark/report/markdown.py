@@ -239,9 +239,11 @@ def _budget_left(d: BudgetDistribution | None) -> str:
         return "not computed"
     q = d.remaining_quantiles
     lo, med, hi = q.get(0.0, math.nan), q.get(0.5, math.nan), q.get(1.0, math.nan)
+    none = (f"{_count(d.exhausted)} of {_count(d.users)} have none left" if d.exhausted
+            else "nobody has run out")
     return (f"after this run, people have {_span(lo, hi, eps_label)} ε left (median "
-            f"{eps_label(med)}); {_count(d.exhausted)} of {_count(d.users)} have none left "
-            "(all releases on this ledger, see the end of the report)")
+            f"{eps_label(med)}); {none} (all releases on this ledger, see the end of the "
+            "report)")
 
 
 # -- one release --------------------------------------------------------------------------
@@ -278,8 +280,9 @@ def _release_section(
     level = " / ".join(f"{1 - b:.0%}" for b in sorted(betas, reverse=True)) or "95%"
 
     lines = [f"## Release `{rid}`", ""]
-    charged = "charged" if any(c is not None for c in per_agg.values()) else "nothing charged"
-    status = (f"computed in this run ({charged})" if run.status == "committed" else
+    charged = any(c is not None for c in per_agg.values())
+    status = (("computed and charged in this run" if charged else
+               "computed in this run; nothing charged") if run.status == "committed" else
               "computed in an earlier run and published again (nothing charged now)")
     lines += [f"_{status.capitalize()}._", ""]
     what = "; ".join(_what(a, by, len(rows)) for a in aggs)
