@@ -113,30 +113,43 @@ def _method_words(method: str | None) -> str:
     return _METHODS.get(method, _CORRELATED if method.startswith(("hpm", "hpf")) else method)
 
 
-def _what(agg: dict[str, Any], by: Sequence[str], n_groups: int) -> str:
+def _per(by: Sequence[str], n_groups: int) -> str:
+    return f" per {', '.join(by)} ({n_groups} public groups)" if by else ""
+
+
+def _what_all(aggs: Sequence[dict[str, Any]], by: Sequence[str], n_groups: int) -> str:
+    """What a release publishes, in words (its groups said once)."""
+    if len(aggs) == 1:
+        return _what(aggs[0], by, n_groups)
+    head = f"{len(aggs)} results{_per(by, n_groups)}: " if by else f"{len(aggs)} results: "
+    return head + "; and ".join(_what(a, by, n_groups, per=False) for a in aggs)
+
+
+def _what(agg: dict[str, Any], by: Sequence[str], n_groups: int, *, per: bool = True) -> str:
     d, kind = agg["definition"], agg["kind"]
-    per = f" per {', '.join(by)} ({n_groups} public groups)" if by else ""
+    per_text = _per(by, n_groups) if per else ""
     if kind == "mean":
-        return (f"the average of `{d['column']}`{per}; each value counted within "
-                f"{_num(d['lower'])} to {_num(d['upper'])}")
+        return (f"the average of `{d['column']}`{per_text}; values below "
+                f"{_num(d['lower'])} or above {_num(d['upper'])} count as that bound")
     if kind == "histogram":
         unit = "number" if d.get("counts") else "share"
         cats = ", ".join(map(str, d["categories"]))
-        return (f"the {unit} of rows in each category of `{d['column']}`{per} ({cats}; "
+        return (f"the {unit} of rows in each category of `{d['column']}`{per_text} ({cats}; "
                 "anything else counts as \"other\")")
     if kind == "user_mean":
-        return (f"the average of `{d['column']}`{per}, protecting each user with all their "
-                f"rows; values counted within {_num(d['lower'])} to {_num(d['upper'])}")
+        return (f"the average of `{d['column']}`{per_text}, protecting each user with all "
+                f"their rows; values below {_num(d['lower'])} or above {_num(d['upper'])} "
+                "count as that bound")
     if kind == "heavy_hitters":
         return (f"the most frequent combinations of {', '.join(d['cols'])} with their counts "
                 "(only combinations frequent enough to be released safely)")
     if kind == "attribute_histograms":
         return f"a count of people per value of each of {', '.join(d['cols'])}"
     if kind == "ldp_mean":
-        return (f"the average of `{d['report']}`{per}, from reports each person's device "
+        return (f"the average of `{d['report']}`{per_text}, from reports each person's device "
                 f"randomized before sending (values within {_num(d['lower'])} to "
                 f"{_num(d['upper'])})")
-    return f"`{agg['name']}` ({kind}){per}"
+    return f"`{agg['name']}` ({kind}){per_text}"
 
 
 def _title(agg: dict[str, Any], by: Sequence[str]) -> str:
@@ -285,7 +298,7 @@ def _release_section(
                "computed in this run; nothing charged") if run.status == "committed" else
               "computed in an earlier run and published again (nothing charged now)")
     lines += [f"_{status.capitalize()}._", ""]
-    what = "; ".join(_what(a, by, len(rows)) for a in aggs)
+    what = _what_all(aggs, by, len(rows))
     lines += [f"- **What:** {what}."]
     users = cost.users if cost is not None else 0
     if cost is not None and cost.classes:
@@ -363,7 +376,9 @@ def _values_section(
     lines += _table(header, body)
     lines += ["", f"The noise added for privacy stays inside the interval with probability "
               f"≥ {level}; the interval does not include sampling error."]
-    if has_base:
+    if not has_base:
+        lines += [_NO_BASELINE.get(agg["kind"], "")]
+    else:
         lines += [f"The last column is the ± a library that gives everyone the same ε would "
                   f"publish: to respect every person's demand it must use the smallest ε of "
                   f"the group ({base_eps}) for every row."]
@@ -487,6 +502,17 @@ def _tau(t: Any) -> str:
     return eps_label(float(t))
 
 
+_NO_BASELINE = {
+    "user_mean": "No single-ε comparison is shown for the user-level average (no single-ε "
+                 "user-level baseline is computed here).",
+    "heavy_hitters": "No single-ε comparison: this release gives every person the same ε "
+                     "already.",
+    "attribute_histograms": "No single-ε comparison: this release gives every person the "
+                            "same ε already.",
+    "ldp_mean": "No single-ε comparison: the noise was added on the devices, each with its "
+                "own ε, before this release combined the reports.",
+}
+
 _KIND_WORDS = {
     "mean": "average, each row with its own ε",
     "histogram": "category shares, each row with its own ε",
@@ -597,9 +623,8 @@ def render_report(
         "Releases in this run:",
         "",
         *[f"- [{r.release_id}](#release-{r.release_id.lower()}) — "
-          + "; ".join(_what(a, r.record.outcome_data()["by"],
-                            len(r.record.outcome_data()["rows"]))
-                      for a in r.record.outcome_data()["aggregators"])
+          + _what_all(r.record.outcome_data()["aggregators"], r.record.outcome_data()["by"],
+                      len(r.record.outcome_data()["rows"]))
           for r in runs],
         "",
         *_table(
