@@ -114,7 +114,8 @@ def _method_words(method: str | None) -> str:
 
 
 def _per(by: Sequence[str], n_groups: int) -> str:
-    return f" per {', '.join(by)} ({n_groups} public groups)" if by else ""
+    groups = "1 public group" if n_groups == 1 else f"{n_groups} public groups"
+    return f" per {', '.join(by)} ({groups})" if by else ""
 
 
 def _what_all(aggs: Sequence[dict[str, Any]], by: Sequence[str], n_groups: int) -> str:
@@ -223,6 +224,8 @@ def _accuracy(agg: dict[str, Any], values: list[ValueRow], level: str) -> str:
 
 
 def _cost_words(cost: Cost, budget: dict[str, Any], subject: str = "person") -> str:
+    if not cost.users:
+        return "nobody was charged"
     lo, med, hi = cost.charged
     if _num(lo) == _num(hi):
         text = f"each of the {_count(cost.users)} people was charged {eps_label(lo)} ε"
@@ -300,10 +303,16 @@ def _release_section(
     lines += [f"_{status.capitalize()}._", ""]
     what = _what_all(aggs, by, len(rows))
     lines += [f"- **What:** {what}."]
-    users = cost.users if cost is not None else 0
-    if cost is not None and cost.classes:
-        allowed = [a for _, _, u, a, _ in cost.classes if u]
-        lo, hi = min(allowed), max(allowed)
+    if cost is not None:
+        allowed = [(a, u) for _, _, u, a, _ in cost.classes if u]
+    else:  # aggregators on other ε levels: the people of the first one that reads rows
+        allowed = next(([(c.eps, c.users) for c in cl if c.users] for cl in charging
+                        if any(c.users for c in cl)), [])
+    users = sum(u for _, u in allowed)
+    if charging and not allowed:
+        whom = "nobody: no row of the input falls in the release's public groups"
+    elif allowed:
+        lo, hi = min(a for a, _ in allowed), max(a for a, _ in allowed)
         whom = (f"{_count(users)} people, each with their own privacy level ε from "
                 f"{eps_label(lo)} to {eps_label(hi)} (the ε they allowed for this release, "
                 "after capping to their budget)" if eps_label(lo) != eps_label(hi) else
@@ -321,14 +330,17 @@ def _release_section(
             lines += [f"- **Accuracy{prefix}:** no record was frequent enough to be released."]
             continue
         lines += [f"- **Accuracy{prefix}:** {_accuracy(a, values[a['name']], level)}."]
+    when = "" if run.status == "committed" else (
+        " (charged once, when it was first computed; nothing now)")
     if cost is not None:
-        lines += [f"- **Cost:** {_cost_words(cost, budget)}."]
+        lines += [f"- **Cost{when}:** {_cost_words(cost, budget)}."]
     elif charging:
         for a in aggs:
             classes = per_agg[a["name"]]
             single = release_cost([classes]) if classes else None
             if single is not None:
-                lines += [f"- **Cost (`{a['name']}`):** {_cost_words(single, budget)}."]
+                lines += [f"- **Cost{when} (`{a['name']}`):** "
+                          f"{_cost_words(single, budget)}."]
         lines += ["- Charges of the aggregators above add up for people they both read."]
     else:
         lines += ["- **Cost:** nothing charged: the reports were randomized on the devices, "
@@ -337,7 +349,7 @@ def _release_section(
 
     for a in aggs:
         lines += _values_section(plots, rid, a, values[a["name"]], by, level, rows, len(aggs))
-    if cost is not None and cost.classes:
+    if cost is not None and cost.users:
         lines += _levels_section(plots, rid, cost, len(charging))
     lines += _details_section(run, aggs, rows, by, budget, plots.out)
     return lines
@@ -503,6 +515,8 @@ def _tau(t: Any) -> str:
 
 
 _NO_BASELINE = {
+    "mean": "No single-ε comparison: no group has rows with a positive, finite ε.",
+    "histogram": "No single-ε comparison: no group has rows with a positive, finite ε.",
     "user_mean": "No single-ε comparison is shown for the user-level average (no single-ε "
                  "user-level baseline is computed here).",
     "heavy_hitters": "No single-ε comparison: this release gives every person the same ε "

@@ -73,6 +73,32 @@ def test_all_kinds_report_structure(engine: Any, tmp_path: Path) -> None:
     assert "may use up to a person's ε" in parts["## Release `income_by_region`"]
 
 
+def test_report_of_an_empty_release_and_of_a_republished_one(tmp_path: Path) -> None:
+    """A release whose public keys match no row, and a second run that re-publishes: the
+    report still has its structure, says so in words, and prints no NaN."""
+    releases = GROUPED_RELEASE.replace(
+        'keys = ["engineering", "finance", "operations", "research", "sales"]',
+        'keys = ["no_such_dept"]')
+    job = write_job(tmp_path, releases=releases, report=True)
+    first = run_job(job)
+    assert first.report is not None
+    parts = check_report(first.report.parent, ["salary_by_dept"], levels=False)
+    body = parts["## Release `salary_by_dept`"]
+    assert "- **For whom:** nobody: no row of the input falls in the release's public" in body
+    assert "- **Cost:** nobody was charged." in body
+    assert "(fallback)" in body
+    assert "nan" not in first.report.read_text().lower()
+    again = run_job(write_job(tmp_path, report=True))  # a fresh job on the same ledger...
+    assert again.report is not None
+    rerun = run_job(write_job(tmp_path, report=True))  # ...run twice: re-published
+    assert rerun.report is not None
+    assert [r.status for r in rerun.releases] == ["republished", "republished"]
+    text = rerun.report.read_text()
+    assert text.count("_Computed in an earlier run and published again (nothing charged "
+                      "now)._") == 2
+    assert text.count("- **Cost (charged once, when it was first computed; nothing now):**") == 2
+
+
 def test_charge_distribution_is_the_ledgers(tmp_path: Path) -> None:
     """min / median / max of the per-user charges computed from the published levels equal
     those of the ledger's spends (one release: a user's spend is their charge)."""
