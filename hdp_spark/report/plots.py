@@ -65,6 +65,8 @@ def _zero_based(ax: Any, values: Sequence[float]) -> None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     if finite and min(finite) >= 0:
         ax.set_ylim(bottom=0, top=max(finite) * 1.08 if max(finite) > 0 else 1)
+    elif finite:  # noisy counts may go below zero: show where zero is
+        ax.axhline(0.0, color="#555555", linewidth=0.8)
 
 
 def plot_estimates(

@@ -117,6 +117,10 @@ def charge_classes(
     user-level mean charges each user once the largest effective ε of the classes of their
     group and level; partial-DP kinds charge every person read the per-person ε; LDP
     aggregation charges nothing. With ``charge = "demand"`` the charge is the level itself.
+
+    Privacy:
+        Reads only the release's published per-level tables (ε level, users, effective ε:
+        functions of the public ε vector and budgets), never per-user records.
     """
     kind, name = agg["kind"], agg["name"]
     out: list[ChargeClass] = []
@@ -170,7 +174,12 @@ def _quantiles(pairs: Iterable[tuple[float, int]]) -> tuple[float, float, float]
 def release_cost(per_agg: Sequence[Sequence[ChargeClass]]) -> Cost | None:
     """The per-user charges of aggregators that charge the same users, added up per
     (group, ε level) (sequential composition); None when they cannot be lined up (other
-    ε columns or groups): then each aggregator's cost is shown on its own."""
+    ε columns or groups): then each aggregator's cost is shown on its own.
+
+    Privacy:
+        A function of the per-level tables only (see :func:`charge_classes`): the
+        distribution of the per-user charges, which is public in this model.
+    """
     if not per_agg:
         return None
     merged: dict[tuple[str, float], list[float]] = {}
@@ -218,6 +227,9 @@ def eps_ranges(cost: Cost, *, max_ranges: int = 8) -> list[EpsRange]:
     capping, levels such as 3.451 and 3.475 become one range "3.45–3.57"); the factor grows
     until at most ``max_ranges`` remain. 0 and ∞ keep ranges of their own. Labels get more
     digits until no two print the same and no range's ends print the same.
+
+    Privacy:
+        Counts per range of the public ε histogram; nothing else.
     """
     levels: dict[float, list[float]] = {}
     for _, _eps, users, allowed, charged in cost.classes:
@@ -280,6 +292,9 @@ def baseline_half_width(agg: Mapping[str, Any], row: Mapping[str, Any]) -> float
     bins, scale 2/(n·ε_min), half-width 2·ln(1/β)/(n·ε_min). None for kinds without such a
     baseline here (user-level, partial, local DP) and for groups without private rows.
     Rows with ε = 0 are left out (they ask not to be used) and public rows (ε = ∞) counted.
+
+    Privacy:
+        A function of public facts only: n and the ε levels of the group, the bounds, β.
     """
     kind = agg["kind"]
     if kind not in ("mean", "histogram"):
@@ -306,7 +321,11 @@ def smallest_eps(agg: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> f
 def value_rows(
     agg: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], by: Sequence[str]
 ) -> list[ValueRow]:
-    """Every released value of an aggregator with its interval, one row per value."""
+    """Every released value of an aggregator with its interval, one row per value.
+
+    Privacy:
+        Released (DP) values and intervals, with the public single-ε baseline.
+    """
     name, kind = agg["name"], agg["kind"]
     out: list[ValueRow] = []
     if kind in ("heavy_hitters", "attribute_histograms"):
