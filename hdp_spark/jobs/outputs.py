@@ -6,6 +6,7 @@ Layout under ``[output] path``::
     <release id>/<commit id>/values.json      the same rows with the release's metadata
     manifest.json                             current commit of every release of the job
     report.md, plots/*.png                    the report for people
+    report.html                               the same report, self-contained (plots embedded)
     .staging/                                 scratch space of running (or crashed) runs
 
 The ledger's commit record is the source of truth; these files are a materialization of it,

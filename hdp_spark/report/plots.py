@@ -1,4 +1,10 @@
-"""PNG plots of the report (matplotlib, Agg backend; skipped when matplotlib is missing)."""
+"""PNG plots of the report (matplotlib, Agg backend; skipped when matplotlib is missing).
+
+Rules that keep the plots honest: every interval is drawn as an error bar and the plot says
+its level; counts and shares start at zero, and so does any non-negative quantity (a mean
+salary axis spanning 89k–97k would make small differences look large); titles are words,
+not ids.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,9 @@ from typing import Any
 
 from hdp_spark.ledger._fs import tmp_name
 
-__all__ = ["plot_estimates", "plot_remaining"]
+__all__ = ["plot_comparison", "plot_estimates", "plot_levels", "plot_remaining"]
+
+_OURS, _BASE, _FREE, _FULL = "#1f6f8b", "#c8553d", "#4c956c", "#9aa5b1"
 
 
 def _pyplot() -> Any:
@@ -38,55 +46,141 @@ def _f(v: object) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
 
 
+def _gap(a: float, b: float) -> float:
+    d = a - b
+    return max(d, 0.0) if not math.isnan(d) else 0.0
+
+
+def _xticks(ax: Any, groups: Sequence[str]) -> None:
+    ax.set_xticks(list(range(len(groups))))
+    rotate = len(groups) > 4 or max((len(g) for g in groups), default=0) > 14
+    ax.set_xticklabels(groups, rotation=30 if rotate else 0, ha="right" if rotate else "center")
+
+
+def _zero_based(ax: Any, values: Sequence[float]) -> None:
+    finite = [v for v in values if math.isfinite(v)]
+    if finite and max(abs(v) for v in finite) >= 10_000:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    if finite and min(finite) >= 0:
+        ax.set_ylim(bottom=0, top=max(finite) * 1.08 if max(finite) > 0 else 1)
+    elif finite:  # noisy counts may go below zero: show where zero is
+        ax.axhline(0.0, color="#555555", linewidth=0.8)
+
+
 def plot_estimates(
     path: Path,
     groups: Sequence[str],
     series: Mapping[str, tuple[Sequence[object], Sequence[object], Sequence[object]]],
     *,
     title: str,
+    ylabel: str,
+    level: str,
 ) -> Path | None:
-    """Estimates with their intervals per group (error bars), one series per estimate
-    (``label -> (estimates, lows, highs)``); None without matplotlib."""
+    """Estimates with their intervals per group as error bars, one series per estimate
+    (``label -> (estimates, lows, highs)``); the y axis starts at 0 when every value and
+    interval end is non-negative. None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(groups) + 2), 3.2))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(groups) + 2), 3.4))
     xs = list(range(len(groups)))
     width = 0.8 / max(len(series), 1)
+    seen: list[float] = []
     for j, (label, (estimates, lows, highs)) in enumerate(series.items()):
         est = [_f(v) for v in estimates]
-        lo = [_gap(e, _f(v)) for e, v in zip(est, lows, strict=True)]
-        hi = [_gap(_f(v), e) for e, v in zip(est, highs, strict=True)]
+        lo_v, hi_v = [_f(v) for v in lows], [_f(v) for v in highs]
+        seen += est + lo_v + hi_v
+        lo = [_gap(e, v) for e, v in zip(est, lo_v, strict=True)]
+        hi = [_gap(v, e) for e, v in zip(est, hi_v, strict=True)]
         offset = (j - (len(series) - 1) / 2) * width if len(series) > 1 else 0.0
         ax.errorbar([x + offset for x in xs], est, yerr=[lo, hi], fmt="o", capsize=4,
-                    label=label if len(series) > 1 else None)
-    ax.set_xticks(xs)
-    rotate = len(groups) > 4
-    ax.set_xticklabels(groups, rotation=30 if rotate else 0, ha="right" if rotate else "center")
+                    color=None if len(series) > 1 else _OURS,
+                    label=label if len(series) > 1 else f"estimate with its {level} interval")
+    _xticks(ax, groups)
+    _zero_based(ax, seen)
     ax.set_title(title)
-    ax.set_ylabel("estimate (noise interval)")
+    ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
-    if len(series) > 1:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              title=f"bars: {level} interval" if len(series) > 1 else None)
     return _save(plt, fig, path)
 
 
-def _gap(a: float, b: float) -> float:
-    d = a - b
-    return max(d, 0.0) if not math.isnan(d) else 0.0
+def plot_comparison(
+    path: Path,
+    groups: Sequence[str],
+    estimates: Sequence[float],
+    ours: tuple[Sequence[float], Sequence[float]],
+    baseline: tuple[Sequence[float], Sequence[float]],
+    *,
+    title: str,
+    ylabel: str,
+    level: str,
+    baseline_label: str,
+) -> Path | None:
+    """Our interval beside the single-ε baseline's, both around the released estimate
+    (``ours`` and ``baseline`` are ``(lows, highs)``). None without matplotlib."""
+    plt = _pyplot()
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(groups) + 2), 3.6))
+    xs = list(range(len(groups)))
+    seen: list[float] = list(estimates)
+    for dx, (lows, highs), color, label in (
+        (-0.15, ours, _OURS, f"this release ({level} interval)"),
+        (0.15, baseline, _BASE, baseline_label),
+    ):
+        lo = [_gap(e, v) for e, v in zip(estimates, lows, strict=True)]
+        hi = [_gap(v, e) for e, v in zip(estimates, highs, strict=True)]
+        seen += list(lows) + list(highs)
+        ax.errorbar([x + dx for x in xs], list(estimates), yerr=[lo, hi], fmt="o",
+                    capsize=5, color=color, label=label)
+    _xticks(ax, groups)
+    _zero_based(ax, seen)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(plt, fig, path)
+
+
+def plot_levels(
+    path: Path, labels: Sequence[str], full: Sequence[int], free: Sequence[int], *, title: str
+) -> Path | None:
+    """People per ε range (zero-based stacked bars): charged their full ε, or less (privacy
+    for free). None without matplotlib."""
+    plt = _pyplot()
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) + 2), 3.2))
+    xs = list(range(len(labels)))
+    ax.bar(xs, list(full), color=_FULL, label="charged their full ε")
+    ax.bar(xs, list(free), bottom=list(full), color=_FREE,
+           label="charged less (privacy for free)")
+    _xticks(ax, labels)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("ε allowed for this release")
+    ax.set_ylabel("people")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(plt, fig, path)
 
 
 def plot_remaining(path: Path, edges: Sequence[float], counts: Sequence[int]) -> Path | None:
-    """Histogram of the users' remaining budgets; None without matplotlib."""
+    """Histogram of the users' remaining budgets (zero-based); None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
     widths = [b - a for a, b in itertools.pairwise(edges)]
-    ax.bar(list(edges[:-1]), list(counts), width=widths, align="edge", color="#4c956c",
+    ax.bar(list(edges[:-1]), list(counts), width=widths, align="edge", color=_FREE,
            edgecolor="white")
-    ax.set_xlabel("remaining ε")
-    ax.set_ylabel("users")
-    ax.set_title("Remaining privacy budget per user")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("ε left to spend (per person)")
+    ax.set_ylabel("people")
+    ax.set_title("Privacy budget left per person after this run")
     ax.grid(axis="y", alpha=0.3)
     return _save(plt, fig, path)

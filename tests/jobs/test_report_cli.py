@@ -27,19 +27,24 @@ def test_report_is_rendered_with_plots(tmp_path: Path) -> None:
         "# Release report: `t_job`",
         "## Release `salary_by_dept`",
         "## Release `tenure_overall`",
-        "### `salary_mean` (mean, adpm)",
-        "#### Effective ε per level (`salary_mean`)",
-        "#### Privacy for free (`salary_mean`)",
-        "### Budget consumed",
-        "## Remaining budgets (after this run)",
+        "### Values",
+        "### Privacy levels",
+        "### Details",
+        "## Budget left after this run",
+        "## Glossary",
     ):
         assert heading in text, heading
+    for first_screen in ("- **What:**", "- **For whom:**", "- **Accuracy:**", "- **Cost:**",
+                         "- **Budget left:**"):
+        assert text.count(first_screen) == 2, first_screen
     assert "| engineering |" in text
-    assert "95% noise interval" in text
+    assert "95% interval" in text
     assert "public in this model" in text
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert "plots/remaining_budget.png" in images
     assert "plots/salary_by_dept__salary_mean.png" in images
+    assert "plots/salary_by_dept__salary_mean__vs_single_eps.png" in images
+    assert "plots/salary_by_dept__privacy_levels.png" in images
     for rel in images:
         assert (run.report.parent / rel).read_bytes().startswith(PNG)
     # user ids never appear in the report: the table has ids 1..5000, the report no "user_id"
@@ -47,6 +52,11 @@ def test_report_is_rendered_with_plots(tmp_path: Path) -> None:
     # committed numbers are what the report shows
     est = run.values("salary_by_dept")[0]["salary_mean"]
     assert f"| engineering | {est:,.0f} |" in text
+    # no internal jargon on the page
+    for jargon in ("seed 00", "adpm", "eps_effective", "weight solver", "weight per row",
+                   "ε charged (total)"):
+        assert jargon not in text, jargon
+    assert (run.report.parent / "report.html").is_file()
 
 
 def test_report_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +67,10 @@ def test_report_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     text = run.report.read_text()
     assert "Plots skipped: install matplotlib" in text
     assert "![" not in text
-    assert "## Remaining budgets" in text
+    assert "## Budget left after this run" in text
+    html = (run.report.parent / "report.html").read_text()
+    assert "<img" not in html
+    assert "Plots skipped" in html
 
 
 def test_readme_command_runs_the_sample_job(tmp_path: Path) -> None:
@@ -137,5 +150,7 @@ keys = ["engineering", "finance", "operations", "research", "sales"]
     assert budget["users_charged"] == 5000
     assert run.report is not None
     text = run.report.read_text()
-    assert "### `job_family_histogram` (histogram, hpf-a)" in text
-    assert "`analyst` [interval]" in text
+    assert "### Values of `job_family_histogram`" in text
+    assert "### Values of `tenure_years_mean`" in text
+    assert "| engineering · analyst |" in text
+    assert "Each of the release's 2 aggregators may use up to a person's ε" in text
