@@ -48,8 +48,9 @@ from hdp_spark.spark._common import (
     dataframe_schema,
     field,
 )
-from hdp_spark.spark.columns import spec_of
+from hdp_spark.spark.columns import native_cells, spec_of
 from hdp_spark.spark.engine import SparkEngine
+from hdp_spark.spark.extension import native_ready
 from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.sql_text import ident
 
@@ -137,6 +138,30 @@ def histogram_tables(
     ):
         code = unmatched if label is None else code_of.get(label, unmatched)
         cells.append((key, float(level), code, int(count)))
+    return build_histogram_groups(spec, cells)
+
+
+def _native_histogram(
+    df: DataFrame,
+    spec: HistogramSpec,
+    by: tuple[str, ...],
+    by_fields: list[T.StructField],
+    keys: tuple[tuple[object, ...], ...] | None,
+    matched: Column,
+) -> dict[tuple[object, ...], GroupStats]:
+    """The histogram's cells through the native ``hdp_cells`` aggregate: the category code
+    is the position of the matched label in the domain (the unmatched code when null)."""
+    domain = [F.lit(c) for c in spec.categories]
+    pos = F.array_position(F.array(*domain), matched)
+    code = F.when(pos > 0, (pos - 1).cast("int")).otherwise(F.lit(spec.unmatched_code))
+    cells_df = df.groupBy(*[F.expr(ident(c)) for c in by]).agg(
+        native_cells(spec.eps, spec.eps_grid, code).alias("__c"))
+    found, columns = collect_cells(cells_df, by_fields, keys)
+    cells = [
+        (key, level, code_, n)
+        for key, c in zip(found, columns["__c"], strict=True)
+        for level, code_, n in zip(c["level"], c["code"], c["n"], strict=True)
+    ]
     return build_histogram_groups(spec, cells)
 
 
