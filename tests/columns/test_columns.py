@@ -196,3 +196,40 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
     assert [r["s"]["n"] for r in got] == [r["salary_mean_n"] for r in want]
     with pytest.raises(Exception, match="lower` and `upper` must be constants"):
         spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_privacy_audit_through_the_column(spark: object) -> None:
+    """Empirical privacy loss of the Column path on neighbouring tables. 2,000 groups hold
+    table D and 2,000 hold D', which moves one row at ε = 1 from 0 to 100 (the full range);
+    the groups' noises are independent draws (test above), so one job gives 2,000 samples of
+    each output distribution. For every threshold t with enough mass on both sides, the
+    log ratio of P[estimate > t] under D and D' must stay within the row's documented
+    ``eps_effective`` (plus sampling slack), and must come near it (the audit can fail)."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 100, 40)
+    x[0] = 0.0
+    eps = np.tile([1.0, 2.0], 20)
+    d = pd.DataFrame({"x": x, "eps": eps})
+    d2 = d.copy()
+    d2.loc[0, "x"] = 100.0
+    m = 2000
+    pdf = pd.concat([d.assign(g=i) for i in range(m)] + [d2.assign(g=m + i) for i in range(m)],
+                    ignore_index=True)
+    df = spark.createDataFrame(pdf).repartition(4)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False)
+    rows = df.groupBy("g").agg(col.alias("m")).collect()
+    est = {r["g"]: r["m"]["estimate"] for r in rows}
+    a = np.array([est[i] for i in range(m)])
+    b = np.array([est[m + i] for i in range(m)])
+    levels = {lv["eps"]: lv["eps_effective"] for lv in rows[0]["m"]["eps_levels"]}
+    claim = levels[1.0]
+    assert claim <= 1.0
+    losses = []
+    for t in np.quantile(np.concatenate([a, b]), np.linspace(0.05, 0.95, 37)):
+        pa, pb = (a > t).mean(), (b > t).mean()
+        if min(pa, pb, 1 - pa, 1 - pb) >= 0.1:  # standard error of each log ratio < 0.1
+            losses += [abs(np.log(pa / pb)), abs(np.log((1 - pa) / (1 - pb)))]
+    worst = max(losses)
+    assert worst <= claim + 0.3, (worst, claim)
+    assert worst >= 0.5 * claim, (worst, claim)
