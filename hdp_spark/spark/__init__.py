@@ -3,7 +3,9 @@
 Usage::
 
     import hdp_spark.spark as hs
-    hs.agg(df, hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000))
+    hs.agg(df, hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000))     # a release
+    df.groupBy("dept").agg(hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000))
+                                                                   # a Column aggregator
 
 The data never leaves the executors: per row only native column expressions run (clamp,
 fixed-point encoding, ε -> level), per (group, ε level) native ``count``/``sum``
