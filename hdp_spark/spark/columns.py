@@ -58,6 +58,7 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:
     def finalize(cells: pd.DataFrame) -> pd.DataFrame:
         return finalize_batch(spec, key, main, cells)
 
+    finalize.__name__ = f"hdp_{'mean' if isinstance(spec, MeanSpec) else 'histogram'}_finalize"
     return F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]
 
 
