@@ -182,14 +182,16 @@ def check_writable(out: Path) -> None:
         raise output_error(out, "before charging anything; nothing was charged", exc) from exc
 
 
-def output_error(out: Path, when: str, exc: OSError) -> StorageError:
+def output_error(
+    out: Path, when: str, exc: OSError, what: str = "`[output] path`"
+) -> StorageError:
     """An output directory's file-system error as its cause in one line."""
     cause = exc.strerror or str(exc)
     if exc.errno == errno.ENOSPC:
         cause = "the disk is full"
     elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         cause = f"it is read-only or not writable by this user ({exc.strerror})"
-    msg = f"`[output] path` `{out}` cannot be written: {cause} ({when})."
+    msg = f"{what} `{out}` cannot be written: {cause} ({when})."
     return StorageError(msg)
 
 

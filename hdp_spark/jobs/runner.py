@@ -54,6 +54,7 @@ from hdp_spark.errors import (
     JobError,
     LedgerConflictError,
     LedgerDamagedError,
+    StorageError,
 )
 from hdp_spark.jobs.engines import (
     AggCharge,
@@ -347,8 +348,10 @@ def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write(directory / name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     except OSError as exc:
-        msg = f"cannot write the data-quality report in `{directory}`: {exc.strerror}."
-        raise JobError(msg) from exc
+        raise output_error(
+            directory, "the data-quality report beside the ledger; nothing was charged", exc,
+            what="the data-quality report directory",
+        ) from exc
     log.debug("data-quality report written to %s", directory / name)
     return directory / name
 
@@ -423,7 +426,8 @@ def _validate(adapter: Any, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path
         _validate_into(adapter, df, job, quality)
     except BaseException:
         quality["release_blocked"] = True
-        with contextlib.suppress(JobError):  # the validation error is the one to report
+        # the validation error is the one to report
+        with contextlib.suppress(JobError, StorageError):
             _write_quality(job, quality)
         raise
     quality["release_blocked"] = False

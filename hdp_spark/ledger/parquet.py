@@ -138,7 +138,6 @@ class ParquetLedger:
                 )
                 raise LedgerDamagedError(msg)
         try:
-            fault_disk_full("ledger")
             for sub in ("_manifests", "spent", "commits", "_tmp"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
             self._key = self._load_key()
@@ -389,7 +388,6 @@ class ParquetLedger:
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.02
         try:
-            fault_disk_full("ledger")
             while not publish_exclusive(lock, self._lease_body(token), self.root / "_tmp"):
                 if self._try_break(lock):
                     continue

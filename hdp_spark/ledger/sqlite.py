@@ -28,6 +28,7 @@ older version without a secret gets one on its first open, under the write lock.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -137,6 +138,14 @@ class SqliteLedger:
                 "\"Backup and restore\")."
             )
             raise LedgerDamagedError(msg)
+        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+        if not writable:
+            msg = (
+                f"the SQLite ledger `{self.path}` is read-only (the file or its directory is "
+                "not writable by this user, or on a read-only file system); SQLite needs both "
+                "to commit and to read a WAL database. Nothing was computed or charged."
+            )
+            raise StorageError(msg)
         with self._connect() as conn, _translated(self.path, "opening it", self.lock_timeout):
             self._key, self.ledger_id = self._open(conn)
 
@@ -178,12 +187,17 @@ class SqliteLedger:
             try:
                 if os.environ.get(DISK_FULL_ENV) == "ledger":
                     raw.execute("PRAGMA max_page_count = 1")
-                raw.execute("PRAGMA journal_mode=WAL")
+                raw.execute("PRAGMA synchronous=FULL")
                 raw.execute("BEGIN IMMEDIATE")
                 self._write_schema(raw, new=True)
-                raw.execute("COMMIT")
+                raw.execute("COMMIT")  # rollback journal: the data is in the main file now
+                raw.execute("PRAGMA journal_mode=WAL")
+                raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
                 raw.close()
+            wal = scratch.with_name(scratch.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:  # the close could not checkpoint
+                raise OSError(errno.ENOSPC, "the new ledger could not be written out whole")
             fd = os.open(scratch, os.O_RDONLY)
             try:
                 os.fsync(fd)
