@@ -47,7 +47,7 @@ from hdp_spark.errors import (
     LedgerError,
     StorageError,
 )
-from hdp_spark.ledger._fs import DISK_FULL_ENV, fsync_dir, tmp_name
+from hdp_spark.ledger._fs import DISK_FULL_ENV, fsync_dir, is_orphan, tmp_name
 from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
 from hdp_spark.ledger.base import CommitRecord, FrameIO
 
@@ -179,6 +179,10 @@ class SqliteLedger:
         the other discards its copy and opens the winner's.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in self.path.parent.glob(f".{self.path.name}.*"):
+            if is_orphan(stale.name.removesuffix("-wal").removesuffix("-shm")):
+                with suppress(OSError):  # the scratch copy of a creation killed midway
+                    stale.unlink()
         scratch = self.path.with_name(tmp_name(f".{self.path.name}."))
         try:
             # a new ledger file is private to its owner (it holds the MAC secret)

@@ -236,3 +236,31 @@ def test_full_disk_real_tmpfs(tmp_path: Path) -> None:
     assert done.returncode == 7, done.stderr
     assert "disk is full" in _one_line(done.stderr)
     assert published(load_job(job).output.path) == {}
+
+
+def test_a_creation_killed_midway_leaves_no_ledger_and_its_scratch_is_removed(
+    tmp_path: Path,
+) -> None:
+    """A new SQLite ledger appears whole (``link`` of a complete scratch copy) or not at all;
+    the scratch copy of a creation killed with SIGKILL is removed by the next creation."""
+    from hdp_spark.ledger import SqliteLedger
+
+    path = tmp_path / "l.sqlite"
+    code = (
+        "import os, signal, sqlite3\n"
+        "from hdp_spark.ledger import sqlite as s\n"
+        "real = sqlite3.connect\n"
+        "def killed(*a, **k):\n"
+        "    c = real(*a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "s.sqlite3.connect = killed\n"
+        f"s.SqliteLedger({str(path)!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ,
+                          "PYTHONPATH": str(REPO)}, capture_output=True, check=False)
+    assert proc.returncode == -9
+    assert not path.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".l.sqlite.")] != []
+    ledger = SqliteLedger(path)
+    assert len(ledger.ledger_id) == 16
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".l.sqlite.")] == []
