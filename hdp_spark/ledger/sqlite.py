@@ -16,9 +16,10 @@ Keep the file on a local disk: SQLite's locks are unreliable on network file sys
 parquet ledger there).
 
 Tables: ``meta(name, value)`` (the format and the ledger's MAC secret),
-``spent(user_id, units)``, ``commits(key, commit_id, job, release_id, fingerprint,
-committed_at, outcome, users_charged, units_charged)``, ``charges(key, user_id, units)``
-(the audit log: every charge of every committed release).
+``spent(user_id, units)`` (per-user totals), ``commits(seq, key, commit_id, job,
+release_id, fingerprint, committed_at, outcome, users_charged, units_charged)``,
+``charges(seq, user_id, units)`` (the audit log: every charge of every committed release;
+``seq`` is the commit's interned id, ``WITHOUT ROWID``: format 2, see ``_FORMAT_V1``).
 
 The MAC secret (:mod:`hdp_spark.ledger._secret`) is created from OS entropy in the same
 transaction that creates the tables, and the file of a new ledger is created with mode
@@ -74,14 +75,32 @@ CREATE TABLE IF NOT EXISTS commits (
     units_charged INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS charges (
-    key TEXT NOT NULL,
+    seq INTEGER NOT NULL,
     user_id TEXT NOT NULL,
     units INTEGER NOT NULL CHECK (units > 0),
-    PRIMARY KEY (key, user_id)
-);
+    PRIMARY KEY (seq, user_id)
+) WITHOUT ROWID;
 """
 
-_FORMAT = "hdp_spark.ledger.sqlite/1"
+_FORMAT = "hdp_spark.ledger.sqlite/2"
+_FORMAT_V1 = "hdp_spark.ledger.sqlite/1"
+"""Format 1 stored the 64-character idempotency key in every charge row and again in its
+index (about 175 bytes per charge); format 2 interns it as the commit's ``seq`` in a
+``WITHOUT ROWID`` table (one b-tree, no second copy). A format-1 ledger is migrated in one
+transaction, under the write lock, on its first open."""
+
+_MIGRATE_V1 = """
+CREATE TABLE charges_v2 (
+    seq INTEGER NOT NULL,
+    user_id TEXT NOT NULL,
+    units INTEGER NOT NULL CHECK (units > 0),
+    PRIMARY KEY (seq, user_id)
+) WITHOUT ROWID;
+INSERT INTO charges_v2 (seq, user_id, units)
+    SELECT c.seq, g.user_id, g.units FROM charges g JOIN commits c ON c.key = g.key;
+DROP TABLE charges;
+ALTER TABLE charges_v2 RENAME TO charges
+"""
 _COLUMNS = (
     "key, job, release_id, fingerprint, committed_at, outcome, users_charged, units_charged, "
     "commit_id"
@@ -254,10 +273,10 @@ class SqliteLedger:
             )
             raise LedgerDamagedError(msg)
         meta = dict(c.execute("SELECT name, value FROM meta").fetchall()) if tables & ours else {}
-        if meta.get("format", _FORMAT) != _FORMAT:
+        if meta.get("format", _FORMAT) not in (_FORMAT, _FORMAT_V1):
             msg = f"`{self.path}` is not an hdp_spark SQLite ledger of format {_FORMAT}."
             raise LedgerDamagedError(msg)
-        if "format" not in meta or "mac_secret" not in meta or "ledger_id" not in meta:
+        if meta.get("format") != _FORMAT or "mac_secret" not in meta or "ledger_id" not in meta:
             self._upgrade(c, new="format" not in meta)
             meta = dict(c.execute("SELECT name, value FROM meta").fetchall())
         return LedgerKey(str(meta["mac_secret"]), str(self.path)), str(meta["ledger_id"])
@@ -274,7 +293,12 @@ class SqliteLedger:
         try:
             has_format = c.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
             self._write_schema(c, new=new and not has_format)
-            c.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_FORMAT,))
+            columns = {str(r[1]) for r in c.execute("PRAGMA table_info(charges)")}
+            if "key" in columns:  # format 1: intern the release key (see _FORMAT_V1)
+                for statement in _MIGRATE_V1.split(";"):
+                    c.execute(statement)
+                log.info("ledger %s: migrated to format %s", self.path, _FORMAT)
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (_FORMAT,))
             c.execute("COMMIT")
         except BaseException:
             if c.in_transaction:
@@ -365,7 +389,8 @@ class SqliteLedger:
         """The audit log of one committed release (by idempotency key): units per user."""
         with self._connect() as conn, _translated(self.path, "reading it"):
             rows = conn.raw.execute(
-                "SELECT user_id, units FROM charges WHERE key = ?", (key,)
+                "SELECT g.user_id, g.units FROM charges g JOIN commits c ON c.seq = g.seq "
+                "WHERE c.key = ?", (key,)
             ).fetchall()
         return {str(u): int(n) for u, n in rows}
 
@@ -469,7 +494,7 @@ class _SqliteSession:
         users, units = self._io.to_pairs(charges)
         c = self._c
         try:
-            c.execute(
+            cursor = c.execute(
                 f"INSERT INTO commits ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.key, record.job, record.release_id, record.fingerprint,
                  record.committed_at, record.outcome, record.users_charged,
@@ -480,6 +505,7 @@ class _SqliteSession:
             raise LedgerConflictError(msg) from exc
         except sqlite3.Error as exc:
             raise _translate(exc, self._path, "committing", 0.0) from exc
+        seq = cursor.lastrowid  # the commit's interned id: charges refer to it
         pairs = [(u, int(n)) for u, n in zip(users, units, strict=True) if int(n) > 0]
         with _translated(self._path, "committing"):
             c.executemany(
@@ -488,8 +514,8 @@ class _SqliteSession:
                 pairs,
             )
             c.executemany(
-                "INSERT INTO charges (key, user_id, units) VALUES (?, ?, ?)",
-                [(record.key, u, n) for u, n in pairs],
+                "INSERT INTO charges (seq, user_id, units) VALUES (?, ?, ?)",
+                [(seq, u, n) for u, n in pairs],
             )
         if before_commit is not None:
             before_commit()
