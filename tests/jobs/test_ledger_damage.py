@@ -14,6 +14,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from job_helpers import GROUPED_RELEASE, RELEASES, published, records, spent_by_user, write_job
@@ -200,3 +201,26 @@ def test_restore_from_backup(tmp_path: Path, backend: str,
     assert code == 0, err
     assert spent_by_user(both) == spent
     assert [r.status for r in run_job(both).releases] == ["republished", "republished"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "parquet"])
+def test_damage_is_refused_on_both_engines(engine: Any, backend: str, tmp_path: Path) -> None:
+    """The same refusal through ``run_job`` on pandas and Spark: the outputs name their
+    ledger, a lost newest commit is found, nothing is computed or charged."""
+    job = write_job(tmp_path, engine=engine.name, backend=backend, releases=GROUPED_RELEASE)
+    first = run_job(job, spark=engine.session)
+    spec = load_job(job)
+    ledger = open_ledger(spec.ledger_backend, spec.ledger.path)
+    doc = json.loads((first.releases[0].path / "values.json").read_text())
+    assert doc["ledger_id"] == ledger.ledger_id
+    assert doc["commit_id"] == first.releases[0].record.commit_id
+    path = spec.ledger.path
+    if backend == "parquet":
+        max((path / "_manifests").iterdir()).unlink()  # the only, hence newest, commit
+        match = "lost its newest manifest"
+    else:
+        path.write_bytes(b"")
+        match = "0 bytes"
+    with pytest.raises(LedgerDamagedError, match=match):
+        run_job(job, spark=engine.session)
+    assert list(published(spec.output.path)) == [first.releases[0].record.commit_id]

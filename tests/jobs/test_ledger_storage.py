@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from job_helpers import (
@@ -264,3 +265,17 @@ def test_a_creation_killed_midway_leaves_no_ledger_and_its_scratch_is_removed(
     ledger = SqliteLedger(path)
     assert len(ledger.ledger_id) == 16
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".l.sqlite.")] == []
+
+
+def test_unwritable_outputs_are_found_before_charging_on_both_engines(
+    engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hdp_spark.errors import StorageError
+
+    backend = "sqlite" if engine.name == "pandas" else "parquet"
+    job = write_job(tmp_path, engine=engine.name, backend=backend, releases=GROUPED_RELEASE)
+    monkeypatch.setenv(DISK_FULL_ENV, "output")
+    with pytest.raises(StorageError, match="nothing was charged"):
+        run_job(job, spark=engine.session)
+    monkeypatch.delenv(DISK_FULL_ENV)
+    assert records(job) == []
