@@ -11,7 +11,10 @@ operator: they are functions of private data and must not be published; ``run`` 
 only to the data-quality report beside the ledger.
 Exit codes: 0 success; 2 job file, input or schema error; 3 budget refused
 (``policy = "fail"``); 4 ledger busy or conflicting; 5 engine unavailable (Spark without
-Java or pyspark; nothing read or written); 1 any other hdp_spark error.
+Java or pyspark; nothing read or written); 6 ledger damaged: missing, empty, truncated,
+corrupt, or older than the outputs citing it (nothing computed or charged; restore it from a
+backup); 7 storage failure: ledger or output directory read-only or full (one line names the
+path and the cause); 1 any other hdp_spark error.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from hdp_spark.errors import (
     EngineUnavailableError,
     HdpError,
     JobError,
+    LedgerDamagedError,
     LedgerError,
     ParameterError,
     SchemaError,
+    StorageError,
 )
 
 __all__ = ["main"]
@@ -63,6 +68,10 @@ def _logging(verbose: bool, quiet: bool) -> None:
 def _exit_code(exc: HdpError) -> int:
     if isinstance(exc, BudgetExceededError):
         return 3
+    if isinstance(exc, LedgerDamagedError):
+        return 6
+    if isinstance(exc, StorageError):
+        return 7
     if isinstance(exc, LedgerError):
         return 4
     if isinstance(exc, EngineUnavailableError):

@@ -20,9 +20,11 @@ __all__ = [
     "JobError",
     "LedgerBusyError",
     "LedgerConflictError",
+    "LedgerDamagedError",
     "LedgerError",
     "ParameterError",
     "SchemaError",
+    "StorageError",
     "UserIdError",
 ]
 
@@ -99,6 +101,23 @@ class LedgerBusyError(LedgerError):
 
 class LedgerConflictError(LedgerError):
     """Another run committed to the ledger first (optimistic version check failed)."""
+
+
+class LedgerDamagedError(LedgerError):
+    """The ledger is missing, empty, truncated, corrupt, or older than the outputs citing it.
+
+    A damaged ledger is never taken as a fresh start (that would recompute and re-charge
+    committed releases with fresh noise): the run stops before charging or computing
+    anything. Restore the ledger from a backup (``docs/jobs.md``).
+    """
+
+
+class StorageError(HdpError, OSError):
+    """The ledger or the output directory cannot be written: disk full, read-only, no access.
+
+    Raised before anything is charged when the problem is found up front; the message names
+    the path and the cause (never data).
+    """
 
 
 class InternalError(HdpError, AssertionError):

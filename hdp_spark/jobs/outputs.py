@@ -25,23 +25,35 @@ data-quality counts go to the report beside the ledger, never here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
 import os
+import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hdp_spark.errors import JobError
-from hdp_spark.ledger._fs import atomic_write, fsync_dir, fsync_tree, remove_orphans, tmp_name
+from hdp_spark.errors import JobError, StorageError
+from hdp_spark.ledger._fs import (
+    atomic_write,
+    fault_disk_full,
+    fsync_dir,
+    fsync_tree,
+    remove_orphans,
+    tmp_name,
+)
 from hdp_spark.ledger.base import CommitRecord
 
 __all__ = [
+    "check_writable",
+    "cited",
     "cleanup_staging",
     "ensure_published",
     "json_safe",
+    "output_error",
     "publish",
     "release_dir",
     "stage",
@@ -51,6 +63,7 @@ __all__ = [
 log = logging.getLogger("hdp_spark.jobs")
 
 STAGING = ".staging"
+_COMMIT_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 def json_safe(value: Any) -> Any:
@@ -85,10 +98,16 @@ def _values_table(rows: list[dict[str, Any]], unsafe_seed: bool = False) -> Any:
     return table
 
 
-def stage(out: Path, record: CommitRecord) -> Path:
-    """Write a release's outputs to a new staging directory (fsynced) and return it."""
+def stage(out: Path, record: CommitRecord, ledger_id: str | None = None) -> Path:
+    """Write a release's outputs to a new staging directory (fsynced) and return it.
+
+    ``values.json`` names the ledger (its public random id) and the commit the outputs came
+    from, so a later run can tell that its ledger is not the one (or older than the one)
+    these outputs cite.
+    """
     import pyarrow.parquet as pq
 
+    fault_disk_full("output")
     outcome = record.outcome_data()
     rows = outcome["rows"]
     staging = out / STAGING / tmp_name(f"{record.commit_id}-")
@@ -101,6 +120,7 @@ def stage(out: Path, record: CommitRecord) -> Path:
         "release_id": record.release_id,
         "commit_id": record.commit_id,
         "committed_at": record.committed_at,
+        **({"ledger_id": ledger_id} if ledger_id else {}),
         **meta,
         "rows": rows,
     }
@@ -129,13 +149,77 @@ def publish(out: Path, staged: Path, record: CommitRecord) -> Path:
     return final
 
 
-def ensure_published(out: Path, record: CommitRecord) -> Path:
+def ensure_published(out: Path, record: CommitRecord, ledger_id: str | None = None) -> Path:
     """The published directory of ``record``, re-materializing it from the record if missing."""
     final = release_dir(out, record)
     if final.is_dir():
         return final
     log.info("re-materializing committed release %s (%s)", record.release_id, record.commit_id)
-    return publish(out, stage(out, record), record)
+    return publish(out, stage(out, record, ledger_id), record)
+
+
+def check_writable(out: Path) -> None:
+    """Create, flush and delete a probe file in ``out/.staging``: a read-only or full output
+    directory is found *before* anything is charged.
+
+    Raises:
+        StorageError: the directory cannot be created or written.
+    """
+    try:
+        fault_disk_full("output")
+        (out / STAGING).mkdir(parents=True, exist_ok=True)
+        probe = out / STAGING / tmp_name("probe-")
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, b"\0" * 4096)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                probe.unlink()
+    except OSError as exc:
+        raise output_error(out, "before charging anything; nothing was charged", exc) from exc
+
+
+def output_error(
+    out: Path, when: str, exc: OSError, what: str = "`[output] path`"
+) -> StorageError:
+    """An output directory's file-system error as its cause in one line."""
+    cause = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        cause = "the disk is full"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        cause = f"it is read-only or not writable by this user ({exc.strerror})"
+    msg = f"{what} `{out}` cannot be written: {cause} ({when})."
+    return StorageError(msg)
+
+
+def cited(out: Path) -> tuple[set[str], set[str]]:
+    """The ledger ids and commit ids the outputs under ``out`` cite.
+
+    Commit ids come from the published directories' names (``<release>/<commit id>/``, each a
+    materialized committed release), ledger ids from ``manifest.json`` and ``values.json``.
+    """
+    ledgers: set[str] = set()
+    commits: set[str] = set()
+    if not out.is_dir():
+        return ledgers, commits
+    docs = [out / "manifest.json"]
+    for release in out.iterdir():
+        if release.name.startswith(".") or not release.is_dir():
+            continue
+        for commit in release.iterdir():
+            if _COMMIT_ID.match(commit.name) and (commit / "values.json").is_file():
+                commits.add(commit.name)
+                docs.append(commit / "values.json")
+    for doc in docs:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            lid = json.loads(doc.read_text()).get("ledger_id")
+            if isinstance(lid, str):
+                ledgers.add(lid)
+    return ledgers, commits
 
 
 def cleanup_staging(out: Path) -> int:
@@ -150,7 +234,9 @@ def cleanup_staging(out: Path) -> int:
     return removed
 
 
-def write_manifest(out: Path, job: str, releases: dict[str, dict[str, Any]]) -> Path:
+def write_manifest(
+    out: Path, job: str, releases: dict[str, dict[str, Any]], ledger_id: str | None = None
+) -> Path:
     """Atomically (re)write ``manifest.json``: the current commit of each of the job's releases.
 
     Entries of releases not run this time are kept from the previous manifest.
@@ -161,7 +247,11 @@ def write_manifest(out: Path, job: str, releases: dict[str, dict[str, Any]]) -> 
         with contextlib.suppress(OSError, ValueError):
             previous = json.loads(path.read_text()).get("releases", {})
     merged = {**previous, **releases}
-    doc = {"job": job, "updated_at": datetime.now(UTC).isoformat(), "releases": merged}
+    doc: dict[str, Any] = {
+        "job": job, "updated_at": datetime.now(UTC).isoformat(), "releases": merged
+    }
+    if ledger_id:
+        doc["ledger_id"] = ledger_id
     out.mkdir(parents=True, exist_ok=True)
     try:
         atomic_write(path, (json.dumps(json_safe(doc), indent=2, sort_keys=True) + "\n").encode())

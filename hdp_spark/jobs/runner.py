@@ -53,6 +53,8 @@ from hdp_spark.errors import (
     InternalError,
     JobError,
     LedgerConflictError,
+    LedgerDamagedError,
+    StorageError,
 )
 from hdp_spark.jobs.engines import (
     AggCharge,
@@ -63,7 +65,15 @@ from hdp_spark.jobs.engines import (
 )
 from hdp_spark.jobs.faults import fault_point
 from hdp_spark.jobs.fingerprint import file_fingerprint, file_stats
-from hdp_spark.jobs.outputs import cleanup_staging, ensure_published, publish, stage
+from hdp_spark.jobs.outputs import (
+    check_writable,
+    cited,
+    cleanup_staging,
+    ensure_published,
+    output_error,
+    publish,
+    stage,
+)
 from hdp_spark.jobs.outputs import write_manifest as _write_manifest
 from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
@@ -338,10 +348,52 @@ def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write(directory / name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     except OSError as exc:
-        msg = f"cannot write the data-quality report in `{directory}`: {exc.strerror}."
-        raise JobError(msg) from exc
+        raise output_error(
+            directory, "the data-quality report beside the ledger; nothing was charged", exc,
+            what="the data-quality report directory",
+        ) from exc
     log.debug("data-quality report written to %s", directory / name)
     return directory / name
+
+
+def _open_ledger(job: JobSpec) -> Any:
+    """Open the job's ledger and check it against the outputs that cite it.
+
+    A ledger that is missing, empty, truncated or corrupt, or that is not the one (or is
+    older than the one) the outputs under ``[output] path`` came from, is refused before
+    anything is computed or charged: taking it as a fresh start would recompute committed
+    releases with fresh noise (independent noisy copies of one statistic average the noise
+    away) and forget their charges.
+
+    Raises:
+        LedgerDamagedError: see above (exit code 6).
+        StorageError: the ledger cannot be created or written (exit code 7).
+    """
+    out = job.output.path
+    ledger_ids, commit_ids = cited(out)
+    ledger = open_ledger(
+        job.ledger_backend, job.ledger.path, lock_timeout=job.ledger.lock_timeout,
+        compact_every=job.ledger.compact_every, create=not (ledger_ids or commit_ids),
+    )
+    restore = 'restore the ledger from a backup (docs/jobs.md, "Backup and restore")'
+    if ledger_ids and ledger.ledger_id not in ledger_ids:
+        msg = (
+            f"`[ledger] path` `{job.ledger.path}` is not the ledger the outputs in `{out}` "
+            f"came from (they cite ledger {', '.join(sorted(ledger_ids))}; this one is "
+            f"{ledger.ledger_id}): it was reset, replaced or re-created. Nothing was computed "
+            f"or charged; {restore}."
+        )
+        raise LedgerDamagedError(msg)
+    missing = commit_ids - ledger.commit_ids()
+    if missing:
+        msg = (
+            f"`[ledger] path` `{job.ledger.path}` is older than the outputs in `{out}`: "
+            f"{len(missing)} published commit(s) (e.g. {min(missing)}) are not in it "
+            f"(restored from an older backup, or its newest commits were lost). Nothing was "
+            f"computed or charged; {restore}."
+        )
+        raise LedgerDamagedError(msg)
+    return ledger
 
 
 def _check_ledger_location(job: JobSpec) -> None:
@@ -374,7 +426,8 @@ def _validate(adapter: Any, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path
         _validate_into(adapter, df, job, quality)
     except BaseException:
         quality["release_blocked"] = True
-        with contextlib.suppress(JobError):  # the validation error is the one to report
+        # the validation error is the one to report
+        with contextlib.suppress(JobError, StorageError):
             _write_quality(job, quality)
         raise
     quality["release_blocked"] = False
@@ -493,7 +546,10 @@ def _run_release(
     t0 = time.perf_counter()
 
     def republish(record: CommitRecord) -> ReleaseRun:
-        path = ensure_published(out, record)
+        try:
+            path = ensure_published(out, record, ledger.ledger_id)
+        except OSError as exc:
+            raise output_error(out, "re-publishing a committed release", exc) from exc
         log.info("release %s: already committed as %s; re-published, nothing charged",
                  rel.id, record.commit_id)
         return ReleaseRun(rel.id, "republished", record, path, time.perf_counter() - t0)
@@ -561,9 +617,15 @@ def _run_release(
         # Outputs are materialized only now: no noisy value of a release that might never be
         # committed (hence never charged) is ever written where readers of outputs look.
         with timer.stage(f"{rel.id}:publish"):
-            staged = stage(out, record)
-            fault_point("staged", rel.id)
-            path = publish(out, staged, record)
+            try:
+                staged = stage(out, record, ledger.ledger_id)
+                fault_point("staged", rel.id)
+                path = publish(out, staged, record)
+            except OSError as exc:
+                raise output_error(
+                    out, "after the ledger commit: the release is charged, and the next run "
+                    "publishes it from the ledger", exc,
+                ) from exc
         fault_point("published", rel.id)
         log.info(
             "release %s: committed %s; %d user(s) charged, ε %.4g in total (max %.4g); "
@@ -671,15 +733,17 @@ def run_job(
         _validate(adapter, df, spec)
     fault_point("validated")
     # The ledger is opened once the input passed: its secret keys the input fingerprint.
-    ledger = open_ledger(
-        spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
-        compact_every=spec.ledger.compact_every,
-    )
+    ledger = _open_ledger(spec)
     with timer.stage("fingerprint"):
         fingerprint = _fingerprint(adapter, spec, df, before, ledger)
-    # The output directory appears only once the input passed every check.
-    out.mkdir(parents=True, exist_ok=True)
+    # The output directory appears only once the input passed every check, and must be
+    # writable before anything is charged.
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output_error(out, "before charging anything; nothing was charged", exc) from exc
     cleanup_staging(out)
+    check_writable(out)
     runs = []
     for rel in spec.releases:
         with timer.stage(f"release:{rel.id}"):
@@ -696,6 +760,7 @@ def run_job(
                 }
                 for r in runs
             },
+            ledger.ledger_id,
         )
         report, distribution = None, None
         if spec.output.report:
@@ -781,10 +846,7 @@ def check_job(
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
     df, before = _load(adapter, spec)
     quality, quality_report = _validate(adapter, df, spec)
-    ledger = open_ledger(
-        spec.ledger_backend, spec.ledger.path, lock_timeout=spec.ledger.lock_timeout,
-        compact_every=spec.ledger.compact_every,
-    )
+    ledger = _open_ledger(spec)
     fingerprint = _fingerprint(adapter, spec, df, before, ledger)
     prepared = adapter.prepare(df, spec.input.user_id, spec.budget, ledger.spent(adapter.io))
     plans = []

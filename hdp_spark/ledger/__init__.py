@@ -31,6 +31,7 @@ def open_ledger(
     *,
     lock_timeout: float = 600.0,
     compact_every: int = 20,
+    create: bool = True,
 ) -> SqliteLedger | ParquetLedger:
     """Open (creating if needed) a ledger.
 
@@ -39,6 +40,14 @@ def open_ledger(
         path: the file or directory.
         lock_timeout: seconds to wait for a concurrent run's lock.
         compact_every: parquet only: deltas between two full snapshots.
+        create: create the ledger if it does not exist; with False a missing ledger is
+            :class:`~hdp_spark.errors.LedgerDamagedError` (the runner passes False when
+            outputs cite a ledger, so a lost ledger is never silently replaced by a new one).
+
+    Raises:
+        LedgerDamagedError: the ledger is missing (``create=False``), empty, truncated or
+            corrupt (see ``docs/jobs.md``, "Backup and restore").
+        StorageError: the ledger cannot be created or written (read-only, disk full).
 
     Privacy:
         Both backends make "check remaining budget, then charge" atomic with respect to
@@ -47,8 +56,10 @@ def open_ledger(
         keys the input fingerprints with it, and it is never written anywhere else.
     """
     if backend == "sqlite":
-        return SqliteLedger(path, lock_timeout=lock_timeout)
+        return SqliteLedger(path, lock_timeout=lock_timeout, create=create)
     if backend == "parquet":
-        return ParquetLedger(path, lock_timeout=lock_timeout, compact_every=compact_every)
+        return ParquetLedger(
+            path, lock_timeout=lock_timeout, compact_every=compact_every, create=create
+        )
     msg = f"`backend` must be 'sqlite' or 'parquet', got {backend!r}."
     raise ParameterError(msg)

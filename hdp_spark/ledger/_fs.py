@@ -8,6 +8,8 @@ name that must not exist yet.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import hashlib
 import os
 import re
@@ -17,7 +19,9 @@ import uuid
 from pathlib import Path
 
 __all__ = [
+    "DISK_FULL_ENV",
     "atomic_write",
+    "fault_disk_full",
     "fsync_dir",
     "fsync_tree",
     "host_id",
@@ -31,22 +35,59 @@ __all__ = [
 _OWNER = re.compile(r"(\d+)-[0-9a-f]{12}-([0-9a-f]{8})(?:\.[A-Za-z0-9.]*)?$")
 
 
+DISK_FULL_ENV = "HDP_FAULT_DISK_FULL"
+"""Fault hook of the tests: ``HDP_FAULT_DISK_FULL=ledger`` (or ``output``) makes writes there
+fail as on a full disk (SQLite through ``max_page_count``: its real "database or disk is
+full" error; files with ``ENOSPC``). Unset, this is a no-op."""
+
+
+def fault_disk_full(where: str) -> None:
+    """Raise ``OSError(ENOSPC)`` if the disk-full fault hook names ``where`` (test hook)."""
+    if os.environ.get(DISK_FULL_ENV) == where:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 def host_id() -> str:
-    """This machine's name (lock owners and staging directories are per host)."""
+    """This machine's name (recorded in lock files for people; never trusted for ownership)."""
     return socket.gethostname()
 
 
+@functools.cache
+def pid_namespace() -> str:
+    """The identity of this process's PID namespace: host name, boot id and the inode of
+    ``/proc/self/ns/pid``. Two processes can compare PIDs only when these are equal (two
+    containers with the same host name, or ``unshare --pid``, have different namespaces)."""
+    parts = [host_id()]
+    for probe in ("/proc/sys/kernel/random/boot_id",):
+        with contextlib.suppress(OSError):
+            parts.append(Path(probe).read_text().strip())
+    try:
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:
+        parts.append("no-pid-namespace-id")
+    return "/".join(parts)
+
+
 def _host_tag() -> str:
-    return hashlib.sha256(host_id().encode()).hexdigest()[:8]  # design-ok: host name, no data
+    # design-ok: host name, boot id and namespace inode, no data
+    return hashlib.sha256(pid_namespace().encode()).hexdigest()[:8]
 
 
 def tmp_name(prefix: str = "") -> str:
-    """A unique name that records its owner: ``<prefix><pid>-<random>-<host tag>``."""
+    """A unique name that records its owner: ``<prefix><pid>-<random>-<namespace tag>``."""
     return f"{prefix}{os.getpid()}-{uuid.uuid4().hex[:12]}-{_host_tag()}"
 
 
+def same_namespace_dead(pid: int, namespace: str) -> bool:
+    """True only if process ``pid`` of PID namespace ``namespace`` provably no longer exists:
+    the namespace is this process's own and no process has that id. Anything else (another
+    host, container or namespace, or a live process) is False: its liveness is unknowable."""
+    return namespace == pid_namespace() and pid != os.getpid() and not pid_alive(pid)
+
+
 def is_orphan(name: str) -> bool:
-    """True for a :func:`tmp_name` (optionally + extension) whose process of this host died."""
+    """True for a :func:`tmp_name` (optionally + extension) whose process provably died: it
+    ran in this PID namespace (same tag) and its PID is gone."""
     m = _OWNER.search(name)
     if m is None or m.group(2) != _host_tag():
         return False

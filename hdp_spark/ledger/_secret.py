@@ -17,9 +17,9 @@ import hmac
 import secrets
 from typing import Any
 
-from hdp_spark.errors import LedgerError
+from hdp_spark.errors import LedgerDamagedError
 
-__all__ = ["SECRET_BYTES", "LedgerKey", "new_secret_hex"]
+__all__ = ["SECRET_BYTES", "LedgerKey", "new_ledger_id", "new_secret_hex"]
 
 SECRET_BYTES = 32
 _DOMAIN = b"hdp_spark/ledger-mac/v1\x00"
@@ -28,6 +28,16 @@ _DOMAIN = b"hdp_spark/ledger-mac/v1\x00"
 def new_secret_hex() -> str:
     """A fresh secret (hex) from the OS CSPRNG."""
     return secrets.token_bytes(SECRET_BYTES).hex()
+
+
+def new_ledger_id() -> str:
+    """A fresh public ledger id (16 hex digits from the OS CSPRNG; never derived from data).
+
+    Stored in the ledger when it is created and written into every output made from it, so
+    a run can tell that the ledger it opened is not the one its outputs came from (a reset,
+    replaced or re-created ledger).
+    """
+    return secrets.token_hex(8)
 
 
 class LedgerKey:
@@ -47,7 +57,7 @@ class LedgerKey:
                 f"the ledger `{where}` holds a malformed MAC secret (it must be "
                 f"{2 * SECRET_BYTES} lowercase hex digits; corrupt ledger)."
             )
-            raise LedgerError(msg)
+            raise LedgerDamagedError(msg)
         self._key = bytes.fromhex(text)
 
     def mac(self, message: bytes) -> str:

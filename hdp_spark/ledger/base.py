@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hdp_spark.errors import LedgerError
+from hdp_spark.errors import LedgerDamagedError, LedgerError
 
 __all__ = [
     "UNITS_COLUMN",
@@ -123,7 +123,7 @@ class CommitRecord:
             )
         except (KeyError, TypeError, ValueError) as exc:
             msg = "a ledger commit record is unreadable (corrupt ledger)."
-            raise LedgerError(msg) from exc
+            raise LedgerDamagedError(msg) from exc
 
 
 class FrameIO(Protocol):
@@ -180,6 +180,8 @@ class Ledger(Protocol):
     """A persistent per-user privacy ledger."""
 
     backend: str
+    ledger_id: str
+    """Public random id of the ledger (16 hex digits, drawn when it was created)."""
 
     def mac(self, message: bytes) -> str:
         """HMAC-SHA256 of ``message`` under the ledger's secret (keys input fingerprints)."""
@@ -199,3 +201,6 @@ class Ledger(Protocol):
 
     def records(self, job: str | None = None) -> Iterator[CommitRecord]:
         """Committed records, oldest first (optionally of one job)."""
+
+    def commit_ids(self) -> set[str]:
+        """The public ids of every committed release."""

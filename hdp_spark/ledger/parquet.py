@@ -44,10 +44,13 @@ POSIX, NFSv3+); not object stores such as S3 without a commit service.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import re
+import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -56,17 +59,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hdp_spark.errors import LedgerBusyError, LedgerConflictError, LedgerError
+from hdp_spark.errors import (
+    LedgerBusyError,
+    LedgerConflictError,
+    LedgerDamagedError,
+    LedgerError,
+    StorageError,
+)
 from hdp_spark.ledger._fs import (
     atomic_write,
+    fault_disk_full,
     fsync_dir,
+    fsync_tree,
     host_id,
-    pid_alive,
+    pid_namespace,
     publish_exclusive,
     remove_orphans,
+    same_namespace_dead,
     tmp_name,
 )
-from hdp_spark.ledger._secret import LedgerKey, new_secret_hex
+from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
 from hdp_spark.ledger.base import CommitRecord, FrameIO
 
 __all__ = ["ParquetLedger"]
@@ -75,6 +87,17 @@ log = logging.getLogger("hdp_spark.ledger")
 
 _FORMAT = "hdp_spark.ledger.parquet/1"
 _MANIFEST = re.compile(r"^(\d{20})\.json$")
+
+
+def _storage(root: Path, doing: str, exc: OSError) -> StorageError:
+    """A file-system error of the ledger as its cause in one line."""
+    cause = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        cause = "the disk is full"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        cause = f"it is read-only or not writable by this user ({exc.strerror})"
+    msg = f"the parquet ledger `{root}`: {cause} ({doing}); nothing was committed."
+    return StorageError(msg)
 
 
 def _empty_manifest() -> dict[str, Any]:
@@ -99,14 +122,31 @@ class ParquetLedger:
     backend = "parquet"
 
     def __init__(
-        self, path: str | Path, lock_timeout: float = 600.0, compact_every: int = 20
+        self, path: str | Path, lock_timeout: float = 600.0, compact_every: int = 20,
+        *, create: bool = True, lease_seconds: float = 30.0,
     ) -> None:
         self.root = Path(path)
         self.lock_timeout = float(lock_timeout)
         self.compact_every = int(compact_every)
-        for sub in ("_manifests", "spent", "commits", "_tmp"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-        self._key = self._load_key()
+        self.lease_seconds = float(lease_seconds)
+        marks = ("_id", "_secret", "_head", "_manifests")
+        if not any((self.root / m).exists() for m in marks):
+            if not create:
+                msg = (
+                    f"the parquet ledger `{self.root}` is missing or empty, but outputs cite "
+                    "it; restore it from a backup (docs/jobs.md, \"Backup and restore\")."
+                )
+                raise LedgerDamagedError(msg)
+        try:
+            for sub in ("_manifests", "spent", "commits", "_tmp"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            self._key = self._load_key()
+            self.ledger_id = self._load_id()
+        except OSError as exc:
+            raise _storage(self.root, "opening it", exc) from exc
+        # damage is found on open, also by runs that only re-publish: a lost newest
+        # manifest, a truncated or 0-byte parquet file of the current spend
+        self._check_parquet(self._spent_paths(self._latest()))
 
     def _load_key(self) -> LedgerKey:
         """Read the MAC secret, creating it (once, atomically, mode 0600) if absent."""
@@ -121,6 +161,20 @@ class ParquetLedger:
             raise LedgerError(msg) from exc
         return LedgerKey(text, str(self.root))
 
+    def _load_id(self) -> str:
+        """The ledger's public random id, created once (atomically) with the ledger."""
+        path = self.root / "_id"
+        if not path.exists():
+            publish_exclusive(path, (new_ledger_id() + "\n").encode(), self.root / "_tmp")
+        text = path.read_text().strip()
+        if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
+            msg = (
+                f"the parquet ledger `{self.root}` holds a malformed id file `_id` (corrupt "
+                "ledger); restore it from a backup (docs/jobs.md, \"Backup and restore\")."
+            )
+            raise LedgerDamagedError(msg)
+        return str(text)
+
     def mac(self, message: bytes) -> str:
         """``HMAC-SHA256`` of ``message`` under this ledger's secret (64 hex digits).
 
@@ -131,28 +185,83 @@ class ParquetLedger:
         return self._key.mac(message)
 
     # -- manifests -------------------------------------------------------------------
+    def _head(self) -> int:
+        """The newest version ever committed (``_head``, written after each commit; 0 if
+        absent). Only ever behind the manifests (a crash right after a commit), never ahead."""
+        try:
+            return int((self.root / "_head").read_text().strip() or "0")
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError):
+            return 0
+
     def _latest(self) -> dict[str, Any]:
         versions = [
             int(m.group(1))
             for m in (_MANIFEST.match(p.name) for p in (self.root / "_manifests").iterdir())
             if m
         ]
+        newest = max(versions, default=0)
+        if self._head() > newest:
+            msg = (
+                f"the parquet ledger `{self.root}` lost its newest manifest(s) (version "
+                f"{self._head()} was committed, the newest present is {newest}); restore it "
+                "from a backup (docs/jobs.md, \"Backup and restore\")."
+            )
+            raise LedgerDamagedError(msg)
         if not versions:
             return _empty_manifest()
-        path = self.root / "_manifests" / f"{max(versions):020d}.json"
+        path = self.root / "_manifests" / f"{newest:020d}.json"
         try:
             data: dict[str, Any] = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             msg = f"the ledger manifest `{path}` is unreadable (corrupt ledger)."
-            raise LedgerError(msg) from exc
-        if data.get("format") != _FORMAT or data.get("version") != max(versions):
+            raise LedgerDamagedError(msg) from exc
+        if data.get("format") != _FORMAT or data.get("version") != newest:
             msg = f"`{path}` is not a manifest of format {_FORMAT}."
-            raise LedgerError(msg)
+            raise LedgerDamagedError(msg)
         return data
+
+    def _check_parquet(self, paths: list[str]) -> None:
+        """Every referenced parquet file is whole (parquet's ``PAR1`` magic at both ends).
+
+        Deltas are fsynced before the manifest that lists them is published, so a
+        truncated or 0-byte one is damage (a restore, a copy gone wrong), never a crash.
+        """
+        for p in paths:
+            directory = Path(p)
+            if not directory.is_dir():
+                msg = (
+                    f"the parquet ledger `{self.root}` lost `{directory.name}` (listed by its "
+                    "manifest); restore it from a backup (docs/jobs.md, \"Backup and restore\")."
+                )
+                raise LedgerDamagedError(msg)
+            for f in directory.iterdir():
+                if f.suffix != ".parquet" or f.name.startswith(("_", ".")):
+                    continue
+                size = f.stat().st_size
+                ok = size >= 12
+                if ok:
+                    with f.open("rb") as fh:
+                        head = fh.read(4)
+                        fh.seek(size - 4)
+                        ok = head == b"PAR1" and fh.read(4) == b"PAR1"
+                if not ok:
+                    msg = (
+                        f"the parquet ledger `{self.root}` holds a truncated or empty file "
+                        f"`{directory.name}/{f.name}` ({size} bytes); restore it from a backup "
+                        "(docs/jobs.md, \"Backup and restore\")."
+                    )
+                    raise LedgerDamagedError(msg)
 
     def _spent_paths(self, manifest: dict[str, Any]) -> list[str]:
         rel = ([manifest["snapshot"]] if manifest["snapshot"] else []) + list(manifest["deltas"])
         return [str(self.root / r) for r in rel]
+
+    def _read_spent(self, io: FrameIO, manifest: dict[str, Any]) -> Any:
+        paths = self._spent_paths(manifest)
+        self._check_parquet(paths)
+        return io.read_parquet(paths)
 
     def _find_in(self, manifest: dict[str, Any], key: str) -> CommitRecord | None:
         for entry in manifest["commits"]:
@@ -165,7 +274,7 @@ class ParquetLedger:
             text = (self.root / rel).read_text()
         except OSError as exc:
             msg = f"the ledger commit record `{rel}` is missing (corrupt ledger)."
-            raise LedgerError(msg) from exc
+            raise LedgerDamagedError(msg) from exc
         return CommitRecord.from_json(text)
 
     # -- read-only API ---------------------------------------------------------------
@@ -175,7 +284,7 @@ class ParquetLedger:
 
     def spent(self, io: FrameIO) -> Any:
         """Read-only snapshot of the units spent per user (a native frame of ``io``)."""
-        return io.read_parquet(self._spent_paths(self._latest()))
+        return self._read_spent(io, self._latest())
 
     def records(self, job: str | None = None) -> Iterator[CommitRecord]:
         """Committed records, oldest first (optionally of one job)."""
@@ -184,66 +293,124 @@ class ParquetLedger:
             if job is None or entry["job"] == job:
                 yield self._read_record(entry["file"])
 
+    def commit_ids(self) -> set[str]:
+        """The public ids of every committed release (to check outputs against the ledger)."""
+        ids = set()
+        for entry in self._latest()["commits"]:
+            cid = entry.get("commit_id")
+            ids.add(str(cid) if cid else self._read_record(entry["file"]).commit_id)
+        return ids
+
     @property
     def version(self) -> int:
         """The current manifest version (0 for an empty ledger)."""
         return int(self._latest()["version"])
 
-    # -- lock ------------------------------------------------------------------------
-    def _try_break(self, lock: Path) -> bool:
-        """Break the lock if its owner is a dead process of this host."""
+    # -- lock (a lease) ----------------------------------------------------------------
+    def _lease_body(self, token: str) -> bytes:
+        return json.dumps(
+            {"token": token, "host": host_id(), "pid": os.getpid(),
+             "namespace": pid_namespace(), "lease_seconds": self.lease_seconds,
+             "expires_at": time.time() + self.lease_seconds,
+             "renewed_at": datetime.now(UTC).isoformat()}
+        ).encode()
+
+    def _lease_over(self, owner: dict[str, Any], mtime: float) -> bool:
+        """True when the lease ``owner`` no longer protects its holder.
+
+        Ownership is the lease: a random token with an expiry that its holder renews. Its
+        PID is consulted only when the holder ran in this very PID namespace (same host,
+        boot and namespace inode) and has died there, which lets a crashed run's lock go at
+        once; a holder in another container or namespace keeps its lock until its lease
+        expires, whatever its PID looks like from here.
+        """
         try:
-            owner = json.loads(lock.read_text())
+            if same_namespace_dead(int(owner["pid"]), str(owner["namespace"])):
+                return True
+            grace = max(1.0, 0.1 * float(owner["lease_seconds"]))
+            return time.time() > float(owner["expires_at"]) + grace
+        except (KeyError, TypeError, ValueError):
+            # a lock of an older version (host + pid only) or unreadable: by its age
+            return time.time() - mtime > 2 * self.lease_seconds
+
+    def _try_break(self, lock: Path) -> bool:
+        """Break the lock if its lease is over (expired, or its holder died here)."""
+        try:
+            text = lock.read_text()
+            mtime = lock.stat().st_mtime
         except FileNotFoundError:
             return True
-        except (OSError, ValueError):
+        except OSError:
             return False
-        if owner.get("host") != host_id() or pid_alive(int(owner.get("pid", 0))):
+        try:
+            owner = json.loads(text)
+        except ValueError:
+            owner = {}
+        if not isinstance(owner, dict) or not self._lease_over(owner, mtime):
             return False
-        broken = self.root / "_tmp" / f"broken-lock-{owner.get('token', 'x')}-{uuid.uuid4().hex}"
+        broken = self.root / "_tmp" / f"broken-lock-{tmp_name()}"
         try:
             os.rename(lock, broken)
         except FileNotFoundError:
             return True
         try:
-            moved = json.loads(broken.read_text())
-        except (OSError, ValueError):
-            moved = {}
-        if moved.get("token") != owner.get("token"):
-            # Raced with another breaker and moved a live lock: put it back if possible. The
-            # manifest version check keeps the ledger safe even if two runs now hold a lock.
+            moved = broken.read_text()
+        except OSError:
+            moved = ""
+        if moved != text:
+            # Raced: the holder renewed its lease, or another run broke the lock and took
+            # it, between our read and our rename. Put it back; the manifest version check
+            # keeps the ledger safe even if two runs now think they hold it.
             with suppress(OSError):
                 os.link(broken, lock)
         else:
-            log.warning("broke the ledger lock of dead process %s", owner.get("pid"))
+            log.warning("ledger: took over a lock whose lease was over (owner %s)",
+                        owner.get("pid"))
         with suppress(OSError):
             broken.unlink()
         return True
+
+    def _holds(self, token: str) -> bool:
+        """True while this run's lease is ours and valid for a good while yet."""
+        try:
+            owner = json.loads((self.root / "_lock").read_text())
+        except (OSError, ValueError):
+            return False
+        return bool(
+            owner.get("token") == token
+            and float(owner.get("expires_at", 0)) - time.time() > self.lease_seconds / 4
+        )
 
     @contextmanager
     def _locked(self) -> Iterator[str]:
         lock = self.root / "_lock"
         token = uuid.uuid4().hex
-        body = json.dumps(
-            {"token": token, "host": host_id(), "pid": os.getpid(),
-             "created_at": datetime.now(UTC).isoformat()}
-        ).encode()
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.02
-        while not publish_exclusive(lock, body, self.root / "_tmp"):
-            if self._try_break(lock):
-                continue
-            if time.monotonic() > deadline:
-                msg = (
-                    f"the parquet ledger `{self.root}` stayed locked by another run for more "
-                    f"than `lock_timeout` = {self.lock_timeout:g} s."
-                )
-                raise LedgerBusyError(msg)
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+        try:
+            while not publish_exclusive(lock, self._lease_body(token), self.root / "_tmp"):
+                if self._try_break(lock):
+                    continue
+                if time.monotonic() > deadline:
+                    msg = (
+                        f"the parquet ledger `{self.root}` stayed locked by another run for "
+                        f"more than `lock_timeout` = {self.lock_timeout:g} s."
+                    )
+                    raise LedgerBusyError(msg)
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.5)
+        except OSError as exc:
+            raise _storage(self.root, "taking its lock", exc) from exc
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew, args=(lock, token, stop), name="hdp-ledger-lease", daemon=True
+        )
+        renewer.start()
         try:
             yield token
         finally:
+            stop.set()
+            renewer.join()
             try:
                 current = json.loads(lock.read_text()).get("token")
             except (OSError, ValueError):
@@ -252,42 +419,90 @@ class ParquetLedger:
                 lock.unlink()
                 fsync_dir(self.root)
 
+    def _renew(self, lock: Path, token: str, stop: threading.Event) -> None:
+        """Extend this run's lease every third of its length while the run holds it."""
+        while not stop.wait(self.lease_seconds / 3):
+            try:
+                if json.loads(lock.read_text()).get("token") != token:
+                    log.warning("ledger: this run's lease was taken over; it cannot commit")
+                    return
+                atomic_write(lock, self._lease_body(token))
+            except (OSError, ValueError):
+                continue
+
     @contextmanager
     def session(self, io: FrameIO) -> Iterator[_ParquetSession]:
-        """Take the lock and read the current manifest for one release.
+        """Take the lock (a lease) and read the current manifest for one release.
 
         Raises:
             LedgerBusyError: the lock was not obtained within ``lock_timeout`` seconds.
+            StorageError: the ledger directory cannot be written (read-only, disk full).
         """
-        with self._locked():
+        with self._locked() as token:
             manifest = self._latest()
             self._remove_orphans(manifest)
-            yield _ParquetSession(self, io, manifest)
+            yield _ParquetSession(self, io, manifest, token)
 
     def _remove_orphans(self, manifest: dict[str, Any]) -> None:
-        """Delete files of runs of this host that died before their commit point.
+        """Delete the files of attempts that never reached their commit point.
 
-        They are never read (no manifest references them), but an uncommitted commit record
-        holds the noisy outcome of a release that was never charged: it must not linger.
-        Runs under the lock; files of live processes and of other hosts are kept.
+        Runs under this run's valid lease, so no other run holds a valid one: files in
+        ``spent/`` and ``commits/`` that no manifest references belong to an attempt that
+        crashed, lost its race or lost its lease (a lease-less writer checks its lease just
+        before its commit point and gives up, see :meth:`_ParquetSession.commit`). An
+        uncommitted commit record holds the noisy outcome of a release that was never
+        charged: it must not linger. In ``_tmp/`` (where waiting runs also stage their lock
+        files) only entries of dead processes of this namespace, or older than two lease
+        lengths, are removed.
         """
         keep_spent = {Path(p).name for p in self._spent_paths(manifest)}
         keep_spent |= {Path(p).name for p in manifest.get("archived", [])}
         keep_commits = {Path(e["file"]).name for e in manifest["commits"]}
-        removed = remove_orphans(self.root / "spent", keep_spent)
-        removed += remove_orphans(self.root / "commits", keep_commits)
+        removed = _remove_unreferenced(self.root / "spent", keep_spent)
+        removed += _remove_unreferenced(self.root / "commits", keep_commits)
         removed += remove_orphans(self.root / "_tmp")
+        removed += _remove_older(self.root / "_tmp", time.time() - 2 * self.lease_seconds)
         if removed:
-            log.info("ledger: removed %d file(s) of crashed runs", removed)
+            log.info("ledger: removed %d file(s) of uncommitted attempts", removed)
+
+
+def _remove_entry(entry: Path) -> None:
+    if entry.is_dir():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with suppress(FileNotFoundError):
+            entry.unlink()
+
+
+def _remove_unreferenced(directory: Path, keep: set[str]) -> int:
+    removed = 0
+    for entry in directory.iterdir():
+        if entry.name not in keep:
+            _remove_entry(entry)
+            removed += 1
+    return removed
+
+
+def _remove_older(directory: Path, cutoff: float) -> int:
+    removed = 0
+    for entry in directory.iterdir():
+        with suppress(FileNotFoundError):
+            if entry.lstat().st_mtime < cutoff:
+                _remove_entry(entry)
+                removed += 1
+    return removed
 
 
 class _ParquetSession:
-    """One release under the parquet ledger's lock (see :meth:`ParquetLedger.session`)."""
+    """One release under the parquet ledger's lease (see :meth:`ParquetLedger.session`)."""
 
-    def __init__(self, ledger: ParquetLedger, io: FrameIO, manifest: dict[str, Any]) -> None:
+    def __init__(
+        self, ledger: ParquetLedger, io: FrameIO, manifest: dict[str, Any], token: str
+    ) -> None:
         self._ledger = ledger
         self._io = io
         self._manifest = manifest
+        self._token = token
         self._spent: Any = None
         self.done = False
 
@@ -296,7 +511,7 @@ class _ParquetSession:
 
     def spent(self) -> Any:
         if self._spent is None:
-            self._spent = self._io.read_parquet(self._ledger._spent_paths(self._manifest))
+            self._spent = self._ledger._read_spent(self._io, self._manifest)
         return self._spent
 
     def commit(
@@ -309,29 +524,64 @@ class _ParquetSession:
             msg = "a ledger session commits at most once."
             raise LedgerError(msg)
         root = self._ledger.root
+        written: list[Path] = []
+        try:
+            self._commit(record, charges, before_commit, written)
+        except OSError as exc:
+            _discard(written)
+            raise _storage(root, "committing", exc) from exc
+        except BaseException:
+            # nothing of this attempt is visible; its files (the record holds a noisy
+            # outcome that was never charged) must not stay on disk
+            _discard(written)
+            raise
+        self.done = True
+        try:
+            atomic_write(root / "_head", f"{self._manifest_version}\n".encode())
+        except OSError as exc:  # committed already; _head may lag behind, never lead
+            log.warning("ledger: could not record the head version (%s)", exc.strerror)
+        log.debug("ledger version %d committed (%s)", self._manifest_version, record.commit_id)
+
+    def _write(self, frame: Any, scratch: Path, final: Path, written: list[Path]) -> None:
+        """Write a parquet directory, flush it (files and directory) and move it in place."""
+        written.append(scratch)
+        self._io.write_parquet(frame, str(scratch))
+        fsync_tree(scratch)
+        written.append(final)
+        os.rename(scratch, final)
+
+    def _commit(
+        self,
+        record: CommitRecord,
+        charges: Any,
+        before_commit: Callable[[], None] | None,
+        written: list[Path],
+    ) -> None:
+        root = self._ledger.root
         old = self._manifest
         version = int(old["version"]) + 1
+        self._manifest_version = version
         tag = f"{version:020d}-{record.commit_id}-{tmp_name()}"
         snapshot, deltas = old["snapshot"], list(old["deltas"])
         archived = list(old.get("archived", []))
+        fault_disk_full("ledger")
         if record.users_charged > 0:
             delta = f"spent/delta-{tag}"
-            scratch = root / "_tmp" / f"delta-{tag}"
-            self._io.write_parquet(charges, str(scratch))
-            os.rename(scratch, root / delta)
+            self._write(charges, root / "_tmp" / f"delta-{tag}", root / delta, written)
             deltas.append(delta)
             if len(deltas) >= self._ledger.compact_every:
                 snap = f"spent/snap-{tag}"
-                scratch = root / "_tmp" / f"snap-{tag}"
-                self._io.write_parquet(self._io.add(self.spent(), charges), str(scratch))
-                os.rename(scratch, root / snap)
+                self._write(self._io.add(self.spent(), charges), root / "_tmp" / f"snap-{tag}",
+                            root / snap, written)
                 archived += [*([snapshot] if snapshot else []), *deltas]
                 snapshot, deltas = snap, []
             fsync_dir(root / "spent")
         commit_file = f"commits/{tag}.json"
+        written.append(root / commit_file)
         atomic_write(root / commit_file, record.to_json().encode())
         manifest = {
             "format": _FORMAT,
+            "ledger_id": self._ledger.ledger_id,
             "version": version,
             "snapshot": snapshot,
             "deltas": deltas,
@@ -339,12 +589,18 @@ class _ParquetSession:
             "commits": [
                 *old["commits"],
                 {"key": record.key, "file": commit_file, "job": record.job,
-                 "release_id": record.release_id},
+                 "release_id": record.release_id, "commit_id": record.commit_id},
             ],
             "created_at": datetime.now(UTC).isoformat(),
         }
         if before_commit is not None:
             before_commit()
+        if not self._ledger._holds(self._token):
+            msg = (
+                f"release `{record.release_id}`: this run's ledger lease expired before its "
+                "commit (another run may have taken over); nothing of this run was committed."
+            )
+            raise LedgerConflictError(msg)
         target = root / "_manifests" / f"{version:020d}.json"
         if not publish_exclusive(target, json.dumps(manifest).encode(), root / "_tmp"):
             msg = (
@@ -352,5 +608,8 @@ class _ParquetSession:
                 f"{version} first; nothing of this run was committed."
             )
             raise LedgerConflictError(msg)
-        self.done = True
-        log.debug("ledger version %d committed (%s)", version, record.commit_id)
+
+
+def _discard(paths: list[Path]) -> None:
+    for path in paths:
+        _remove_entry(path)

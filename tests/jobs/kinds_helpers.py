@@ -48,7 +48,7 @@ def charges_of(ledger: Path, release_id: str, job: str | None = None) -> dict[st
     """``{user id: units}`` the release was charged (SQLite audit log)."""
     where = f"c.release_id = '{release_id}'" + (f" AND c.job = '{job}'" if job else "")
     rows = sqlite_rows(ledger, "SELECT g.user_id, g.units FROM charges g JOIN commits c "
-                               f"ON g.key = c.key WHERE {where}")
+                               f"ON g.seq = c.seq WHERE {where}")
     return {str(u): int(n) for u, n in rows}
 
 

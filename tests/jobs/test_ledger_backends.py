@@ -112,18 +112,37 @@ def test_lock_timeout(ledger: SqliteLedger | ParquetLedger) -> None:
     assert "lock_timeout" in str(errors[0])
 
 
-def test_parquet_version_check_is_the_fence(tmp_path: Path) -> None:
-    """Two writers based on the same version: the second commit fails and leaves no trace."""
+def test_parquet_version_check_is_the_fence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers based on the same version: the second commit fails and leaves no trace,
+    even when it wrongly believes it still holds its lease (stalled after its lease check)."""
     ledger = ParquetLedger(tmp_path / "l")
     from hdp_spark.ledger.parquet import _ParquetSession
 
-    stale = _ParquetSession(ledger, IO, ledger._latest())
+    stale = _ParquetSession(ledger, IO, ledger._latest(), "stale-token")
     with ledger.session(IO) as s:
         s.commit(record(1), IO.from_pairs(["a"], [3]))
+    monkeypatch.setattr(ledger, "_holds", lambda token: True)
     with pytest.raises(LedgerConflictError, match="version 1"):
         stale.commit(record(2), IO.from_pairs(["a"], [100]))
     assert spent(ledger) == {"a": 3}
     assert ledger.find(record(2).key) is None
+    # the losing attempt's files (its record holds an uncharged noisy outcome) are gone
+    assert len(list((tmp_path / "l" / "commits").iterdir())) == 1
+    assert len(list((tmp_path / "l" / "spent").iterdir())) == 1
+
+
+def test_parquet_writer_without_a_valid_lease_does_not_commit(tmp_path: Path) -> None:
+    ledger = ParquetLedger(tmp_path / "l")
+    from hdp_spark.ledger.parquet import _ParquetSession
+
+    stale = _ParquetSession(ledger, IO, ledger._latest(), "not-the-holder")
+    with pytest.raises(LedgerConflictError, match="lease expired"):
+        stale.commit(record(2), IO.from_pairs(["a"], [100]))
+    assert ledger.version == 0
+    assert list((tmp_path / "l" / "commits").iterdir()) == []
+    assert list((tmp_path / "l" / "spent").iterdir()) == []
 
 
 def test_parquet_breaks_the_lock_of_a_dead_process(tmp_path: Path) -> None:
@@ -131,10 +150,11 @@ def test_parquet_breaks_the_lock_of_a_dead_process(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     dead = int(proc.stdout)
-    from hdp_spark.ledger._fs import host_id
+    from hdp_spark.ledger._fs import host_id, pid_namespace
 
-    (tmp_path / "l" / "_lock").write_text(
-        json.dumps({"token": "t", "host": host_id(), "pid": dead, "created_at": "x"})
+    (tmp_path / "l" / "_lock").write_text(  # a valid lease, but its holder died right here
+        json.dumps({"token": "t", "host": host_id(), "pid": dead, "namespace": pid_namespace(),
+                    "lease_seconds": 30, "expires_at": time.time() + 30})
     )
     t0 = time.monotonic()
     with ledger.session(IO) as s:

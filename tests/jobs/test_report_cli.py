@@ -110,9 +110,18 @@ def test_cli_exit_codes_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text(job.read_text().replace('policy = "cap"', 'policy = "nope"'))
     assert main(["run", str(bad), "-q"]) == 2
     assert "`[budget] policy` must be one of" in capsys.readouterr().err
-    fail = write_job(tmp_path, filename="fail.toml", policy="fail", ledger=tmp_path / "f.sqlite")
+    fail = write_job(tmp_path, filename="fail.toml", policy="fail", ledger=tmp_path / "f.sqlite",
+                     out=tmp_path / "out_fail")
     assert main(["run", str(fail), "-q"]) == 3
     assert records(fail) == []
+    capsys.readouterr()
+    # the first job's outputs cite its ledger: a new ledger for them is refused (exit 6)
+    other = write_job(tmp_path, filename="other.toml", ledger=tmp_path / "g.sqlite")
+    assert main(["run", str(other), "-q"]) == 6
+    err = capsys.readouterr().err
+    assert "is missing, but outputs cite it" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "g.sqlite").exists()
 
 
 def test_histogram_kind_in_a_job(tmp_path: Path) -> None:

@@ -1,0 +1,123 @@
+"""Privacy ledger at scale: size on disk and commit time per release, both backends.
+
+For each backend (SQLite; parquet through pyarrow, the pandas engine's writer), R releases
+(default 3) each charge every one of N users (default 10M; user ids ``u<9 digits>``, charges
+from 8 distinct ε levels, as a release over an ε grid gives). Reported per backend: the wall
+time of each commit (``session.commit``: the write and the atomic commit point, with its
+fsyncs), the time to read the spend back, the ledger's size on disk after each release (a
+SQLite ledger after a WAL checkpoint), and bytes per charge: overall, and of the last release
+alone (the audit log's growth, since per-user totals are updated in place).
+
+Targets (issue 18, reported, never asserted): <= 16 bytes per charge and a commit of 10M
+charges in <= 30 s.
+
+Run: .venv/bin/python benchmarks/bench_ledger.py [--users 10000000] [--releases 3] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_report_args, fmt, md_table, use_repo, write_report
+
+use_repo()
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        conn = sqlite3.connect(path)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_backend(backend: str, users: int, releases: int, root: Path) -> dict[str, Any]:
+    import numpy as np
+
+    from hdp_spark.ledger import CommitRecord, open_ledger
+    from hdp_spark.ledger.io import PandasIO
+
+    io = PandasIO()
+    path = root / ("ledger.sqlite" if backend == "sqlite" else "ledger")
+    ledger = open_ledger(backend, path)  # type: ignore[arg-type]
+    ids = [f"u{i:09d}" for i in range(users)]
+    levels = np.array([2**k for k in range(22, 30)], dtype=np.int64)  # 8 ε levels
+    commit_s, sizes = [], []
+    for r in range(1, releases + 1):
+        units = levels[np.arange(users) % len(levels)]
+        frame = io.from_pairs(ids, units.tolist())
+        record = CommitRecord(
+            key=f"{r:064x}", job="bench", release_id=f"r{r}", fingerprint="bench",
+            committed_at="2026-01-01T00:00:00+00:00", outcome=json.dumps({"rows": []}),
+            users_charged=users, units_charged=int(units.sum()), commit_id=f"{r:016x}",
+        )
+        with ledger.session(io) as session:
+            t0 = time.perf_counter()
+            session.commit(record, frame)
+            commit_s.append(time.perf_counter() - t0)
+        sizes.append(_size(path))
+    t0 = time.perf_counter()
+    spent = ledger.spent(io)
+    read_s = time.perf_counter() - t0
+    assert len(spent) == users
+    last = sizes[-1] - sizes[-2] if releases > 1 else sizes[-1]
+    return {
+        "commit_seconds": commit_s,
+        "read_spent_seconds": read_s,
+        "size_bytes": sizes,
+        "bytes_per_charge": sizes[-1] / (users * releases),
+        "bytes_per_charge_last_release": last / users,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=10_000_000)
+    parser.add_argument("--releases", type=int, default=3)
+    parser.add_argument("--backends", default="sqlite,parquet")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    add_report_args(parser)
+    args = parser.parse_args()
+    users = 20_000 if args.smoke else args.users
+    figures: dict[str, Any] = {"users": users, "releases": args.releases}
+    rows = []
+    for backend in args.backends.split(","):
+        root = Path(tempfile.mkdtemp(prefix=f"bench-ledger-{backend}-", dir=args.dir))
+        try:
+            result = run_backend(backend, users, args.releases, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        figures[backend] = result
+        rows.append([
+            backend, fmt(max(result["commit_seconds"]), 3), fmt(result["read_spent_seconds"], 3),
+            fmt(result["size_bytes"][-1] / 2**20, 4), fmt(result["bytes_per_charge"], 3),
+            fmt(result["bytes_per_charge_last_release"], 3),
+        ])
+    markdown = "\n".join([
+        f"### Ledger at {users:,} users x {args.releases} releases",
+        "",
+        md_table(["backend", "slowest commit (s)", "read spend (s)", "size (MiB)",
+                  "bytes/charge", "bytes/charge, last release"], rows),
+        "",
+        "Targets (issue 18): <= 16 bytes per charge, a commit of 10M charges in <= 30 s.",
+    ])
+    write_report(args.json, name="ledger", figures=figures, markdown=markdown,
+                 meta={"cpu_count": os.cpu_count()})
+
+
+if __name__ == "__main__":
+    main()
