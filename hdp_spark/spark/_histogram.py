@@ -50,8 +50,8 @@ from hdp_spark.spark._common import (
 )
 from hdp_spark.spark.columns import native_cells, spec_of
 from hdp_spark.spark.engine import SparkEngine
-from hdp_spark.spark.extension import native_ready
 from hdp_spark.spark.expressions import with_level
+from hdp_spark.spark.extension import native_ready
 from hdp_spark.spark.sql_text import ident
 
 __all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
@@ -113,6 +113,8 @@ def histogram_tables(
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     field(schema, spec.eps, "ε", numeric=True)
     matched = category_expr(schema, spec)
+    if native_ready(df.sparkSession):
+        return _native_histogram(df, spec, by, by_fields, keys, matched)
     # Exact levels: group by the raw ε and apply the level rules to the distinct values on
     # the driver (see hdp_spark.spark._mean.level_tables); a grid needs the per-row rule.
     exact = spec.eps_grid is None
