@@ -37,7 +37,7 @@ from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
-from hdp_spark.spark.extension import ExtensionMissingError, install
+from hdp_spark.spark.extension import MISSING_MESSAGE, ExtensionMissingError, install
 from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
@@ -149,12 +149,25 @@ def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
         from pyspark.sql.connect.column import Column as ConnectColumn
 
         class _ConnectAggregate(_Aggregate, ConnectColumn):
-            pass
+            """Checks, when its plan is built, that the server has the extension."""
 
-        built = _build(spec, key)
-        col = _ConnectAggregate(built._expr)  # type: ignore[attr-defined,arg-type]
-        col.spec, col.key = spec, key
-        return col
+            def to_plan(self, session: Any) -> Any:
+                active = SparkSession.getActiveSession()
+                if active is not None and not active.catalog.functionExists(FUNCTION):
+                    raise ExtensionMissingError(MISSING_MESSAGE)
+                return ConnectColumn.to_plan(self, session)
+
+            def alias(self, *alias: str, **kwargs: Any) -> Any:
+                return wrap(ConnectColumn.alias(self, *alias, **kwargs))
+
+            name = alias
+
+        def wrap(built: Any) -> Column:
+            col = _ConnectAggregate(built._expr)
+            col.spec, col.key = spec, key
+            return col
+
+        return wrap(_build(spec, key))
     return _ClassicAggregate(spec, key)
 
 

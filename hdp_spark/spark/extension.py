@@ -14,12 +14,21 @@ from pyspark.sql.utils import is_remote
 from hdp_spark.errors import HdpError
 from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
 
-__all__ = ["FALLBACK_THRESHOLD", "NATIVE_CONF", "ExtensionMissingError", "configure", "install",
-           "native_ready"]
+__all__ = [
+    "FALLBACK_THRESHOLD", "MISSING_MESSAGE", "NATIVE_CONF", "ExtensionMissingError",
+    "configure", "install", "native_ready",
+]
 
 
 class ExtensionMissingError(HdpError):
     """The session lacks the JVM extension a Column aggregator needs."""
+
+
+MISSING_MESSAGE = (
+    "the Column aggregators need hdp_spark's Spark extension on the server: build the "
+    "session with hdp_spark.spark.configure(SparkSession.builder...). The release "
+    "API (hs.agg(df, ...)) works without it."
+)
 
 
 FALLBACK_THRESHOLD = ("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "65536")
@@ -52,12 +61,7 @@ def install(session: Any) -> None:
     if not is_remote() and hasattr(session, "_jsparkSession"):
         _tune(session)
     if is_remote() or not hasattr(session, "_jsparkSession"):
-        msg = (
-            "the Column aggregators need hdp_spark's Spark extension on the server: build the "
-            "session with hdp_spark.spark.configure(SparkSession.builder...). The release "
-            "API (hs.agg(df, ...)) works without it."
-        )
-        raise ExtensionMissingError(msg)
+        raise ExtensionMissingError(MISSING_MESSAGE)
     jar = str(jar_path())
     jvm = session._jvm
     jsession = session._jsparkSession

@@ -65,3 +65,13 @@ def test_local_cluster_column_equals_classic(classic: dict[str, Any]) -> None:
     _check(got)
     assert {k: v for k, v in got.items() if k != "session"} == {
         k: v for k, v in classic.items() if k != "session"}
+
+
+def test_connect_without_the_extension_names_configure() -> None:
+    """A Column on a Connect server without the extension fails with an error naming
+    ``configure``; the release API keeps working on the same session."""
+    pytest.importorskip("pyspark.sql.connect")
+    got = _run("connect-bare")
+    assert got["error"].startswith("ExtensionMissingError")
+    assert "hdp_spark.spark.configure" in got["error"]
+    assert got["release_n"] == 4000
