@@ -87,8 +87,11 @@ def test_native_cells_equal_the_pandas_engines(spark: object, grid: EpsGrid | No
     from hdp_spark.spark.columns import native_cells
 
     pdf = _table(seed=6)
-    pdf["age"] = np.random.default_rng(2).integers(-5, 90, len(pdf))
-    df = spark.createDataFrame(pdf).repartition(11).filter("dept != 'hr'")  # type: ignore[attr-defined]
+    age = np.random.default_rng(2).integers(-5, 90, len(pdf))
+    pdf["age"] = pd.array(np.where(age % 17 == 0, None, age), dtype="Int64")  # nulls
+    # hash partitioning by dept: 3 of 40 partitions hold rows, 37 are empty
+    df = spark.createDataFrame(pdf).filter("dept != 'hr'").repartition(40, "dept")  # type: ignore[attr-defined]
+    assert df.rdd.glom().map(len).filter(lambda n: n == 0).count() >= 30
     install(spark)
     specs = (spec_of(hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)),
              spec_of(hs.hdp_mean("age", eps="eps", lower=18, upper=70, fill=40)))
