@@ -7,6 +7,7 @@ import java.util.Arrays;
 import java.util.List;
 
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
@@ -14,6 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggreg
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
@@ -140,6 +142,26 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
       throw new IllegalArgumentException("hdp_cells: parameters must be constants");
     }
     return ((Number) e.eval(null)).doubleValue();
+  }
+
+  private transient int[] doubleSlots;
+
+  /** Child {@code i} as a double (NaN for null): a bound double column is read in place. */
+  private double read(int i, InternalRow input) {
+    if (doubleSlots == null) {
+      int[] slots = new int[kids.length];
+      for (int j = 0; j < kids.length; j++) {
+        Expression e = kids[j];
+        slots[j] = e instanceof BoundReference && e.dataType() instanceof DoubleType
+            ? ((BoundReference) e).ordinal() : -1;
+      }
+      doubleSlots = slots;
+    }
+    int o = doubleSlots[i];
+    if (o >= 0) {
+      return input.isNullAt(o) ? Double.NaN : input.getDouble(o);
+    }
+    return real(kids[i].eval(input));
   }
 
   /** A numeric value as Spark's CAST(... AS DOUBLE) gives it; NaN for null. */
@@ -309,11 +331,11 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     }
     Object cd = kids[1].eval(input);
     // a null code cannot occur (the code expression maps null to the unmatched code)
-    int c = s.cell(level(real(kids[0].eval(input))), cd == null ? -1 : (Integer) cd);
+    int c = s.cell(level(read(0, input)), cd == null ? -1 : (Integer) cd);
     int base = c * (s.k + 1);
     s.acc[base] += 1;
     for (int j = 0; j < s.k; j++) {
-      s.acc[base + 1 + j] += encode(j, real(kids[VALUES + 4 * j].eval(input)));
+      s.acc[base + 1 + j] += encode(j, read(VALUES + 4 * j, input));
     }
     return s;
   }
