@@ -114,7 +114,7 @@ def histogram_tables(
     field(schema, spec.eps, "ε", numeric=True)
     matched = category_expr(schema, spec)
     if native_ready(df.sparkSession):
-        return _native_histogram(df, spec, by, by_fields, keys, matched)
+        return _native_histogram(df, spec, by, by_fields, keys)
     # Exact levels: group by the raw ε and apply the level rules to the distinct values on
     # the driver (see hdp_spark.spark._mean.level_tables); a grid needs the per-row rule.
     exact = spec.eps_grid is None
@@ -149,15 +149,12 @@ def _native_histogram(
     by: tuple[str, ...],
     by_fields: list[T.StructField],
     keys: tuple[tuple[object, ...], ...] | None,
-    matched: Column,
 ) -> dict[tuple[object, ...], GroupStats]:
-    """The histogram's cells through the native ``hdp_cells`` aggregate: the category code
-    is the position of the matched label in the domain (the unmatched code when null)."""
-    domain = [F.lit(c) for c in spec.categories]
-    pos = F.array_position(F.array(*domain), matched)
-    code = F.when(pos > 0, (pos - 1).cast("int")).otherwise(F.lit(spec.unmatched_code))
+    """The histogram's cells through the native ``hdp_cells`` aggregate (the category
+    matching in Java, with the rules of :func:`category_expr`)."""
     cells_df = df.groupBy(*[F.expr(ident(c)) for c in by]).agg(
-        native_cells(spec.eps, spec.eps_grid, code).alias("__c"))
+        native_cells(spec.eps, spec.eps_grid, spec.column, tuple(spec.categories))
+        .alias("__c"))
     found, columns = collect_cells(cells_df, by_fields, keys)
     cells = [
         (key, level, code_, n)

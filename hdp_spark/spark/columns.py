@@ -62,11 +62,13 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:
     return F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]
 
 
-def native_cells(eps: str, grid: Any, code: Column | None = None,
+def native_cells(eps: str, grid: Any, category: str | None = None,
+                 categories: tuple[object, ...] | None = None,
                  values: tuple[tuple[str, float, float, float], ...] = ()) -> Column:
-    """The ``hdp_cells`` aggregate over the raw ε column (and ``values``: (column, lower,
-    upper, fill) each); the level rules and the encoding run inside it, in Java, as the
-    same IEEE-754 operations as the numpy references.
+    """The ``hdp_cells`` aggregate over the raw ε column, the raw ``category`` column with
+    its domain ``categories`` (a histogram), and ``values`` ((column, lower, upper, fill)
+    each: a mean). The level rules, the category matching and the encoding run inside it,
+    in Java, with the release API's rules and the numpy references' IEEE operations.
 
     Privacy:
         NOT a release: exact pre-noise statistics, for the finalize (and tests) only.
@@ -76,7 +78,14 @@ def native_cells(eps: str, grid: Any, code: Column | None = None,
                                                 EPS_CAP, FIXED_ONE)])
     points = (F.lit(None).cast("array<double>") if grid is None
               else F.expr(double_array_lit(grid.points())))
-    args = [F.expr(ident(eps)), code if code is not None else F.lit(0), rules, points]
+    if categories is None:
+        cat, domain = F.lit(0), F.lit(None).cast("array<string>")
+    elif all(isinstance(c, str) for c in categories):
+        cat, domain = F.expr(ident(str(category))), F.array(*[F.lit(c) for c in categories])
+    else:
+        cat = F.expr(ident(str(category)))
+        domain = F.array(*[F.lit(int(c)) for c in categories]).cast("array<bigint>")  # type: ignore[call-overload]
+    args = [F.expr(ident(eps)), cat, rules, points, domain]
     for column, lower, upper, fill in values:
         args += [F.expr(ident(column)), F.lit(float(lower)), F.lit(float(upper)),
                  F.lit(float(fill))]
@@ -88,14 +97,7 @@ def _cells(spec: Any) -> Column:
     if isinstance(spec, MeanSpec):
         return native_cells(spec.eps, spec.eps_grid,
                             values=((spec.column, spec.lower, spec.upper, spec.fill_value),))
-    col = F.expr(ident(spec.column))
-    if spec.kind == "str":
-        value, domain = col.cast("string"), [F.lit(str(c)) for c in spec.categories]
-    else:
-        value, domain = col.cast("double"), [F.lit(float(c)) for c in spec.categories]
-    pos = F.array_position(F.array(*domain), value)
-    code = F.when(pos > 0, (pos - 1).cast("int")).otherwise(F.lit(spec.unmatched_code))
-    return native_cells(spec.eps, spec.eps_grid, code)
+    return native_cells(spec.eps, spec.eps_grid, spec.column, tuple(spec.categories))
 
 
 def _build(spec: Any, key: ReleaseKey) -> Column:

@@ -96,7 +96,8 @@ def test_native_cells_equal_the_pandas_engines(spark: object, grid: EpsGrid | No
     specs = (spec_of(hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)),
              spec_of(hs.hdp_mean("age", eps="eps", lower=18, upper=70, fill=40)))
     values = tuple((s.column, s.lower, s.upper, s.fill_value) for s in specs)  # type: ignore[attr-defined]
-    cells = df.groupBy("dept").agg(native_cells("eps", grid, values=values).alias("c")).collect()
+    cells = df.groupBy("dept").agg(native_cells("eps", grid, values=values).alias("c")
+                                   ).collect()
     plan = LevelPlan("eps", grid, specs)  # type: ignore[arg-type]
     want = hpd.level_tables(pdf[pdf.dept != "hr"], [plan], ("dept",), None)[0]
     got = {
@@ -260,3 +261,30 @@ def test_release_api_native_path_equals_the_groupby_path(spark: object) -> None:
     finally:
         spark.conf.unset(NATIVE_CONF)  # type: ignore[attr-defined]
     assert repr(native) == repr(plain)  # NaN (an undefined τ) compares by its text
+
+
+@pytest.mark.parametrize("kind", ["long", "double"])
+def test_integer_categories_match_like_the_release_api(spark: object, kind: str) -> None:
+    """Integer labels against an integral column compare as long, against a fractional one
+    as double (2.0 matches 2; NaN, ±inf and 2.5 match nothing; -0.0 matches 0)."""
+    rng = np.random.default_rng(14)
+    n = 600
+    raw = rng.choice([0.0, -0.0, 1.0, 2.0, 2.5, 3.0, 7.0, np.nan, np.inf], n)
+    col = raw if kind == "double" else np.nan_to_num(raw, nan=5, posinf=6).astype(np.int64)
+    pdf = pd.DataFrame({"c": col, "eps": rng.choice([0.5, 1.0, 2.0], n),
+                        "g": rng.choice(["a", "b"], n)})
+    df = spark.createDataFrame(pdf).repartition(3)  # type: ignore[attr-defined]
+    hist = hs.hdp_histogram("c", eps="eps", categories=[0, 1, 2, 3], other=-1)
+    got = df.groupBy("g").agg(hist.unsafe_seed(8).alias("h")).orderBy("g").collect()  # type: ignore[attr-defined]
+    want = hs.agg(df, hist, by="g", keys=["a", "b"], unsafe_seed=8).orderBy("g").collect()
+    for r, w in zip(got, want, strict=True):
+        assert [tuple(b) for b in r["h"]["bins"]] == [tuple(b) for b in w["c_histogram"]]
+
+
+def test_histogram_column_type_errors_use_the_release_apis_words(spark: object) -> None:
+    df = spark.createDataFrame(pd.DataFrame({"c": [1, 2], "eps": [1.0, 1.0]}))  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="must hold strings for string `categories`, got bigint"):
+        df.agg(hs.hdp_histogram("c", eps="eps", categories=["a", "b"])).collect()
+    df2 = spark.createDataFrame(pd.DataFrame({"c": ["1"], "eps": [1.0]}))  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="must be numeric \\(integer or float\\)"):
+        df2.agg(hs.hdp_histogram("c", eps="eps", categories=[1, 2], other=None)).collect()

@@ -14,7 +14,9 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
 import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
@@ -33,12 +35,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * with map-side partial aggregation: the row count and the exact sums of fixed-point encoded
  * values of each cell.
  *
- * <p>Children: {@code eps} (double: the row's epsilon), {@code code} (int: the histogram
- * category code, 0 for a mean), {@code rules} (constant array: invalid level, below-grid
- * level, floor, cap, fixed-point one), {@code grid} (constant array of grid points, or null
- * for exact levels), {@code group} (the group's grouping values as a struct, put in by
- * {@link HdpGroupRule}; a {@link HdpGroup} placeholder before that), then per value column
- * four children: the value (double) and the constants lower, upper and fill.
+ * <p>Children: {@code eps} (numeric: the row's epsilon), {@code category} (the histogram's
+ * category column; a constant 0 for a mean), {@code rules} (constant array: invalid level,
+ * below-grid level, floor, cap, fixed-point one), {@code grid} (constant array of grid
+ * points, or null for exact levels), {@code group} (the group's grouping values as a struct,
+ * put in by {@link HdpGroupRule}; a {@link HdpGroup} placeholder before that),
+ * {@code categories} (the histogram's constant domain, strings or integers; null for a mean),
+ * then per value column four children: the value (numeric) and the constants lower, upper
+ * and fill.
  *
  * <p>The per-row rules are the same IEEE-754 operations as hdp_spark's numpy references
  * ({@code levels_numpy}, {@code encode_numpy}): the level rules (invalid: null, NaN or
@@ -69,7 +73,9 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
       DataTypes.createStructField("sums", DataTypes.createArrayType(DataTypes.LongType, false), false),
   });
 
-  static final int VALUES = 5;
+  static final int VALUES = 6;
+  static final int GROUP = 4;
+  static final int CATEGORIES = 5;
 
   private final Expression[] kids;
   private final int mutableOffset;
@@ -84,12 +90,16 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   private final double[] upper;
   private final double[] fill;
   private final String paramProblem;
+  private final java.util.HashMap<Object, Integer> domain = new java.util.HashMap<>();
+  private boolean categorical;
+  private boolean textDomain;
+  private int unmatched;
 
   public HdpCells(Seq<Expression> children, int mutableOffset, int inputOffset) {
     this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
     if (kids.length < VALUES || (kids.length - VALUES) % 4 != 0) {
-      throw new IllegalArgumentException(
-          "hdp_cells takes (eps, code, rules, grid, [value, lower, upper, fill]...)");
+      throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
+          + "group, categories, [value, lower, upper, fill]...)");
     }
     this.mutableOffset = mutableOffset;
     this.inputOffset = inputOffset;
@@ -106,6 +116,22 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
         throw new IllegalArgumentException("hdp_cells: `rules` must be a constant array of 5");
       }
       points = constants(kids[3]);
+      if (!kids[CATEGORIES].foldable()) {
+        throw new IllegalArgumentException("hdp_cells: `categories` must be a constant");
+      }
+      Object cats = kids[CATEGORIES].eval(null);
+      if (cats != null) {
+        ArrayData a = (ArrayData) cats;
+        DataType et = ((ArrayType) kids[CATEGORIES].dataType()).elementType();
+        for (int i = 0; i < a.numElements(); i++) {
+          Object key = et instanceof StringType ? (Object) a.getUTF8String(i).clone()
+              : (Object) a.getLong(i);
+          domain.put(key, i);
+        }
+        textDomain = et instanceof StringType;
+        unmatched = a.numElements();
+      }
+      categorical = cats != null;
       for (int j = 0; j < k; j++) {
         lo[j] = constant(kids[VALUES + 4 * j + 1]);
         hi[j] = constant(kids[VALUES + 4 * j + 2]);
@@ -164,6 +190,34 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     return real(kids[i].eval(input));
   }
 
+  /**
+   * The category code of a row: its label's position in the domain, or the unmatched code
+   * for null and unknown labels (the release API's rules: strings by exact bytes; integer
+   * labels against an integral column as long, against a fractional column as double, so
+   * 2.0 matches 2 and NaN or infinities match nothing). 0 without a domain (a mean).
+   */
+  private int code(InternalRow input) {
+    if (!categorical) {
+      return 0;
+    }
+    Object v = kids[1].eval(input);
+    if (v == null) {
+      return unmatched;
+    }
+    Integer at;
+    if (textDomain) {
+      at = domain.get(v);
+    } else if (v instanceof Long || v instanceof Integer || v instanceof Short
+        || v instanceof Byte) {
+      at = domain.get(((Number) v).longValue());
+    } else {
+      double d = real(v);
+      long l = (long) d;
+      at = !Double.isNaN(d) && !Double.isInfinite(d) && (double) l == d ? domain.get(l) : null;
+    }
+    return at == null ? unmatched : at;
+  }
+
   /** A numeric value as Spark's CAST(... AS DOUBLE) gives it; NaN for null. */
   static double real(Object v) {
     if (v == null) {
@@ -181,6 +235,16 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   @Override
   public TypeCheckResult checkInputDataTypes() {
     String bad = numeric(kids[0], "ε");
+    if (bad == null && categorical) {
+      DataType t = kids[1].dataType();
+      if (textDomain && !(t instanceof StringType)) {
+        bad = "category column `" + name(kids[1]) + "` must hold strings for string "
+            + "`categories`, got " + t.simpleString() + ".";
+      } else if (!textDomain && !(t instanceof NumericType)) {
+        bad = "category column `" + name(kids[1]) + "` must be numeric (integer or float) for "
+            + "integer `categories`, got " + t.simpleString() + ".";
+      }
+    }
     for (int j = 0; bad == null && j < width(); j++) {
       bad = numeric(kids[VALUES + 4 * j], "value");
     }
@@ -193,11 +257,16 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     return TypeCheckResult.TypeCheckSuccess$.MODULE$;
   }
 
+  private static String name(Expression e) {
+    return e instanceof org.apache.spark.sql.catalyst.expressions.NamedExpression
+        ? ((org.apache.spark.sql.catalyst.expressions.NamedExpression) e).name() : e.sql();
+  }
+
   private static String numeric(Expression e, String role) {
     if (e.dataType() instanceof NumericType) {
       return null;
     }
-    return role + " column `" + e.sql() + "` must be numeric, got "
+    return role + " column `" + name(e) + "` must be numeric, got "
         + e.dataType().simpleString() + ".";
   }
 
@@ -325,13 +394,11 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   @Override
   public State update(State s, InternalRow input) {
     if (!s.grouped) {
-      Object g = kids[4].eval(input);
-      s.group = GroupText.of(g, kids[4].dataType());
+      Object g = kids[GROUP].eval(input);
+      s.group = GroupText.of(g, kids[GROUP].dataType());
       s.grouped = true;
     }
-    Object cd = kids[1].eval(input);
-    // a null code cannot occur (the code expression maps null to the unmatched code)
-    int c = s.cell(level(read(0, input)), cd == null ? -1 : (Integer) cd);
+    int c = s.cell(level(read(0, input)), code(input));
     int base = c * (s.k + 1);
     s.acc[base] += 1;
     for (int j = 0; j < s.k; j++) {

@@ -40,17 +40,18 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     return new ExpressionInfo(HdpCells.class.getName(), FUNCTION);
   }
 
-  /** Builds hdp_cells(eps, code, rules, grid, values...) with the group placeholder fifth. */
+  /** Builds hdp_cells(eps, category, rules, grid, categories, values...) with the group
+   * placeholder fifth. */
   static final class Builder extends AbstractFunction1<Seq<Expression>, Expression>
       implements java.io.Serializable {
     @Override
     public Expression apply(Seq<Expression> args) {
       List<Expression> in = new ArrayList<>(CollectionConverters.asJava(args));
-      if (in.size() < 4) {
-        throw new IllegalArgumentException("hdp_cells takes (eps, code, rules, grid, "
-            + "[value, lower, upper, fill]...), got " + in.size() + " arguments");
+      if (in.size() < 5) {
+        throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
+            + "categories, [value, lower, upper, fill]...), got " + in.size() + " arguments");
       }
-      in.add(4, new HdpGroup());
+      in.add(HdpCells.GROUP, new HdpGroup());
       return new HdpCells(HdpCells.seq(in), 0, 0);
     }
   }

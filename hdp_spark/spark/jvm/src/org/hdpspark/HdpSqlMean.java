@@ -64,6 +64,7 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
         DataTypes.createArrayType(DataTypes.DoubleType, false)));
     cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.DoubleType, false)));
     cells.add(new HdpGroup());
+    cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.StringType, false)));
     cells.add(x);
     cells.add(Literal.create(lo, DataTypes.DoubleType));
     cells.add(Literal.create(hi, DataTypes.DoubleType));
