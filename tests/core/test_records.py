@@ -37,7 +37,8 @@ def test_records_equal_the_init_built_ones() -> None:
         _same(b, LevelRow(*row))
     stats = records(GroupStats, [tuple(built[:2]), tuple(built[2:])])
     _same(stats[0], GroupStats(tuple(built[:2])))
-    assert stats[1].n == 2 and stats[1].levels == [math.inf]
+    assert stats[1].n == 2
+    assert stats[1].levels == [math.inf]
     key = ReleaseKey.resolve(None)
     [ctx] = records(NoiseContext, [key], [("a",)], ["x"])
     _same(ctx, NoiseContext(key, ("a",), "x"))
