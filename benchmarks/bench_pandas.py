@@ -29,7 +29,8 @@ leave out the time other processes held the cores.
 
 With --parts, the hdp release is also split into its steps (medians of separate timed
 runs of each step): group codes, ε codes and levels, encoding, bincount of counts and sums,
-building the GroupStats, finalize, output frame.
+building the GroupStats, finalize, output frame (the pandas engine's, as ``agg`` builds
+it).
 
 Run: .venv/bin/python benchmarks/bench_pandas.py --rows 1000000 --parts
 """
@@ -107,13 +108,14 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     except ImportError:
         return None
     import numpy as np
-    import pandas as pd
 
     import hdp_spark.pandas as hpd
+    from hdp_spark.core.kernels import release_specs
     from hdp_spark.core.mean import finalize_mean
     from hdp_spark.core.noise import ReleaseKey
     from hdp_spark.core.release import ReleaseResult, plan_levels
     from hdp_spark.core.stats import GroupStats
+    from hdp_spark.pandas.engine import PandasEngine
 
     spec = hpd.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
     plans = plan_levels([spec])
@@ -143,7 +145,9 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
                                     spec.name) for k in order}
         return ReleaseResult(by, order, (spec,), {spec.name: per_key})
 
-    result = finalize()
+    engine = PandasEngine(df)
+    release = release_specs(engine, [spec], by=by or None,
+                            keys=list(range(KEYS)) if by else None)
     steps: dict[str, Callable[[], object]] = {
         "group_codes": lambda: _cells._group_codes(df, by, keys),
         "eps_levels": lambda: _cells._level_codes(eps, None, max_slots),
@@ -158,7 +162,7 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
         ),
         "cells_total": lambda: _cells.mean_cells(df, plans, by, keys),
         "finalize": finalize,
-        "output_frame": lambda: pd.DataFrame(result.rows()),
+        "output_frame": lambda: release.materialize(engine),  # what agg returns
     }
     out = {}
     for name, fn in steps.items():

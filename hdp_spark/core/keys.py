@@ -115,6 +115,11 @@ def check_by_public(by: tuple[str, ...], specs: Iterable[object]) -> None:
                 raise ParameterError(msg)
 
 
+_PLAIN = frozenset({int, float, str})
+"""Exact types :func:`normalize_key` returns as they are, without its checks (which return
+them unchanged too); subclasses and bool take the checks."""
+
+
 def normalize_key(value: object) -> object:
     """Turn an engine scalar into a plain Python value.
 
@@ -122,6 +127,8 @@ def normalize_key(value: object) -> object:
     ``np.datetime64``) and pandas ``Timestamp`` become ``str``, ``int``, ``float``,
     ``bool`` and ``datetime``; plain values are returned unchanged.
     """
+    if type(value) in _PLAIN:  # the common case, before the checks below (which keep it)
+        return value
     if isinstance(value, np.datetime64):
         unit = np.datetime_data(value.dtype)[0]
         value = value.astype("datetime64[us]" if unit != "D" else "datetime64[D]").item()

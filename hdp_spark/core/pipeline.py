@@ -29,6 +29,7 @@ from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserBackend, UserMeanSpec
@@ -345,12 +346,13 @@ def run_release(
         kernel = kernels[i]
         table, blank = tables[at], empty(merged[at])
         name = spec.name  # type: ignore[attr-defined]
+        size = len(order)
+        cells = records(GroupCells, [table.get(key, blank) for key in order], [slot] * size)
+        noise = records(NoiseContext, [release_key] * size, order, [name] * size)
+        finalize = kernel.finalize  # type: ignore[attr-defined]
         results[name] = {
-            key: kernel.finalize(  # type: ignore[attr-defined]
-                spec, GroupCells(table.get(key, blank), slot),
-                NoiseContext(release_key, key, name),
-            )
-            for key in order
+            key: finalize(spec, group_cells, context)
+            for key, group_cells, context in zip(order, cells, noise, strict=True)
         }
     for i, spec in enumerate(specs):
         kernel = kernels[i]

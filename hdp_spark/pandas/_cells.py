@@ -40,6 +40,7 @@ from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.stats import (
     GroupStats,
@@ -497,26 +498,22 @@ def _sorted_table(
     rank = np.empty(len(levels), dtype=np.int64)
     rank[np.argsort(levels, kind="stable")] = np.arange(len(levels), dtype=np.int64)
     order = np.lexsort((rank[code_of], group_of))
-    group_list = group_of[order].tolist()
-    level_list = levels[code_of[order]].tolist()
-    count_list = count_of[order].tolist()
-    rows = list(zip(*sums, strict=True)) if sums else [()] * len(count_of)
-    totals_list = [rows[i] for i in order.tolist()]
-    out: dict[tuple[object, ...], GroupStats] = {}
-    start = 0
-    total = len(group_list)
-    while start < total:
-        g = group_list[start]
-        stop = start + 1
-        while stop < total and group_list[stop] == g:
-            stop += 1
-        out[keys[g]] = GroupStats(
-            tuple(
-                [LevelRow(level_list[i], count_list[i], totals_list[i]) for i in range(start, stop)]
-            )
-        )
-        start = stop
-    return out
+    group_sorted = group_of[order]
+    total = len(group_sorted)
+    if not total:
+        return {}
+    rows = list(zip(*sums, strict=True)) if sums else [()] * total
+    # every cell's LevelRow at once, then one GroupStats per run of cells of one group
+    cells = tuple(records(
+        LevelRow,
+        levels[code_of[order]].tolist(),
+        count_of[order].tolist(),
+        [rows[i] for i in order.tolist()],
+    ))
+    starts = [0, *(np.flatnonzero(group_sorted[1:] != group_sorted[:-1]) + 1).tolist()]
+    stops = [*starts[1:], total]
+    stats = records(GroupStats, [cells[a:b] for a, b in zip(starts, stops, strict=True)])
+    return dict(zip([keys[g] for g in group_sorted[starts].tolist()], stats, strict=True))
 
 
 def _factorize_cells(cell: IntArray) -> tuple[IntArray, IntArray]:

@@ -113,4 +113,9 @@ def frame(by: Sequence[str], columns: Sequence[tuple[str, OutputField]],
         data[name] = pd.Series([r[j] for r in rows], dtype=None if rows else object)
     for j, (name, f) in enumerate(columns):
         data[name] = _column([r[width + j] for r in rows], f.kind)
-    return pd.DataFrame(data, columns=[*by, *(n for n, _ in columns)])
+    names = [*by, *(n for n, _ in columns)]
+    if len(data) == len(names):  # distinct names: data holds every column, in order
+        # the columns are this call's own new arrays: no copy (pandas copies a dict's
+        # arrays by default, and reindexes it when given ``columns``)
+        return pd.DataFrame(data, copy=False)
+    return pd.DataFrame(data, columns=names)

@@ -55,6 +55,7 @@ from hdp_spark.core.noise import (
     encode_context_tail,
     laplace_mechanism,
 )
+from hdp_spark.core.records import new_record, slot_setters
 from hdp_spark.core.stats import GroupStats
 
 __all__ = [
@@ -142,15 +143,25 @@ def level_privacy(
     integer division, so it never rounds above a level's ε when w_l / η <= ε exactly.
     """
     if not eta:
-        return tuple([
-            LevelPrivacy(vl, ml, p / den, math.inf if p else 0.0)
-            for vl, ml, p in zip(v, m, nums, strict=True)
-        ])
-    scale, divisor = eta.denominator, den * eta.numerator
-    return tuple([
-        LevelPrivacy(vl, ml, p / den, (p * scale) / divisor if p else 0.0)
-        for vl, ml, p in zip(v, m, nums, strict=True)
-    ])
+        effective = [math.inf if p else 0.0 for p in nums]
+    else:
+        scale, divisor = eta.denominator, den * eta.numerator
+        effective = [(p * scale) / divisor if p else 0.0 for p in nums]
+    return tuple(map(_level, v, m, [p / den for p in nums], effective))
+
+
+_SET_EPS, _SET_N, _SET_WEIGHT, _SET_EPS_EFFECTIVE = slot_setters(LevelPrivacy)
+
+
+def _level(eps: float, n: int, weight: float, eps_effective: float) -> LevelPrivacy:
+    """``LevelPrivacy(eps, n, weight, eps_effective)``, its slots set directly (a release
+    builds one per group and level; see :mod:`hdp_spark.core.records`)."""
+    out: LevelPrivacy = new_record(LevelPrivacy)
+    _SET_EPS(out, eps)
+    _SET_N(out, n)
+    _SET_WEIGHT(out, weight)
+    _SET_EPS_EFFECTIVE(out, eps_effective)
+    return out
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: the bound 1 and 1.0 encode apart
@@ -248,5 +259,5 @@ def _trivial(
     tau: float,
 ) -> MeanResult:
     """The data-independent midpoint output (no row influences it: weights 0)."""
-    zero = tuple([LevelPrivacy(vl, ml, 0.0, 0.0) for vl, ml in zip(v, m, strict=True)])
+    zero = tuple([_level(vl, ml, 0.0, 0.0) for vl, ml in zip(v, m, strict=True)])
     return MeanResult((lower + upper) / 2, 0.0, lower, upper, n, tau, spec.method, True, zero)
