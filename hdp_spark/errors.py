@@ -119,6 +119,17 @@ class StorageError(HdpError, OSError):
     the path and the cause (never data).
     """
 
+    @staticmethod
+    def cause(exc: OSError) -> str:
+        """The file-system error's cause in words (disk full, read-only, or its text)."""
+        import errno
+
+        if exc.errno == errno.ENOSPC:
+            return "the disk is full"
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return f"it is read-only or not writable by this user ({exc.strerror})"
+        return exc.strerror or str(exc)
+
 
 class InternalError(HdpError, AssertionError):
     """An internal invariant failed: this is probably a bug in hdp_spark."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from hdp_spark.core.validation import Rule, RuleKind
+from hdp_spark.core.validation import Rule, RuleKind, number
 from hdp_spark.errors import ParameterError
 
 __all__ = [
@@ -47,13 +47,11 @@ def _flag(path: str, value: object) -> bool:
 
 
 def _finite(path: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"`{path}` must be a number, got {value!r}."
-        raise ParameterError(msg)
-    if not math.isfinite(value):
+    out = number(path, value)
+    if not math.isfinite(out):
         msg = f"`{path}` must be finite, got {value!r}."
         raise ParameterError(msg)
-    return float(value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

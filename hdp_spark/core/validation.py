@@ -225,3 +225,12 @@ class ValidationReport:
                 for r, c in self._pairs()
             ],
         }
+
+
+def number(name: str, value: object) -> float:
+    """``value`` as a float; a ParameterError naming ``name`` unless it is an int or float
+    (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"`{name}` must be a number, got {value!r}."
+        raise ParameterError(msg)
+    return float(value)

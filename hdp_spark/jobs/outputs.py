@@ -25,7 +25,6 @@ data-quality counts go to the report beside the ledger, never here.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import math
@@ -187,11 +186,7 @@ def output_error(
     out: Path, when: str, exc: OSError, what: str = "`[output] path`"
 ) -> StorageError:
     """An output directory's file-system error as its cause in one line."""
-    cause = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        cause = "the disk is full"
-    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        cause = f"it is read-only or not writable by this user ({exc.strerror})"
+    cause = StorageError.cause(exc)
     msg = f"{what} `{out}` cannot be written: {cause} ({when})."
     return StorageError(msg)
 

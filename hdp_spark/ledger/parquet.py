@@ -44,7 +44,6 @@ POSIX, NFSv3+); not object stores such as S3 without a commit service.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -91,11 +90,7 @@ _MANIFEST = re.compile(r"^(\d{20})\.json$")
 
 def _storage(root: Path, doing: str, exc: OSError) -> StorageError:
     """A file-system error of the ledger as its cause in one line."""
-    cause = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        cause = "the disk is full"
-    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        cause = f"it is read-only or not writable by this user ({exc.strerror})"
+    cause = StorageError.cause(exc)
     msg = f"the parquet ledger `{root}`: {cause} ({doing}); nothing was committed."
     return StorageError(msg)
 

@@ -16,6 +16,7 @@ from typing import Literal, get_args
 
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import check_bounds, check_column_name, check_eps_grid
+from hdp_spark.core.validation import number
 from hdp_spark.errors import ParameterError
 
 UserMeanCap = Literal["width", "paper"]
@@ -60,10 +61,7 @@ OrderKey = tuple[int, str]
 
 
 def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"`{name}` must be a number, got {value!r}."
-        raise ParameterError(msg)
-    return float(value)
+    return number(name, value)
 
 
 @dataclass(frozen=True, slots=True)
