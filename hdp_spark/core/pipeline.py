@@ -49,6 +49,7 @@ __all__ = [
     "NoiseContext",
     "OutputField",
     "Release",
+    "check_names",
     "dispatch_cells",
     "run_release",
 ]
@@ -254,7 +255,8 @@ class Release:
         return engine.materialize(self.by, self.columns(), self.rows(), self.unsafe_seed)
 
 
-def _check_names(specs: Sequence[object]) -> None:
+def check_names(specs: Sequence[object]) -> None:
+    """Raise ParameterError unless there is at least one spec and the names are unique."""
     if not specs:
         msg = "a release needs at least one aggregator, got none."
         raise ParameterError(msg)
@@ -318,7 +320,7 @@ def run_release(
     """
     specs = tuple(specs)
     kernels = tuple(kernel_of(s) for s in specs)
-    _check_names(specs)
+    check_names(specs)
     by_t = normalize_by(by, specs)
     for kernel in kernels:
         if getattr(kernel, "global_only", False) and by_t:

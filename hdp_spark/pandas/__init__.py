@@ -9,12 +9,12 @@ Usage::
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.pandas._agg import agg, release
+from hdp_spark.pandas._agg import agg, explain, release
 from hdp_spark.pandas._mean import level_tables
 from hdp_spark.pandas.schema import validate
 from hdp_spark.specs import hdp_mean
 
-__all__ = ["EpsGrid", "agg", "hdp_mean", "level_tables", "release", "validate"]
+__all__ = ["EpsGrid", "agg", "explain", "hdp_mean", "level_tables", "release", "validate"]
 
 from hdp_spark.pandas._user_mean import hdp_user_mean, user_mean, user_mean_release
 

@@ -10,10 +10,11 @@ import pandas as pd
 from hdp_spark.core.kernels import mean_release, release_specs
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.explain import explain_specs
 from hdp_spark.pandas._common import KeysLike
 from hdp_spark.pandas.engine import PandasEngine
 
-__all__ = ["agg", "release"]
+__all__ = ["agg", "explain", "release"]
 
 
 def release(
@@ -91,4 +92,46 @@ def agg(
     engine = PandasEngine(df)
     out: pd.DataFrame = release_specs(engine, specs, by=by, keys=keys, schema=schema,
                                    unsafe_seed=unsafe_seed).materialize(engine)
+    return out
+
+
+def explain(
+    df: pd.DataFrame,
+    *specs: Any,
+    by: str | Sequence[str] | None = None,
+    keys: KeysLike = None,
+) -> pd.DataFrame:
+    """The accuracy and per-row privacy of a release of ``specs``, before spending anything.
+
+    Args:
+        df: the input table; only its ε column(s) and the ``by`` columns are read.
+        *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names (the
+            user-level mean, heavy hitters and local-DP aggregators are not explained yet).
+        by: optional group-by column(s), as in :func:`agg`.
+        keys: the public key set of a grouped release, as in :func:`agg`.
+
+    Returns:
+        One row per (group, aggregator): the group columns, then ``aggregator`` (its
+        output name), ``kind`` (``mean``/``histogram``), ``method``, ``n``, ``beta``,
+        ``eps_levels`` (per ε level: eps, n, weight, eps_effective), ``tau``,
+        ``noise_scale``, ``half_width`` (the (1 - β) noise half-width before clipping to
+        the output range; half the range on a fallback), ``fallback``,
+        ``baseline_half_width`` (a single-ε library with every row at the group's
+        smallest positive ε, as in the report; null without a private row) and
+        ``free_rows`` (rows whose eps_effective is below their ε). ``eps_levels``,
+        ``tau``, ``noise_scale``, ``fallback`` and ``n`` equal the columns ``agg`` then
+        publishes for the same table, specs and keys, and its intervals are the estimate
+        ± ``half_width`` clipped to the output range.
+
+    Privacy:
+        Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
+        per (group, ε level), read from the ε and group columns only (public in this
+        model); no value or category column is read, so two tables that differ only in
+        their values give the same plan. The output is a function of the public ε
+        histograms, the specs and the public key set, and may be shared like the ε
+        histogram itself.
+    """
+    engine = PandasEngine(df)
+    by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
+    out: pd.DataFrame = engine.materialize(by_t, columns, rows, False)
     return out

@@ -22,7 +22,9 @@ __all__ = [
     "charge_classes",
     "eps_label",
     "eps_ranges",
+    "is_free",
     "release_cost",
+    "single_eps_half_width",
     "value_rows",
 ]
 
@@ -299,17 +301,44 @@ def baseline_half_width(agg: Mapping[str, Any], row: Mapping[str, Any]) -> float
     kind = agg["kind"]
     if kind not in ("mean", "histogram"):
         return None
-    levels = [(e, n) for e, n in _levels_of(agg, row) if n > 0 and e > 0]
-    private = [e for e, _ in levels if math.isfinite(e)]
-    if not private:
-        return None
-    n, eps_min = sum(n for _, n in levels), min(private)
     beta = float(agg["definition"].get("beta", 0.05))
-    log_term = math.log(1.0 / beta)
+    span = None
     if kind == "mean":
         span = float(agg["definition"]["upper"]) - float(agg["definition"]["lower"])
+    return single_eps_half_width(_levels_of(agg, row), beta, span)
+
+
+def single_eps_half_width(
+    levels: Iterable[tuple[float, int]], beta: float, span: float | None
+) -> float | None:
+    """The single-ε baseline of :func:`baseline_half_width` from a group's ε histogram.
+
+    Args:
+        levels: ``(ε level, rows)`` of the group.
+        beta: the interval's miss probability.
+        span: ``upper - lower`` of a mean; None for a histogram (frequencies).
+
+    Returns:
+        The half-width, or None when the group has no private row.
+
+    Privacy:
+        A function of public facts only: the ε histogram, the bounds and β.
+    """
+    kept = [(e, n) for e, n in levels if n > 0 and e > 0]
+    private = [e for e, _ in kept if math.isfinite(e)]
+    if not private:
+        return None
+    n, eps_min = sum(n for _, n in kept), min(private)
+    log_term = math.log(1.0 / beta)
+    if span is not None:
         return span * log_term / (n * eps_min)
     return 2.0 * log_term / (n * eps_min)
+
+
+def is_free(allowed: float, charged: float) -> bool:
+    """Charged less than allowed, beyond solver rounding (public rows, ε = ∞, are not
+    "free": nothing to protect)."""
+    return _free(allowed, charged)
 
 
 def smallest_eps(agg: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> float | None:

@@ -15,15 +15,15 @@ aggregates, and the driver finalizes the small level table.
 from __future__ import annotations
 
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.spark._agg import agg, release
+from hdp_spark.spark._agg import agg, explain, release
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.columns import hdp_histogram, hdp_mean
 from hdp_spark.spark.extension import configure
 from hdp_spark.spark.schema import validate
 from hdp_spark.spark.sql_functions import register_sql
 
-__all__ = ["EpsGrid", "agg", "configure", "hdp_mean", "level_tables", "register_sql", "release",
-           "validate"]
+__all__ = ["EpsGrid", "agg", "configure", "explain", "hdp_mean", "level_tables", "register_sql",
+           "release", "validate"]
 
 from hdp_spark.spark._user_mean import hdp_user_mean, user_mean, user_mean_release
 

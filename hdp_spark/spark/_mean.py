@@ -90,7 +90,8 @@ def level_tables(
             # The rules changed no value (no floor, cap or invalid ε): each (key, raw ε)
             # cell is its own level cell, nothing to merge.
             merge = not np.array_equal(level_arr, raw_arr)
-        totals_rows = list(zip(*sum_cols, strict=True))
+        # a counts-only plan (``explain``: no specs) has no sum column
+        totals_rows = list(zip(*sum_cols, strict=True)) if sum_cols else [()] * len(counts)
         if not merge:  # a grid (levels come from Spark), or rules that changed no value
             cells_it = zip(found, levels, counts, totals_rows, strict=True)
             tables.append(build_groups(plan.eps, cells_it))

@@ -78,7 +78,13 @@ from hdp_spark.core.mean.finalize import LevelPrivacy, level_privacy
 from hdp_spark.core.mean.weights import (
     Weights,
 )
-from hdp_spark.core.noise import ReleaseKey, encode_context, laplace_mechanism
+from hdp_spark.core.noise import (
+    LaplaceDraw,
+    ReleaseKey,
+    encode_context,
+    laplace_mechanism,
+    laplace_noise,
+)
 from hdp_spark.core.noise.exact import GRID_SLACK
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
@@ -284,24 +290,18 @@ def finalize_histogram(
     v, m, n = stats.levels, stats.counts, stats.n
     labels = spec.labels
     k = len(labels)
-    if not n:
-        weights = None
-    elif weights is None:
-        weights = histogram_weights(spec, v, m)
-    if weights is None or weights.trivial:
-        zero = tuple(LevelPrivacy(lv, ml, 0.0, 0.0) for lv, ml in zip(v, m, strict=True))
+    plan = plan_histogram(spec, v, m, weights)
+    weights = plan.weights
+    if weights is None:
         return HistogramResult(
             labels, tuple(Fraction(1, 2) for _ in labels), 0.0, Fraction(0), Fraction(0),
-            0.0, TRIVIAL_FREQUENCY, n, math.nan, spec.method, True, zero,
+            0.0, TRIVIAL_FREQUENCY, n, math.nan, spec.method, True, plan.levels,
         )
     nums, den = integer_weights(weights)
-    if len(nums) != len(v):
-        msg = "weights do not match the group's ε levels"
-        raise InternalError(msg)
     counts = released_counts(spec, stats)
     statistics = tuple(Fraction(x, den) for x in _bin_sums(nums, counts, k))
-    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and math.isfinite(vl)]
-    min_sensitivity = Fraction(min(constrained), den) if constrained else Fraction(1)
+    constrained = plan.min_sensitivity is not None
+    min_sensitivity = plan.min_sensitivity or Fraction(1)
     scale = 2 * weights.eta
     histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
     digest = hashlib.sha256(
@@ -332,10 +332,74 @@ def finalize_histogram(
         scale=used,
         granularity=grid,
         half_width=draws[0].half_width(spec.beta),
-        bias_bound=_bias_bound(m, nums, den),
+        bias_bound=plan.bias_bound,
         n=n,
         tau=weights.tau,
         method=spec.method,
         fallback=False,
-        levels=level_privacy(v, m, nums, den, weights.eta),
+        levels=plan.levels,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramPlan:
+    """Everything of one group's histogram release that is fixed before any noise is drawn.
+
+    Attributes:
+        n: rows in the group.
+        weights: the weights, or None when the output is the data-independent trivial one.
+        levels: per ε level: eps, n, per-row weight, eps_effective (all 0 on a fallback).
+        min_sensitivity: smallest positive weight of a private level (fixes the noise
+            grid); None when no private level carries weight (noiseless).
+        noise: the noise of every bin, drawn by nobody (:func:`laplace_noise`): its
+            ``scale`` is the released ``noise_scale`` and ``half_width(beta)`` the released
+            interval half-width.
+        bias_bound: ||w - 1/n||₁/2 (the released ``bias_bound``).
+    """
+
+    n: int
+    weights: Weights | None
+    levels: tuple[LevelPrivacy, ...]
+    min_sensitivity: Fraction | None
+    noise: LaplaceDraw
+    bias_bound: float
+
+    @property
+    def fallback(self) -> bool:
+        """True when the release outputs the trivial histogram."""
+        return self.weights is None
+
+
+def plan_histogram(
+    spec: HistogramSpec, v: Sequence[float], m: Sequence[int], weights: Weights | None = None
+) -> HistogramPlan:
+    """Weights, noise scale, grid and per-level privacy of one group, from its ε histogram.
+
+    Args:
+        spec: the histogram.
+        v: the group's ε levels (ascending).
+        m: rows per level.
+        weights: precomputed :func:`histogram_weights` of (v, m) (optional).
+
+    Privacy:
+        Reads no category and draws no noise: a function of the public ε histogram (v, m)
+        and the spec. :func:`finalize_histogram` releases exactly this plan.
+    """
+    n = sum(m)
+    if not n:
+        weights = None
+    elif weights is None:
+        weights = histogram_weights(spec, v, m)
+    if weights is None or weights.trivial:
+        zero = tuple(LevelPrivacy(lv, ml, 0.0, 0.0) for lv, ml in zip(v, m, strict=True))
+        return HistogramPlan(n, None, zero, None, laplace_noise(Fraction(0), Fraction(1)),
+                             TRIVIAL_FREQUENCY)
+    nums, den = integer_weights(weights)
+    if len(nums) != len(v):
+        msg = "weights do not match the group's ε levels"
+        raise InternalError(msg)
+    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and math.isfinite(vl)]
+    min_sensitivity = Fraction(min(constrained), den) if constrained else None
+    noise = laplace_noise(2 * weights.eta, min_sensitivity or Fraction(1))
+    return HistogramPlan(n, weights, level_privacy(v, m, nums, den, weights.eta),
+                         min_sensitivity, noise, _bias_bound(m, nums, den))

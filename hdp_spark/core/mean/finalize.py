@@ -61,10 +61,12 @@ from hdp_spark.core.stats import GroupStats
 __all__ = [
     "ADPM_C",
     "LevelPrivacy",
+    "MeanPlan",
     "MeanResult",
     "finalize_mean",
     "level_privacy",
     "mean_weights",
+    "plan_mean",
 ]
 
 ADPM_C = 8.0
@@ -191,26 +193,16 @@ def finalize_mean(
     rows = stats.rows
     v = [r.level for r in rows]
     m = [r.count for r in rows]
-    n = sum(m)
-    if not n:
-        return _trivial(spec, lower, upper, n, [], [], math.nan)
-    weights = mean_weights(spec, v, m)
-    if weights.trivial:
-        return _trivial(spec, lower, upper, n, v, m, math.nan)
+    plan = plan_mean(spec, v, m)
+    weights = plan.weights
+    if weights is None:
+        return MeanResult((lower + upper) / 2, 0.0, lower, upper, plan.n, plan.tau,
+                          spec.method, True, plan.levels)
     nums, den = weights.numerators, weights.denominator
-    if spec.method == "adpm":
-        l2 = sum(map(operator.mul, m, [p * p for p in nums])) / (den * den)
-        eta_f = weights.eta.numerator / weights.eta.denominator  # = float(eta)
-        worst_mse = l2 / 4 + 2 * eta_f**2
-        if worst_mse > 0.25:
-            # Data-independent fallback (ISIT paper, Alg. 1): the midpoint beats the affine rule.
-            return _trivial(spec, lower, upper, n, v, m, weights.tau)
-    levels = level_privacy(v, m, nums, den, weights.eta)
+    n, levels = plan.n, plan.levels
     totals = [r.totals[value_index] for r in rows]
     # exact statistic Σ_l w_l·U_l in unit scale: (Σ P_l·q_l) / (den·2^31)
     statistic = Fraction(sum(map(operator.mul, nums, totals)), den * FIXED_ONE)
-    isfinite = math.isfinite
-    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and isfinite(vl)]
     # Bind the noise to what the output is a function of: the public ε histogram and the
     # exact statistic, not the raw per-level sums. Rows of weight 0 (ε = 0, dropped or
     # public-only-excluded levels) then cannot change the noise, so they cannot change the
@@ -224,7 +216,7 @@ def finalize_mean(
     draw = laplace_mechanism(
         statistic,
         weights.eta,
-        Fraction(min(constrained), den) if constrained else Fraction(1),
+        plan.min_sensitivity,
         key.stream(context),
     )
     span = upper - lower
@@ -254,10 +246,66 @@ def _histogram_struct(width: int) -> struct.Struct:
     return struct.Struct(f">{width}d{width}q")
 
 
-def _trivial(
-    spec: MeanSpec, lower: float, upper: float, n: int, v: list[float], m: list[int],
-    tau: float,
-) -> MeanResult:
-    """The data-independent midpoint output (no row influences it: weights 0)."""
+@dataclass(frozen=True, slots=True)
+class MeanPlan:
+    """Everything of one group's mean release that is fixed before any noise is drawn.
+
+    Attributes:
+        n: rows in the group.
+        tau: clip level of capped rules (+inf = nobody clipped, NaN = not a capped rule).
+        levels: per ε level: eps, n, per-row weight, eps_effective (all 0 on a fallback).
+        weights: the exact weights, or None when the output is the data-independent
+            midpoint (no rows, no row may carry weight, or the ADPM fallback).
+        min_sensitivity: smallest positive weight of a private level (fixes the grid).
+    """
+
+    n: int
+    tau: float
+    levels: tuple[LevelPrivacy, ...]
+    weights: Weights | None
+    min_sensitivity: Fraction
+
+    @property
+    def fallback(self) -> bool:
+        """True when the release outputs the data-independent midpoint."""
+        return self.weights is None
+
+
+def plan_mean(spec: MeanSpec, v: list[float], m: list[int]) -> MeanPlan:
+    """Weights, fallback and per-level privacy of one group, from its ε histogram alone.
+
+    Args:
+        spec: the aggregator.
+        v: the group's ε levels (ascending).
+        m: rows per level.
+
+    Privacy:
+        Reads no value and draws no noise: a function of the public ε histogram (v, m) and
+        the spec. :func:`finalize_mean` releases exactly this plan's weights and noise.
+    """
+    n = sum(m)
+    if not n:
+        return MeanPlan(n, math.nan, (), None, Fraction(1))
+    weights = mean_weights(spec, v, m)
+    if weights.trivial:
+        return _fallback(n, v, m, math.nan)
+    nums, den = weights.numerators, weights.denominator
+    if spec.method == "adpm":
+        l2 = sum(map(operator.mul, m, [p * p for p in nums])) / (den * den)
+        eta_f = weights.eta.numerator / weights.eta.denominator  # = float(eta)
+        worst_mse = l2 / 4 + 2 * eta_f**2
+        if worst_mse > 0.25:
+            # Data-independent fallback (ISIT paper, Alg. 1): the midpoint beats the affine rule.
+            return _fallback(n, v, m, weights.tau)
+    isfinite = math.isfinite
+    constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and isfinite(vl)]
+    return MeanPlan(
+        n, weights.tau, level_privacy(v, m, nums, den, weights.eta), weights,
+        Fraction(min(constrained), den) if constrained else Fraction(1),
+    )
+
+
+def _fallback(n: int, v: list[float], m: list[int], tau: float) -> MeanPlan:
+    """The plan of the data-independent midpoint output (no row influences it: weights 0)."""
     zero = tuple([_level(vl, ml, 0.0, 0.0) for vl, ml in zip(v, m, strict=True)])
-    return MeanResult((lower + upper) / 2, 0.0, lower, upper, n, tau, spec.method, True, zero)
+    return MeanPlan(n, tau, zero, None, Fraction(1))

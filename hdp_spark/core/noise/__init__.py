@@ -28,6 +28,7 @@ from hdp_spark.core.noise.exact import (
     bernoulli_exp,
     discrete_laplace,
     laplace_mechanism,
+    laplace_noise,
 )
 from hdp_spark.core.noise.exponential import exponential_mechanism
 from hdp_spark.core.noise.prf import (
@@ -50,5 +51,6 @@ __all__ = [
     "encode_context_tail",
     "exponential_mechanism",
     "laplace_mechanism",
+    "laplace_noise",
     "public_seed",
 ]

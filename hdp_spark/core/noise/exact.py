@@ -47,6 +47,7 @@ __all__ = [
     "discrete_laplace",
     "grid_for",
     "laplace_mechanism",
+    "laplace_noise",
 ]
 
 _SLACK_BITS = 20
@@ -193,6 +194,25 @@ class LaplaceDraw:
         t = (scale.numerator * gd) / (scale.denominator * gn)
         m = math.ceil(t * math.log(1.0 / beta)) + 2
         return (gn * (m + 1)) / gd
+
+
+def laplace_noise(scale: Fraction, min_sensitivity: Fraction) -> LaplaceDraw:
+    """The noise :func:`laplace_mechanism` would add, without drawing it.
+
+    Returns a :class:`LaplaceDraw` of value 0 with the scale actually used and the grid of
+    ``laplace_mechanism(value, scale, min_sensitivity, rng)`` for every value and rng, so its
+    :meth:`LaplaceDraw.half_width` is the interval half-width the release reports.
+
+    Privacy:
+        Draws nothing and reads no data: a function of the noise parameters only (which the
+        aggregators compute from the public ε histogram).
+    """
+    if scale < 0:
+        msg = "`scale` must be >= 0."
+        raise ParameterError(msg)
+    if scale == 0:
+        return LaplaceDraw(Fraction(0), Fraction(0), Fraction(0))
+    return LaplaceDraw(Fraction(0), scale * _INFLATE, _pow2(_grid_exponent(min_sensitivity)))
 
 
 def laplace_mechanism(

@@ -1,0 +1,175 @@
+"""``explain``: the accuracy and per-row privacy of a release, before any budget is spent.
+
+In the heterogeneous-DP model the ε column and n are public, and every weight, clip level
+τ, noise scale and interval half-width of the mean (HPM/ADPM) and of the histogram (HPF)
+is a function of the public ε histogram of a group alone (Chaudhuri & Courtade, *Private
+Estimation When Data and Privacy Demands Are Correlated*, FORC 2025, Lemma 1 and §3;
+*Mean Estimation Under Heterogeneous Privacy: Some Privacy Can Be Free*, ISIT 2023, §III).
+So these figures can be computed from a counts-only pass over the ε and group columns,
+with the same functions the release uses (:func:`~hdp_spark.core.mean.finalize.plan_mean`,
+:func:`~hdp_spark.core.histogram.finalize.plan_histogram`,
+:func:`~hdp_spark.core.noise.laplace_noise`), and they equal what ``agg`` then reports.
+
+Engine-agnostic: the engines call :func:`explain_specs` with their
+:class:`~hdp_spark.core.pipeline.Engine` and materialize its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hdp_spark.core.histogram.finalize import plan_histogram
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.mean.finalize import LevelPrivacy, plan_mean
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.noise import laplace_noise
+from hdp_spark.core.pipeline import LEVEL_ITEMS, Engine, LevelRequest, OutputField, check_names
+from hdp_spark.core.stats import GroupStats
+from hdp_spark.errors import ParameterError
+from hdp_spark.report.summary import is_free, single_eps_half_width
+
+__all__ = ["EXPLAIN_FIELDS", "Explained", "explain_group", "explain_specs"]
+
+EXPLAIN_FIELDS: tuple[OutputField, ...] = (
+    OutputField("aggregator", "str", nullable=False),
+    OutputField("kind", "str", nullable=False),
+    OutputField("method", "str", nullable=False),
+    OutputField("n", "int", nullable=False),
+    OutputField("beta", "float", nullable=False),
+    OutputField("eps_levels", "list", LEVEL_ITEMS, nullable=False),
+    OutputField("tau", "float", nullable=False),
+    OutputField("noise_scale", "float", nullable=False),
+    OutputField("half_width", "float", nullable=False),
+    OutputField("fallback", "bool", nullable=False),
+    OutputField("baseline_half_width", "float?"),
+    OutputField("free_rows", "int", nullable=False),
+)
+"""Columns of an explain frame after the group columns (documented in ``explain``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """What one (group, aggregator) of a release will publish about its accuracy.
+
+    Attributes:
+        n: rows in the group.
+        levels: per ε level: eps, n, per-row weight, eps_effective (the release's
+            ``_eps_levels``).
+        tau: clip level (the release's ``_tau``).
+        noise_scale: Laplace scale in output units (the release's ``_noise_scale``).
+        half_width: (1 - β) half-width of the noise interval before it is clipped to the
+            output range (mean: data units; histogram: frequency); on a fallback, half the
+            range (the release publishes the whole range).
+        fallback: the release outputs the data-independent midpoint/trivial histogram.
+        baseline_half_width: the half-width a single-ε library would give with every row
+            at the group's smallest positive ε (the report's baseline); None without a
+            private row.
+        free_rows: rows whose eps_effective is below their ε (privacy for free).
+    """
+
+    n: int
+    levels: tuple[LevelPrivacy, ...]
+    tau: float
+    noise_scale: float
+    half_width: float
+    fallback: bool
+    baseline_half_width: float | None
+    free_rows: int
+
+
+def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explained:
+    """The pre-release accuracy figures of one group, from its ε histogram.
+
+    Args:
+        spec: an ``hdp_mean`` or ``hdp_histogram`` spec.
+        stats: the group's level table (only levels and counts are read).
+
+    Privacy:
+        Reads the public ε histogram (levels, counts) and the spec only; draws no noise.
+    """
+    v, m = list(stats.levels), list(stats.counts)
+    beta = spec.beta
+    if isinstance(spec, MeanSpec):
+        span = float(spec.upper) - float(spec.lower)
+        mp = plan_mean(spec, v, m)
+        if mp.weights is None:
+            scale, half = 0.0, span / 2
+        else:
+            noise = laplace_noise(mp.weights.eta, mp.min_sensitivity)
+            used = noise.scale
+            scale = span * (used.numerator / used.denominator)
+            half = span * noise.half_width(beta)
+        n, levels, tau, fallback = mp.n, mp.levels, mp.tau, mp.fallback
+        base_span: float | None = span
+    else:
+        hp = plan_histogram(spec, v, m)
+        if hp.weights is None:
+            scale, half, tau = 0.0, 0.5, math.nan
+        else:
+            scale, half = float(hp.noise.scale), hp.noise.half_width(beta)
+            tau = hp.weights.tau
+        n, levels, fallback = hp.n, hp.levels, hp.fallback
+        base_span = None
+    free = sum(lv.n for lv in levels if is_free(lv.eps, lv.eps_effective))
+    baseline = single_eps_half_width(zip(v, m, strict=True), beta, base_span)
+    return Explained(n, levels, tau, scale, half, fallback, baseline, free)
+
+
+def _supported(spec: object) -> MeanSpec | HistogramSpec:
+    kernel_of(spec)  # the error agg raises for anything that is not an aggregator
+    if not isinstance(spec, MeanSpec | HistogramSpec):
+        msg = (
+            "explain supports hdp_mean and hdp_histogram so far, got "
+            f"{type(spec).__name__}."
+        )
+        raise ParameterError(msg)
+    return spec
+
+
+def explain_specs(
+    engine: Engine, specs: Sequence[object], *, by: str | Sequence[str] | None, keys: Any
+) -> tuple[tuple[str, ...], list[tuple[str, OutputField]], list[tuple[Any, ...]]]:
+    """Explain ``specs`` on ``engine``: (by columns, output columns, rows).
+
+    One counts-only cell pass per (ε column, grid): a :class:`LevelRequest` without specs,
+    i.e. row counts per (group, ε level), never a value or category column.
+
+    Raises:
+        ParameterError: as ``agg`` for the specs, ``by`` and ``keys``; also for aggregators
+            ``explain`` does not support yet.
+        SchemaError, EpsilonColumnError: as ``agg`` for the ε and group columns.
+
+    Privacy:
+        Spends nothing and writes nothing: reads the ε and group columns (public in this
+        model) and the caller's public key set; the output is a function of the per-group
+        ε histograms, the specs and the key set.
+    """
+    specs_t = tuple(_supported(s) for s in specs)
+    check_names(specs_t)
+    by_t = normalize_by(by, specs_t)
+    found = engine.release_keys(keys, by_t)
+    order = found if found is not None else ((),)
+    passes: dict[tuple[str, EpsGrid | None], int] = {}
+    for spec in specs_t:
+        passes.setdefault((spec.eps, spec.eps_grid), len(passes))
+    requests = [LevelRequest(eps, grid, ()) for eps, grid in passes]
+    tables = engine.cells(requests, by_t, found)
+    empty = GroupStats(())
+    rows: list[tuple[Any, ...]] = []
+    for key in order:
+        for spec in specs_t:
+            table = tables[passes[(spec.eps, spec.eps_grid)]]
+            e = explain_group(spec, table.get(key, empty))
+            levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight,
+                       "eps_effective": lv.eps_effective} for lv in e.levels]
+            kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
+            rows.append((*key, spec.name, kind, spec.method, e.n, float(spec.beta), levels,
+                         e.tau, e.noise_scale, e.half_width, e.fallback,
+                         e.baseline_half_width, e.free_rows))
+    return by_t, [(f.suffix, f) for f in EXPLAIN_FIELDS], rows

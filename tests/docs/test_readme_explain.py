@@ -1,0 +1,45 @@
+"""The README's "Know the accuracy before spending" snippet runs as printed, and its plan
+matches the release it precedes."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("## Know the accuracy before spending", 1)[1].split("\n## ", 1)[0]
+
+
+def test_section_follows_the_quickstart() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert text.index("## Quickstart") < text.index("## Know the accuracy before spending")
+
+
+def test_explain_snippet_runs_as_printed() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", _section(), flags=re.DOTALL)
+    assert len(blocks) == 1
+    scope: dict[str, Any] = {}
+    cwd = Path.cwd()
+    os.chdir(ROOT)
+    try:
+        exec(compile(blocks[0], "README.md", "exec"), scope)
+    finally:
+        os.chdir(cwd)
+    plan, out = scope["plan"], scope["out"]
+    assert len(plan) == 10
+    for i, dept in enumerate(scope["depts"]):
+        mean_row = plan.iloc[2 * i]
+        assert mean_row["dept"] == dept
+        assert out["salary_mean_noise_scale"].iloc[i] == mean_row["noise_scale"]
+        assert out["salary_mean_n"].iloc[i] == mean_row["n"]
+        assert mean_row["half_width"] < mean_row["baseline_half_width"]
+    printed = _section().split("```\n", 3)[2]  # the printed output block
+    first = plan.iloc[0]
+    assert f"{first['half_width']:.4f}" in printed
+    assert f"{first['baseline_half_width']:.4f}" in printed
