@@ -78,33 +78,12 @@ def explain(
     job per ε column and grid (``groupBy(by..., ε level).count()``, no value column) and
     returns a DataFrame built from local rows, like :func:`agg`.
 
-    Args:
-        df: the input table; only its ε column(s) and the ``by`` columns are read.
-        *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names (the
-            user-level mean, heavy hitters and local-DP aggregators are not explained yet).
-        by: optional group-by column(s), as in :func:`agg`.
-        keys: the public key set of a grouped release, as in :func:`agg`.
-
-    Returns:
-        One row per (group, aggregator): the group columns, then ``aggregator`` (its
-        output name), ``kind`` (``mean``/``histogram``), ``method``, ``n``, ``beta``,
-        ``eps_levels`` (per ε level: eps, n, weight, eps_effective), ``tau``,
-        ``noise_scale``, ``half_width`` (the (1 - β) noise half-width before clipping to
-        the output range; half the range on a fallback), ``fallback``,
-        ``baseline_half_width`` (a single-ε library with every row at the group's
-        smallest positive ε, as in the report; null without a private row) and
-        ``free_rows`` (rows whose eps_effective is below their ε). ``eps_levels``,
-        ``tau``, ``noise_scale``, ``fallback`` and ``n`` equal the columns ``agg`` then
-        publishes for the same table, specs and keys, and its intervals are the estimate
-        ± ``half_width`` clipped to the output range.
+    Arguments, output columns and guarantees are documented once, in
+    :func:`hdp_spark.pandas.explain`.
 
     Privacy:
-        Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
-        per (group, ε level), read from the ε and group columns only (public in this
-        model); no value or category column is read, so two tables that differ only in
-        their values give the same plan. The output is a function of the public ε
-        histograms, the specs and the public key set, and may be shared like the ε
-        histogram itself.
+        Spends no budget, draws no noise and writes nothing; reads only the ε and ``by``
+        columns (public in this model), as :func:`hdp_spark.pandas.explain`.
     """
     engine = SparkEngine(df)
     specs = tuple(spec_of(s) for s in specs)

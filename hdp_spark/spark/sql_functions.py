@@ -55,4 +55,5 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
                          lower=_number(lower.iloc[0]), upper=_number(upper.iloc[0]))
         return finalize_batch(spec, key, "estimate", cells)
 
-    session.udf.register("hdp_mean_finalize", F.pandas_udf(finalize, rtype))  # type: ignore[attr-defined]
+    udf = F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
+    session.udf.register("hdp_mean_finalize", udf)
