@@ -49,7 +49,10 @@ def main() -> None:
     ap.add_argument("--levels", type=int, default=8)
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (the test suite's check)")
     args = ap.parse_args()
+    if args.smoke:
+        args.rows, args.keys, args.repeats = 20_000, 50, 1
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F

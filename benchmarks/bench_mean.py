@@ -71,6 +71,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     import hdp_spark.spark as hs
+    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
 
     load_start = load_average()
     spark = spark_session()
@@ -87,7 +88,7 @@ def main() -> None:
             "x", "key", (F.lit(0.05) * F.pow(F.lit(1.1), F.col("id") % levels)).alias("eps")
         ).cache()
         df.count()
-        spec = hs.hdp_mean("x", eps="eps", lower=lower, upper=upper)
+        spec = hspec.hdp_mean("x", eps="eps", lower=lower, upper=upper)
         cases = {
             "native": lambda df=df: df.agg(F.avg(clamped)).collect(),
             "hdp": lambda df=df, spec=spec: hs.agg(df, spec),

@@ -57,6 +57,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     import hdp_spark.spark as hs
+    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
     from hdp_spark.spark.expressions import encode_expr
 
     load_start = load_average()
@@ -72,7 +73,7 @@ def main() -> None:
         .cache()
     )
     df.count()
-    spec = hs.hdp_mean("x", eps="eps", lower=lower, upper=upper)
+    spec = hspec.hdp_mean("x", eps="eps", lower=lower, upper=upper)
     clamped = F.least(F.greatest(F.col("x"), F.lit(lower)), F.lit(upper))
 
     def enc() -> object:

@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.sql import functions as F
 
     import hdp_spark.spark as hs
+    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
     from hdp_spark.core.release import plan_levels
 
     load_start = load_average()
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             cache_s = time.perf_counter() - t0
         else:
             cache_s = None
-        spec = hs.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
+        spec = hspec.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
         g = timed(df, spec, None, split=False)
         k = timed(df, spec, list(range(1000)), split=False)
         row = {"rows": rows, "cached": cached, "cache_s": cache_s, "global": g, "grouped": k}
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             .cache()
         )
         df.count()
-        spec = hs.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
+        spec = hspec.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
         g = timed(df, spec, None, split=True)
         k = timed(df, spec, list(range(100)), split=True)
         figures["levels"].append({"levels": levels, "rows": rows, "global": g, "grouped": k})
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     df.count()
     for ratio in [float(x) for x in args.grid_ratios.split(",") if x]:
         grid = hs.EpsGrid(ratio=ratio, lowest=1e-3, highest=1e3)
-        spec = hs.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER, eps_grid=grid)
+        spec = hspec.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER, eps_grid=grid)
         n_levels = len([p for p in grid.points() if 0.0183 / ratio <= p <= 7.39])
         g = timed(df, spec, None, split=True)
         k = timed(df, spec, list(range(100)), split=True)
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         .cache()
     )
     df.count()
-    spec = hs.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
+    spec = hspec.hdp_mean("x", eps="eps", lower=LOWER, upper=UPPER)
     figures["nogrid"] = {"rows": nrows, "global": timed(df, spec, None, split=True)}
     print("nogrid", nrows, figures["nogrid"], flush=True)
     df.unpersist()

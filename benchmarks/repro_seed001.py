@@ -257,6 +257,7 @@ def mc_spark(
     from pyspark.sql import functions as F
 
     import hdp_spark.spark as hs
+    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
 
     n = len(eps)
     v, m = levels(eps)
@@ -279,7 +280,7 @@ def mc_spark(
     df = spark.range(trials * n).select(
         (F.col("id") / n).cast("long").alias("trial"), eps_col.alias("eps"), x.alias("x")
     )
-    spec = hs.hdp_mean("x", eps="eps", lower=-0.5, upper=0.5, method=method, clip_output=False)
+    spec = hspec.hdp_mean("x", eps="eps", lower=-0.5, upper=0.5, method=method, clip_output=False)
     result = hs.release(df, spec, by="trial", keys=list(range(trials)))
     res = result.results[spec.name]
     return np.array([res[k].estimate for k in res], dtype=float) - mu

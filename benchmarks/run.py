@@ -115,6 +115,17 @@ REGISTRY: list[Entry] = [
         "count])`, grouped (100 keys) against `df[x].clip().groupby(df[key]).mean()`.",
     ),
     Entry(
+        "columns",
+        "Spark Column aggregators: speed against native Spark (10M rows)",
+        "bench_columns.py",
+        runs=[["--rows", "10000000", "--levels", "8"], ["--rows", "10000000", "--levels", "64"],
+              ["--rows", "10000000", "--keys", "100000", "--repeats", "3"]],
+        protocol=False,
+        note="`df.agg(hdp_mean(...))` and `df.groupBy(key).agg(hdp_mean(...))` against the "
+        "native average, with Spark's `groupBy([key,] eps)` and no-group floors, and what "
+        "the finalize on the executors adds (issue 17 targets are reported, not asserted).",
+    ),
+    Entry(
         "seed001",
         "Seed 001 reproductions: Fig. 1(A), Fig. 1(B), Table II",
         "repro_seed001.py",

@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     from pyspark.sql import functions as F
 
     import hdp_spark.spark as hs
+    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
 
     warehouse = tempfile.mkdtemp(prefix="hdp-bench-warehouse-")
     spark = spark_session(conf={"spark.sql.warehouse.dir": warehouse})  # Tumult's temp tables
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         truth_global = float(df.agg(F.avg("x")).first()[0])
         truth_groups = {r[0]: float(r[1]) for r in df.groupBy("key").agg(F.avg("x")).collect()}
         keys = list(range(args.groups))
-        spec = hs.hdp_mean(
+        spec = hspec.hdp_mean(
             "x",
             eps="eps",
             lower=LOWER,
