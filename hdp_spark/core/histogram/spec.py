@@ -21,12 +21,11 @@ from hdp_spark.core.mean.spec import check_column_name, check_eps_grid
 from hdp_spark.core.mean.weights import (
     Weights,
     agnostic_phi,
+    best_of_solvers,
     normalize,
     proportional_phi,
-    r_wc2,
-    solve_clip_level,
     solve_l1,
-    uniform_phi,
+    uniform_weights,
 )
 from hdp_spark.errors import InternalError, ParameterError
 
@@ -234,16 +233,9 @@ def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int])
         phi, tau = solve_l1(v, m, spec.log_factor)
         return normalize(v, m, phi, tau)
     if method in ("hpf-wp", "hpf-we"):
-        lf = spec.log_factor
-        phi_a, tau_a = solve_l1(v, m, lf)
-        phi_b, tau_b = solve_clip_level(v, m, lf)
-        wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
-        return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+        return best_of_solvers(v, m, spec.log_factor)
     if method == "uniform":
-        phi = uniform_phi(v, m)
-        positive = [x for x, c in zip(v, m, strict=True) if c > 0 and x > 0]
-        tau = min(positive) if positive and any(phi) else math.nan
-        return normalize(v, m, phi, tau)
+        return uniform_weights(v, m)
     if method == "proportional":
         phi = proportional_phi(v, m)
         public = any(math.isinf(x) for x, c in zip(v, m, strict=True) if c)

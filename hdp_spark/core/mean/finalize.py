@@ -41,13 +41,13 @@ from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.mean.weights import (
     Weights,
     agnostic_phi,
+    best_of_solvers,
     drop_phi,
     normalize,
     proportional_phi,
-    r_wc2,
     solve_clip_level,
     solve_l1,
-    uniform_phi,
+    uniform_weights,
 )
 from hdp_spark.core.noise import (
     ReleaseKey,
@@ -118,15 +118,9 @@ def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
     elif method in ("hpm-cp", "hpm-ce"):
         phi, tau = solve_l1(v, m, log_pac if method == "hpm-cp" else 1.0)
     elif method in ("hpm-wp", "hpm-we"):
-        lf = log_pac if method == "hpm-wp" else 1.0
-        phi_a, tau_a = solve_l1(v, m, lf)
-        phi_b, tau_b = solve_clip_level(v, m, lf)
-        wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
-        return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+        return best_of_solvers(v, m, log_pac if method == "hpm-wp" else 1.0)
     elif method == "uniform":
-        phi = uniform_phi(v, m)
-        positive = [x for x, c in zip(v, m, strict=True) if c > 0 and x > 0]
-        tau = min(positive) if positive and any(phi) else math.nan
+        return uniform_weights(v, m)
     elif method == "proportional":
         phi = proportional_phi(v, m)
         tau = math.nan if any(math.isinf(x) for x, c in zip(v, m, strict=True) if c) else math.inf

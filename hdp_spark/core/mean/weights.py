@@ -45,6 +45,7 @@ from hdp_spark.errors import InternalError
 __all__ = [
     "Weights",
     "agnostic_phi",
+    "best_of_solvers",
     "drop_phi",
     "normalize",
     "proportional_phi",
@@ -53,6 +54,7 @@ __all__ = [
     "solve_clip_level",
     "solve_l1",
     "uniform_phi",
+    "uniform_weights",
 ]
 
 
@@ -338,3 +340,22 @@ def r_wc2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -
     del v
     l2 = float(sum(float(wl) ** 2 * c for wl, c in zip(w.w, m, strict=True)))
     return min(_l1_dev(m, w) ** 2, log_factor * l2) + log_factor**2 * float(w.eta) ** 2
+
+
+def best_of_solvers(v: Sequence[float], m: Sequence[int], lf: float) -> Weights:
+    """The weights of solver S1 (L1) or S2 (clip level), whichever has the smaller
+    worst-case risk ``r_wc2`` at log factor ``lf`` (the "WP"/"WE" methods of both the mean
+    and the histogram). A function of the public ε histogram only."""
+    phi_a, tau_a = solve_l1(v, m, lf)
+    phi_b, tau_b = solve_clip_level(v, m, lf)
+    wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
+    return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+
+
+def uniform_weights(v: Sequence[float], m: Sequence[int]) -> Weights:
+    """The homogeneous baseline: equal weights, τ = the smallest positive ε present (NaN
+    when no row may carry weight). A function of the public ε histogram only."""
+    phi = uniform_phi(v, m)
+    positive = [x for x, c in zip(v, m, strict=True) if c > 0 and x > 0]
+    tau = min(positive) if positive and any(phi) else math.nan
+    return normalize(v, m, phi, tau)
