@@ -8,6 +8,7 @@ tests compare them.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ __all__ = [
     "build_groups",
     "check_cell_rows",
     "check_levels",
+    "group_stats",
 ]
 
 MAX_CELL_ROWS = (2**63 - 1) // FIXED_ONE
@@ -158,3 +160,33 @@ def build_groups(
     check_levels(eps_column, per_level)
     by_level = operator.attrgetter("level")
     return {key: GroupStats(tuple(sorted(rows, key=by_level))) for key, rows in grouped.items()}
+
+
+def group_stats(
+    eps_column: str, levels: Sequence[float], counts: Sequence[int], sums: Sequence[int]
+) -> GroupStats:
+    """One group's :class:`GroupStats` from its cells, given level-sorted (ascending).
+
+    ``sums`` holds each cell's encoded sums one after another (``len(sums) // len(counts)``
+    per cell). The same rules and errors as :func:`build_groups`, without its grouping
+    (the Column finalize gets one group per row, already sorted by the native aggregate).
+
+    Raises:
+        EpsilonColumnError: if any cell has an invalid-ε level code.
+        SchemaError: if a cell has more rows than its sums can hold.
+    """
+    k = len(sums) // max(len(counts), 1)
+    lv = [INVALID_LEVEL if x != x else float(x) for x in levels]
+    if lv and (lv[0] < 0 or any(a > b for a, b in itertools.pairwise(lv))):
+        # an invalid-ε code, or cells not sorted: the general path (its errors, its order)
+        cells = zip(lv, counts, strict=True)
+        return build_groups(eps_column, (
+            ((), x, c, sums[i * k:(i + 1) * k]) for i, (x, c) in enumerate(cells)
+        )).get((), GroupStats(()))
+    if counts:
+        check_cell_rows(max(counts))
+    if k == 1:
+        totals = [(int(t),) for t in sums]
+    else:
+        totals = [tuple(map(int, sums[i * k:(i + 1) * k])) for i in range(len(counts))]
+    return GroupStats(tuple(map(LevelRow, lv, map(int, counts), totals)))

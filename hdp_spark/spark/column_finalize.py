@@ -26,7 +26,7 @@ from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import GroupCells, NoiseContext, OutputField
-from hdp_spark.core.stats import GroupStats, build_groups
+from hdp_spark.core.stats import GroupStats, group_stats
 
 __all__ = ["decode_group", "finalize_batch", "struct_fields"]
 
@@ -77,14 +77,8 @@ def _stats(spec: Any, levels: Any, codes: Any, counts: Any, sums: Any) -> GroupS
     if isinstance(spec, HistogramSpec):
         rows = (((), lv, cd, n)
                 for lv, cd, n in zip(levels, codes, counts, strict=True))
-        table = build_histogram_groups(spec, rows)
-    else:
-        k = len(sums) // max(len(counts), 1)
-        table = build_groups(spec.eps, (
-            ((), lv, n, sums[i * k:(i + 1) * k])
-            for i, (lv, n) in enumerate(zip(levels, counts, strict=True))
-        ))
-    return table.get((), GroupStats(()))
+        return build_histogram_groups(spec, rows).get((), GroupStats(()))
+    return group_stats(spec.eps, levels, counts, sums)
 
 
 def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -> pd.DataFrame:
