@@ -186,7 +186,7 @@ def group_stats(
     if counts:
         check_cell_rows(max(counts))
     if k == 1:
-        totals = [(int(t),) for t in sums]
+        totals: list[tuple[int, ...]] = [(int(t),) for t in sums]
     else:
         totals = [tuple(map(int, sums[i * k:(i + 1) * k])) for i in range(len(counts))]
     return GroupStats(tuple(map(LevelRow, lv, map(int, counts), totals)))
