@@ -1,4 +1,5 @@
-"""The SQL form of the Column aggregators: ``hdp_mean(value, eps, lower, upper)``."""
+"""The SQL form of the Column aggregators: ``hdp_mean(value, eps, lower, upper)`` and
+``hdp_histogram(category, eps, array(...))``."""
 
 from __future__ import annotations
 
@@ -22,38 +23,68 @@ def _number(v: Any) -> float:
     return int(v) if float(v).is_integer() and not isinstance(v, float) else float(v)
 
 
-def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) -> None:
-    """Make ``hdp_mean(value, eps, lower, upper)`` usable in ``session.sql(...)``.
-
-    ``SELECT dept, hdp_mean(salary, eps, 0, 250000) FROM employees GROUP BY dept`` then
-    returns one struct column per call, with the fields of :func:`hdp_mean`'s Column (the
-    default method, β and fill). The SQL function is the native aggregate of the JVM
-    extension wrapped in a finalize registered here as ``hdp_mean_finalize``.
-
-    Privacy:
-        As :func:`hdp_mean`. The registration holds one release key (fresh, or from
-        ``unsafe_seed`` for tests): every query is a release whose noise is bound to the
-        key, each group's own grouping values and its exact statistics, so re-running a
-        query on the same data repeats its numbers and changed data draws unrelated noise.
-    """
+def _struct(spec: Any, main: str) -> tuple[list[str], Any]:
     from pyspark.sql import types as T
 
+    fields = struct_fields(kernel_of(spec).fields(spec), main)
+    rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
+    return [n for n, _ in fields], rtype
+
+
+def _histogram_finalize(key: ReleaseKey, kind: str, names: list[str]) -> Any:
+    from hdp_spark.histograms import hdp_histogram as spec_histogram
+
+    def histogram_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
+                           categories: pd.Series) -> pd.DataFrame:
+        if len(cells) == 0:
+            return pd.DataFrame(columns=names)
+        labels = list(categories.iloc[0])
+        domain = [str(c) for c in labels] if kind == "str" else [int(c) for c in labels]
+        spec = spec_histogram(str(column.iloc[0]), eps=str(eps.iloc[0]), categories=domain,
+                              other="other" if kind == "str" else None)
+        return finalize_batch(spec, key, "bins", cells)
+
+    return histogram_finalize
+
+
+def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) -> None:
+    """Make ``hdp_mean`` and ``hdp_histogram`` usable in ``session.sql(...)``.
+
+    ``SELECT dept, hdp_mean(salary, eps, 0, 250000) FROM employees GROUP BY dept`` and
+    ``SELECT dept, hdp_histogram(region, eps, array('north', 'south')) FROM employees GROUP BY
+    dept`` then return one struct column per call, with the fields of :func:`hdp_mean`'s and
+    :func:`hdp_histogram`'s Columns (default method, β and fill; the domain is a constant
+    array of strings or of integers). Each SQL function is the native aggregate of the JVM
+    extension wrapped in a finalize registered here (``hdp_mean_finalize``,
+    ``hdp_histogram_finalize_str``, ``hdp_histogram_finalize_int``).
+
+    Privacy:
+        As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
+        key (fresh, or from ``unsafe_seed`` for tests): every query is a release whose noise
+        is bound to the key, each group's own grouping values and its exact statistics, so
+        re-running a query on the same data repeats its numbers and changed data draws
+        unrelated noise.
+    """
+    from hdp_spark.histograms import hdp_histogram as spec_histogram
     from hdp_spark.specs import hdp_mean as spec_mean
 
     install(session)
     key = ReleaseKey.resolve(unsafe_seed)
-    probe = spec_mean("x", eps="eps", lower=0, upper=1)
-    kernel = kernel_of(probe)
-    fields = struct_fields(kernel.fields(probe), "estimate")
-    rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
+    mean_names, mean_type = _struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
 
-    def finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
-                 lower: pd.Series, upper: pd.Series) -> pd.DataFrame:
+    def mean_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
+                      lower: pd.Series, upper: pd.Series) -> pd.DataFrame:
         if len(cells) == 0:
-            return pd.DataFrame(columns=[n for n, _ in fields])
+            return pd.DataFrame(columns=mean_names)
         spec = spec_mean(str(column.iloc[0]), eps=str(eps.iloc[0]),
                          lower=_number(lower.iloc[0]), upper=_number(upper.iloc[0]))
         return finalize_batch(spec, key, "estimate", cells)
 
-    udf = F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
+    udf = F.pandas_udf(mean_finalize, mean_type)  # type: ignore[attr-defined]  # design-ok: per group batch
     session.udf.register("hdp_mean_finalize", udf)
+    for kind, probe in (("str", ["a"]), ("int", [0])):
+        probe_spec = spec_histogram("c", eps="eps", categories=probe,
+                                    other="other" if kind == "str" else None)
+        names, rtype = _struct(probe_spec, "bins")
+        udf = F.pandas_udf(_histogram_finalize(key, kind, names), rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
+        session.udf.register(f"hdp_histogram_finalize_{kind}", udf)

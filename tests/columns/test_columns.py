@@ -202,6 +202,35 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
         spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]
 
 
+def test_sql_histogram_equals_the_release_api(spark: object) -> None:
+    pdf = _table(seed=11)
+    pdf["code"] = pdf["region"].map({"north": 1, "south": 2, "east": 3}).fillna(9).astype(int)
+    df = spark.createDataFrame(pdf).repartition(3)  # type: ignore[attr-defined]
+    df.createOrReplaceTempView("hdp_sql_regions")
+    hs.register_sql(spark, unsafe_seed=32)
+    got = spark.sql(  # type: ignore[attr-defined]
+        "SELECT dept, hdp_histogram(region, eps, array('north', 'south', 'east')) AS h, "
+        "hdp_histogram(code, eps, array(1, 2, 3)) AS c FROM hdp_sql_regions "
+        "GROUP BY dept ORDER BY dept").collect()
+    keys = ["hr", "it", "ops", "rnd"]
+    for alias, column, cats in (("h", "region", ["north", "south", "east"]),
+                                ("c", "code", [1, 2, 3])):
+        extra = {} if column == "region" else {"other": None}
+        want = hs.agg(df, hs.hdp_histogram(column, eps="eps", categories=cats, **extra), by="dept",
+                      keys=keys, unsafe_seed=32).orderBy("dept").collect()
+        labels = [*cats, "other"] if column == "region" else cats  # SQL: the default `other`
+        assert [[b["category"] for b in r[alias]["bins"]] for r in got] == [labels] * len(keys)
+        assert [[b["frequency"] for b in r[alias]["bins"]] for r in got] == [
+            [b["frequency"] for b in r[f"{column}_histogram"]] for r in want]
+        assert [r[alias]["n"] for r in got] == [r[f"{column}_histogram_n"] for r in want]
+    for bad, rule in (("array('a', 'a')", "must not repeat"), ("region", "constant array"),
+                      ("array(1.5, 2.5)", "strings or integers"),
+                      ("array(cast(null as string))", "must not hold null")):
+        with pytest.raises(Exception, match=rule):
+            spark.sql(  # type: ignore[attr-defined]
+                f"SELECT hdp_histogram(region, eps, {bad}) FROM hdp_sql_regions").collect()
+
+
 @pytest.mark.slow
 def test_privacy_audit_through_the_column(spark: object) -> None:
     """Empirical privacy loss of the Column path on neighbouring tables. 2,000 groups hold

@@ -70,6 +70,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSqlMean.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSqlMean.class.getName(), HdpSqlMean.FUNCTION), new HdpSqlMean()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSqlHistogram.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
+        new HdpSqlHistogram()));
     ext.injectOptimizerRule(new RuleBuilder());
     return BoxedUnit.UNIT;
   }
@@ -79,6 +83,9 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, FUNCTION, info(), new Builder());
     registerOne(session, HdpSqlMean.FUNCTION,
         new ExpressionInfo(HdpSqlMean.class.getName(), HdpSqlMean.FUNCTION), new HdpSqlMean());
+    registerOne(session, HdpSqlHistogram.FUNCTION,
+        new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
+        new HdpSqlHistogram());
     scala.collection.immutable.Seq<Rule<LogicalPlan>> rules =
         session.experimental().extraOptimizations();
     for (Rule<LogicalPlan> r : CollectionConverters.asJava(rules)) {

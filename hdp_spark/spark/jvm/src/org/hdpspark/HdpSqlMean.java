@@ -3,15 +3,12 @@ package org.hdpspark;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.Option;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
@@ -31,10 +28,16 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
   private static final long serialVersionUID = 1L;
   static final String FUNCTION = "hdp_mean";
   static final String FINALIZE = "hdp_mean_finalize";
-  private static final double[] RULES = {-1.0, -2.0, 1e-100, 1e100, 2147483648.0};
+  static final double[] RULES = {-1.0, -2.0, 1e-100, 1e100, 2147483648.0};
 
-  private static String name(Expression e) {
-    return e instanceof NamedExpression ? ((NamedExpression) e).name() : e.sql();
+  /** The level rules as the constant array {@code hdp_cells} takes. */
+  static Literal rules() {
+    Object[] rules = new Object[RULES.length];
+    for (int i = 0; i < RULES.length; i++) {
+      rules[i] = RULES[i];
+    }
+    return Literal.create(new GenericArrayData(rules),
+        DataTypes.createArrayType(DataTypes.DoubleType, false));
   }
 
   @Override
@@ -53,15 +56,10 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     }
     double lo = HdpCells.real(lower.eval(null));
     double hi = HdpCells.real(upper.eval(null));
-    Object[] rules = new Object[RULES.length];
-    for (int i = 0; i < RULES.length; i++) {
-      rules[i] = RULES[i];
-    }
     List<Expression> cells = new ArrayList<>();
     cells.add(eps);
     cells.add(Literal.create(0, DataTypes.IntegerType));
-    cells.add(Literal.create(new GenericArrayData(rules),
-        DataTypes.createArrayType(DataTypes.DoubleType, false)));
+    cells.add(rules());
     cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.DoubleType, false)));
     cells.add(new HdpGroup());
     cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.StringType, false)));
@@ -72,31 +70,10 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     Expression agg = new HdpCells(HdpCells.seq(cells), 0, 0).toAggregateExpression();
     List<Expression> fin = new ArrayList<>();
     fin.add(agg);
-    fin.add(Literal.create(UTF8String.fromString(name(x)), DataTypes.StringType));
-    fin.add(Literal.create(UTF8String.fromString(name(eps)), DataTypes.StringType));
+    fin.add(Literal.create(UTF8String.fromString(SqlFinalize.name(x)), DataTypes.StringType));
+    fin.add(Literal.create(UTF8String.fromString(SqlFinalize.name(eps)), DataTypes.StringType));
     fin.add(lower);  // as written: an integer bound stays an integer, as in the Python spec
     fin.add(upper);
-    org.apache.spark.sql.classic.SparkSession session =
-        (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.classic.SparkSession.active();
-    Seq<Expression> finArgs = HdpCells.seq(fin);
-    for (FunctionIdentifier id : new FunctionIdentifier[] {
-        new FunctionIdentifier(FINALIZE, Option.apply("session"), Option.apply("system")),
-        new FunctionIdentifier(FINALIZE, Option.empty(), Option.empty())}) {
-      boolean exists;
-      try {
-        exists = session.sessionState().functionRegistry().functionExists(id);
-      } catch (AssertionError e) {  // this Spark wants qualified names only
-        continue;
-      }
-      if (exists) {
-        try {
-          return session.sessionState().functionRegistry().lookupFunction(id, finArgs);
-        } catch (Exception e) {  // AnalysisException is checked in Java
-          throw new IllegalStateException(e.getMessage(), e);
-        }
-      }
-    }
-    throw new IllegalStateException("hdp_mean in SQL needs its finalize: call "
-        + "hdp_spark.spark.register_sql(spark) on this session first");
+    return SqlFinalize.call(FUNCTION, FINALIZE, fin);
   }
 }

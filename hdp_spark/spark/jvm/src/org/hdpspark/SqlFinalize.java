@@ -1,0 +1,50 @@
+package org.hdpspark;
+
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+
+import scala.Option;
+import scala.collection.immutable.Seq;
+
+/**
+ * The call of a Python finalize that {@code hdp_spark.spark.register_sql(spark)} registered
+ * on the active session (a temporary function, which holds the release key), over the native
+ * aggregate and the SQL function's public arguments.
+ */
+final class SqlFinalize {
+
+  private SqlFinalize() {}
+
+  /** The column name of an argument as the release API's spec would name it. */
+  static String name(Expression e) {
+    return e instanceof NamedExpression ? ((NamedExpression) e).name() : e.sql();
+  }
+
+  static Expression call(String function, String finalize, List<Expression> args) {
+    org.apache.spark.sql.classic.SparkSession session =
+        (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.classic.SparkSession.active();
+    Seq<Expression> finArgs = HdpCells.seq(args);
+    for (FunctionIdentifier id : new FunctionIdentifier[] {
+        new FunctionIdentifier(finalize, Option.apply("session"), Option.apply("system")),
+        new FunctionIdentifier(finalize, Option.empty(), Option.empty())}) {
+      boolean exists;
+      try {
+        exists = session.sessionState().functionRegistry().functionExists(id);
+      } catch (AssertionError e) {  // this Spark wants qualified names only
+        continue;
+      }
+      if (exists) {
+        try {
+          return session.sessionState().functionRegistry().lookupFunction(id, finArgs);
+        } catch (Exception e) {  // AnalysisException is checked in Java
+          throw new IllegalStateException(e.getMessage(), e);
+        }
+      }
+    }
+    throw new IllegalStateException(function + " in SQL needs its finalize: call "
+        + "hdp_spark.spark.register_sql(spark) on this session first");
+  }
+}
