@@ -35,6 +35,7 @@ from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.errors import ParameterError
 from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
 from hdp_spark.spark.extension import MISSING_MESSAGE, ExtensionMissingError, install
@@ -114,6 +115,13 @@ class _Aggregate:
     def unsafe_seed(self, seed: int | str | bytes) -> Column:
         """The same aggregator with noise from a caller's seed (tests only: not private)."""
         return column_of(self.spec, ReleaseKey.resolve(seed))
+
+    def over(self, window: Any = None) -> Column:
+        """Refused: a Column aggregator is a release per group, not a window function."""
+        msg = (f"`{self.spec.name}` cannot be used with `.over(window)`: a Column aggregator "
+               "releases one row per group; use `df.groupBy(...).agg(...)` and join the "
+               "result back if every row needs its group's release.")
+        raise ParameterError(msg)
 
 
 class _ClassicAggregate(_Aggregate, ClassicColumn):

@@ -158,6 +158,10 @@ def test_column_carries_its_spec_and_errors_match(spark: object) -> None:
         hs.hdp_mean("salary", eps="eps", lower=10, upper=0)
     with pytest.raises(ParameterError):
         hs.hdp_histogram("region", eps="eps", categories=[])
+    from pyspark.sql import Window
+
+    with pytest.raises(ParameterError, match=r"`m` cannot be used with `\.over\(window\)`"):
+        col.over(Window.partitionBy("dept"))
 
 
 def test_invalid_eps_fails_the_column_like_the_release_api(spark: object) -> None:
