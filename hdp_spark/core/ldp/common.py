@@ -150,7 +150,8 @@ def warn_large_eps(levels: list[float], counts: list[int]) -> None:
     above = sum(c for lv, c in zip(levels, counts, strict=True) if lv > 1.0)
     if above:
         warnings.warn(
-            f"{above} row(s) have ε > 1: seed 003's rates are proven for ε <= 1; the "
+            f"{above} row(s) have ε > 1: the rates of Aliakbarpour et al. (High-Probability "
+            "Bounds For Heterogeneous Local Differential Privacy) are proven for ε <= 1; the "
             "reported intervals remain valid.",
             LdpEpsilonWarning,
             stacklevel=3,
