@@ -148,8 +148,27 @@ def _as_float_vector(x: npt.ArrayLike, name: str) -> npt.NDArray[np.float64]:
     return a
 
 
+class _ScalarRandomizer:
+    """What the scalar randomizers share: public bounds and fill, and their parameters."""
+
+    __slots__ = ()
+    lower: float
+    upper: float
+    fill: float | None
+    mechanism: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        _check_bounds(self.lower, self.upper)
+        if self.fill is not None:
+            check_finite("fill", self.fill)
+
+    def params(self) -> tuple[object, ...]:
+        """Canonical parameters (part of the randomness context)."""
+        return (self.mechanism, float(self.lower), float(self.upper), self.fill)
+
+
 @dataclass(frozen=True, slots=True)
-class LaplaceRandomizer:
+class LaplaceRandomizer(_ScalarRandomizer):
     """Alg. 1's randomizer: x in [lower, upper] -> x + Laplace noise of scale (upper-lower)/ε.
 
     In the unit scale u = (x - mid)/half ∈ [-1, 1] this is u + Lap(2/ε) (scale, not rate),
@@ -168,14 +187,6 @@ class LaplaceRandomizer:
     fill: float | None = None
     mechanism: ClassVar[str] = "laplace"
 
-    def __post_init__(self) -> None:
-        _check_bounds(self.lower, self.upper)
-        if self.fill is not None:
-            check_finite("fill", self.fill)
-
-    def params(self) -> tuple[object, ...]:
-        """Canonical parameters (part of the randomness context)."""
-        return (self.mechanism, float(self.lower), float(self.upper), self.fill)
 
     def prepare(self, values: Any) -> npt.NDArray[np.float64]:
         """Values -> unit scale (deterministic pre-processing)."""
@@ -193,7 +204,7 @@ class LaplaceRandomizer:
 
 
 @dataclass(frozen=True, slots=True)
-class RRRandomizer:
+class RRRandomizer(_ScalarRandomizer):
     """Alg. 2's randomizer: a ±1 report; +1 stands for ``upper``, -1 for ``lower``.
 
     Binary data (x = lower or upper; booleans: True = upper) is reported truthfully with
@@ -213,14 +224,6 @@ class RRRandomizer:
     fill: float | None = None
     mechanism: ClassVar[str] = "rr"
 
-    def __post_init__(self) -> None:
-        _check_bounds(self.lower, self.upper)
-        if self.fill is not None:
-            check_finite("fill", self.fill)
-
-    def params(self) -> tuple[object, ...]:
-        """Canonical parameters (part of the randomness context)."""
-        return (self.mechanism, float(self.lower), float(self.upper), self.fill)
 
     def prepare(self, values: Any) -> npt.NDArray[np.float64]:
         """Values (or booleans) -> unit scale."""
