@@ -35,7 +35,11 @@ def _check_bool(name: str, value: object) -> None:
         raise ParameterError(msg)
 
 
-def _check_alias(alias: object) -> None:
+def _check_shared(beta: object, weights: object, fallback: object, alias: object) -> None:
+    """The parameters every LDP spec has: β, the weighting rule, fallback and alias."""
+    check_beta(beta)
+    check_choice("weights", weights, LDP_WEIGHTS)
+    _check_bool("fallback", fallback)
     if alias is not None:
         check_column_name("alias", alias)
 
@@ -71,10 +75,7 @@ class LdpMeanSpec:
         check_column_name("eps", self.eps)
         check_choice("mechanism", self.mechanism, ("laplace", "rr"))
         check_bounds(self.lower, self.upper)
-        check_beta(self.beta)
-        check_choice("weights", self.weights, LDP_WEIGHTS)
-        _check_bool("fallback", self.fallback)
-        _check_alias(self.alias)
+        _check_shared(self.beta, self.weights, self.fallback, self.alias)
 
     @property
     def name(self) -> str:
@@ -114,10 +115,7 @@ class LdpVectorMeanSpec:
         if not r > 0:
             msg = f"`radius` must be > 0, got {self.radius!r}."
             raise ParameterError(msg)
-        check_beta(self.beta)
-        check_choice("weights", self.weights, LDP_WEIGHTS)
-        _check_bool("fallback", self.fallback)
-        _check_alias(self.alias)
+        _check_shared(self.beta, self.weights, self.fallback, self.alias)
 
     @property
     def name(self) -> str:
@@ -156,10 +154,7 @@ class LdpDistributionSpec:
         if not isinstance(self.oracle, FrequencyOracle):
             msg = f"`oracle` must be a FrequencyOracle, got {type(self.oracle).__name__}."
             raise ParameterError(msg)
-        check_beta(self.beta)
-        check_choice("weights", self.weights, LDP_WEIGHTS)
-        _check_bool("fallback", self.fallback)
-        _check_alias(self.alias)
+        _check_shared(self.beta, self.weights, self.fallback, self.alias)
 
     @property
     def name(self) -> str:
