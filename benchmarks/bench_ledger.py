@@ -136,6 +136,10 @@ def main() -> None:
         "",
         "Targets (issue 18): <= 16 bytes per charge, a commit of 10M charges in <= 30 s.",
     ])
+    import resource
+
+    figures["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures["load_after"] = os.getloadavg()[0]
     write_report(args.json, name="ledger", figures=figures, markdown=markdown,
                  meta={"cpu_count": os.cpu_count()})
 

@@ -74,23 +74,32 @@ class PandasIO:
         })
 
     def read_parquet(self, paths: list[str]) -> pd.DataFrame:
-        """Per-user sum over parquet directories (files starting with ``_`` or ``.`` ignored)."""
+        """Per-user sum over parquet directories (files starting with ``_`` or ``.`` ignored).
+
+        Read and summed in Arrow (a C++ hash aggregation, exact int64 sums); one directory
+        (a snapshot, or a single delta) holds one row per user and is not aggregated.
+        """
         import pyarrow.parquet as pq
 
-        parts = []
+        tables = []
         for p in paths:
             files = sorted(
                 f for f in Path(p).iterdir()
                 if f.suffix == ".parquet" and not f.name.startswith(("_", "."))
             )
             for f in files:
-                t = pq.read_table(f, columns=[USER_COLUMN, UNITS_COLUMN]).to_pandas()
-                parts.append(t)
-        if not parts:
+                t = pq.read_table(f, columns=[USER_COLUMN, UNITS_COLUMN])
+                tables.append(t.cast(pa.schema([(USER_COLUMN, pa.string()),
+                                                (UNITS_COLUMN, pa.int64())])))
+        if not tables:
             return _empty()
-        frame = pd.concat(parts, ignore_index=True)
-        frame[USER_COLUMN] = frame[USER_COLUMN].astype(str)
-        return _sum_by_user(frame)
+        table = pa.concat_tables(tables)
+        if len(paths) > 1:
+            summed = table.group_by(USER_COLUMN, use_threads=False).aggregate(
+                [(UNITS_COLUMN, "sum")])
+            table = pa.table({USER_COLUMN: summed.column(USER_COLUMN),
+                              UNITS_COLUMN: summed.column(f"{UNITS_COLUMN}_sum")})
+        return self.from_arrow(table)
 
     def write_parquet(self, frame: pd.DataFrame, path: str) -> None:
         """Write a ledger frame as a new parquet directory, compactly.
