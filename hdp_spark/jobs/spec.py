@@ -230,7 +230,8 @@ class LedgerSpec:
         backend: ``"sqlite"`` or ``"parquet"``; None chooses by the path (see
             :meth:`resolved_backend`).
         lock_timeout: seconds to wait for a concurrent run.
-        compact_every: parquet: deltas between full snapshots.
+        compact_every: commits between two full snapshots of the per-user totals (both
+            backends; docs/jobs.md, "Ledger storage format").
     """
 
     path: Path

@@ -39,7 +39,9 @@ def open_ledger(
         backend: ``"sqlite"`` (one file) or ``"parquet"`` (a directory).
         path: the file or directory.
         lock_timeout: seconds to wait for a concurrent run's lock.
-        compact_every: parquet only: deltas between two full snapshots.
+        compact_every: at most this many commits' charges between two full snapshots of
+            the per-user totals (both backends; SQLite also folds them once they hold as
+            many charges as there are users).
         create: create the ledger if it does not exist; with False a missing ledger is
             :class:`~hdp_spark.errors.LedgerDamagedError` (the runner passes False when
             outputs cite a ledger, so a lost ledger is never silently replaced by a new one).
@@ -56,7 +58,9 @@ def open_ledger(
         keys the input fingerprints with it, and it is never written anywhere else.
     """
     if backend == "sqlite":
-        return SqliteLedger(path, lock_timeout=lock_timeout, create=create)
+        return SqliteLedger(
+            path, lock_timeout=lock_timeout, create=create, compact_every=compact_every
+        )
     if backend == "parquet":
         return ParquetLedger(
             path, lock_timeout=lock_timeout, compact_every=compact_every, create=create

@@ -141,6 +141,13 @@ class FrameIO(Protocol):
     def to_pairs(self, frame: Any) -> tuple[list[str], list[int]]:
         """Python lists from a native frame (collects it on Spark)."""
 
+    def to_arrow(self, frame: Any) -> Any:
+        """The frame as a ``pyarrow.Table`` (``user_id`` string, ``units`` int64; collected
+        to the driver on Spark). The SQLite ledger's vectorized commit path."""
+
+    def from_arrow(self, table: Any) -> Any:
+        """A native frame from a ``pyarrow.Table`` of :meth:`to_arrow`'s columns."""
+
     def read_parquet(self, paths: list[str]) -> Any:
         """The sum of units per user over the parquet directories ``paths``."""
 

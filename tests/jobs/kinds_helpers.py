@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from job_helpers import REPO, sqlite_rows
+from job_helpers import REPO
 
 ALL_KINDS = REPO / "jobs" / "sample_all_kinds.toml"
 USER_LEVEL = REPO / "jobs" / "sample_user_level.toml"
@@ -46,10 +46,14 @@ def sample_jobs(root: Path, engine: str = "pandas", seed: str | None = "kinds",
 
 def charges_of(ledger: Path, release_id: str, job: str | None = None) -> dict[str, int]:
     """``{user id: units}`` the release was charged (SQLite audit log)."""
-    where = f"c.release_id = '{release_id}'" + (f" AND c.job = '{job}'" if job else "")
-    rows = sqlite_rows(ledger, "SELECT g.user_id, g.units FROM charges g JOIN commits c "
-                               f"ON g.seq = c.seq WHERE {where}")
-    return {str(u): int(n) for u, n in rows}
+    from hdp_spark.ledger import SqliteLedger
+
+    book = SqliteLedger(ledger)
+    found: dict[str, int] = {}
+    for r in book.records(job):
+        if r.release_id == release_id:
+            found.update(book.charges(r.key))
+    return found
 
 
 def people_frame(n: int = 400, seed: int = 7) -> pd.DataFrame:

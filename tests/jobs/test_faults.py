@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from job_helpers import REPO, records, spent_by_user, sqlite_rows, write_job
+from job_helpers import REPO, records, spent_by_user, write_job
 
 from hdp_spark.core.ledger import floor_units
 from hdp_spark.jobs import load_job, run_job
 from hdp_spark.jobs.faults import ENV, STAGES
 from hdp_spark.jobs.outputs import json_safe
-from hdp_spark.ledger import ParquetLedger
+from hdp_spark.ledger import ParquetLedger, SqliteLedger
 
 BUDGET = 4.0
 Crashed = dict[tuple[str, str], tuple[Path, int, str]]
@@ -56,9 +56,7 @@ def check_invariants(job_path: Path) -> None:
     assert sum(spent.values()) == sum(r.units_charged for r in recs)  # I2
     assert len(spent) <= 5000
     if job.ledger_backend == "sqlite":
-        logged = dict(sqlite_rows(job.ledger.path,
-                                  "SELECT user_id, SUM(units) FROM charges GROUP BY user_id"))
-        assert logged == spent
+        assert SqliteLedger(job.ledger.path).audit() == spent
     assert all(v <= floor_units(BUDGET) for v in spent.values())  # I3
 
 
