@@ -15,7 +15,9 @@ from hdp_spark.jobs.registry import (
     kinds,
     register_kind,
 )
+from hdp_spark.jobs.planning import JobBudgetPlan, plan_budget
 from hdp_spark.jobs.runner import (
+    AllocationSummary,
     JobCheck,
     JobRun,
     ReleasePlan,
@@ -40,9 +42,11 @@ from hdp_spark.jobs.spec import (
 __all__ = [
     "AggregatorEntry",
     "AggregatorKind",
+    "AllocationSummary",
     "BudgetSpec",
     "InputSpec",
     "Interval",
+    "JobBudgetPlan",
     "JobCheck",
     "JobRun",
     "JobSpec",
@@ -57,6 +61,7 @@ __all__ = [
     "kinds",
     "load_job",
     "parse_job",
+    "plan_budget",
     "plan_job",
     "quality_dir",
     "register_kind",

@@ -42,6 +42,7 @@ __all__ = [
     "JobBudgetPlan",
     "job_profile",
     "plan_budget",
+    "public_columns",
     "release_models",
     "render_plan",
     "write_plan_plot",
@@ -114,7 +115,8 @@ def release_models(job: JobSpec) -> tuple[ReleaseModel, ...]:
     return tuple(models)
 
 
-def _public_columns(job: JobSpec) -> list[str]:
+def public_columns(job: JobSpec) -> list[str]:
+    """The input columns a plan reads: user id, budget, group and ε columns (public)."""
     cols = [job.input.user_id]
     if job.budget.column:
         cols.append(job.budget.column)
@@ -195,7 +197,7 @@ def _load_public(job: JobSpec, spark: Any) -> pd.DataFrame:
 
     check_engine(job.engine, spark, job.spark_conf)
     adapter = make_adapter(job.engine, spark, job.spark_conf)
-    cols = _public_columns(job)
+    cols = public_columns(job)
     df = adapter.load(job.input)
     missing = [c for c in cols if c not in df.columns]
     if missing:
