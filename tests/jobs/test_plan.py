@@ -216,8 +216,9 @@ def test_plan_output_does_not_grow_with_users(tmp_path: Path) -> None:
         "region": rng.choice(["north", "south", "east", "west"], n),
         "salary": rng.uniform(0, 1, n),
         "tenure_years": 1.0,
-        "eps": np.round(rng.uniform(0.05, 5.0, n), 6),
-        "budget": np.round(rng.uniform(0.5, 6.0, n), 4),
+        # 25 ε levels and 4 budgets: many ε classes, a small profile
+        "eps": rng.choice(np.round(np.geomspace(0.05, 5.0, 25), 4), n),
+        "budget": rng.choice([0.5, 1.0, 2.0, 4.0], n),
     })
     df.to_csv(tmp_path / "big.csv", index=False)
     job = write_job(tmp_path, data=tmp_path / "big.csv",
