@@ -7,6 +7,7 @@ described in ``docs/jobs.md``.
 
 from __future__ import annotations
 
+from hdp_spark.jobs.planning import JobBudgetPlan, plan_budget
 from hdp_spark.jobs.registry import (
     AggregatorKind,
     Interval,
@@ -15,7 +16,6 @@ from hdp_spark.jobs.registry import (
     kinds,
     register_kind,
 )
-from hdp_spark.jobs.planning import JobBudgetPlan, plan_budget
 from hdp_spark.jobs.runner import (
     AllocationSummary,
     JobCheck,

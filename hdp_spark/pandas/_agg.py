@@ -8,9 +8,10 @@ from typing import Any
 import pandas as pd
 
 from hdp_spark.core.kernels import mean_release, release_specs
+from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import explain_specs
+from hdp_spark.explain import LDP_CONSTANT_REPORT, explain_ldp_rows, explain_specs, ldp_specs
 from hdp_spark.pandas._common import KeysLike
 from hdp_spark.pandas.engine import PandasEngine
 
@@ -132,6 +133,19 @@ def explain(
         histogram itself.
     """
     engine = PandasEngine(df)
+    ldp = ldp_specs(specs)
+    if ldp is not None:
+        from hdp_spark.explain import EXPLAIN_FIELDS
+        from hdp_spark.pandas.ldp import ldp_release
+
+        needed = dict.fromkeys([*(s.eps for s in ldp), *normalize_by(by)])
+        public = pd.DataFrame({c: df[c] for c in needed if c in df.columns}, index=df.index)
+        for s in ldp:  # the reports are never read: one constant valid report per row
+            public[s.report] = LDP_CONSTANT_REPORT
+        result = ldp_release(public, *ldp, by=by, keys=keys, already_randomized=True)
+        ldp_out: pd.DataFrame = engine.materialize(
+            result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
+        return ldp_out
     by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
     out: pd.DataFrame = engine.materialize(by_t, columns, rows, False)
     return out
