@@ -106,8 +106,9 @@ def explain(
 
     Args:
         df: the input table; only its ε column(s) and the ``by`` columns are read.
-        *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names (the
-            user-level mean, heavy hitters and local-DP aggregators are not explained yet).
+        *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names, or
+            scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`; not mixed with the
+            others). The user-level mean and heavy hitters are not explained yet.
         by: optional group-by column(s), as in :func:`agg`.
         keys: the public key set of a grouped release, as in :func:`agg`.
 
@@ -122,7 +123,19 @@ def explain(
         ``free_rows`` (rows whose eps_effective is below their ε). ``eps_levels``,
         ``tau``, ``noise_scale``, ``fallback`` and ``n`` equal the columns ``agg`` then
         publishes for the same table, specs and keys, and its intervals are the estimate
-        ± ``half_width`` clipped to the output range.
+        ± ``half_width`` clipped to the output range. ``half_width_is_bound`` is False for
+        them (an exact quantile of the noise).
+
+        Local-DP means (kind ``ldp_mean``, method = the mechanism): the reports carry
+        their noise already, so ``noise_scale`` is 0, ``tau`` NaN, ``eps_effective`` the
+        level's ε and ``free_rows`` 0; ``half_width`` is the release's ``_radius``, the
+        paper's (1 - β) concentration bound (``half_width_is_bound`` True), and
+        ``baseline_half_width`` that bound with every report at the group's smallest ε.
+        ``n``, ``eps_levels`` (eps, n, weight), ``half_width`` and ``fallback`` equal
+        what ``ldp_agg`` reports when every report is usable (a missing or malformed
+        report is skipped by the release: its n is then smaller). The report columns
+        are never read: the aggregation runs on the ε and group columns with one
+        constant report per row.
 
     Privacy:
         Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
