@@ -374,3 +374,21 @@ def test_plan_refuses_bad_public_columns(tmp_path: Path) -> None:
     missing.to_csv(tmp_path / "missing.csv", index=False)
     with pytest.raises(JobError, match="lacks the column"):
         plan_budget(write_job(tmp_path, data=tmp_path / "missing.csv", filename="e.toml"))
+
+
+def test_report_shows_the_chosen_allocation(tmp_path: Path) -> None:
+    job = write_job(tmp_path, budget=_budget(1.0, "equal"),
+                    releases=GROUPED_RELEASE + GLOBAL_RELEASE, report=True)
+    run = run_job(job)
+    assert run.report is not None
+    text = run.report.read_text()
+    assert "| budget allocation | equal:" in text
+    assert "Budget allocation (equal)" in text
+    assert "| salary_by_dept | 0.5 |" in text
+    assert "| tenure_overall | 0.5 |" in text
+    # the default keeps today's wording and shows no share table
+    (tmp_path / "seq").mkdir()
+    seq = write_job(tmp_path / "seq", releases=GLOBAL_RELEASE, report=True)
+    seq_text = run_job(seq).report.read_text()  # type: ignore[union-attr]
+    assert "| budget allocation | sequential:" in seq_text
+    assert "Budget allocation (" not in seq_text
