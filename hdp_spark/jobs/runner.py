@@ -777,7 +777,11 @@ def run_job(
         spend ever exceeds their budget, even with concurrent runs or crashes. A committed
         release is never recomputed: re-running it re-publishes the stored outcome (the
         noise is not redrawn, nothing is charged). The release key is never stored.
-        Remaining budgets become part of the (public) ε vector of later releases.
+        Remaining budgets become part of the (public) ε vector of later releases. With
+        ``[budget] allocation`` "equal" or "optimal", each release's cap is further limited
+        to its share of the budget a user had left when the run started; the shares are
+        computed from the public columns, budgets, spends and release weights only
+        (:mod:`hdp_spark.jobs.allocation`), and the cap never exceeds what is left.
 
         Publication rule: everything written under ``[output] path`` (values, manifest,
         report, plots, file and directory names) and every log line at INFO or above is a
