@@ -10,8 +10,8 @@ with the same functions the release uses (:func:`~hdp_spark.core.mean.finalize.p
 :func:`~hdp_spark.core.histogram.finalize.plan_histogram`,
 :func:`~hdp_spark.core.noise.laplace_noise`), and they equal what ``agg`` then reports.
 
-The local-DP mean (Aliakbarpour et al., *Private Mean Estimation with Person-Level
-Differential Privacy... heterogeneous local privacy*, §4: Algorithms 1 and 2) adds no noise:
+The local-DP mean (Aliakbarpour, Fallah, Roy & Stevens, *High-Probability Bounds For
+Heterogeneous Local Differential Privacy*, §2.1 and §2.2: Algorithms 1 and 2) adds no noise:
 its interval radius is the paper's concentration bound, a function of the ε histogram of
 the usable reports. ``explain`` computes it by running the aggregation itself on the ε and
 group columns with every report replaced by one constant valid report, so the radius,
