@@ -4,6 +4,8 @@ Commands::
 
     run JOB.toml [--engine pandas|spark]    validate, check budgets, compute, publish, charge
     check JOB.toml [--engine pandas|spark]  dry run: data quality and budget situation only
+    plan JOB.toml [--plot PNG] [--users CSV]  predicted accuracy, charges and budget
+                                            allocations; charges and writes nothing
 
 Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
 ``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
@@ -54,6 +56,19 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
         p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
         p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    text = ("predict every release's accuracy and each user's charge under each budget "
+            "allocation, from the public columns only; charges nothing, writes nothing to "
+            "the ledger")
+    p = sub.add_parser("plan", help=text, description=text)
+    p.add_argument("job", help="the TOML job file")
+    p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
+    p.add_argument("--plot", metavar="PNG", help="where to write the plot of predicted "
+                   "interval widths (default: plan-<job name>.png in the current directory)")
+    p.add_argument("--no-plot", action="store_true", help="do not write the plot")
+    p.add_argument("--users", metavar="CSV", help="also write the per-user table (user id, "
+                   "budget before, charge per release, budget after): for the operator only")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     return parser
 
 
@@ -100,6 +115,27 @@ def _print_quality(quality: Mapping[str, Any]) -> None:
               f"{failed} failed")
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hdp_spark.jobs.planning import (
+        plan_budget,
+        render_plan,
+        write_plan_plot,
+        write_user_table,
+    )
+
+    plan = plan_budget(args.job, engine=args.engine)
+    sys.stdout.write(render_plan(plan))
+    if not args.no_plot:
+        target = Path(args.plot) if args.plot else Path(f"plan-{plan.job.name}.png")
+        written = write_plan_plot(plan, target)
+        print(f"plot: {written}" if written else "plot: skipped (matplotlib is not installed)")
+    if args.users:
+        print(f"per-user table (operator only): {write_user_table(plan, Path(args.users))}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int:
     """Entry point of ``hdp-release`` and ``python -m hdp_spark.jobs``.
 
@@ -120,6 +156,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
     from hdp_spark.jobs.runner import check_job, run_job
 
     try:
+        if args.command == "plan":
+            return _plan(args)
         if args.command == "run":
             result = run_job(args.job, engine=args.engine)
             for r in result.releases:

@@ -10,8 +10,17 @@ with the same functions the release uses (:func:`~hdp_spark.core.mean.finalize.p
 :func:`~hdp_spark.core.histogram.finalize.plan_histogram`,
 :func:`~hdp_spark.core.noise.laplace_noise`), and they equal what ``agg`` then reports.
 
-Engine-agnostic: the engines call :func:`explain_specs` with their
-:class:`~hdp_spark.core.pipeline.Engine` and materialize its rows.
+The local-DP mean (Aliakbarpour, Fallah, Roy & Stevens, *High-Probability Bounds For
+Heterogeneous Local Differential Privacy*, §2.1 and §2.2: Algorithms 1 and 2) adds no noise:
+its interval radius is the paper's concentration bound, a function of the ε histogram of
+the usable reports. ``explain`` computes it by running the aggregation itself on the ε and
+group columns with every report replaced by one constant valid report, so the radius,
+weights, n and fallback equal what the release reports whenever every report is usable
+(a missing or malformed report is skipped by the release, which lowers its n); the row
+says ``half_width_is_bound``.
+
+Engine-agnostic: the engines call :func:`explain_specs` (or :func:`explain_ldp_rows` on
+their LDP aggregation of the public columns) and materialize its rows.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ from hdp_spark.core.histogram.finalize import plan_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.ldp.common import rr_factor
+from hdp_spark.core.ldp.mean import RADIUS_SLACK, LdpMeanResult, laplace_radius
+from hdp_spark.core.ldp.release import LdpReleaseResult
+from hdp_spark.core.ldp.specs import LdpMeanSpec
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.finalize import LevelPrivacy, plan_mean
 from hdp_spark.core.mean.spec import MeanSpec
@@ -34,7 +47,19 @@ from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError
 from hdp_spark.report.summary import is_free, single_eps_half_width
 
-__all__ = ["EXPLAIN_FIELDS", "Explained", "explain_group", "explain_specs"]
+__all__ = [
+    "EXPLAIN_FIELDS",
+    "LDP_CONSTANT_REPORT",
+    "Explained",
+    "explain_group",
+    "explain_ldp_rows",
+    "explain_specs",
+    "ldp_specs",
+]
+
+LDP_CONSTANT_REPORT = 1.0
+"""The report every row gets in ``explain``'s LDP aggregation: a valid report of both
+mechanisms (a real number for Laplace, the sign +1 for randomized response)."""
 
 EXPLAIN_FIELDS: tuple[OutputField, ...] = (
     OutputField("aggregator", "str", nullable=False),
@@ -49,6 +74,7 @@ EXPLAIN_FIELDS: tuple[OutputField, ...] = (
     OutputField("fallback", "bool", nullable=False),
     OutputField("baseline_half_width", "float?"),
     OutputField("free_rows", "int", nullable=False),
+    OutputField("half_width_is_bound", "bool", nullable=False),
 )
 """Columns of an explain frame after the group columns (documented in ``explain``)."""
 
@@ -125,11 +151,70 @@ def _supported(spec: object) -> MeanSpec | HistogramSpec:
     kernel_of(spec)  # the error agg raises for anything that is not an aggregator
     if not isinstance(spec, MeanSpec | HistogramSpec):
         msg = (
-            "explain supports hdp_mean and hdp_histogram so far, got "
+            "explain supports hdp_mean, hdp_histogram and ldp_mean so far, got "
             f"{type(spec).__name__}."
         )
         raise ParameterError(msg)
     return spec
+
+
+def ldp_specs(specs: Sequence[object]) -> tuple[LdpMeanSpec, ...] | None:
+    """The specs if they are all local-DP means, None if none is one.
+
+    Raises:
+        ParameterError: local-DP means mixed with other aggregators (explain them in
+            separate calls, as they are released by separate functions).
+    """
+    ldp = [s for s in specs if isinstance(s, LdpMeanSpec)]
+    if not ldp:
+        return None
+    if len(ldp) != len(specs):
+        msg = (
+            "explain takes local-DP means (ldp_mean) or central aggregators, not both in one "
+            f"call; got {', '.join(type(s).__name__ for s in specs)}."
+        )
+        raise ParameterError(msg)
+    return tuple(ldp)
+
+
+def _ldp_baseline(spec: LdpMeanSpec, levels: Sequence[tuple[float, int]]) -> float | None:
+    """The radius of the same LDP mean with every report at the group's smallest ε."""
+    kept = [(e, n) for e, n in levels if n > 0 and 0 < e < math.inf]
+    if not kept:
+        return None
+    n, e = sum(c for _, c in kept), min(x for x, _ in kept)
+    half = (float(spec.upper) - float(spec.lower)) / 2.0
+    if spec.mechanism == "laplace":
+        unit = laplace_radius([1.0 / n], [e], [n], spec.beta)
+    else:
+        c = rr_factor(e)
+        unit = math.sqrt(2.0 * math.log(2.0 / spec.beta) * n * (c / n) ** 2)
+    return half * (unit + RADIUS_SLACK)
+
+
+def explain_ldp_rows(result: LdpReleaseResult) -> list[tuple[Any, ...]]:
+    """Explain rows of an LDP aggregation of the public columns (constant reports).
+
+    Privacy:
+        A function of the ε histograms of the groups and the specs only (the reports
+        were replaced by a constant); adds no noise.
+    """
+    rows: list[tuple[Any, ...]] = []
+    for key in result.keys:
+        for spec in result.specs:
+            if not isinstance(spec, LdpMeanSpec):  # validated by ldp_specs
+                msg = "explain supports scalar ldp_mean only"
+                raise ParameterError(msg)
+            r = result.results[spec.name][key]
+            if not isinstance(r, LdpMeanResult):
+                msg = "unexpected LDP result"
+                raise ParameterError(msg)
+            levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight,
+                       "eps_effective": lv.eps} for lv in r.levels]
+            baseline = _ldp_baseline(spec, [(lv.eps, lv.n) for lv in r.levels])
+            rows.append((*key, spec.name, "ldp_mean", spec.mechanism, r.n, float(spec.beta),
+                         levels, math.nan, 0.0, r.radius, r.fallback, baseline, 0, True))
+    return rows
 
 
 def explain_specs(
@@ -171,5 +256,5 @@ def explain_specs(
             kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
             rows.append((*key, spec.name, kind, spec.method, e.n, float(spec.beta), levels,
                          e.tau, e.noise_scale, e.half_width, e.fallback,
-                         e.baseline_half_width, e.free_rows))
+                         e.baseline_half_width, e.free_rows, False))
     return by_t, [(f.suffix, f) for f in EXPLAIN_FIELDS], rows

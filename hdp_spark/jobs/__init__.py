@@ -7,6 +7,7 @@ described in ``docs/jobs.md``.
 
 from __future__ import annotations
 
+from hdp_spark.jobs.planning import JobBudgetPlan, plan_budget
 from hdp_spark.jobs.registry import (
     AggregatorKind,
     Interval,
@@ -16,6 +17,7 @@ from hdp_spark.jobs.registry import (
     register_kind,
 )
 from hdp_spark.jobs.runner import (
+    AllocationSummary,
     JobCheck,
     JobRun,
     ReleasePlan,
@@ -40,9 +42,11 @@ from hdp_spark.jobs.spec import (
 __all__ = [
     "AggregatorEntry",
     "AggregatorKind",
+    "AllocationSummary",
     "BudgetSpec",
     "InputSpec",
     "Interval",
+    "JobBudgetPlan",
     "JobCheck",
     "JobRun",
     "JobSpec",
@@ -57,6 +61,7 @@ __all__ = [
     "kinds",
     "load_job",
     "parse_job",
+    "plan_budget",
     "plan_job",
     "quality_dir",
     "register_kind",

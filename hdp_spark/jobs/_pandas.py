@@ -26,6 +26,7 @@ from hdp_spark.jobs.engines import (
     HIST_BINS,
     QUANTILES,
     REMAINING,
+    START,
     STATUS,
     UID,
     AggCharge,
@@ -315,5 +316,21 @@ class PandasAdapter:
 
     def release_input(self, df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
         """The table without the runner's helper columns (and ``extra``)."""
-        return df.drop(columns=[c for c in (UID, REMAINING, STATUS, SPENT, BUDGET, *extra)
-                                if c in df.columns])
+        return df.drop(columns=[c for c in (UID, REMAINING, STATUS, SPENT, BUDGET, START,
+                                            *extra) if c in df.columns])
+
+    def keep_start(self, prepared: pd.DataFrame) -> pd.DataFrame:
+        """The input with ``__start`` = the remaining budget of :meth:`prepare`."""
+        return prepared.drop(columns=[UID, SPENT, BUDGET]).rename(columns={REMAINING: START})
+
+    def limit_remaining(self, prepared: pd.DataFrame, share: float) -> pd.DataFrame:
+        """``__remaining`` := ``min(__remaining, floor(__start · share))``."""
+        start = prepared[START].to_numpy(np.int64).astype(np.float64)
+        part = np.floor(start * float(share)).astype(np.int64)
+        limited = np.minimum(prepared[REMAINING].to_numpy(np.int64), part)
+        return prepared.assign(**{REMAINING: limited})
+
+    def public_frame(self, prepared: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+        """The public ``columns`` and ``__remaining``."""
+        out: pd.DataFrame = prepared[[*columns, REMAINING]]
+        return out

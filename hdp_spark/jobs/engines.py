@@ -5,8 +5,9 @@ on pandas; column expressions, joins and aggregates on Spark: no per-row Python)
 the rules of :mod:`hdp_spark.core.ledger` identically; the tests compare them.
 
 Columns the runner adds to the input table (removed from nothing the user reads):
-``__uid`` (user id as a string), ``__remaining`` (remaining budget in ledger units) and
-``__status`` (capping status of the current release).
+``__uid`` (user id as a string), ``__remaining`` (remaining budget in ledger units),
+``__status`` (capping status of the current release) and, with a budget allocation,
+``__start`` (remaining budget when the run started: the base of the releases' shares).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hdp_spark.ledger.base import FrameIO
 
 __all__ = [
     "QUANTILES",
+    "START",
     "AggCharge",
     "BudgetDistribution",
     "ChargeSummary",
@@ -34,7 +36,7 @@ __all__ = [
     "make_adapter",
 ]
 
-UID, REMAINING, STATUS = "__uid", "__remaining", "__status"
+UID, REMAINING, STATUS, START = "__uid", "__remaining", "__status", "__start"
 QUANTILES: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 HIST_BINS = 20
 
@@ -170,6 +172,17 @@ class EngineAdapter(Protocol):
 
     def only_full(self, df: Any) -> Any:
         """The rows whose ``__status`` is full (after :meth:`cap`)."""
+
+    def keep_start(self, prepared: Any) -> Any:
+        """The input of a :meth:`prepare`-d table with ``__start`` := ``__remaining`` (the
+        other helper columns dropped)."""
+
+    def limit_remaining(self, prepared: Any, share: float) -> Any:
+        """``__remaining`` := ``min(__remaining, floor(__start · share))`` (IEEE doubles,
+        as :func:`hdp_spark.jobs.allocation.simulate`)."""
+
+    def public_frame(self, prepared: Any, columns: Sequence[str]) -> Any:
+        """``columns`` and ``__remaining`` of a :meth:`prepare`-d table as a pandas frame."""
 
     def release_input(self, df: Any, extra: Sequence[str] = ()) -> Any:
         """The table handed to the aggregators (the runner's helper columns and ``extra``

@@ -131,6 +131,8 @@ class JobRun:
         manifest: the output manifest.
         report: the Markdown report (None when disabled).
         stage_seconds: wall time per stage (``load``, ``validate``, ``release:<id>``, ...).
+        allocation: the budget allocation of the releases this run computed (None with
+            ``[budget] allocation = "sequential"``).
     """
 
     job: JobSpec
@@ -140,6 +142,7 @@ class JobRun:
     manifest: Path
     report: Path | None
     stage_seconds: Mapping[str, float] = field(default_factory=dict)
+    allocation: AllocationSummary | None = None
 
     def values(self, release_id: str) -> list[dict[str, Any]]:
         """The published rows of a release (as committed)."""
@@ -534,12 +537,73 @@ def _expectations_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, A
         log.debug("great-expectations suite failed: %s", exc)
 
 
+# -- budget allocation --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationSummary:
+    """The budget allocation of a run (``[budget] allocation`` other than sequential).
+
+    Attributes:
+        method: ``"equal"`` or ``"optimal"``.
+        shares: per release computed in this run, the share of each user's budget left at
+            the start of the run it may use.
+        errors: the weighted predicted error of every method for these releases.
+    """
+
+    method: str
+    shares: Mapping[str, float]
+    errors: Mapping[str, float]
+
+
+def _allocate(
+    adapter: Any, ledger: Any, df: Any, job: JobSpec, fingerprint: str
+) -> tuple[Any, dict[str, float], AllocationSummary]:
+    """Shares of the releases not committed yet, and ``df`` with each user's budget left
+    now (``__start``, the base of the shares).
+
+    Privacy:
+        Computed from the public columns (ε, group keys, user ids, budgets), the ledger's
+        spends and the releases' weights only (:mod:`hdp_spark.jobs.allocation`).
+    """
+    from hdp_spark.jobs.allocation import allocate
+    from hdp_spark.jobs.planning import job_profile, release_models
+
+    pending = tuple(
+        rel for rel in job.releases
+        if ledger.find(idempotency_key(job.name, rel.id, fingerprint, _definition(rel))) is None
+    )
+    prepared = adapter.prepare(df, job.input.user_id, job.budget, ledger.spent(adapter.io))
+    if not pending:
+        return adapter.keep_start(prepared), {}, AllocationSummary(
+            job.budget.allocation, {}, {})
+    sub = replace(job, releases=pending)
+    models = release_models(sub)
+    profile, _rows = job_profile(sub, adapter.public_frame(prepared, _public_of(sub)))
+    policy, mode = job.budget.policy, job.budget.charge
+    chosen = allocate(profile, models, job.budget.allocation, policy, mode)
+    errors = {m: allocate(profile, models, m, policy, mode).error
+              for m in ("sequential", "equal") if m != chosen.method}
+    errors[chosen.method] = chosen.error
+    shares = {m.id: s for m, s in zip(models, chosen.shares, strict=True)}
+    log.info("budget allocation %s: shares %s", chosen.method,
+             ", ".join(f"{k} {v:.4g}" for k, v in shares.items()))
+    return adapter.keep_start(prepared), shares, AllocationSummary(
+        chosen.method, shares, errors)
+
+
+def _public_of(job: JobSpec) -> list[str]:
+    from hdp_spark.jobs.planning import public_columns
+
+    return public_columns(job)
+
+
 # -- one release ----------------------------------------------------------------------------
 
 
 def _run_release(
     adapter: Any, ledger: Any, df: Any, job: JobSpec, rel: ReleaseSpec, fingerprint: str,
-    timer: _Timer,
+    timer: _Timer, share: float | None = None,
 ) -> ReleaseRun:
     key = idempotency_key(job.name, rel.id, fingerprint, _definition(rel))
     out = job.output.path
@@ -566,6 +630,8 @@ def _run_release(
                     return republish(found)
                 with timer.stage(f"{rel.id}:budgets"):
                     prepared = adapter.prepare(df, job.input.user_id, job.budget, session.spent())
+                    if share is not None:  # the allocation's cap: see jobs/allocation.py
+                        prepared = adapter.limit_remaining(prepared, share)
                     capped = _capped(adapter, prepared, rel, job.budget.policy)
                     if job.budget.policy == "fail":
                         over = adapter.count_over(capped)
@@ -673,6 +739,10 @@ def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
         for c in get_kind(a.kind).numeric_columns(a.spec)
     ]
     spec = replace(spec, input=spec.input.with_value_types(numeric))
+    if spec.budget.allocation != "sequential":
+        from hdp_spark.jobs.planning import release_models
+
+        release_models(spec)  # refuses kinds the allocation cannot predict, before any read
     _check_ledger_location(spec)
     spec.check_ledger_path()
     check_engine(spec.engine, spark, spec.spark_conf)
@@ -707,7 +777,11 @@ def run_job(
         spend ever exceeds their budget, even with concurrent runs or crashes. A committed
         release is never recomputed: re-running it re-publishes the stored outcome (the
         noise is not redrawn, nothing is charged). The release key is never stored.
-        Remaining budgets become part of the (public) ε vector of later releases.
+        Remaining budgets become part of the (public) ε vector of later releases. With
+        ``[budget] allocation`` "equal" or "optimal", each release's cap is further limited
+        to its share of the budget a user had left when the run started; the shares are
+        computed from the public columns, budgets, spends and release weights only
+        (:mod:`hdp_spark.jobs.allocation`), and the cap never exceeds what is left.
 
         Publication rule: everything written under ``[output] path`` (values, manifest,
         report, plots, file and directory names) and every log line at INFO or above is a
@@ -744,10 +818,16 @@ def run_job(
         raise output_error(out, "before charging anything; nothing was charged", exc) from exc
     cleanup_staging(out)
     check_writable(out)
+    shares: dict[str, float] = {}
+    allocation = None
+    if spec.budget.allocation != "sequential":
+        with timer.stage("allocation"):
+            df, shares, allocation = _allocate(adapter, ledger, df, spec, fingerprint)
     runs = []
     for rel in spec.releases:
         with timer.stage(f"release:{rel.id}"):
-            runs.append(_run_release(adapter, ledger, df, spec, rel, fingerprint, timer))
+            runs.append(_run_release(adapter, ledger, df, spec, rel, fingerprint, timer,
+                                     shares.get(rel.id)))
     with timer.stage("report"):
         manifest = _write_manifest(
             out, spec.name,
@@ -771,13 +851,13 @@ def run_job(
                 adapter.prepare(df, spec.input.user_id, spec.budget, spent),
                 spec.budget.default if spec.budget.column is None else None,
             )
-            report = write_report(out, spec, runs, distribution)
+            report = write_report(out, spec, runs, distribution, allocation=allocation)
     fault_point("reported")
     log.info("job %s done: %d committed, %d re-published", spec.name,
              sum(r.status == "committed" for r in runs),
              sum(r.status == "republished" for r in runs))
     return JobRun(spec, fingerprint, tuple(runs), distribution, manifest, report,
-                  dict(timer.seconds))
+                  dict(timer.seconds), allocation)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,9 @@ from hdp_spark.core.ledger import (
 )
 from hdp_spark.errors import HdpError, JobError
 
+AllocationMethod = Literal["sequential", "equal", "optimal"]
+ALLOCATIONS: tuple[str, ...] = get_args(AllocationMethod)
+
 __all__ = [
     "AggregatorEntry",
     "BudgetSpec",
@@ -190,6 +193,11 @@ class BudgetSpec:
             ``"fail"`` (refuse the release); see :mod:`hdp_spark.core.ledger`.
         charge: ``"effective"`` (default: charge the effective ε, e.g. min(ε, τ)) or
             ``"demand"`` (charge the capped demand).
+        allocation: how each user's remaining budget is split among the job's releases:
+            ``"sequential"`` (default: each release may use all that is left, first come
+            first served), ``"equal"`` (each of the K releases at most 1/K of what was
+            left when the job started) or ``"optimal"`` (the shares with the smallest
+            weighted predicted error); see :mod:`hdp_spark.jobs.allocation`.
 
     Privacy:
         Budgets cap the ε vector of each release, which is public in this model: treat
@@ -203,6 +211,7 @@ class BudgetSpec:
     column: str | None = None
     policy: BudgetPolicy = "cap"
     charge: ChargeMode = "effective"
+    allocation: AllocationMethod = "sequential"
 
     def __post_init__(self) -> None:
         if self.default is None and self.column is None:
@@ -218,6 +227,9 @@ class BudgetSpec:
         if self.charge not in CHARGE_MODES:
             _reject("[budget] charge", f"must be one of {', '.join(CHARGE_MODES)}",
                         self.charge)
+        if self.allocation not in ALLOCATIONS:
+            _reject("[budget] allocation", f"must be one of {', '.join(ALLOCATIONS)}",
+                    self.allocation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,12 +302,16 @@ class ReleaseSpec:
         by: group-by columns (empty for a global release).
         keys: the public key set (required iff ``by`` is given).
         aggregators: at least one.
+        weight: how much the analyst cares about this release's accuracy (a finite
+            number >= 0, default 1): its predicted error's weight in the "optimal"
+            budget allocation (``[budget] allocation``).
     """
 
     id: str
     aggregators: tuple[AggregatorEntry, ...]
     by: tuple[str, ...] = ()
     keys: tuple[tuple[object, ...], ...] | None = None
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
         _check_name("[[releases]] id", self.id)
@@ -309,6 +325,10 @@ class ReleaseSpec:
         if bool(self.by) != (self.keys is not None):
             _reject(f"{where}: keys", "is required with `by` (the public key set) and "
                         "not allowed without it", self.keys)
+        w = self.weight
+        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) \
+                or w < 0:
+            _reject(f"{where}: weight", "must be a finite number >= 0", w)
         names = [entry_name(a) for a in self.aggregators]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -454,9 +474,9 @@ def _release(
     where = f"[[releases]] #{index + 1}"
     if not isinstance(raw, Mapping):
         _reject(where, "must be a table", type(raw).__name__)
-    unknown = sorted(set(raw) - {"id", "by", "keys", "aggregators"})
+    unknown = sorted(set(raw) - {"id", "by", "keys", "aggregators", "weight"})
     if unknown:
-        _reject(where, "accepts only id, by, keys, aggregators", unknown)
+        _reject(where, "accepts only id, by, keys, aggregators, weight", unknown)
     rid = raw.get("id")
     _check_name(f"{where}: id", rid)
     where = f"[[releases]] id = {rid!r}"
@@ -498,7 +518,8 @@ def _release(
             raise JobError(msg) from exc
         entries.append(AggregatorEntry(kind.name, spec))
     _check_kinds(where, entries, tuple(by))
-    return ReleaseSpec(id=str(rid), aggregators=tuple(entries), by=tuple(by), keys=keys)
+    return ReleaseSpec(id=str(rid), aggregators=tuple(entries), by=tuple(by), keys=keys,
+                       weight=raw.get("weight", 1.0))
 
 
 def _check_kinds(where: str, entries: list[AggregatorEntry], by: tuple[str, ...]) -> None:
@@ -541,7 +562,7 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
     job = _table(data, "job", {"name", "engine", "description", "unsafe_seed"})
     inp = _table(data, "input", {"path", "table", "format", "schema", "user_id", "eps",
                                  "types", "fingerprint"})
-    bud = _table(data, "budget", {"default", "column", "policy", "charge"})
+    bud = _table(data, "budget", {"default", "column", "policy", "charge", "allocation"})
     led = _table(data, "ledger", {"path", "backend", "lock_timeout", "compact_every"})
     out = _table(data, "output", {"path", "report"})
     spark = data.get("spark", {})
@@ -582,6 +603,7 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
         budget=BudgetSpec(
             default=bud.get("default"), column=bud.get("column"),
             policy=bud.get("policy", "cap"), charge=bud.get("charge", "effective"),
+            allocation=bud.get("allocation", "sequential"),
         ),
         ledger=LedgerSpec(
             path=_path(base_dir, "[ledger] path", led["path"]),

@@ -8,9 +8,10 @@ from typing import Any
 import pandas as pd
 
 from hdp_spark.core.kernels import mean_release, release_specs
+from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import explain_specs
+from hdp_spark.explain import LDP_CONSTANT_REPORT, explain_ldp_rows, explain_specs, ldp_specs
 from hdp_spark.pandas._common import KeysLike
 from hdp_spark.pandas.engine import PandasEngine
 
@@ -105,8 +106,9 @@ def explain(
 
     Args:
         df: the input table; only its ε column(s) and the ``by`` columns are read.
-        *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names (the
-            user-level mean, heavy hitters and local-DP aggregators are not explained yet).
+        *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names, or
+            scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`; not mixed with the
+            others). The user-level mean and heavy hitters are not explained yet.
         by: optional group-by column(s), as in :func:`agg`.
         keys: the public key set of a grouped release, as in :func:`agg`.
 
@@ -121,7 +123,19 @@ def explain(
         ``free_rows`` (rows whose eps_effective is below their ε). ``eps_levels``,
         ``tau``, ``noise_scale``, ``fallback`` and ``n`` equal the columns ``agg`` then
         publishes for the same table, specs and keys, and its intervals are the estimate
-        ± ``half_width`` clipped to the output range.
+        ± ``half_width`` clipped to the output range. ``half_width_is_bound`` is False for
+        them (an exact quantile of the noise).
+
+        Local-DP means (kind ``ldp_mean``, method = the mechanism): the reports carry
+        their noise already, so ``noise_scale`` is 0, ``tau`` NaN, ``eps_effective`` the
+        level's ε and ``free_rows`` 0; ``half_width`` is the release's ``_radius``, the
+        paper's (1 - β) concentration bound (``half_width_is_bound`` True), and
+        ``baseline_half_width`` that bound with every report at the group's smallest ε.
+        ``n``, ``eps_levels`` (eps, n, weight), ``half_width`` and ``fallback`` equal
+        what ``ldp_agg`` reports when every report is usable (a missing or malformed
+        report is skipped by the release: its n is then smaller). The report columns
+        are never read: the aggregation runs on the ε and group columns with one
+        constant report per row.
 
     Privacy:
         Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
@@ -132,6 +146,19 @@ def explain(
         histogram itself.
     """
     engine = PandasEngine(df)
+    ldp = ldp_specs(specs)
+    if ldp is not None:
+        from hdp_spark.explain import EXPLAIN_FIELDS
+        from hdp_spark.pandas.ldp import ldp_release
+
+        needed = dict.fromkeys([*(s.eps for s in ldp), *normalize_by(by)])
+        public = pd.DataFrame({c: df[c] for c in needed if c in df.columns}, index=df.index)
+        for s in ldp:  # the reports are never read: one constant valid report per row
+            public[s.report] = LDP_CONSTANT_REPORT
+        result = ldp_release(public, *ldp, by=by, keys=keys, already_randomized=True)
+        ldp_out: pd.DataFrame = engine.materialize(
+            result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
+        return ldp_out
     by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
     out: pd.DataFrame = engine.materialize(by_t, columns, rows, False)
     return out

@@ -41,7 +41,7 @@ from hdp_spark.report.summary import (
 
 if TYPE_CHECKING:
     from hdp_spark.jobs.engines import BudgetDistribution
-    from hdp_spark.jobs.runner import ReleaseRun
+    from hdp_spark.jobs.runner import AllocationSummary, ReleaseRun
     from hdp_spark.jobs.spec import JobSpec
 
 __all__ = ["GLOSSARY_HEADING", "render_report", "write_report"]
@@ -613,6 +613,7 @@ def render_report(
     distribution: BudgetDistribution,
     *,
     plots: bool = True,
+    allocation: AllocationSummary | None = None,
 ) -> str:
     """The report's Markdown text (plots are written under ``out/plots``).
 
@@ -650,9 +651,12 @@ def render_report(
                 ["ledger", f"{job.ledger_backend}: `{job.ledger.path}`"],
                 ["privacy budget", f"{'; '.join(budget)}, across all releases on this "
                  f"ledger; over budget, {_POLICY.get(job.budget.policy, job.budget.policy)}"],
+                ["budget allocation", _ALLOCATION.get(job.budget.allocation,
+                                                      job.budget.allocation)],
             ],
         ),
         "",
+        *_allocation_lines(allocation),
     ]
     if job.unsafe_seed is not None:
         lines += ["> **UNSAFE**: this job sets `unsafe_seed`; its noise is reproducible by "
@@ -693,6 +697,33 @@ def render_report(
     return "\n".join(lines)
 
 
+_ALLOCATION = {
+    "sequential": "sequential: each release may use all the budget a person has left",
+    "equal": "equal: each release may use an equal share of the budget a person had left "
+             "when the run started",
+    "optimal": "optimal: each release may use the share of the budget a person had left "
+               "when the run started that minimizes the weighted predicted error",
+}
+
+
+def _allocation_lines(allocation: AllocationSummary | None) -> list[str]:
+    """The shares of the run's budget allocation and the predicted error of each method."""
+    if allocation is None or not allocation.shares:
+        return []
+    errors = ", ".join(f"{m} {_num(e)}" for m, e in sorted(allocation.errors.items()))
+    return [
+        f"Budget allocation ({allocation.method}): the share of each person's remaining "
+        "budget each release computed in this run could use, chosen from the public ε "
+        "values, budgets and release weights before anything was computed.",
+        "",
+        *_table(["release", "share"],
+                [[rid, _num(share)] for rid, share in allocation.shares.items()]),
+        "",
+        f"Weighted predicted error (noise variance / range², summed over groups): {errors}.",
+        "",
+    ]
+
+
 def _has_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -706,6 +737,8 @@ def write_report(
     job: JobSpec,
     runs: Sequence[ReleaseRun],
     distribution: BudgetDistribution,
+    *,
+    allocation: AllocationSummary | None = None,
 ) -> Path:
     """Write ``out/report.md`` and its plots, and the same page as the self-contained
     ``out/report.html`` (images embedded); both atomically. Returns the Markdown's path.
@@ -715,7 +748,7 @@ def write_report(
     """
     from hdp_spark.report.html import markdown_to_html
 
-    text = render_report(out, job, runs, distribution)
+    text = render_report(out, job, runs, distribution, allocation=allocation)
     path = out / "report.md"
     atomic_write(path, (text + "\n").encode())
     html = markdown_to_html(text, base=out, title=f"Release report: {job.name}")

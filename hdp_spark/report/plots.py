@@ -17,7 +17,13 @@ from typing import Any
 
 from hdp_spark.ledger._fs import tmp_name
 
-__all__ = ["plot_comparison", "plot_estimates", "plot_levels", "plot_remaining"]
+__all__ = [
+    "plot_comparison",
+    "plot_estimates",
+    "plot_levels",
+    "plot_plan_widths",
+    "plot_remaining",
+]
 
 _OURS, _BASE, _FREE, _FULL = "#1f6f8b", "#c8553d", "#4c956c", "#9aa5b1"
 
@@ -183,4 +189,35 @@ def plot_remaining(path: Path, edges: Sequence[float], counts: Sequence[int]) ->
     ax.set_ylabel("people")
     ax.set_title("Privacy budget left per person after this run")
     ax.grid(axis="y", alpha=0.3)
+    return _save(plt, fig, path)
+
+
+def plot_plan_widths(
+    path: Path,
+    labels: Sequence[str],
+    ours: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    title: str,
+) -> Path | None:
+    """Predicted interval half-widths (as a share of the output range) of a plan beside the
+    single-ε baseline's, one pair of zero-based horizontal bars per (release, group).
+    None without matplotlib."""
+    plt = _pyplot()
+    if plt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, max(2.5, 0.32 * len(labels) + 1.2)))
+    ys = list(range(len(labels)))
+    ax.barh([y - 0.2 for y in ys], [_f(v) for v in ours], height=0.4, color=_OURS,
+            label="predicted (heterogeneous ε)")
+    ax.barh([y + 0.2 for y in ys], [_f(v) for v in baseline], height=0.4, color=_BASE,
+            label="single-ε baseline (every row at the smallest ε)")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(list(labels), fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(left=0)
+    ax.set_xlabel("interval half-width / output range (1 − β)")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
     return _save(plt, fig, path)

@@ -8,9 +8,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from hdp_spark.core.kernels import mean_release, release_specs
+from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import explain_specs
+from hdp_spark.explain import LDP_CONSTANT_REPORT, explain_ldp_rows, explain_specs, ldp_specs
 from hdp_spark.spark._common import KeysLike
 from hdp_spark.spark.columns import spec_of
 from hdp_spark.spark.engine import SparkEngine
@@ -87,6 +88,21 @@ def explain(
     """
     engine = SparkEngine(df)
     specs = tuple(spec_of(s) for s in specs)
+    ldp = ldp_specs(specs)
+    if ldp is not None:
+        from pyspark.sql import functions as F
+
+        from hdp_spark.explain import EXPLAIN_FIELDS
+        from hdp_spark.spark.ldp import ldp_release
+
+        needed = dict.fromkeys([*(s.eps for s in ldp), *normalize_by(by)])
+        public = df.select(*[c for c in needed if c in df.columns])
+        for s in ldp:  # the reports are never read: one constant valid report per row
+            public = public.withColumn(s.report, F.lit(LDP_CONSTANT_REPORT).cast("double"))
+        result = ldp_release(public, *ldp, by=by, keys=keys, already_randomized=True)
+        ldp_out: DataFrame = engine.materialize(
+            result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
+        return ldp_out
     by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
     out: DataFrame = engine.materialize(by_t, columns, rows, False)
     return out

@@ -31,6 +31,7 @@ from hdp_spark.jobs.engines import (
     HIST_BINS,
     QUANTILES,
     REMAINING,
+    START,
     STATUS,
     UID,
     AggCharge,
@@ -430,4 +431,18 @@ class SparkAdapter:
 
     def release_input(self, df: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
         """The table without the runner's helper columns (and ``extra``)."""
-        return df.drop(UID, REMAINING, STATUS, SPENT, BUDGET, *extra)
+        return df.drop(UID, REMAINING, STATUS, SPENT, BUDGET, START, *extra)
+
+    def keep_start(self, prepared: DataFrame) -> DataFrame:
+        """The input with ``__start`` = the remaining budget of :meth:`prepare`."""
+        return prepared.drop(UID, SPENT, BUDGET).withColumnRenamed(REMAINING, START)
+
+    def limit_remaining(self, prepared: DataFrame, share: float) -> DataFrame:
+        """``__remaining`` := ``min(__remaining, floor(__start · share))`` (the same IEEE
+        double product as the pandas adapter and the simulation)."""
+        part = F.floor(F.col(START).cast("double") * F.lit(float(share))).cast("long")
+        return prepared.withColumn(REMAINING, F.least(F.col(REMAINING), part))
+
+    def public_frame(self, prepared: DataFrame, columns: Sequence[str]) -> Any:
+        """The public ``columns`` and ``__remaining``, collected as a pandas frame."""
+        return prepared.select(*columns, REMAINING).toPandas()

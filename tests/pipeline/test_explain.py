@@ -226,5 +226,85 @@ def test_errors_are_those_of_agg(engine: Any) -> None:
 def test_unsupported_aggregators_are_refused(engine: Any) -> None:
     mod = engine.module
     umean = mod.hdp_user_mean("x", user="g", eps="eps", lower=0, upper=100)
-    with pytest.raises(ParameterError, match="explain supports hdp_mean and hdp_histogram"):
+    with pytest.raises(ParameterError, match="explain supports hdp_mean, hdp_histogram and"):
         mod.explain(engine.frame(_table()), umean)
+
+
+# -- local-DP mean: the radius is the paper's bound, computed exactly ----------------------
+
+
+def _ldp_table(seed: int = 21) -> pd.DataFrame:
+    from hdp_spark.ldp import LaplaceRandomizer, RRRandomizer
+    from hdp_spark.pandas import ldp_simulate
+
+    rng = np.random.default_rng(seed)
+    n = 600
+    pdf = pd.DataFrame({
+        "g": rng.choice(["a", "b"], n),
+        "eps": rng.choice([0.25, 0.5, 1.0, 3.0], n),
+        "x": rng.uniform(0, 10, n),
+    })
+    pdf.loc[:5, "g"] = "c"  # a small group (its radius reaches the range: fallback)
+    pdf = ldp_simulate(pdf, "x", eps="eps", randomizer=LaplaceRandomizer(lower=0, upper=10),
+                       output="lap", unsafe_seed=1)
+    return ldp_simulate(pdf, "x", eps="eps", randomizer=RRRandomizer(lower=0, upper=10),
+                        output="rr", unsafe_seed=2)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_explain_ldp_mean_equals_what_ldp_agg_releases(engine: Any, grouped: bool) -> None:
+    from hdp_spark.ldp import ldp_mean
+
+    mod = engine.module
+    pdf = _ldp_table()
+    specs = (ldp_mean("lap", eps="eps", mechanism="laplace", lower=0, upper=10),
+             ldp_mean("rr", eps="eps", mechanism="rr", lower=0, upper=10,
+                      weights="inverse_variance"))
+    kw: dict[str, Any] = {"by": "g", "keys": ["a", "b", "c", "z"]} if grouped else {}
+    plan = _pandas(mod.explain(engine.frame(pdf), *specs, **kw))
+    out = _pandas(mod.ldp_agg(engine.frame(pdf), *specs, already_randomized=True, **kw))
+    assert len(plan) == 2 * len(out)
+    assert plan["half_width_is_bound"].all()
+    assert list(plan["kind"]) == ["ldp_mean"] * len(plan)
+    fallbacks = 0
+    for i in range(len(out)):
+        row = out.iloc[i]
+        for j, spec in enumerate(specs):
+            p = plan.iloc[2 * i + j]
+            name = spec.name
+            assert p["aggregator"] == name
+            assert p["method"] == spec.mechanism
+            assert p["n"] == row[f"{name}_n"]
+            assert _same_float(p["half_width"], row[f"{name}_radius"])
+            assert bool(p["fallback"]) == bool(row[f"{name}_fallback"])
+            levels = [{k: d[k] for k in ("eps", "n", "weight")} for d in _levels(p["eps_levels"])]
+            released = []
+            for lv in list(row[f"{name}_eps_levels"]):
+                d = lv.asDict() if hasattr(lv, "asDict") else dict(lv)
+                released.append({k: d[k] for k in ("eps", "n", "weight")})
+            assert levels == released
+            fallbacks += bool(p["fallback"])
+            if p["n"] and math.isfinite(p["half_width"]):
+                assert p["baseline_half_width"] >= p["half_width"] * (1 - 1e-12)
+    if grouped:
+        assert fallbacks >= 2  # the empty key z
+
+
+def test_explain_ldp_reads_no_report(engine: Any) -> None:
+    from hdp_spark.ldp import ldp_mean
+
+    mod = engine.module
+    pdf = _ldp_table()
+    spec = ldp_mean("lap", eps="eps", mechanism="laplace", lower=0, upper=10)
+    base = _pandas(mod.explain(engine.frame(pdf), spec, by="g", keys=["a", "b"]))
+    garbage = pdf.assign(lap=math.nan, rr=math.nan, x=-1.0)
+    other = _pandas(mod.explain(engine.frame(garbage), spec, by="g", keys=["a", "b"]))
+    pd.testing.assert_frame_equal(base, other)
+    dropped = _pandas(mod.explain(engine.frame(pdf[["g", "eps"]]), spec, by="g",
+                                  keys=["a", "b"]))
+    pd.testing.assert_frame_equal(base, dropped)
+    with pytest.raises(ParameterError, match="not both in one call"):
+        mod.explain(engine.frame(pdf), spec, mod.hdp_mean("x", eps="eps", lower=0, upper=10))
+    bad = pdf.assign(eps=pdf["eps"].where(pdf.index != 3, -1.0))
+    with pytest.raises(EpsilonColumnError):
+        mod.explain(engine.frame(bad), spec)

@@ -1,0 +1,372 @@
+"""What a job's releases will cost and deliver, and how to split each user's budget among
+them (issue 20): a simulation of the runner's budget rule on public facts only.
+
+A job's releases are run in order; each caps every user's ε at what the user has left
+(:mod:`hdp_spark.core.ledger`) and charges the effective ε its rows received. Every one of
+these numbers is a function of the public columns: the ε columns, the group keys, the user
+ids and the budgets. So the whole chain can be replayed before anything is spent, on a
+*profile* of the users: one row per distinct combination of (ε values, group of each
+release, remaining budget) with the number of users that share it. The replay uses the
+same functions as a run (:func:`~hdp_spark.core.ledger.cap_numpy`,
+:func:`~hdp_spark.core.levels.levels_numpy`, :func:`~hdp_spark.explain.explain_group`,
+:func:`~hdp_spark.core.ledger.charge_units_numpy`), so its charges are the run's charges.
+
+Allocation. A release ``r`` may use at most the share ``α_r`` (0 < α_r <= 1) of the budget
+each user had left when the job started: its cap is ``min(left now, floor(α_r · left at
+start))``. ``α = (1, ..., 1)`` is the runner's sequential rule ("sequential": first come,
+first served); ``α_r = 1/K`` splits every budget equally over the K releases ("equal");
+"optimal" searches α for the smallest weighted predicted error
+``Σ_r weight_r · Σ_{group, aggregator} variance / range²`` (the noise variance 2·b² of the
+Laplace scale b that ``explain`` predicts, or the squared half-range of a fallback; range 1
+for a histogram's frequencies), keeping the best of an exhaustive lattice (K <= 3), the
+sequential and equal allocations and a bounded Powell search from the best of them
+(scipy). Since the cap never exceeds what a user has left, no allocation can charge a user
+more than their budget.
+
+Privacy:
+    Reads only public facts: ε values, group keys (and the public key sets), budgets and
+    spends (public in this model), the specs and the releases' weights; never a value or
+    category column, and it draws no noise. The allocation, the predicted accuracy and the
+    charges are functions of these public facts, so publishing them (or letting them shape
+    the releases' ε vectors) reveals nothing about the data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.ledger import (
+    FULL,
+    BudgetPolicy,
+    ChargeMode,
+    cap_numpy,
+    charge_units_numpy,
+)
+from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.stats import GroupStats, LevelRow, check_levels
+from hdp_spark.errors import InternalError, ParameterError
+from hdp_spark.explain import Explained, explain_group
+from hdp_spark.jobs.spec import ALLOCATIONS, AllocationMethod
+
+__all__ = [
+    "ALLOCATIONS",
+    "Allocation",
+    "AllocationMethod",
+    "Profile",
+    "ReleaseModel",
+    "ReleaseOutcome",
+    "Simulation",
+    "allocate",
+    "error_of",
+    "lattice",
+    "simulate",
+]
+
+Key = tuple[object, ...]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+_LATTICE_MAX_RELEASES = 3
+_LATTICE_POINTS = 125
+"""Objective evaluations of the exhaustive lattice of "optimal" (K <= 3 releases)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Users grouped by their public attributes (one row per distinct combination).
+
+    Attributes:
+        counts: users per profile row.
+        remaining: each row's remaining budget (ledger units) when the job starts.
+        eps: demanded ε per ε column, per profile row.
+        groups: per release, each row's index in the release's key set (0 for a global
+            release; -1 for a key outside the public key set: not in the release).
+    """
+
+    counts: IntArray
+    remaining: IntArray
+    eps: Mapping[str, FloatArray]
+    groups: tuple[IntArray, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseModel:
+    """What the simulation needs of one release.
+
+    Attributes:
+        id: the release id.
+        weight: how much the analyst cares about its accuracy (>= 0).
+        keys: its public key set (``((),)`` for a global release).
+        aggregators: ``(output name, spec)`` of its ``hdp_mean`` / ``hdp_histogram``.
+        columns: its ε columns, each with how many aggregators read it (the cap rule's k).
+    """
+
+    id: str
+    weight: float
+    keys: tuple[Key, ...]
+    aggregators: tuple[tuple[str, MeanSpec | HistogramSpec], ...]
+    columns: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseOutcome:
+    """One release of a simulated job.
+
+    Attributes:
+        release_id: the release.
+        share: its α (the share of each user's starting budget it may use).
+        ran: False when an earlier release was refused (policy "fail" stops the job).
+        refused: policy "fail" and some user of the release lacks budget.
+        users_over: users whose ε was capped or excluded (or who made it refused).
+        charges: units charged to each user of each profile row.
+        allowed: each profile row's ε in the release's first ε column after the cap.
+        explained: ``(group key, aggregator name, figures)`` per group and aggregator.
+        error: ``Σ variance / range²`` over its groups and aggregators (inf if refused).
+    """
+
+    release_id: str
+    share: float
+    ran: bool
+    refused: bool
+    users_over: int
+    charges: IntArray
+    allowed: FloatArray
+    explained: tuple[tuple[Key, str, Explained], ...]
+    error: float
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """A simulated job: each release's outcome and every profile row's remaining budget."""
+
+    releases: tuple[ReleaseOutcome, ...]
+    remaining: IntArray
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """An allocation method's shares, its simulation and its weighted predicted error."""
+
+    method: AllocationMethod
+    shares: tuple[float, ...]
+    simulation: Simulation
+    error: float
+
+
+def _variance(spec: MeanSpec | HistogramSpec, e: Explained) -> float:
+    """Predicted squared error per output unit of range: 2·b² (Laplace), or the squared
+    half-range of the data-independent fallback."""
+    span = float(spec.upper) - float(spec.lower) if isinstance(spec, MeanSpec) else 1.0
+    if e.fallback:
+        return (e.half_width / span) ** 2
+    return 2.0 * (e.noise_scale / span) ** 2
+
+
+def _group_stats(levels: FloatArray, counts: IntArray) -> GroupStats:
+    values, inverse = np.unique(levels, return_inverse=True)
+    sums = np.bincount(inverse, weights=counts, minlength=len(values))
+    return GroupStats(tuple(LevelRow(float(v), int(c), ())
+                            for v, c in zip(values, sums, strict=True) if c > 0))
+
+
+def _limit(remaining: IntArray, start: IntArray, share: float) -> IntArray:
+    """The cap of a release: ``min(left now, floor(share · left at start))`` (units)."""
+    if share >= 1.0:
+        return remaining
+    part = np.floor(start.astype(np.float64) * share).astype(np.int64)
+    return np.minimum(remaining, part)
+
+
+def _release(
+    profile: Profile, r: int, rel: ReleaseModel, limit: IntArray, policy: BudgetPolicy,
+    mode: ChargeMode,
+) -> tuple[ReleaseOutcome, IntArray]:
+    inside = profile.groups[r] >= 0
+    cols = [(profile.eps[c], m) for c, m in rel.columns]
+    capped = cap_numpy(cols, limit, policy)
+    eps_after = dict(zip([c for c, _ in rel.columns], capped.eps, strict=True))
+    over = inside & (capped.status != FULL)
+    users_over = int(profile.counts[over].sum())
+    zero = np.zeros(len(profile.counts), dtype=np.int64)
+    first = capped.eps[0] if capped.eps else np.zeros(len(zero))
+    if policy == "fail" and users_over:
+        return ReleaseOutcome(rel.id, 1.0, True, True, users_over, zero, first, (), math.inf), zero
+    charges = zero.copy()
+    explained: list[tuple[Key, str, Explained]] = []
+    error = 0.0
+    g_idx = profile.groups[r]
+    cached: dict[tuple[str, object], FloatArray] = {}  # by (ε column, grid)
+    per_agg: list[tuple[str, MeanSpec | HistogramSpec, FloatArray]] = []
+    for name, spec in rel.aggregators:
+        pass_key: tuple[str, object] = (spec.eps, spec.eps_grid)
+        if pass_key not in cached:
+            lv = levels_numpy(eps_after[spec.eps], spec.eps_grid)
+            bad = {float(v): int(profile.counts[inside & (lv == v)].sum())
+                   for v in np.unique(lv[inside]) if v < 0}
+            check_levels(spec.eps, bad)
+            cached[pass_key] = lv
+        per_agg.append((name, spec, cached[pass_key]))
+    effective = [np.full(len(zero), np.nan) for _ in per_agg]
+    for g, key in enumerate(rel.keys):
+        rows = g_idx == g
+        for j, (name, spec, lv) in enumerate(per_agg):
+            e = explain_group(spec, _group_stats(lv[rows], profile.counts[rows]))
+            explained.append((key, name, e))
+            error += _variance(spec, e)
+            if e.levels:
+                eff_levels = np.array([x.eps for x in e.levels], dtype=np.float64)
+                eff_values = np.array([x.eps_effective for x in e.levels], dtype=np.float64)
+                at = np.searchsorted(eff_levels, lv[rows])
+                effective[j][rows] = eff_values[np.clip(at, 0, len(eff_levels) - 1)]
+    for (_name, spec, _lv), eff in zip(per_agg, effective, strict=True):
+        charges += charge_units_numpy(eff, eps_after[spec.eps], mode)
+    if np.any(charges > limit):
+        msg = "the simulated charges exceed a user's cap"
+        raise InternalError(msg)
+    outcome = ReleaseOutcome(rel.id, 1.0, True, False, users_over, charges, first,
+                             tuple(explained), error)
+    return outcome, charges
+
+
+def simulate(
+    profile: Profile,
+    releases: Sequence[ReleaseModel],
+    shares: Sequence[float],
+    policy: BudgetPolicy,
+    mode: ChargeMode,
+) -> Simulation:
+    """Replay the job's budget rule on ``profile`` with each release's ``share``.
+
+    Raises:
+        EpsilonColumnError: an ε column holds an invalid ε in some release (as a run).
+
+    Privacy:
+        A function of the profile (public columns), the specs and the shares only.
+    """
+    if len(shares) != len(releases):
+        msg = f"`shares` must give one share per release ({len(releases)}); got {len(shares)}."
+        raise ParameterError(msg)
+    start = profile.remaining
+    remaining = start.copy()
+    outcomes: list[ReleaseOutcome] = []
+    stopped = False
+    for r, (rel, share) in enumerate(zip(releases, shares, strict=True)):
+        if stopped:
+            none = np.zeros(len(start), dtype=np.int64)
+            outcomes.append(ReleaseOutcome(rel.id, float(share), False, False, 0, none,
+                                           np.zeros(len(start)), (), math.inf))
+            continue
+        limit = _limit(remaining, start, float(share))
+        outcome, charges = _release(profile, r, rel, limit, policy, mode)
+        outcomes.append(_with_share(outcome, float(share)))
+        remaining = remaining - charges
+        stopped = outcome.refused
+    return Simulation(tuple(outcomes), remaining)
+
+
+def _with_share(o: ReleaseOutcome, share: float) -> ReleaseOutcome:
+    return ReleaseOutcome(o.release_id, share, o.ran, o.refused, o.users_over, o.charges,
+                          o.allowed, o.explained, o.error)
+
+
+def error_of(simulation: Simulation, releases: Sequence[ReleaseModel]) -> float:
+    """The weighted predicted error ``Σ_r weight_r · error_r`` (inf if a release is refused)."""
+    total = 0.0
+    for rel, o in zip(releases, simulation.releases, strict=True):
+        if not o.ran or o.refused:
+            return math.inf
+        total += rel.weight * o.error
+    return total
+
+
+def _evaluate(
+    profile: Profile, releases: Sequence[ReleaseModel], shares: Sequence[float],
+    policy: BudgetPolicy, mode: ChargeMode,
+) -> tuple[float, Simulation]:
+    sim = simulate(profile, releases, shares, policy, mode)
+    return error_of(sim, releases), sim
+
+
+def allocate(
+    profile: Profile,
+    releases: Sequence[ReleaseModel],
+    method: AllocationMethod,
+    policy: BudgetPolicy,
+    mode: ChargeMode,
+) -> Allocation:
+    """The shares of ``method`` for the job's releases, with their simulation.
+
+    Args:
+        profile: the users' public profile.
+        releases: the releases, in run order.
+        method: ``"sequential"`` (every share 1: today's rule), ``"equal"`` (1/K each) or
+            ``"optimal"`` (smallest weighted predicted error found; never worse than
+            sequential or equal, see the module docstring).
+        policy: the job's budget policy.
+        mode: the job's charge mode.
+
+    Raises:
+        ParameterError: unknown ``method``.
+
+    Privacy:
+        Computed from public ε columns, group keys, budgets and weights only (see the
+        module docstring); no user is ever charged more than their remaining budget.
+    """
+    k = len(releases)
+    if method not in ALLOCATIONS:
+        msg = f"`allocation` must be one of {', '.join(ALLOCATIONS)}; got {method!r}."
+        raise ParameterError(msg)
+    if method == "sequential" or k == 0:
+        shares: tuple[float, ...] = (1.0,) * k
+    elif method == "equal":
+        shares = (1.0 / k,) * k
+    else:
+        return _optimal(profile, releases, policy, mode)
+    err, sim = _evaluate(profile, releases, shares, policy, mode)
+    return Allocation(method, shares, sim, err)
+
+
+def lattice(k: int) -> list[tuple[float, ...]]:
+    """The exhaustive lattice of "optimal" for ``k`` releases: every share in
+    ``{1/G, 2/G, ..., 1}`` with ``G = floor(125 ** (1/k))`` (empty for k > 3)."""
+    if k > _LATTICE_MAX_RELEASES or k == 0:
+        return []
+    g = math.floor(_LATTICE_POINTS ** (1.0 / k) + 1e-9)
+    points = [i / g for i in range(1, g + 1)]
+    return [tuple(p) for p in itertools.product(points, repeat=k)]
+
+
+def _optimal(
+    profile: Profile, releases: Sequence[ReleaseModel], policy: BudgetPolicy,
+    mode: ChargeMode,
+) -> Allocation:
+    k = len(releases)
+    seen: dict[tuple[float, ...], tuple[float, Simulation]] = {}
+
+    def score(shares: Sequence[float]) -> float:
+        key = tuple(min(1.0, max(float(s), 1e-6)) for s in shares)
+        if key not in seen:
+            seen[key] = _evaluate(profile, releases, key, policy, mode)
+        return seen[key][0]
+
+    starts = [(1.0,) * k, (1.0 / k,) * k, *lattice(k)]
+    for s in starts:
+        score(s)
+    best = min(seen, key=lambda s: (seen[s][0], -sum(s)))
+    if math.isfinite(seen[best][0]):
+        from scipy.optimize import minimize
+
+        minimize(score, np.asarray(best), method="Powell",
+                 bounds=[(1e-6, 1.0)] * k, options={"xtol": 1e-3, "ftol": 1e-9,
+                                                    "maxfev": 60 * k})
+    best = min(seen, key=lambda s: (seen[s][0], -sum(s)))
+    err, sim = seen[best]
+    return Allocation("optimal", best, sim, err)
