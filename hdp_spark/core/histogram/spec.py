@@ -25,12 +25,14 @@ from hdp_spark.core.mean.weights import (
     normalize,
     proportional_phi,
     solve_l1,
+    turbo_weights,
     uniform_weights,
 )
 from hdp_spark.errors import InternalError, ParameterError
 
 HistogramMethod = Literal[
-    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "uniform", "proportional"
+    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "hpf-ct", "hpf-wt", "uniform",
+    "proportional",
 ]
 HISTOGRAM_METHODS: tuple[str, ...] = get_args(HistogramMethod)
 
@@ -200,7 +202,11 @@ class HistogramSpec:
 
     @property
     def log_factor(self) -> float:
-        """L of the optimized methods: ln(k/β) for PAC (cp, wp), ln k for MSE (ce, we)."""
+        """L of the optimized methods: ln(k/β) for PAC (cp, wp, ct, wt), ln k for MSE (ce, we).
+
+        The Turbo methods exist only in the PAC form (Algorithm 3, FORC paper App. M, uses
+        log(k/β)); the paper's App. M section heading calls them "HPF-CF/WF", a typo for CT/WT.
+        """
         if self.method in ("hpf-ce", "hpf-we"):
             return math.log(self.k)
         return math.log(self.k / self.beta)
@@ -217,6 +223,9 @@ def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int])
     * ``hpf-cp`` / ``hpf-ce``: solver S1 with L = ln(k/β) / ln k (objective eq. 6);
     * ``hpf-wp`` / ``hpf-we``: both branches, S1(L) and S2(c = L), keeping the smaller
       r_WC (objective eq. 7, whose min of two terms splits into two branches);
+    * ``hpf-ct`` / ``hpf-wt``: the "Turbo" relaxations of cp / wp (Algorithm 3, App. M):
+      ||w - 1/n||₁² replaced by n||w - 1/n||₂², solved by S2 alone, c = L²/n (CT), and
+      for WT also c = L (the second branch), keeping the smaller WT objective;
     * ``uniform``: everyone at ε_min (trivial when some row has ε = 0);
     * ``proportional``: w ∝ ε (all weight on the public rows when there are some).
 
@@ -234,6 +243,8 @@ def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int])
         return normalize(v, m, phi, tau)
     if method in ("hpf-wp", "hpf-we"):
         return best_of_solvers(v, m, spec.log_factor)
+    if method in ("hpf-ct", "hpf-wt"):
+        return turbo_weights(v, m, spec.log_factor, weak=method == "hpf-wt")
     if method == "uniform":
         return uniform_weights(v, m)
     if method == "proportional":
