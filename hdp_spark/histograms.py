@@ -44,12 +44,16 @@ def hdp_histogram(
             * ``"hpf-wp"`` / ``"hpf-we"`` -- weakly-correlated data (values independent of
               ε up to a permutation): both branches S1(L) and S2(c = L), keeping the smaller
               r_WC.
+            * ``"hpf-ct"`` / ``"hpf-wt"`` -- the paper's "Turbo" variants of
+              ``hpf-cp`` / ``hpf-wp`` (Algorithm 3, App. M): ||w - 1/n||₁² relaxed to
+              n||w - 1/n||₂², so one closed-form solver S2 (c = L²/n; WT also tries
+              c = L and keeps the smaller objective), L = ln(k/β).
             * ``"uniform"`` -- everyone at ε_min (what a homogeneous library does).
             * ``"proportional"`` -- w_i ∝ ε_i.
 
             k is the number of released bins (the categories plus an appended ``other``).
         beta: the per-bin interval holds the noise with probability >= 1 - beta; also β of
-            ``hpf-cp`` and ``hpf-wp``.
+            ``hpf-cp``, ``hpf-wp``, ``hpf-ct`` and ``hpf-wt``.
         other: the public rule for null and out-of-domain values, which never raise and
             are never dropped. A label not in ``categories`` (default ``"other"``) adds one
             released bin, noised like every bin; a label in ``categories`` sends those rows
