@@ -11,8 +11,11 @@ Stand-ins (the paper's real data cannot be fetched offline):
 P = 95th percentile of the ℓ∞ error over trials, E = mean squared ℓ∞ error. The HPF, A,
 Prop and UNI columns run the library's finalize step (weights from the exact solvers, exact
 discrete Laplace noise on every bin, clipping) on the per-(ε level, category) table of each
-trial. SM and LDP are not library mechanisms: they are simulated here with numpy, as the
-paper's baselines (spec §4.1; SM's privacy under replace-one neighbours is not verified).
+trial. LDP is the library's k-RAPPOR baseline (methods ``k-rappor-c`` / ``k-rappor-w``):
+its weights come from the library, its randomization is drawn per (ε level, bin) cell with
+numpy (same law, far faster than the exact keyed sampler over thousands of trials). SM is
+not a library mechanism (its privacy under replace-one neighbours is not established, see
+docs/histogram.md): it is simulated here with numpy, as the paper's baseline (spec §4.1).
 
 By default ε is rounded down onto the public grid ``EpsGrid(ratio=1.01)`` (the library's
 path for continuous ε; it costs at most 1 % of noise) so that each trial's table has ~2,000
@@ -45,7 +48,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from hdp_spark.core.histogram.finalize import finalize_histogram
-from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
+from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights, rappor_weights
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats, LevelRow
@@ -141,20 +144,18 @@ def log_expm1(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def ldp_weights(eps: np.ndarray, n: int, lf: float, setting: str) -> np.ndarray:
-    """Closed-form k-RAPPOR combination weights of spec §4.1 (ℓ1 replaced by √n·ℓ2)."""
-    v = 1.0 / np.tanh(eps / 4) / eps
-    wa = 1 / (n + lf * v)
-    wa /= wa.sum()
-    if setting == "C":
-        return wa
-    wb = 1 / (1 + v)
-    wb /= wb.sum()
-
-    def objective(w: np.ndarray) -> float:
-        return float(min(n * np.sum((w - 1 / n) ** 2), lf * np.sum(w**2)) + lf * np.sum(w**2 * v))
-
-    return wa if objective(wa) <= objective(wb) else wb
+def rappor_estimate(rng: np.random.Generator, v: np.ndarray, cells: np.ndarray,
+                    w_level: np.ndarray) -> np.ndarray:
+    """One k-RAPPOR release from the per-(ε level, bin) counts, drawn per cell with numpy:
+    the sum of the reported bits of a cell with C holders among m rows is
+    Bin(C, 1 - q) + Bin(m - C, q), q = 1/(1 + e^(ε/2)) (the law the library's
+    ``k-rappor-*`` methods sample exactly, keyed); combined as Σ_l w_l (Y - q m)/tanh(ε/4)."""
+    m = cells.sum(axis=1, keepdims=True)  # rows per level (the unmatched slot is empty here)
+    q = (1 / (1 + np.exp(v / 2)))[:, None]
+    ones = cells[:, :-1]
+    y = rng.binomial(ones, 1 - q) + rng.binomial(m - ones, q)
+    unbiased = (y - q * m) / np.tanh(v / 4)[:, None]
+    return np.asarray(w_level @ unbiased)
 
 
 def run(stand: StandIn, trials: int, grid: EpsGrid | None, verbose: bool) -> dict[str, Any]:
@@ -179,12 +180,14 @@ def run(stand: StandIn, trials: int, grid: EpsGrid | None, verbose: bool) -> dic
     # SM: inclusion probability p_i = (e^ε_i - 1)/(e^t - 1), t = max ε (log space)
     t_max = float(eps.max())
     p_incl = np.exp(log_expm1(eps) - log_expm1(np.array([t_max]))[0])
+    # k-RAPPOR combination weights: the library's (methods k-rappor-c / k-rappor-w use
+    # L = ln(k/β); the E row uses L = ln k, as the paper's MSE variants)
+    weak = stand.setting == "W"
+    vl, ml = [float(a) for a in v], [int(c) for c in m]
     ldp = {
-        "LDP-P": ldp_weights(eps, n, math.log(k / BETA), stand.setting),
-        "LDP-E": ldp_weights(eps, n, math.log(k), stand.setting),
+        key: np.array([float(a) for a in rappor_weights(vl, ml, lf, weak=weak).w])
+        for key, lf in (("LDP-P", math.log(k / BETA)), ("LDP-E", math.log(k)))
     }
-    flip = 1 / (1 + np.exp(eps / 2))
-    coth = 1 / np.tanh(eps / 4)
     for trial in range(trials):
         xs = rng.permutation(x) if stand.setting == "W" else x
         stats = group_stats(v, m, level_idx, xs, k)
@@ -201,13 +204,11 @@ def run(stand: StandIn, trials: int, grid: EpsGrid | None, verbose: bool) -> dic
             est = np.bincount(xs[keep], minlength=k) / size
             est = est + rng.laplace(0, 2 / (size * t_max), k)
         errors["SM"].append(float(np.max(np.abs(np.clip(est, 0, 1) - mu))))
-        # LDP baseline: k-RAPPOR, each bit flipped with probability 1/(1 + e^(ε/2))
-        onehot = np.zeros((n, k))
-        onehot[np.arange(n), xs] = 1
-        y = np.logical_xor(onehot, rng.random((n, k)) < flip[:, None])
-        unbiased = coth[:, None] * (y - flip[:, None])
+        # LDP baseline: k-RAPPOR, each bit flipped with probability 1/(1 + e^(ε/2)); fresh
+        # reports per trial and weighting
+        cells = np.array([row.totals for row in stats.rows], dtype=np.int64)
         for key, w in ldp.items():
-            est = np.clip(w @ unbiased, 0, 1)
+            est = np.clip(rappor_estimate(rng, v, cells, w), 0, 1)
             errors[key].append(float(np.max(np.abs(est - mu))))
         if verbose and (trial + 1) % max(1, trials // 10) == 0:
             print(f"  {stand.name}: {trial + 1}/{trials} trials, {time.perf_counter() - t0:.0f}s",

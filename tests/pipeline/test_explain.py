@@ -99,6 +99,8 @@ def _check_histogram(plan: pd.Series, out: pd.Series, name: str) -> int:
     (False, ("uniform", "uniform")),
     (False, ("hpm-ce", "hpf-ct")),
     (True, ("hpm-wp", "hpf-wt")),
+    (False, ("hpm-a", "k-rappor-w")),
+    (True, ("hpm-a", "k-rappor-c")),
 ])
 def test_explain_equals_what_agg_releases(
     engine: Any, grouped: bool, grid: bool, methods: tuple[str, str]
@@ -140,7 +142,7 @@ def test_explain_equals_what_agg_releases(
         assert fallbacks >= 2  # the empty key z falls back for both aggregators
 
 
-@pytest.mark.parametrize("method", ["hpf-cp", "hpf-ct", "hpf-wt"])
+@pytest.mark.parametrize("method", ["hpf-cp", "hpf-ct", "hpf-wt", "k-rappor-w"])
 def test_histogram_half_width_equals_the_released_one(engine: Any, method: str) -> None:
     mod = engine.module
     pdf = _table()
