@@ -169,6 +169,11 @@ def test_public_rows_report_exactly_and_zero_rows_are_never_read(method: str) ->
     c = finalize_histogram(spec, stats_from_rows(spec, eps, [0, 1, 0, 0, 1]),
                            ReleaseKey.from_unsafe_seed(4), ())
     assert c.noisy != a.noisy  # a private row's value does enter (the check can fail)
+    # huge finite ε (no overflow): reports are exact up to e^(-ε/2), the noise vanishes
+    huge = finalize_histogram(spec, stats_from_rows(spec, [1e200] * 4 + [0.5], [0, 1, 1, 2, 0]),
+                              ReleaseKey.from_unsafe_seed(5), ())
+    assert math.isfinite(huge.noise_scale)
+    assert huge.levels[1].eps_effective == 1e200
 
 
 @pytest.mark.parametrize("method", RAPPOR_METHODS)

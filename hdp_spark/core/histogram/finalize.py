@@ -372,9 +372,8 @@ def _finalize_rappor(
     Bin(C, 1 - q) + Bin(m - C, q): each cell is drawn so (:func:`binomial_logistic`, exact
     for the rational level ε, no floating point in any probability), from a keyed stream
     bound to (release key, group, domain, ε histogram, every cell count of a level with
-    weight). ε = +inf rows
-    report exactly (q = 0); ε = 0 rows have weight 0 and are never read. The combination
-    (floats) is post-processing.
+    weight). ε = +inf rows report exactly (q = 0); ε = 0 rows have weight 0 and are never
+    read. The combination (floats) is post-processing.
     """
     v, m = stats.levels, stats.counts
     labels = spec.labels
@@ -522,6 +521,8 @@ def rappor_noise(
         if not wl or math.isinf(vl):
             continue
         x = float(wl)
-        var += ml * x * x / (4 * math.sinh(vl / 4) ** 2)
+        # 1/(4 sinh²(ε/4)) = s/(1 - s)² with s = e^(-ε/2): no overflow for large ε
+        s = math.exp(-vl / 2)
+        var += ml * x * x * s / math.expm1(-vl / 2) ** 2
         ranges += ml * (x / math.tanh(vl / 4)) ** 2
     return math.sqrt(var), math.sqrt(math.log(2 / beta) / 2 * ranges)
