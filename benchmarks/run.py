@@ -204,6 +204,7 @@ KNOWN_EXTERNAL = {
     "bench_histogram.py": "Histogram: speed against native Spark",
     "bench_heavy_hitters.py": "Heavy hitters: speed against native Spark",
     "repro_seed000_frequency.py": "Seed 000 frequency reproductions",
+    "repro_seed000_correlated.py": "Seed 000 correlated-setting reproductions (Tables 4/5)",
     "repro_seed002.py": "Seed 002 reproductions (user-level mean)",
     "repro_seed003.py": "Seed 003 reproductions",
     "bench_ldp_throughput.py": "LDP throughput",

@@ -135,11 +135,8 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
         base_span: float | None = span
     else:
         hp = plan_histogram(spec, v, m)
-        if hp.weights is None:
-            scale, half, tau = 0.0, 0.5, math.nan
-        else:
-            scale, half = float(hp.noise.scale), hp.noise.half_width(beta)
-            tau = hp.weights.tau
+        scale, half = hp.noise_scale, hp.half_width
+        tau = math.nan if hp.weights is None else hp.weights.tau
         n, levels, fallback = hp.n, hp.levels, hp.fallback
         base_span = None
     free = sum(lv.n for lv in levels if is_free(lv.eps, lv.eps_effective))

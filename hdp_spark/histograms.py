@@ -44,12 +44,21 @@ def hdp_histogram(
             * ``"hpf-wp"`` / ``"hpf-we"`` -- weakly-correlated data (values independent of
               ε up to a permutation): both branches S1(L) and S2(c = L), keeping the smaller
               r_WC.
+            * ``"hpf-ct"`` / ``"hpf-wt"`` -- the paper's "Turbo" variants of
+              ``hpf-cp`` / ``hpf-wp`` (Algorithm 3, App. M): ||w - 1/n||₁² relaxed to
+              n||w - 1/n||₂², so one closed-form solver S2 (c = L²/n; WT also tries
+              c = L and keeps the smaller objective), L = ln(k/β).
+            * ``"k-rappor-c"`` / ``"k-rappor-w"`` -- the paper's local-DP baseline
+              (k-RAPPOR: every bit of each row's one-hot report flipped with probability
+              1/(1 + e^(ε_i/2)), simulated exactly from the cell counts), combined with
+              correlated / weakly-correlated weights. Its ``noise_scale`` is the standard
+              deviation of each bin's noise and its intervals are Hoeffding's.
             * ``"uniform"`` -- everyone at ε_min (what a homogeneous library does).
             * ``"proportional"`` -- w_i ∝ ε_i.
 
             k is the number of released bins (the categories plus an appended ``other``).
         beta: the per-bin interval holds the noise with probability >= 1 - beta; also β of
-            ``hpf-cp`` and ``hpf-wp``.
+            ``hpf-cp``, ``hpf-wp``, ``hpf-ct`` and ``hpf-wt``.
         other: the public rule for null and out-of-domain values, which never raise and
             are never dropped. A label not in ``categories`` (default ``"other"``) adds one
             released bin, noised like every bin; a label in ``categories`` sends those rows
@@ -84,7 +93,9 @@ def hdp_histogram(
         Protected unit: one row (replace-one neighbours; n is public). Replacing one row's
         value moves its weight w_i between at most two bins (ℓ1 sensitivity 2·w_i), and
         every released bin gets Laplace noise of scale 2·η, η = max{w_l/ε_l}, so row i's
-        privacy loss is at most ``eps_effective`` of its level, which is <= ε_i. ε_i enters
+        privacy loss is at most ``eps_effective`` of its level, which is <= ε_i (k-RAPPOR:
+        each row's randomized report is ε_i-LDP, two bits change with ratio e^(ε_i/2)
+        each, and the output is a function of the reports). ε_i enters
         only through the weights and the noise scale, functions of the ε histogram, which
         is public in this model (it is in the output). Public inputs: ``categories``,
         ``other``, the grid, and in a grouped release the key set and each row's group

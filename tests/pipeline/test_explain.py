@@ -97,6 +97,10 @@ def _check_histogram(plan: pd.Series, out: pd.Series, name: str) -> int:
     (False, ("adpm", "hpf-a")),
     (True, ("hpm-cp", "hpf-wp")),
     (False, ("uniform", "uniform")),
+    (False, ("hpm-ce", "hpf-ct")),
+    (True, ("hpm-wp", "hpf-wt")),
+    (False, ("hpm-a", "k-rappor-w")),
+    (True, ("hpm-a", "k-rappor-c")),
 ])
 def test_explain_equals_what_agg_releases(
     engine: Any, grouped: bool, grid: bool, methods: tuple[str, str]
@@ -138,10 +142,11 @@ def test_explain_equals_what_agg_releases(
         assert fallbacks >= 2  # the empty key z falls back for both aggregators
 
 
-def test_histogram_half_width_equals_the_released_one(engine: Any) -> None:
+@pytest.mark.parametrize("method", ["hpf-cp", "hpf-ct", "hpf-wt", "k-rappor-w"])
+def test_histogram_half_width_equals_the_released_one(engine: Any, method: str) -> None:
     mod = engine.module
     pdf = _table()
-    _, hist = _specs(mod, False, ("adpm", "hpf-cp"))
+    _, hist = _specs(mod, False, ("adpm", method))
     plan = _pandas(mod.explain(engine.frame(pdf), hist, by="g", keys=KEYS))
     result = mod.histogram_release(engine.frame(pdf), hist.spec if hasattr(hist, "spec")
                                    else hist, by="g", keys=KEYS, unsafe_seed=5)

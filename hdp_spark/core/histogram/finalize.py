@@ -72,7 +72,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from hdp_spark.core.histogram.spec import TRIVIAL_FREQUENCY, HistogramSpec, histogram_weights
+from hdp_spark.core.histogram.spec import (
+    RAPPOR_METHODS,
+    TRIVIAL_FREQUENCY,
+    HistogramSpec,
+    histogram_weights,
+)
 from hdp_spark.core.keys import context_key
 from hdp_spark.core.mean.finalize import LevelPrivacy, level_privacy
 from hdp_spark.core.mean.weights import (
@@ -85,6 +90,7 @@ from hdp_spark.core.noise import (
     laplace_mechanism,
     laplace_noise,
 )
+from hdp_spark.core.noise.binomial import binomial_logistic
 from hdp_spark.core.noise.exact import GRID_SLACK
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
@@ -297,6 +303,8 @@ def finalize_histogram(
             labels, tuple(Fraction(1, 2) for _ in labels), 0.0, Fraction(0), Fraction(0),
             0.0, TRIVIAL_FREQUENCY, n, math.nan, spec.method, True, plan.levels,
         )
+    if spec.method in RAPPOR_METHODS:
+        return _finalize_rappor(spec, stats, key, group, plan, weights)
     nums, den = integer_weights(weights)
     counts = released_counts(spec, stats)
     statistics = tuple(Fraction(x, den) for x in _bin_sums(nums, counts, k))
@@ -341,6 +349,82 @@ def finalize_histogram(
     )
 
 
+def _finalize_rappor(
+    spec: HistogramSpec,
+    stats: GroupStats,
+    key: ReleaseKey,
+    group: tuple[object, ...],
+    plan: HistogramPlan,
+    weights: Weights,
+) -> HistogramResult:
+    """The k-RAPPOR baseline of one group, simulated exactly from its cell counts.
+
+    Mechanism (the FORC paper's LDP baseline, App. B.1): row i reports its one-hot vector
+    over the k released bins (all zeros for an unmatched row with ``other=None``) with
+    every bit flipped independently with probability q_i = 1/(1 + e^(ε_i/2)); bin j
+    releases Σ_i w_i·(B_ij - q_i)/(1 - 2q_i), clipped to [0, 1].
+
+    Privacy: replacing row i's value changes at most two bits of its report, each with
+    probability ratio at most (1 - q)/q = e^(ε/2), so the report is ε_i-LDP and the
+    release, a function of the reports, is ε_i-DP (replace-one; ε_i is the row's level,
+    <= its demand). Only the sums of the reports per (ε level, bin) enter the output, and
+    for C rows of level l holding bin j among its m rows that sum is exactly
+    Bin(C, 1 - q) + Bin(m - C, q): each cell is drawn so (:func:`binomial_logistic`, exact
+    for the rational level ε, no floating point in any probability), from a keyed stream
+    bound to (release key, group, domain, ε histogram, every cell count of a level with
+    weight). ε = +inf rows report exactly (q = 0); ε = 0 rows have weight 0 and are never
+    read. The combination (floats) is post-processing.
+    """
+    v, m = stats.levels, stats.counts
+    labels = spec.labels
+    k = len(labels)
+    counts = released_counts(spec, stats)
+    histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)
+    digest = hashlib.sha256(
+        encode_context(
+            ("hdp_spark/histogram/rappor/v1", spec.name, spec.method, spec.column, spec.eps,
+             spec.kind, labels, spec.other, spec.beta, context_key(group), stats.n,
+             histogram,
+             # the counts the output reads: rows of weight 0 (ε = 0) never enter, not even
+             # through the randomness
+             tuple(tuple(row) if wl else () for row, wl in zip(counts, weights.w, strict=True)))
+        )
+    ).digest()
+    parts: list[list[float]] = [[] for _ in range(k)]
+    for lev, (vl, ml, wl, row) in enumerate(zip(v, m, weights.w, counts, strict=True)):
+        if not wl:
+            continue
+        x = float(wl)
+        if math.isinf(vl):
+            for j in range(k):
+                parts[j].append(x * row[j])
+            continue
+        gamma = Fraction(vl) / 2
+        q = 1.0 / (1.0 + math.exp(vl / 2)) if vl < 1400 else 0.0
+        t = math.tanh(vl / 4)
+        for j in range(k):
+            rng = key.stream(encode_context(("cell", digest, lev, j)))
+            c = row[j]
+            kept = binomial_logistic(c, gamma, rng)
+            false = (ml - c) - binomial_logistic(ml - c, gamma, rng)
+            parts[j].append(x * ((kept + false) - q * ml) / t)
+    noisy = tuple(Fraction(math.fsum(p)) for p in parts)
+    return HistogramResult(
+        labels=labels,
+        noisy=noisy,
+        noise_scale=plan.noise_scale,
+        scale=Fraction(plan.noise_scale),
+        granularity=Fraction(0),
+        half_width=plan.half_width,
+        bias_bound=plan.bias_bound,
+        n=stats.n,
+        tau=weights.tau,
+        method=spec.method,
+        fallback=False,
+        levels=plan.levels,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class HistogramPlan:
     """Everything of one group's histogram release that is fixed before any noise is drawn.
@@ -355,6 +439,10 @@ class HistogramPlan:
             ``scale`` is the released ``noise_scale`` and ``half_width(beta)`` the released
             interval half-width.
         bias_bound: ||w - 1/n||₁/2 (the released ``bias_bound``).
+        noise_scale: the released ``noise_scale``: the Laplace scale of ``noise``, or for
+            ``k-rappor-*`` the standard deviation of each bin's noise (0 on a fallback).
+        half_width: the released (1 - β) half-width of each bin's noise (0.5 on a
+            fallback, where the interval is [0, 1]).
     """
 
     n: int
@@ -363,6 +451,8 @@ class HistogramPlan:
     min_sensitivity: Fraction | None
     noise: LaplaceDraw
     bias_bound: float
+    noise_scale: float
+    half_width: float
 
     @property
     def fallback(self) -> bool:
@@ -393,13 +483,46 @@ def plan_histogram(
     if weights is None or weights.trivial:
         zero = tuple(LevelPrivacy(lv, ml, 0.0, 0.0) for lv, ml in zip(v, m, strict=True))
         return HistogramPlan(n, None, zero, None, laplace_noise(Fraction(0), Fraction(1)),
-                             TRIVIAL_FREQUENCY)
+                             TRIVIAL_FREQUENCY, 0.0, 0.5)
     nums, den = integer_weights(weights)
     if len(nums) != len(v):
         msg = "weights do not match the group's ε levels"
         raise InternalError(msg)
+    bias = _bias_bound(m, nums, den)
+    if spec.method in RAPPOR_METHODS:
+        sd, half = rappor_noise(v, m, weights.w, spec.beta)
+        levels = tuple(LevelPrivacy(lv, ml, p / den, lv if p else 0.0)
+                       for lv, ml, p in zip(v, m, nums, strict=True))
+        return HistogramPlan(n, weights, levels, None, laplace_noise(Fraction(0), Fraction(1)),
+                             bias, sd, half)
     constrained = [p for p, vl in zip(nums, v, strict=True) if p > 0 and math.isfinite(vl)]
     min_sensitivity = Fraction(min(constrained), den) if constrained else None
     noise = laplace_noise(2 * weights.eta, min_sensitivity or Fraction(1))
     return HistogramPlan(n, weights, level_privacy(v, m, nums, den, weights.eta),
-                         min_sensitivity, noise, _bias_bound(m, nums, den))
+                         min_sensitivity, noise, bias, float(noise.scale),
+                         noise.half_width(spec.beta))
+
+
+def rappor_noise(
+    v: Sequence[float], m: Sequence[int], w: Sequence[Fraction], beta: float
+) -> tuple[float, float]:
+    """(standard deviation, (1 - β) Hoeffding half-width) of each k-RAPPOR bin's noise.
+
+    Row i of level l contributes w_l·(B_i - q_l)/(1 - 2q_l) with its reported bit B_i and
+    q_l = 1/(1 + e^(ε_l/2)), 1 - 2q_l = tanh(ε_l/4): mean 0 around w_l·1{x_i = j},
+    variance w_l²·q(1-q)/(1-2q)² = w_l²/(4 sinh²(ε_l/4)) and range w_l·coth(ε_l/4),
+    whatever x_i is. So the variance is Σ_l m_l w_l²/(4 sinh²(ε_l/4)) and Hoeffding gives
+    P(|noise| > t) <= 2 exp(-2t²/Σ_l m_l (w_l coth(ε_l/4))²) = β at
+    t = (ln(2/β)/2 · Σ_l m_l (w_l coth(ε_l/4))²)^½. Functions of the ε histogram only.
+    """
+    var = 0.0
+    ranges = 0.0
+    for vl, ml, wl in zip(v, m, w, strict=True):
+        if not wl or math.isinf(vl):
+            continue
+        x = float(wl)
+        # 1/(4 sinh²(ε/4)) = s/(1 - s)² with s = e^(-ε/2): no overflow for large ε
+        s = math.exp(-vl / 2)
+        var += ml * x * x * s / math.expm1(-vl / 2) ** 2
+        ranges += ml * (x / math.tanh(vl / 4)) ** 2
+    return math.sqrt(var), math.sqrt(math.log(2 / beta) / 2 * ranges)

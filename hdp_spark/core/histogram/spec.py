@@ -25,14 +25,20 @@ from hdp_spark.core.mean.weights import (
     normalize,
     proportional_phi,
     solve_l1,
+    turbo_weights,
     uniform_weights,
 )
 from hdp_spark.errors import InternalError, ParameterError
 
 HistogramMethod = Literal[
-    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "uniform", "proportional"
+    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "hpf-ct", "hpf-wt", "uniform",
+    "proportional", "k-rappor-c", "k-rappor-w",
 ]
 HISTOGRAM_METHODS: tuple[str, ...] = get_args(HistogramMethod)
+RAPPOR_METHODS: tuple[str, ...] = ("k-rappor-c", "k-rappor-w")
+"""The local-DP k-RAPPOR baseline (correlated / weakly-correlated combination weights)."""
+LAPLACE_METHODS: tuple[str, ...] = tuple(x for x in HISTOGRAM_METHODS if x not in RAPPOR_METHODS)
+"""The methods released by HPF's Laplace mechanism (all but the k-RAPPOR baseline)."""
 
 MAX_CATEGORIES = 100_000
 """Largest public domain accepted (every bin is released, so k drives the cost)."""
@@ -200,7 +206,11 @@ class HistogramSpec:
 
     @property
     def log_factor(self) -> float:
-        """L of the optimized methods: ln(k/β) for PAC (cp, wp), ln k for MSE (ce, we)."""
+        """L of the optimized methods: ln(k/β) for PAC (cp, wp, ct, wt), ln k for MSE (ce, we).
+
+        The Turbo methods exist only in the PAC form (Algorithm 3, FORC paper App. M, uses
+        log(k/β)); the paper's App. M section heading calls them "HPF-CF/WF", a typo for CT/WT.
+        """
         if self.method in ("hpf-ce", "hpf-we"):
             return math.log(self.k)
         return math.log(self.k / self.beta)
@@ -210,6 +220,54 @@ class HistogramSpec:
         return {c: i for i, c in enumerate(self.categories)}
 
 
+def rappor_phi(v: Sequence[float], m: Sequence[int], log_factor: float) -> list[float]:
+    """phi(ε) = 1/(n + L·coth(ε/4)/ε): k-RAPPOR's combination weights (correlated form).
+
+    The FORC paper bounds the k-RAPPOR error by 2k·exp(-α²/(8 Σ w_i² v_i)) with the
+    sub-Gaussian proxy v_i = coth(ε_i/4)/ε_i (eq. 126) and minimises ||w - 1/n||₁² +
+    L·Σ w_i² v_i (eq. 127, constants dropped); with ||·||₁² replaced by n||·||₂² (as for
+    Turbo) the stationarity condition n(w_i - 1/n) + L·v_i·w_i = const on the simplex gives
+    w_i ∝ 1/(n + L·v_i). ε = +inf: v = 0; ε = 0 (and any ε whose v overflows): weight 0.
+    """
+    n = sum(m)
+    return [1.0 / (n + log_factor * p) for p in map(_rappor_proxy, v)]
+
+
+def _rappor_proxy(x: float) -> float:
+    """v = coth(ε/4)/ε (0 for ε = +inf, +inf for ε = 0 or when it overflows)."""
+    if math.isinf(x):
+        return 0.0
+    t = math.tanh(x / 4) if x > 0 else 0.0
+    return math.inf if t == 0 else 1.0 / (t * x)
+
+
+def rappor_weights(v: Sequence[float], m: Sequence[int], log_factor: float,
+                   weak: bool) -> Weights:
+    """k-RAPPOR combination weights: correlated form (:func:`rappor_phi`), or for the
+    weakly-correlated setting the better, under (n||w - 1/n||₂² ∧ L||w||₂²) + L·Σ w_i² v_i
+    (eq. 128 with the same relaxation), of that and argmin L||w||₂² + L·Σ w_i² v_i, whose
+    stationarity condition w_i (1 + v_i) = const gives w_i ∝ 1/(1 + v_i). A function of
+    the ε histogram only."""
+    wa = normalize(v, m, rappor_phi(v, m, log_factor), math.nan)
+    if not weak:
+        return wa
+    proxy = [_rappor_proxy(x) for x in v]
+    phi_b = [0.0 if math.isinf(p) else 1.0 / (1.0 + p) for p in proxy]
+    wb = normalize(v, m, phi_b, math.nan)
+    n = sum(m)
+
+    def objective(w: Weights) -> float:
+        ws = [float(x) for x in w.w]
+        l2 = sum(c * x * x for x, c in zip(ws, m, strict=True))
+        dev = n * sum(c * (x - 1 / n) ** 2 for x, c in zip(ws, m, strict=True))
+        var = sum(c * x * x * p for x, c, p in zip(ws, m, proxy, strict=True) if x)
+        return min(dev, log_factor * l2) + log_factor * var
+
+    if wa.trivial or wb.trivial:
+        return wb if wa.trivial else wa
+    return wa if objective(wa) <= objective(wb) else wb
+
+
 def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]) -> Weights:
     """Per-level weights of ``spec.method`` for the ε histogram (levels v ascending, counts m).
 
@@ -217,6 +275,16 @@ def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int])
     * ``hpf-cp`` / ``hpf-ce``: solver S1 with L = ln(k/β) / ln k (objective eq. 6);
     * ``hpf-wp`` / ``hpf-we``: both branches, S1(L) and S2(c = L), keeping the smaller
       r_WC (objective eq. 7, whose min of two terms splits into two branches);
+    * ``hpf-ct`` / ``hpf-wt``: the "Turbo" relaxations of cp / wp (Algorithm 3, App. M):
+      ||w - 1/n||₁² replaced by n||w - 1/n||₂², solved by S2 alone, c = L²/n (CT), and
+      for WT also c = L (the second branch), keeping the smaller WT objective;
+    * ``k-rappor-c`` / ``k-rappor-w``: the paper's local-DP baseline (App. B.1, eqs.
+      126-128): each row's one-hot report has every bit flipped with probability
+      1/(1 + e^(ε/2)); the unbiased reports are combined with w ∝ 1/(n + L·v),
+      v = coth(ε/4)/ε (the correlated objective (127) with ||w - 1/n||₁² relaxed to
+      n||w - 1/n||₂², which has this closed form), or for ``-w`` the better of that and
+      w ∝ 1/(1 + v) under the weakly-correlated objective (128); L = ln(k/β); v = 0 for
+      ε = +inf, weight 0 for ε = 0;
     * ``uniform``: everyone at ε_min (trivial when some row has ε = 0);
     * ``proportional``: w ∝ ε (all weight on the public rows when there are some).
 
@@ -234,6 +302,10 @@ def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int])
         return normalize(v, m, phi, tau)
     if method in ("hpf-wp", "hpf-we"):
         return best_of_solvers(v, m, spec.log_factor)
+    if method in ("hpf-ct", "hpf-wt"):
+        return turbo_weights(v, m, spec.log_factor, weak=method == "hpf-wt")
+    if method in RAPPOR_METHODS:
+        return rappor_weights(v, m, spec.log_factor, weak=method == "k-rappor-w")
     if method == "uniform":
         return uniform_weights(v, m)
     if method == "proportional":

@@ -50,9 +50,12 @@ __all__ = [
     "normalize",
     "proportional_phi",
     "r_c2",
+    "r_ct2",
     "r_wc2",
+    "r_wt2",
     "solve_clip_level",
     "solve_l1",
+    "turbo_weights",
     "uniform_phi",
     "uniform_weights",
 ]
@@ -350,6 +353,60 @@ def best_of_solvers(v: Sequence[float], m: Sequence[int], lf: float) -> Weights:
     phi_b, tau_b = solve_clip_level(v, m, lf)
     wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
     return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+
+
+def _l2_dev(m: Sequence[int], w: Weights) -> float:
+    """n·||w - 1/n||₂² (= n·||w||₂² - 1 on the simplex), the Turbo relaxation of ||w - 1/n||₁²."""
+    n = sum(m)
+    return float(n * sum((float(wl) - 1.0 / n) ** 2 * c for wl, c in zip(w.w, m, strict=True)))
+
+
+def r_ct2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -> float:
+    """Turbo correlated objective n||w - 1/n||₂² + L² s(w)² (FORC paper, App. M, HPF-CT)."""
+    del v
+    return _l2_dev(m, w) + log_factor**2 * float(w.eta) ** 2
+
+
+def r_wt2(v: Sequence[float], m: Sequence[int], w: Weights, log_factor: float) -> float:
+    """Turbo weakly-correlated objective (n||w - 1/n||₂² ∧ L||w||₂²) + L² s(w)² (FORC paper,
+    App. M, HPF-WT)."""
+    del v
+    l2 = float(sum(float(wl) ** 2 * c for wl, c in zip(w.w, m, strict=True)))
+    return min(_l2_dev(m, w), log_factor * l2) + log_factor**2 * float(w.eta) ** 2
+
+
+def turbo_weights(v: Sequence[float], m: Sequence[int], lf: float, weak: bool) -> Weights:
+    """The "Turbo" weights HPF-CT (``weak=False``) and HPF-WT (``weak=True``) of
+    Algorithm 3 (FORC paper, App. M), both through solver S2 only.
+
+    The paper relaxes ||w - 1/n||₁² to n||w - 1/n||₂² (Cauchy-Schwarz; App. M says "upper
+    bound the ℓ1-norm by nℓ2-norm", which holds for the squares: ||x||₁² <= n||x||₂²).
+    On the simplex n||w - 1/n||₂² = n||w||₂² - 1, so
+
+    * CT, argmin n||w - 1/n||₂² + L²s² = argmin ||w||₂² + (L²/n)s²: S2 with c = L²/n;
+    * WT, the objective (n||w - 1/n||₂² ∧ L||w||₂²) + L²s² splits into the branch above
+      and argmin L||w||₂² + L²s² = argmin ||w||₂² + L·s²: S2 with c = L. Both branches are
+      solved and the weights with the smaller WT objective are kept (the paper's rule,
+      "choose the weights corresponding to the one minimizing the two objective values").
+
+    n counts every row, ε = 0 rows included (they get weight 0 but stay in 1/n). The
+    paper's recursion (eq. 133) assumes ε_i > 0 (Algorithm 3's input is ε ∈ R^n_{>0}); its
+    first step r₂ = (r₁² + c)/r₁ divides by 0 when ε₁ = 0. The grouped solver
+    :func:`solve_clip_level` skips ε = 0 levels (weight 0), which is the optimum with
+    w_i = 0 forced, and handles ε = +inf. L > 0 is required. A function of the public ε
+    histogram only.
+    """
+    if not lf > 0:
+        msg = "turbo_weights needs L > 0"
+        raise InternalError(msg)
+    n = sum(m)
+    phi_a, tau_a = solve_clip_level(v, m, lf * lf / n)
+    wa = normalize(v, m, phi_a, tau_a)
+    if not weak:
+        return wa
+    phi_b, tau_b = solve_clip_level(v, m, lf)
+    wb = normalize(v, m, phi_b, tau_b)
+    return wa if r_wt2(v, m, wa, lf) <= r_wt2(v, m, wb, lf) else wb
 
 
 def uniform_weights(v: Sequence[float], m: Sequence[int]) -> Weights:

@@ -47,6 +47,7 @@ from hdp_spark.errors import InternalError
 __all__ = [
     "binomial_discrete_laplace_sf",
     "binomial_exp",
+    "binomial_logistic",
     "binomial_rational",
     "uniform_subset",
 ]
@@ -115,6 +116,20 @@ def _binomial_one_over_one_plus_q(n: int, scale: Fraction, rng: RandomSource) ->
         rest = running - heads
         running = rest - binomial_exp(rest, inv, rng)  # Bernoulli(q) fails; others retry
     return successes
+
+
+def binomial_logistic(n: int, gamma: Fraction, rng: RandomSource) -> int:
+    """Exact Bin(n, 1/(1 + exp(-gamma))) for a rational gamma > 0.
+
+    The keep probability of randomized response with ratio e^gamma (k-RAPPOR flips each
+    bit with probability 1/(1 + e^gamma)). Same sampler as the second stage of
+    :func:`binomial_discrete_laplace_sf`: with q = exp(-gamma), each trial succeeds with
+    probability 1/2, else fails with probability q, else retries.
+    """
+    if n < 0 or gamma <= 0:
+        msg = "binomial_logistic needs n >= 0 and gamma > 0"
+        raise InternalError(msg)
+    return _binomial_one_over_one_plus_q(n, 1 / gamma, rng) if n else 0
 
 
 def binomial_discrete_laplace_sf(n: int, m: int, scale: Fraction, rng: RandomSource) -> int:
