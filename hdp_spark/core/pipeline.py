@@ -28,7 +28,7 @@ from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import CodedSpec
 from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
@@ -165,8 +165,8 @@ class Engine(Protocol):
         """The user-level mean's interactive provider (released on exit)."""
         ...
 
-    def tree_counter(self, spec: HeavyHittersSpec) -> AbstractContextManager[TreeCounter]:
-        """The heavy hitters' interactive provider (released on exit)."""
+    def tree_counter(self, spec: CodedSpec) -> AbstractContextManager[TreeCounter]:
+        """The exact attribute counts of the partial-DP releases (released on exit)."""
         ...
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.mean.spec import check_column_name
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_KEY_SPACE",
     "AttributeDomain",
     "AttributeHistogramSpec",
+    "CodedSpec",
     "HeavyHittersSpec",
     "build_domains",
 ]
@@ -121,6 +123,20 @@ class AttributeDomain:
     def value(self, code: int) -> object:
         """The output value of a code (None for the extra category)."""
         return self.values[code] if code < len(self.values) else None
+
+
+class CodedSpec(Protocol):
+    """A release over recoded attributes: what an engine's tree counter needs."""
+
+    @property
+    def domains(self) -> tuple[AttributeDomain, ...]:
+        """One public domain per attribute."""
+        ...
+
+    @property
+    def privacy_unit(self) -> str | None:
+        """The id column checked to be unique, if any."""
+        ...
 
 
 def _check_cols(cols: object) -> tuple[str, ...]:
