@@ -40,10 +40,12 @@ from hdp_spark.core.partial.histograms import (
     HistogramResult,
     finalize_histograms,
 )
+from hdp_spark.core.partial.mwem import MWEM_COLUMNS, MwemSpec, hdp_mwem, mwem_requests, run_mwem
 from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.projection import MarginalsResult, MarginalsSpec, hdp_marginals
 from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
+from hdp_spark.core.pipeline import OutputField
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import INTEGRAL, NUMERIC, mark_unsafe
@@ -54,8 +56,10 @@ __all__ = [
     "attribute_histograms",
     "hdp_heavy_hitters",
     "hdp_marginals",
+    "hdp_mwem",
     "heavy_hitters",
     "marginals",
+    "mwem",
     "release_heavy_hitters",
 ]
 
@@ -440,4 +444,44 @@ def marginals(
     columns = [(f.suffix, f) for f in kernel.items(spec)]
     table = SparkEngine(df).materialize((), columns, kernel.table_rows(spec, result),
                                    result.report.unsafe_seed)
+    return PartialRelease(table, result.report)
+
+
+def mwem(
+    df: DataFrame,
+    spec: MwemSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+) -> PartialRelease:
+    """Release the answers of a partial-DP MWEM synthetic distribution (§4.2).
+
+    One aggregation pass counts every cell of every marginal (native, as for
+    ``marginals``); the rounds run on the driver over the public domain.
+
+    Returns:
+        ``.table``: one row per (marginal, cell): ``marginal``, one column per attribute
+        (null outside the marginal or for the extra "other" category), ``mwem_fraction``;
+        ``.report``: a dict (budget, T, ε_T, the selected query tuples).
+
+    Privacy:
+        See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
+        (zCDP; replacement neighbours, n public). Each call is one release.
+    """
+    if not isinstance(spec, MwemSpec):
+        msg = f"`spec` must come from hdp_mwem(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    engine = SparkEngine(df)
+    with engine.tree_counter(spec) as counter:
+        counts = counter.count_level(mwem_requests(spec), -1)
+    result = run_mwem(spec, [counts.get(i, {}) for i in range(len(spec.workload))],
+                      ReleaseKey.resolve(unsafe_seed))
+    fields = [OutputField("marginal", "str"),
+              *(OutputField(d.column, d.output_type + "?") for d in spec.domains),
+              *(OutputField(c, "float") for c in MWEM_COLUMNS)]
+    rows = [(r["marginal"], *(float(r[d.column]) if r[d.column] is not None
+                              and d.output_type == "float" else r[d.column]
+                              for d in spec.domains), r["mwem_fraction"])
+            for r in result.rows]
+    table = engine.materialize((), [(f.suffix, f) for f in fields], rows,
+                               result.report["unsafe_seed"])
     return PartialRelease(table, result.report)

@@ -7,6 +7,7 @@
 * :mod:`.histograms` -- per-attribute histograms (parallel composition);
 * :mod:`.projection` / :mod:`.consistency` -- marginals by the projection mechanism
   (discrete Gaussian noise, then projection onto consistent marginals);
+* :mod:`.mwem` -- partial-DP MWEM over marginal queries;
 * :mod:`.privacy` -- exact worst-case loss calculator (test oracle);
 * :mod:`.accounting` -- per-attribute / per-person / zCDP conversions.
 """

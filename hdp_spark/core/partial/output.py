@@ -24,4 +24,4 @@ class PartialRelease:
     """
 
     table: Any
-    report: HeavyHittersReport | HistogramReport | MarginalsReport
+    report: HeavyHittersReport | HistogramReport | MarginalsReport | dict[str, Any]
