@@ -325,12 +325,13 @@ def run_release(
     for kernel in kernels:
         if getattr(kernel, "global_only", False) and by_t:
             msg = (
-                "heavy hitters are released for the whole table only: `by` must be None "
-                f"when the call includes one, got {by!r}."
+                "heavy hitters and marginals are released for the whole table only: `by` must "
+                f"be None when the call includes one, got {by!r}."
             )
             raise ParameterError(msg)
     if sum(1 for k in kernels if getattr(k, "global_only", False)) > 1:
-        msg = "a release may include at most one heavy-hitters aggregator; call agg twice."
+        msg = ("a release may include at most one heavy-hitters or marginals aggregator; call "
+               "agg twice.")
         raise ParameterError(msg)
     found = engine.release_keys(keys, by_t)
     order: Keys = found if found is not None else ((),)
