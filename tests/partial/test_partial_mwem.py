@@ -186,3 +186,12 @@ def test_parameter_errors(kw, match) -> None:
 def test_tuple_count() -> None:
     spec = _spec(4, 1, per_round=2)
     assert tuple_count(spec.workload, spec.sizes, 2) == 4 * 3 * 2 * 2
+
+
+def test_unit_and_alias_rules() -> None:
+    with pytest.raises(ParameterError, match="`privacy_unit` must not be one of `cols`"):
+        _spec(4, 1, privacy_unit="a0")
+    with pytest.raises(ParameterError, match="`alias` must be a non-empty column name"):
+        _spec(4, 1, alias="")
+    with pytest.raises(ParameterError, match="`workload` must be a non-empty tuple"):
+        MwemSpec(_spec(4, 1).domains, ((1, 0),), 1.0)

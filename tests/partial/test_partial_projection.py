@@ -369,3 +369,10 @@ def test_empty_table_raises() -> None:
     spec = _spec()
     with pytest.raises(ParameterError, match="public n, which must be > 0"):
         finalize_marginals(spec, [{} for _ in spec.workload], ReleaseKey.from_unsafe_seed(1))
+
+
+def test_unit_rule() -> None:
+    with pytest.raises(ParameterError, match="`privacy_unit` must not be one of `cols`"):
+        _spec(privacy_unit="sex")
+    with pytest.raises(ParameterError, match="`workload` must be a non-empty tuple"):
+        MarginalsSpec(_spec().domains, ((2, 1),), 1.0)

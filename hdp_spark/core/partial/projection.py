@@ -52,7 +52,7 @@ import numpy.typing as npt
 from hdp_spark.core.noise import ReleaseKey, discrete_gaussian, encode_context
 from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.consistency import Projection, project
-from hdp_spark.core.partial.spec import AttributeDomain, build_domains
+from hdp_spark.core.partial.spec import AttributeDomain, _check_unit, build_domains
 from hdp_spark.core.partial.tree import NodeRequest, key_space, key_weights
 from hdp_spark.errors import InternalError, ParameterError
 
@@ -242,9 +242,7 @@ class MarginalsSpec:
                 self.max_iter < 1):
             msg = f"`max_iter` must be a positive int, got {self.max_iter!r}."
             raise ParameterError(msg)
-        if self.privacy_unit is not None and self.privacy_unit in self.cols:
-            msg = f"`privacy_unit` must not be one of `cols`, got {self.privacy_unit!r}."
-            raise ParameterError(msg)
+        _check_unit(self.privacy_unit, self.cols)
         if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
             msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
             raise ParameterError(msg)
