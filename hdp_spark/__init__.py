@@ -88,5 +88,7 @@ __all__ += ["FrequencyOracle", "LdpDistributionSpec", "LdpMeanSpec", "LdpVectorM
             "ldp_distribution", "ldp_mean", "ldp_mean_vector"]
 
 from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
+from hdp_spark.core.partial.mwem import hdp_mwem  # noqa: E402
+from hdp_spark.core.partial.projection import hdp_marginals  # noqa: E402
 
-__all__ += ["hdp_heavy_hitters"]
+__all__ += ["hdp_heavy_hitters", "hdp_marginals", "hdp_mwem"]

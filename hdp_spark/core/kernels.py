@@ -34,6 +34,13 @@ from hdp_spark.core.partial.heavy_hitters import (
     HeavyHittersResult,
     run_heavy_hitters,
 )
+from hdp_spark.core.partial.projection import (
+    MARGINAL_COLUMNS,
+    MarginalsResult,
+    MarginalsSpec,
+    finalize_marginals,
+    marginal_requests,
+)
 from hdp_spark.core.partial.spec import HeavyHittersSpec
 from hdp_spark.core.pipeline import (
     LEVEL_ITEMS,
@@ -60,6 +67,7 @@ __all__ = [
     "HeavyHittersKernel",
     "HistogramKernel",
     "LdpKernel",
+    "MarginalsKernel",
     "MeanKernel",
     "UserMeanKernel",
     "empty_cells",
@@ -233,6 +241,49 @@ class HeavyHittersKernel:
         return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
 
 
+@dataclass(frozen=True, slots=True)
+class MarginalsKernel:
+    """Partial-DP marginals by the projection mechanism (``hdp_marginals``): global only,
+    one aggregation pass through ``engine.tree_counter``. Inside ``agg``: one
+    list-of-struct column ``<name>`` (marginal, the attribute values, noisy_count,
+    projected_count, projected_fraction)."""
+
+    global_only = True
+
+    def items(self, spec: MarginalsSpec) -> tuple[OutputField, ...]:
+        """The released table's columns."""
+        return (OutputField("marginal", S),
+                *(OutputField(d.column, d.output_type + "?") for d in spec.domains),
+                OutputField(MARGINAL_COLUMNS[0], INT),
+                *(OutputField(c, F) for c in MARGINAL_COLUMNS[1:]))
+
+    def fields(self, spec: MarginalsSpec) -> tuple[OutputField, ...]:
+        return (OutputField("", "list", self.items(spec)),)
+
+    def run(self, spec: MarginalsSpec, engine: Engine, by: tuple[str, ...],
+            keys: tuple[tuple[object, ...], ...], key: ReleaseKey
+            ) -> dict[tuple[object, ...], Any]:
+        with engine.tree_counter(spec) as counter:
+            counts = counter.count_level(marginal_requests(spec), -1)  # every present cell
+        tables = [counts.get(i, {}) for i in range(len(spec.workload))]
+        return {(): finalize_marginals(spec, tables, key)}
+
+    def table_rows(self, spec: MarginalsSpec, r: MarginalsResult) -> list[tuple[Any, ...]]:
+        """The released cells as tuples in the order of :meth:`items`."""
+        def convert(value: object, kind: str) -> object:
+            return float(value) if value is not None and kind == "float" else value  # type: ignore[arg-type]
+
+        return [
+            (row["marginal"], *(convert(row[d.column], d.output_type) for d in spec.domains),
+             *(row[c] for c in MARGINAL_COLUMNS))
+            for row in r.rows
+        ]
+
+    def values(self, spec: MarginalsSpec, r: MarginalsResult) -> tuple[Any, ...]:
+        names = [f.suffix for f in self.items(spec)]
+        return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
+
+
 _LDP_LEVEL_ITEMS = (OutputField("eps", F), OutputField("n", INT), OutputField("weight", F))
 
 
@@ -263,6 +314,7 @@ _KERNELS: tuple[tuple[type | tuple[type, ...], Kernel], ...] = (
     (HistogramSpec, HistogramKernel()),
     (UserMeanSpec, UserMeanKernel()),
     (HeavyHittersSpec, HeavyHittersKernel()),
+    (MarginalsSpec, MarginalsKernel()),
     ((LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec), LdpKernel()),
 )
 
@@ -278,7 +330,7 @@ def kernel_of(spec: object) -> Kernel:
             return kernel
     msg = (
         "aggregators must come from hdp_mean, hdp_histogram, hdp_user_mean, "
-        f"hdp_heavy_hitters, ldp_mean, ldp_mean_vector or ldp_distribution, got "
+        f"hdp_heavy_hitters, hdp_marginals, ldp_mean, ldp_mean_vector or ldp_distribution, got "
         f"{type(spec).__name__}."
     )
     raise ParameterError(msg)

@@ -28,7 +28,7 @@ from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import CodedSpec
 from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
@@ -165,8 +165,8 @@ class Engine(Protocol):
         """The user-level mean's interactive provider (released on exit)."""
         ...
 
-    def tree_counter(self, spec: HeavyHittersSpec) -> AbstractContextManager[TreeCounter]:
-        """The heavy hitters' interactive provider (released on exit)."""
+    def tree_counter(self, spec: CodedSpec) -> AbstractContextManager[TreeCounter]:
+        """The exact attribute counts of the partial-DP releases (released on exit)."""
         ...
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
@@ -325,12 +325,13 @@ def run_release(
     for kernel in kernels:
         if getattr(kernel, "global_only", False) and by_t:
             msg = (
-                "heavy hitters are released for the whole table only: `by` must be None "
-                f"when the call includes one, got {by!r}."
+                "heavy hitters and marginals are released for the whole table only: `by` must "
+                f"be None when the call includes one, got {by!r}."
             )
             raise ParameterError(msg)
     if sum(1 for k in kernels if getattr(k, "global_only", False)) > 1:
-        msg = "a release may include at most one heavy-hitters aggregator; call agg twice."
+        msg = ("a release may include at most one heavy-hitters or marginals aggregator; call "
+               "agg twice.")
         raise ParameterError(msg)
     found = engine.release_keys(keys, by_t)
     order: Keys = found if found is not None else ((),)

@@ -141,7 +141,7 @@ class PartialEntry:
 
 
 _HH_KEYS = {"cols", "domains", "eps0", "delta", "threshold", "count_fraction", "other",
-            "failure_prob", "beta", "privacy_unit", "max_candidates"}
+            "failure_prob", "beta", "privacy_unit", "max_candidates", "leaf_thresholding"}
 _AH_KEYS = {"cols", "domains", "eps0", "other", "beta", "privacy_unit"}
 
 
@@ -172,8 +172,8 @@ def _build_heavy_hitters(params: Mapping[str, Any]) -> PartialEntry:
     alias, p = _partial_params(params, _HH_KEYS)
     cols = p.pop("cols")
     spec = hdp_heavy_hitters(cols, **p)
-    # The per-person ε of the report (seed 004 conversion: min(d·ε_tree, 2·N_int/t) +
-    # ε_count), a function of the parameters only.
+    # The per-person ε of the report (seed 004 conversion: min(d·ε_tree, 2·N/t) + ε_count,
+    # N = N_int, plus d with leaf thresholding), a function of the parameters only.
     return PartialEntry(alias or "heavy_hitters", {"cols": cols, **p}, spec,
                         float(spec.budget.eps_person))
 

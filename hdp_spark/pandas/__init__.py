@@ -38,6 +38,14 @@ __all__ += ["ldp_agg", "ldp_distribution", "ldp_mean", "ldp_mean_vector", "ldp_o
             "ldp_release", "ldp_simulate", "ldp_tables"]
 
 from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
-from hdp_spark.pandas._heavy_hitters import attribute_histograms, heavy_hitters  # noqa: E402
+from hdp_spark.core.partial.mwem import hdp_mwem  # noqa: E402
+from hdp_spark.core.partial.projection import hdp_marginals  # noqa: E402
+from hdp_spark.pandas._heavy_hitters import (  # noqa: E402
+    attribute_histograms,
+    heavy_hitters,
+    marginals,
+    mwem,
+)
 
-__all__ += ["attribute_histograms", "hdp_heavy_hitters", "heavy_hitters"]
+__all__ += ["attribute_histograms", "hdp_heavy_hitters", "hdp_marginals", "hdp_mwem",
+            "heavy_hitters", "marginals", "mwem"]

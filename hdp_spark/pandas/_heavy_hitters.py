@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.kernels import HeavyHittersKernel, release_specs
+from hdp_spark.core.kernels import HeavyHittersKernel, MarginalsKernel, release_specs
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
 from hdp_spark.core.partial.heavy_hitters import (
@@ -28,9 +28,12 @@ from hdp_spark.core.partial.histograms import (
     HistogramResult,
     finalize_histograms,
 )
+from hdp_spark.core.partial.mwem import MWEM_COLUMNS, MwemSpec, hdp_mwem, mwem_requests, run_mwem
 from hdp_spark.core.partial.output import PartialRelease
-from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
+from hdp_spark.core.partial.projection import MarginalsResult, MarginalsSpec, hdp_marginals
+from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
+from hdp_spark.core.pipeline import OutputField
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import mark_unsafe
@@ -40,7 +43,11 @@ __all__ = [
     "PandasTreeCounter",
     "attribute_histograms",
     "hdp_heavy_hitters",
+    "hdp_marginals",
+    "hdp_mwem",
     "heavy_hitters",
+    "marginals",
+    "mwem",
     "release_heavy_hitters",
 ]
 
@@ -138,7 +145,7 @@ class PandasTreeCounter:
         self._root: tuple[tuple[int, ...], Codes, Codes] | None = None
 
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, spec: HeavyHittersSpec) -> PandasTreeCounter:
+    def from_frame(cls, df: pd.DataFrame, spec: CodedSpec) -> PandasTreeCounter:
         """Recode ``df`` against the spec's domains."""
         codes = encode_codes(_check_frame(df), spec.domains)
         return cls(codes, [d.size for d in spec.domains])
@@ -307,3 +314,96 @@ def attribute_histograms(
              "count_ci_low": "int64", "count_ci_high": "int64"}
     table = _table(result.rows, HISTOGRAM_COLUMNS, types)
     return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
+
+
+def release_marginals(
+    df: pd.DataFrame,
+    spec: MarginalsSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
+) -> MarginalsResult:
+    """Run one marginals release and return the engine-neutral result."""
+    if not isinstance(spec, MarginalsSpec):
+        msg = f"`spec` must come from hdp_marginals(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    r = release_specs(PandasEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
+    result: MarginalsResult = r.results[spec.name][()]
+    return result
+
+
+def marginals(
+    df: pd.DataFrame,
+    spec: MarginalsSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
+) -> PartialRelease:
+    """Release partial-DP marginals of a pandas DataFrame (the projection mechanism).
+
+    Args:
+        df: one row per person, with the attribute columns of ``spec``.
+        spec: from :func:`hdp_spark.hdp_marginals`.
+        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production.
+        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df`` (blocking rules
+            run first).
+
+    Returns:
+        ``.table``: long format, one row per (marginal, cell), every cell of every
+        marginal: ``marginal`` (its columns joined by ``,``), one column per attribute
+        (the cell's value; null outside the marginal or for the extra "other" category),
+        ``noisy_count`` (exact count + discrete Gaussian), ``projected_count`` and
+        ``projected_fraction`` (the consistent marginals after projection);
+        ``.report``: the :class:`~hdp_spark.core.partial.projection.MarginalsReport`.
+
+    Privacy:
+        See :func:`hdp_spark.hdp_marginals`: ρ_j = deg(j)/σ² <= ½ε₀² per attribute j,
+        |W|/σ² per person (zCDP; replacement neighbours, n public). Each call is one
+        release with fresh noise. The table is materialized.
+    """
+    result = release_marginals(df, spec, unsafe_seed=unsafe_seed, schema=schema)
+    kernel = MarginalsKernel()
+    columns = [(f.suffix, f) for f in kernel.items(spec)]
+    table = PandasEngine(df).materialize((), columns, kernel.table_rows(spec, result),
+                                   result.report.unsafe_seed)
+    return PartialRelease(table, result.report)
+
+
+def mwem(
+    df: pd.DataFrame,
+    spec: MwemSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+) -> PartialRelease:
+    """Release the answers of a partial-DP MWEM synthetic distribution (§4.2).
+
+    One aggregation pass counts every cell of every marginal (native, as for
+    ``marginals``); the rounds run on the driver over the public domain.
+
+    Returns:
+        ``.table``: one row per (marginal, cell): ``marginal``, one column per attribute
+        (null outside the marginal or for the extra "other" category), ``mwem_fraction``;
+        ``.report``: a dict (budget, T, ε_T, the selected query tuples).
+
+    Privacy:
+        See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
+        (zCDP; replacement neighbours, n public). Each call is one release.
+    """
+    if not isinstance(spec, MwemSpec):
+        msg = f"`spec` must come from hdp_mwem(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    engine = PandasEngine(df)
+    with engine.tree_counter(spec) as counter:
+        counts = counter.count_level(mwem_requests(spec), -1)
+    result = run_mwem(spec, [counts.get(i, {}) for i in range(len(spec.workload))],
+                      ReleaseKey.resolve(unsafe_seed))
+    fields = [OutputField("marginal", "str"),
+              *(OutputField(d.column, d.output_type + "?") for d in spec.domains),
+              *(OutputField(c, "float") for c in MWEM_COLUMNS)]
+    rows = [(r["marginal"], *(float(r[d.column]) if r[d.column] is not None
+                              and d.output_type == "float" else r[d.column]
+                              for d in spec.domains), r["mwem_fraction"])
+            for r in result.rows]
+    table = engine.materialize((), [(f.suffix, f) for f in fields], rows,
+                               result.report["unsafe_seed"])
+    return PartialRelease(table, result.report)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import CodedSpec
 from hdp_spark.core.pipeline import (
     CellRequest,
     Keys,
@@ -78,7 +78,7 @@ class PandasEngine:
         yield PandasUsers(self.df, spec, by, keys)
 
     @contextmanager
-    def tree_counter(self, spec: HeavyHittersSpec) -> Iterator[Any]:
+    def tree_counter(self, spec: CodedSpec) -> Iterator[Any]:
         from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, check_unit
 
         df = self._frame()

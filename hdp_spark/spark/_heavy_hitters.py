@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.kernels import HeavyHittersKernel, release_specs
+from hdp_spark.core.kernels import HeavyHittersKernel, MarginalsKernel, release_specs
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
 from hdp_spark.core.partial.heavy_hitters import (
@@ -40,9 +40,12 @@ from hdp_spark.core.partial.histograms import (
     HistogramResult,
     finalize_histograms,
 )
+from hdp_spark.core.partial.mwem import MWEM_COLUMNS, MwemSpec, hdp_mwem, mwem_requests, run_mwem
 from hdp_spark.core.partial.output import PartialRelease
-from hdp_spark.core.partial.spec import AttributeDomain, HeavyHittersSpec
+from hdp_spark.core.partial.projection import MarginalsResult, MarginalsSpec, hdp_marginals
+from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
+from hdp_spark.core.pipeline import OutputField
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import INTEGRAL, NUMERIC, mark_unsafe
@@ -52,7 +55,11 @@ __all__ = [
     "SparkTreeCounter",
     "attribute_histograms",
     "hdp_heavy_hitters",
+    "hdp_marginals",
+    "hdp_mwem",
     "heavy_hitters",
+    "marginals",
+    "mwem",
     "release_heavy_hitters",
 ]
 
@@ -193,7 +200,7 @@ class SparkTreeCounter:
         self._root: tuple[tuple[int, ...], DataFrame] | None = None
 
     @classmethod
-    def from_frame(cls, df: DataFrame, spec: HeavyHittersSpec) -> SparkTreeCounter:
+    def from_frame(cls, df: DataFrame, spec: CodedSpec) -> SparkTreeCounter:
         """Recode ``df`` against the spec's domains (lazy).
 
         The code table is persisted for the release unless ``df`` is itself cached:
@@ -398,3 +405,83 @@ def attribute_histograms(
     rows: list[Any] = [tuple(r[c] for c in HISTOGRAM_COLUMNS) for r in result.rows]
     table = df.sparkSession.createDataFrame(rows, schema=_HIST_SCHEMA)
     return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
+
+
+def release_marginals(
+    df: DataFrame,
+    spec: MarginalsSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
+) -> MarginalsResult:
+    """Run one marginals release and return the engine-neutral result."""
+    if not isinstance(spec, MarginalsSpec):
+        msg = f"`spec` must come from hdp_marginals(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    r = release_specs(SparkEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
+    result: MarginalsResult = r.results[spec.name][()]
+    return result
+
+
+def marginals(
+    df: DataFrame,
+    spec: MarginalsSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+    schema: TableSchema | None = None,
+) -> PartialRelease:
+    """Release partial-DP marginals of a Spark DataFrame (the projection mechanism).
+
+    Same arguments, output columns and report as :func:`hdp_spark.pandas.marginals`. One
+    Spark job aggregates every marginal's cells (native ``groupBy`` count, no per-row
+    Python); noise and the projection run on the driver over the aggregated cells.
+
+    Privacy:
+        See :func:`hdp_spark.hdp_marginals`. Each call is one release with fresh noise.
+    """
+    result = release_marginals(df, spec, unsafe_seed=unsafe_seed, schema=schema)
+    kernel = MarginalsKernel()
+    columns = [(f.suffix, f) for f in kernel.items(spec)]
+    table = SparkEngine(df).materialize((), columns, kernel.table_rows(spec, result),
+                                   result.report.unsafe_seed)
+    return PartialRelease(table, result.report)
+
+
+def mwem(
+    df: DataFrame,
+    spec: MwemSpec,
+    *,
+    unsafe_seed: int | str | bytes | None = None,
+) -> PartialRelease:
+    """Release the answers of a partial-DP MWEM synthetic distribution (§4.2).
+
+    One aggregation pass counts every cell of every marginal (native, as for
+    ``marginals``); the rounds run on the driver over the public domain.
+
+    Returns:
+        ``.table``: one row per (marginal, cell): ``marginal``, one column per attribute
+        (null outside the marginal or for the extra "other" category), ``mwem_fraction``;
+        ``.report``: a dict (budget, T, ε_T, the selected query tuples).
+
+    Privacy:
+        See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
+        (zCDP; replacement neighbours, n public). Each call is one release.
+    """
+    if not isinstance(spec, MwemSpec):
+        msg = f"`spec` must come from hdp_mwem(...), got {type(spec).__name__}."
+        raise ParameterError(msg)
+    engine = SparkEngine(df)
+    with engine.tree_counter(spec) as counter:
+        counts = counter.count_level(mwem_requests(spec), -1)
+    result = run_mwem(spec, [counts.get(i, {}) for i in range(len(spec.workload))],
+                      ReleaseKey.resolve(unsafe_seed))
+    fields = [OutputField("marginal", "str"),
+              *(OutputField(d.column, d.output_type + "?") for d in spec.domains),
+              *(OutputField(c, "float") for c in MWEM_COLUMNS)]
+    rows = [(r["marginal"], *(float(r[d.column]) if r[d.column] is not None
+                              and d.output_type == "float" else r[d.column]
+                              for d in spec.domains), r["mwem_fraction"])
+            for r in result.rows]
+    table = engine.materialize((), [(f.suffix, f) for f in fields], rows,
+                               result.report["unsafe_seed"])
+    return PartialRelease(table, result.report)

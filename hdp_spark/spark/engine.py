@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import CodedSpec
 from hdp_spark.core.pipeline import (
     CellRequest,
     Keys,
@@ -94,7 +94,7 @@ class SparkEngine:
             backend.close()
 
     @contextmanager
-    def tree_counter(self, spec: HeavyHittersSpec) -> Iterator[Any]:
+    def tree_counter(self, spec: CodedSpec) -> Iterator[Any]:
         from hdp_spark.spark._heavy_hitters import SparkTreeCounter, _check_frame, check_unit
 
         df = _check_frame(self.df)

@@ -121,10 +121,10 @@ def test_error_paths(engine: Any) -> None:
         mod.agg(df, mean, clash, unsafe_seed=1)
     cols = ["h0", "h1"]
     hh = mod.hdp_heavy_hitters(cols, domains={c: [0, 1] for c in cols}, eps0=1.0)
-    with pytest.raises(ParameterError, match="heavy hitters are released for the whole"):
+    with pytest.raises(ParameterError, match="and marginals are released for the whole"):
         mod.agg(df, mean, hh, by="g", keys=KEYS)
     hh2 = mod.hdp_heavy_hitters(cols, domains={c: [0, 1] for c in cols}, eps0=1.0, alias="b")
-    with pytest.raises(ParameterError, match="at most one heavy-hitters aggregator"):
+    with pytest.raises(ParameterError, match="at most one heavy-hitters or marginals aggregator"):
         mod.agg(df, hh, hh2)
     ldp = mod.ldp_mean("x", eps="eps", mechanism="laplace", alias="raw")
     with pytest.raises(ParameterError, match="carries no local randomizer's marker"):

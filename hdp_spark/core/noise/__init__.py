@@ -13,8 +13,9 @@ release keys. The arguments are in the submodules.
   Noise is a deterministic function of (release key, context), where the context holds the
   group key and the exact pre-noise statistics: re-evaluating a release replays the same
   noise, and changed data gets unrelated noise.
-* :mod:`.exact` -- exact discrete Laplace sampling (Canonne-Kamath-Steinke 2020) on
-  rationals, and the floating-point-safe Laplace mechanism built on it.
+* :mod:`.exact` -- exact discrete Laplace and discrete Gaussian sampling
+  (Canonne-Kamath-Steinke 2020) on rationals, and the floating-point-safe Laplace
+  mechanism built on it.
 * :mod:`.exponential` -- the exponential mechanism, sampled exactly (uniform proposal, exact
   Bernoulli(exp(-x)) acceptance).
 * :mod:`.binomial`, :mod:`.vector`, :mod:`.rows` -- exact binomial samplers, vector noise and
@@ -26,6 +27,7 @@ from __future__ import annotations
 from hdp_spark.core.noise.exact import (
     LaplaceDraw,
     bernoulli_exp,
+    discrete_gaussian,
     discrete_laplace,
     laplace_mechanism,
     laplace_noise,
@@ -45,6 +47,7 @@ __all__ = [
     "LaplaceDraw",
     "ReleaseKey",
     "bernoulli_exp",
+    "discrete_gaussian",
     "discrete_laplace",
     "encode_context",
     "encode_context_head",

@@ -44,6 +44,7 @@ __all__ = [
     "LaplaceDraw",
     "RandomSource",
     "bernoulli_exp",
+    "discrete_gaussian",
     "discrete_laplace",
     "grid_for",
     "laplace_mechanism",
@@ -115,6 +116,30 @@ def discrete_laplace(scale: Fraction, rng: RandomSource) -> int:
         msg = "discrete_laplace needs scale > 0"
         raise InternalError(msg)
     return _discrete_laplace_int(scale.numerator, scale.denominator, rng)
+
+
+def discrete_gaussian(sigma2: Fraction, rng: RandomSource) -> int:
+    """Exact sample of Y with P[Y = y] ∝ exp(-y²/(2σ²)), σ² > 0 rational (CKS20 Algorithm 3).
+
+    With t = floor(σ) + 1: draw Y from the discrete Laplace of scale t and accept it with
+    probability exp(-(|Y| - σ²/t)²/(2σ²)) (exact Bernoulli, Algorithm 1). The accepted Y has
+    exactly the discrete Gaussian law: P[accept Y = y] ∝ exp(-|y|/t - (|y| - σ²/t)²/(2σ²))
+    = exp(-y²/(2σ²)) · exp(-σ²/(2t²)), a constant factor times the target.
+
+    Privacy (Canonne, Kamath & Steinke 2020, Theorem 14): adding independent discrete
+    Gaussians of variance parameter σ² to the coordinates of an integer vector whose L2
+    sensitivity is Δ is ½(Δ/σ)²-zCDP, as for the continuous Gaussian.
+    """
+    if sigma2 <= 0:
+        msg = "discrete_gaussian needs sigma2 > 0"
+        raise InternalError(msg)
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # floor(sqrt(σ²)) + 1
+    tau = sigma2 / t
+    two_s2 = 2 * sigma2
+    while True:
+        y = _discrete_laplace_int(t, 1, rng)
+        if bernoulli_exp((abs(y) - tau) ** 2 / two_s2, rng):
+            return y
 
 
 def _discrete_laplace_int(t: int, s: int, rng: RandomSource) -> int:

@@ -23,6 +23,7 @@ def hdp_heavy_hitters(
     privacy_unit: str | None = None,
     max_candidates: int = 10**8,
     alias: str | None = None,
+    leaf_thresholding: bool = False,
 ) -> HeavyHittersSpec:
     """Partial-DP heavy hitters: frequent whole records over ``cols``, per-attribute ε₀.
 
@@ -45,7 +46,8 @@ def hdp_heavy_hitters(
             ``release_max_count`` is released with probability <= delta; sets the tree's
             bias κ = ln(1/(2δ)). Must be in (0, 0.5).
         threshold: base (level-1) threshold τ as an absolute count, rounded up; the
-            threshold grows by μ per level. Default: τ = μ (recommended minimum).
+            threshold grows by μ per level. Default: τ = μ (recommended minimum), 2μ with
+            ``leaf_thresholding``.
         count_fraction: ε_count = count_fraction · ε₀ goes to the released counts; 0
             releases keys only (counts null).
         other: ``{col: value}``: the declared value that absorbs null and out-of-domain
@@ -58,6 +60,12 @@ def hdp_heavy_hitters(
             of offending rows otherwise. Without it the caller asserts one row per person.
         max_candidates: stop with an error if a node's candidate product exceeds this.
         alias: the output column name inside ``agg`` (default ``"heavy_hitters"``).
+        leaf_thresholding: first keep, per attribute, only the values whose noisy count
+            passes τ₀ = τ - μ (level-0 thresholding, same noise and clipping), so level 1
+            pairs survivors instead of whole domains: use it for large domains, which
+            otherwise only ``max_candidates`` stops. Same per-attribute ε₀; per person
+            the tree costs min(d·ε_tree, 2(N_int + d)/t) instead of min(d·ε_tree,
+            2N_int/t) (report ``eps_person``).
 
     Returns:
         A :class:`~hdp_spark.core.partial.spec.HeavyHittersSpec`; ``spec.budget`` holds
@@ -73,8 +81,10 @@ def hdp_heavy_hitters(
         count_fraction)·ε₀ through the tree noise scale t = (2/ε_tree)(1 + 1/(1 -
         e^{-κ})) (Lemma 28, rounded up) and as ε_count = count_fraction·ε₀ through the
         count noise scale 2/ε_count (sensitivity 2: a flip moves the person between two
-        keys). Public: ``cols`` and their order, ``domains``, ``other``, every parameter
-        above and the released list. Only released keys and fresh noisy counts leave
+        keys). Per person: ``eps_person`` = min(d·ε_tree, 2N/t) + ε_count, N the noisy
+        nodes of the tree (N_int, plus d with ``leaf_thresholding``). Public: ``cols``
+        and their order, ``domains``, ``other``, every parameter above and the released
+        list. Only released keys and fresh noisy counts leave
         the driver; the tree's noisy values and exact counts never do. Null or
         out-of-domain values are recoded to the public "other" value, never raised on.
         Per-attribute DP does not hide membership, nor information repeated across
@@ -91,6 +101,7 @@ def hdp_heavy_hitters(
         privacy_unit=privacy_unit,
         max_candidates=max_candidates,
         alias=alias,
+        leaf_thresholding=leaf_thresholding,
     )
 
 

@@ -47,8 +47,25 @@ of two, so it can exceed d_real - 1: d_real = 5 gives 6). The first term is grou
 over the d_real attributes; the second is basic composition over the candidates whose count changes
 (two per noisy node, ln-ratio <= 1/t each). The count stage costs ε_count per person
 (the whole-record key moves y -> y', L1 change 2). The per-person bound is ours (the paper
-gives d·ε₀ through its Proposition 8). No level-0 thresholding of the leaves is done: it
-would put each attribute in one more noisy node and add d_real nodes to N_int.
+gives d·ε₀ through its Proposition 8).
+
+Level-0 (leaf) thresholding (``leaf_thresholding=True``; the paper's §5.1 takes every leaf
+list to be the whole domain, and a level-0 pass is our generalisation for large
+categorical domains): each real attribute j is thresholded first, as a node of level 0 with
+candidates the whole public domain 𝒳_j and threshold τ₀ = τ - μ (the rule τ_ℓ = τ + (ℓ-1)μ
+at ℓ = 0), the same clipping ``max(f, τ₀ - μ)`` and the same discrete Laplace of scale t;
+level 1 then pairs the surviving leaf values instead of the whole domains. Costs:
+
+* per attribute, Lemma 28 is unchanged: its chain bound (in-chain along the levels where
+  the larger-count string survives, one out term) does not depend on the number of levels,
+  and the level-0 node is one more level of the same chain (counts are still
+  non-increasing going up, thresholds still grow by μ). The exact calculator of
+  :mod:`.privacy` (``depth`` free, ``tau`` = τ₀) checks it. The naive bound becomes
+  2(D+1)/t: the attribute lies in one more noisy node.
+* per person, the whole record changes one leaf count pair in each of the d_real leaves
+  too: ``min(d_real·ε_tree, 2(N_int + d_real)/t)``. Not 2N_int/t: an exact brute force
+  (tests) finds neighbours at d = 4 whose loss exceeds 2N_int/t once leaves are
+  thresholded.
 """
 
 from __future__ import annotations
@@ -175,7 +192,8 @@ class TreeShape:
 
 
 def detection_count(
-    shape: TreeShape, taus: tuple[int, ...], scale: float, failure_prob: float
+    shape: TreeShape, taus: tuple[int, ...], scale: float, failure_prob: float,
+    leaf_tau: int | None = None,
 ) -> int:
     """F_η: the smallest count f such that a key with true count >= f is missed with
     probability <= η (per key, not simultaneously for all keys).
@@ -184,18 +202,23 @@ def detection_count(
     has count >= f, so ``P[miss] <= Σ_ℓ N_ℓ · P[f + Z <= τ_ℓ] = Σ_ℓ N_ℓ q^{f-τ_ℓ}/(1+q)``
     (discrete law, f > τ_D). The sum, over every noisy node at every level, is the
     union bound of Lemma 30 (i) of the paper, over noisy nodes only (padded-only blocks are
-    constants).
+    constants). With leaf thresholding (``leaf_tau`` = τ₀) the d_real leaves are noisy
+    nodes too and add ``d_real · q^{f-τ₀}/(1+q)``.
     """
     top = taus[-1] + 1
     q = math.exp(-1.0 / scale)
-    terms = [math.log(n) + t / scale for n, t in zip(shape.noisy_per_level, taus, strict=True)]
+    counts = list(shape.noisy_per_level)
+    levels = list(taus)
+    if leaf_tau is not None:
+        counts.insert(0, shape.d_real)
+        levels.insert(0, leaf_tau)
+    terms = [math.log(n) + t / scale for n, t in zip(counts, levels, strict=True)]
     peak = max(terms)
     log_s = peak + math.log(sum(math.exp(x - peak) for x in terms)) - math.log1p(q)
     f = max(top, math.ceil(scale * (log_s - math.log(failure_prob))))
 
     def miss(f: int) -> float:
-        return sum(n * dlap_sf(f - t, scale)
-                   for n, t in zip(shape.noisy_per_level, taus, strict=True))
+        return sum(n * dlap_sf(f - t, scale) for n, t in zip(counts, levels, strict=True))
 
     while f > top and miss(f - 1) <= failure_prob:
         f -= 1
@@ -252,11 +275,12 @@ class TreeBudget:
         taus: τ_ℓ = τ + (ℓ-1)μ for ℓ = 1..D.
         count_scale: b, the discrete Laplace scale of the released counts (None: no counts).
         eps_tree_lemma: Lemma 28 at the rounded (t, μ).
-        eps_tree_naive: 2D/t.
+        eps_tree_naive: 2D/t (2(D+1)/t with leaf thresholding).
         eps_tree: per-attribute ε of the tree stage, min of the two.
         eps_count: per-attribute (and per-person) ε of the count stage, 2/b (0 if no counts).
         eps_attribute: ε_tree + ε_count <= eps0, the per-attribute guarantee delivered.
-        eps_person: min(d_real ε_tree, 2 N_int / t) + ε_count, the per-person guarantee.
+        eps_person: min(d_real ε_tree, 2 N / t) + ε_count, the per-person guarantee, with
+            N = N_int noisy internal nodes, plus d_real with leaf thresholding.
         delta: the release guarantee's probability.
         release_max_count: X (see :func:`release_max_count`).
         failure_prob: η of the detection count.
@@ -264,6 +288,9 @@ class TreeBudget:
         low_inclusion: per level, the probability that a candidate with count <=
             max(τ_ℓ - μ, 0) (in particular an absent one) is kept (½e^{-κ} only when
             τ_ℓ >= μ: at level 1 with τ < μ it is ½e^{-τ/t}, much larger).
+        leaf_tau: τ₀ = τ - μ, the leaves' threshold, or None without leaf thresholding.
+        leaf_low_inclusion: the level-0 probability of keeping a value with count <=
+            max(τ₀ - μ, 0) (above ½ when τ₀ < 0), or None.
     """
 
     shape: TreeShape
@@ -285,10 +312,31 @@ class TreeBudget:
     failure_prob: float
     detection_count: int
     low_inclusion: tuple[float, ...]
+    leaf_tau: int | None = None
+    leaf_low_inclusion: float | None = None
+
+    @property
+    def leaf_thresholding(self) -> bool:
+        """Whether the leaves are thresholded (level 0)."""
+        return self.leaf_tau is not None
+
+    @property
+    def noisy_nodes(self) -> int:
+        """Noisy nodes a whole-record change touches: N_int, plus d_real leaves at level 0."""
+        return self.shape.n_internal + (self.shape.d_real if self.leaf_thresholding else 0)
+
+    def tau_at(self, level: int) -> int:
+        """τ_ℓ (level 0: τ₀ = τ - μ, only with leaf thresholding)."""
+        if level == 0:
+            if self.leaf_tau is None:
+                msg = "level 0 without leaf thresholding"
+                raise InternalError(msg)
+            return self.leaf_tau
+        return self.taus[level - 1]
 
     def floor(self, level: int) -> int:
         """max(τ_ℓ - μ, 0): counts at or below it all have the inclusion law of count 0."""
-        return max(self.taus[level - 1] - self.mu, 0)
+        return max(self.tau_at(level) - self.mu, 0)
 
 
 def solve_budget(
@@ -298,6 +346,7 @@ def solve_budget(
     delta: float,
     threshold: float | None,
     failure_prob: float,
+    leaf_thresholding: bool = False,
 ) -> TreeBudget:
     """The budget of a configuration (arguments validated by the spec).
 
@@ -305,7 +354,8 @@ def solve_budget(
     below the root threshold by μ is kept with probability <= δ; t from Lemma 28 rounded
     up; μ = max(ceil(κt), 2) (Lemma 28 needs μ > 1; raising μ only lowers ε_tree,
     and the slack is returned by the smallest grid t that still meets the budget);
-    τ defaults to μ (τ >= μ keeps level 1's false-positive rate at ~δ).
+    τ defaults to μ (τ >= μ keeps level 1's false-positive rate at ~δ), or 2μ with leaf
+    thresholding (τ₀ = τ - μ >= μ keeps the leaves' rate at ~δ too).
     """
     shape = TreeShape.for_attributes(d_real)
     eps_count_req = count_fraction * eps0
@@ -315,10 +365,14 @@ def solve_budget(
     mu = max(math.ceil(kappa * float(t)), 2)
     t = _smallest_scale(t, mu, eps_tree_req)
     t_f = float(t)
-    tau = mu if threshold is None else math.ceil(threshold)
+    if threshold is None:
+        tau = 2 * mu if leaf_thresholding else mu
+    else:
+        tau = math.ceil(threshold)
     taus = tuple(tau + (lv - 1) * mu for lv in range(1, shape.depth + 1))
-    lemma = eps_tree(t_f, mu)
-    naive = 2.0 * shape.depth / t_f
+    leaf_tau = tau - mu if leaf_thresholding else None
+    lemma = eps_tree(t_f, mu)  # depth-free chain bound: level 0 included (module docstring)
+    naive = 2.0 * (shape.depth + (1 if leaf_thresholding else 0)) / t_f
     e_tree = min(lemma, naive)
     if lemma > eps_tree_req * (1 + 1e-12):  # pragma: no cover - rounding is upward
         msg = "the rounded tree scale exceeds the tree budget"
@@ -328,7 +382,8 @@ def solve_budget(
     if count_fraction > 0:
         b = count_scale_for(eps_count_req)
         e_count = 2.0 / float(b)
-    person_tree = min(d_real * e_tree, 2.0 * shape.n_internal / t_f)
+    noisy_nodes = shape.n_internal + (d_real if leaf_thresholding else 0)
+    person_tree = min(d_real * e_tree, 2.0 * noisy_nodes / t_f)
     return TreeBudget(
         shape=shape,
         eps0=eps0,
@@ -347,8 +402,11 @@ def solve_budget(
         delta=delta,
         release_max_count=release_max_count(taus[-1], mu, t_f, delta),
         failure_prob=failure_prob,
-        detection_count=detection_count(shape, taus, t_f, failure_prob),
+        detection_count=detection_count(shape, taus, t_f, failure_prob, leaf_tau),
         low_inclusion=tuple(
             inclusion_probability(0, tl, mu, t_f) for tl in taus
         ),
+        leaf_tau=leaf_tau,
+        leaf_low_inclusion=(None if leaf_tau is None
+                            else inclusion_probability(0, leaf_tau, mu, t_f)),
     )

@@ -117,8 +117,11 @@ def decide_node(
 ) -> tuple[int, ...]:
     """The surviving list L_I of one noisy node (sorted node keys).
 
+    A leaf at level 0 (leaf thresholding) is the node whose "children" are its whole
+    domain (``left`` = range(size)) and the one-key list ``right`` = (0,), right_space 1.
+
     Args:
-        level: ℓ (1..D).
+        level: ℓ (1..D; 0 for a thresholded leaf).
         node: index of the node in its level.
         left: sorted surviving keys of the left child.
         right: sorted surviving keys of the right child.
@@ -127,7 +130,7 @@ def decide_node(
         budget: the public budget (t, μ, τ_ℓ).
         key: the release key.
     """
-    tau = budget.taus[level - 1]
+    tau = budget.tau_at(level)
     floor = budget.floor(level)
     t = budget.tree_scale
     n_right = len(right)
@@ -198,6 +201,9 @@ class HeavyHittersReport:
     failure_prob: float
     detection_count: int
     low_inclusion_per_level: tuple[float, ...]
+    leaf_thresholding: bool
+    leaf_threshold: int | None
+    leaf_low_inclusion: float | None
     privacy_unit: str | None
     unit_checked: bool
     warnings: tuple[str, ...]
@@ -220,6 +226,12 @@ def _warnings(budget: TreeBudget) -> tuple[str, ...]:
             f"with probability {budget.low_inclusion[0]:.3g} (> delta); raise `threshold` "
             "to at least mu to keep candidate lists small."
         )
+    if budget.leaf_tau is not None and budget.leaf_tau < budget.mu:
+        out.append(
+            f"leaf threshold {budget.leaf_tau} < mu {budget.mu}: an absent attribute value is "
+            f"kept with probability {budget.leaf_low_inclusion:.3g} (> delta); raise "
+            "`threshold` to at least 2*mu to keep the leaf lists small."
+        )
     if budget.release_max_count < 0:
         out.append("no count is covered by the release guarantee at this delta and threshold.")
     return tuple(out)
@@ -235,7 +247,7 @@ def build_report(spec: HeavyHittersSpec, unsafe: bool) -> HeavyHittersReport:
         d=shape.d_real,
         d_pad=shape.d_pad,
         depth=shape.depth,
-        noisy_nodes=shape.n_internal,
+        noisy_nodes=b.noisy_nodes,
         neighbours="replacement: one person's record changes, the number of rows n is public",
         noise="exact discrete Laplace (tree and counts)",
         eps0=b.eps0,
@@ -246,9 +258,11 @@ def build_report(spec: HeavyHittersSpec, unsafe: bool) -> HeavyHittersReport:
         eps_count=b.eps_count,
         eps_person=b.eps_person,
         eps_person_conversion=(
-            f"sequential composition: tree min(d*eps_tree, 2*N_int/t) = "
-            f"min({shape.d_real}*{b.eps_tree:.6g}, 2*{shape.n_internal}/{t:.6g}) "
-            f"+ count stage eps_count = {b.eps_count:.6g} (L1 sensitivity 2 per person)"
+            f"sequential composition: tree min(d*eps_tree, 2*N/t) = "
+            f"min({shape.d_real}*{b.eps_tree:.6g}, 2*{b.noisy_nodes}/{t:.6g}) "
+            + (f"with N = N_int + d = {shape.n_internal} + {shape.d_real} (leaves thresholded) "
+               if b.leaf_thresholding else f"with N = N_int = {shape.n_internal} ")
+            + f"+ count stage eps_count = {b.eps_count:.6g} (L1 sensitivity 2 per person)"
         ),
         eps_person_group_privacy=shape.d_real * b.eps_attribute,
         rho_attribute=0.5 * b.eps_attribute**2,
@@ -264,6 +278,9 @@ def build_report(spec: HeavyHittersSpec, unsafe: bool) -> HeavyHittersReport:
         failure_prob=b.failure_prob,
         detection_count=b.detection_count,
         low_inclusion_per_level=b.low_inclusion,
+        leaf_thresholding=b.leaf_thresholding,
+        leaf_threshold=b.leaf_tau,
+        leaf_low_inclusion=b.leaf_low_inclusion,
         privacy_unit=spec.privacy_unit,
         unit_checked=spec.privacy_unit is not None,
         warnings=_warnings(b),
@@ -320,6 +337,16 @@ def run_heavy_hitters(
                                     for j in range(shape.d_pad)]
     # high[i]: exact counts of the previous level's node i above that level's floor.
     high: list[Mapping[int, int] | None] = [None] * shape.d_pad
+    if b.leaf_thresholding:
+        # Level 0: every real attribute is a noisy node whose candidates are its whole
+        # domain (one pass: per attribute, the counts of its values above the floor).
+        floor0 = b.floor(0)
+        leaf_counts = counter.count_level(
+            [NodeRequest(j, (j,), (1,), ()) for j in range(d)], floor0)
+        for j in range(d):
+            node_high = leaf_counts.get(j, {})
+            lists[j] = decide_node(0, j, lists[j], (0,), 1, node_high, b, release_key)
+            high[j] = node_high
     for level in range(1, shape.depth + 1):
         n_nodes = shape.d_pad >> level
         floor = b.floor(level)

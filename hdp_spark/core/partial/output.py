@@ -7,6 +7,7 @@ from typing import Any
 
 from hdp_spark.core.partial.heavy_hitters import HeavyHittersReport
 from hdp_spark.core.partial.histograms import HistogramReport
+from hdp_spark.core.partial.projection import MarginalsReport
 
 __all__ = ["PartialRelease"]
 
@@ -23,4 +24,4 @@ class PartialRelease:
     """
 
     table: Any
-    report: HeavyHittersReport | HistogramReport
+    report: HeavyHittersReport | HistogramReport | MarginalsReport | dict[str, Any]

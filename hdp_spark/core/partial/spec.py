@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.mean.spec import check_column_name
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_KEY_SPACE",
     "AttributeDomain",
     "AttributeHistogramSpec",
+    "CodedSpec",
     "HeavyHittersSpec",
     "build_domains",
 ]
@@ -121,6 +123,20 @@ class AttributeDomain:
     def value(self, code: int) -> object:
         """The output value of a code (None for the extra category)."""
         return self.values[code] if code < len(self.values) else None
+
+
+class CodedSpec(Protocol):
+    """A release over recoded attributes: what an engine's tree counter needs."""
+
+    @property
+    def domains(self) -> tuple[AttributeDomain, ...]:
+        """One public domain per attribute."""
+        ...
+
+    @property
+    def privacy_unit(self) -> str | None:
+        """The id column checked to be unique, if any."""
+        ...
 
 
 def _check_cols(cols: object) -> tuple[str, ...]:
@@ -230,6 +246,9 @@ class HeavyHittersSpec:
         privacy_unit: optional id column checked to be unique (one row per person).
         max_candidates: largest candidate product of a node; a larger one stops the
             release (post-processing of the DP lists; raise τ or lower δ).
+        leaf_thresholding: threshold every attribute's values first (level 0, τ₀ = τ - μ)
+            so that level 1 pairs only the surviving values: for large domains. Costs
+            per person 2 d_real/t more (see :mod:`.budget`).
         budget: the solved public budget (derived).
     """
 
@@ -243,6 +262,7 @@ class HeavyHittersSpec:
     privacy_unit: str | None = None
     max_candidates: int = 10**8
     alias: str | None = None
+    leaf_thresholding: bool = False
     budget: TreeBudget = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -291,6 +311,9 @@ class HeavyHittersSpec:
         if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
             msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
             raise ParameterError(msg)
+        if not isinstance(self.leaf_thresholding, bool):
+            msg = f"`leaf_thresholding` must be True or False, got {self.leaf_thresholding!r}."
+            raise ParameterError(msg)
         budget = solve_budget(
             len(cols),
             float(self.eps0),
@@ -298,6 +321,7 @@ class HeavyHittersSpec:
             float(self.delta),
             None if self.threshold is None else float(self.threshold),
             float(self.failure_prob),
+            self.leaf_thresholding,
         )
         object.__setattr__(self, "budget", budget)
 
