@@ -90,3 +90,7 @@ __all__ += ["FrequencyOracle", "LdpDistributionSpec", "LdpMeanSpec", "LdpVectorM
 from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
 
 __all__ += ["hdp_heavy_hitters"]
+
+from hdp_spark.core.selection import SelectKeys, select_keys  # noqa: E402
+
+__all__ += ["SelectKeys", "select_keys"]

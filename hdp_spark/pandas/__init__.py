@@ -41,3 +41,7 @@ from hdp_spark.core.partial.api import hdp_heavy_hitters  # noqa: E402
 from hdp_spark.pandas._heavy_hitters import attribute_histograms, heavy_hitters  # noqa: E402
 
 __all__ += ["attribute_histograms", "hdp_heavy_hitters", "heavy_hitters"]
+
+from hdp_spark.core.selection import SelectKeys, select_keys  # noqa: E402
+
+__all__ += ["SelectKeys", "select_keys"]
