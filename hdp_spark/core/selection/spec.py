@@ -6,14 +6,17 @@ no data enters. The mechanism and its privacy argument are in
 :mod:`hdp_spark.core.selection.mechanism`.
 
 A row's weight is κ_i = min(ε_i, c) rounded DOWN to the public step γ, held as the integer
-k_i = ⌊min(ε_i, c)/γ⌋ computed in exact rational arithmetic (float division drops a step
-for about a third of grid values, which the review box of the design note "DP partition
-selection with per-row ε" found). ε = +inf counts as c; ε = 0 gives k_i = 0. The same k_i
-drives the selection and the released statistic.
+k_i = ⌊min(ε_i, c)/γ⌋ computed in exact rational arithmetic on the decimals ε, c and γ
+print as (``1.7`` is 17/10, within half a unit in the last place of the float), so an ε on
+the grid keeps all its steps and γ·k_i <= min(ε_i, c) holds exactly for those decimals
+(float division drops a step for about a third of grid values, which the review box of the
+design note "DP partition selection with per-row ε" found). ε = +inf counts as c; ε = 0
+gives k_i = 0. The same k_i drives the selection and the released statistic.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -101,11 +104,16 @@ class SelectKeys:
     # -- public constants of the mechanism (functions of the parameters only) ------------
 
     @property
+    def cap(self) -> Fraction:
+        """c as the exact decimal the caller wrote (``1.1`` is 11/10)."""
+        return _decimal(self.c)
+
+    @property
     def gamma(self) -> Fraction:
-        """The step γ as an exact rational."""
+        """The step γ as an exact rational: the decimal the caller wrote, or c / 1024."""
         if self.step is not None:
-            return Fraction(float(self.step))
-        return Fraction(float(self.c)) / DEFAULT_STEPS
+            return _decimal(self.step)
+        return self.cap / DEFAULT_STEPS
 
     @property
     def touched(self) -> int:
@@ -115,15 +123,13 @@ class SelectKeys:
     @property
     def cap_units(self) -> int:
         """K_c = ⌊c/γ⌋, the largest integer weight of one row."""
-        return math.floor(Fraction(float(self.c)) / self.gamma)
+        return math.floor(self.cap / self.gamma)
 
     def units(self, level: float) -> int:
-        """k = ⌊min(level, c)/γ⌋ of an ε level (exact; +inf gives K_c, 0 gives 0)."""
-        if not level > 0:
-            return 0
-        if math.isinf(level) or level >= self.c:
-            return self.cap_units
-        return math.floor(Fraction(level) / self.gamma)
+        """k = ⌊min(level, c)/γ⌋ of an ε level, exact on the decimals (+inf gives K_c, 0
+        gives 0; ``1.7`` with γ = 0.1 is 17 steps, where float division gives 16 or 17
+        depending on the value)."""
+        return _units(self, float(level))
 
     def charge(self, eps: float) -> float:
         """The κ_i a row of this ε is charged: γ·⌊min(ε, c)/γ⌋ (<= min(ε, c)).
@@ -181,6 +187,21 @@ class SelectKeys:
             f"δ = {self.delta:g}), ε rounded down to steps of {float(self.gamma):g}; "
             f"{self.share:g} of it selects the groups, the rest releases the statistics"
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _units(selection: SelectKeys, level: float) -> int:
+    if not level > 0:
+        return 0
+    if math.isinf(level):
+        return selection.cap_units
+    kappa = min(_decimal(level), selection.cap)
+    return math.floor(kappa / selection.gamma)
+
+
+def _decimal(value: float) -> Fraction:
+    """The shortest decimal of a float as an exact rational (``0.1`` is 1/10)."""
+    return Fraction(repr(float(value)))
 
 
 def select_keys(
