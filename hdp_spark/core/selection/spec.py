@@ -147,7 +147,7 @@ class SelectKeys:
     def selection_scale(self) -> Fraction:
         """t_S = u/(f·γ): the two-sided geometric scale of the selection weight, in steps
         (P[Z = z] ∝ exp(-|z|/t_S), i.e. Laplace scale b_S = u/f in κ units)."""
-        return Fraction(self.touched) / (Fraction(float(self.share)) * self.gamma)
+        return Fraction(self.touched) / (_decimal(self.share) * self.gamma)
 
     @property
     def margin(self) -> int:
@@ -165,7 +165,7 @@ class SelectKeys:
 
     def statistic_share(self, parts: int) -> Fraction:
         """s = (1 - f)/parts: each aggregator's share of κ_i when ``parts`` share a call."""
-        return (1 - Fraction(float(self.share))) / parts
+        return (1 - _decimal(self.share)) / parts
 
     def mean_scale(self, parts: int) -> Fraction:
         """Laplace scale of a mean numerator in steps: u/(2·s·γ)."""
