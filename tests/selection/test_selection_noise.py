@@ -106,3 +106,11 @@ def test_no_candidate_key_in_logs(caplog: pytest.LogCaptureFixture) -> None:
     assert "secret-shop-name" not in caplog.text
     assert "secret-shop-name" not in set(out["shop"])
     assert "secret-shop-name" not in repr(out.attrs)
+
+
+def test_pandas_na_keys_are_never_released() -> None:
+    df = _frame()
+    df["shop"] = pd.array(np.where(df["shop"] == "s2", None, df["shop"]), dtype="string")
+    out = hpd.agg(df, MEAN, by="shop", keys=hpd.select_keys(delta=1e-7, c=1.0, share=0.5),
+                  unsafe_seed=2)
+    assert list(out["shop"]) == ["s1"]

@@ -47,7 +47,6 @@ keys are returned sorted: neither the candidates nor their order ever reach the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -109,8 +108,19 @@ def noisy_weight(selection: SelectKeys, weight: int, key: ReleaseKey, group: Key
     return weight + discrete_laplace(selection.selection_scale, key.stream(context))
 
 
+def _missing(value: object) -> bool:
+    """Null-like key parts: None, NaN, NaT, and values whose self-comparison is not a bool
+    (pandas' NA), all without naming an engine type."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
+
+
 def _admissible(group: Key) -> bool:
-    return not any(k is None or (isinstance(k, float) and math.isnan(k)) for k in group)
+    return not any(map(_missing, group))
 
 
 def select_groups(
