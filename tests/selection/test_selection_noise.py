@@ -114,3 +114,10 @@ def test_pandas_na_keys_are_never_released() -> None:
     out = hpd.agg(df, MEAN, by="shop", keys=hpd.select_keys(delta=1e-7, c=1.0, share=0.5),
                   unsafe_seed=2)
     assert list(out["shop"]) == ["s1"]
+
+
+def test_empty_table_releases_no_group() -> None:
+    df = _frame().iloc[:0]
+    out = hpd.agg(df, MEAN, by="shop", keys=hpd.select_keys(delta=1e-7, c=1.0, share=0.5))
+    assert len(out) == 0
+    assert "spend_mean_weight" in out.columns
