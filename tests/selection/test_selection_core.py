@@ -239,3 +239,10 @@ def test_replacement_moving_groups_costs_kappa_share_and_delta(
     if g1 == BIG and g2 == BIG:
         both = _convolve(_pld(d1, e1), _pld(d2, e2))
         assert _hockey(both, eps_sel * 0.9) > Decimal("1e-3")  # fails if the noise halves
+
+
+def test_describe_states_the_guarantee_in_plain_words() -> None:
+    text = select_keys(delta=1e-7, c=1.5, share=0.4).describe()
+    assert "min(ε_i, 1.5)" in text
+    assert "δ = 1e-07" in text
+    assert "0.4 of it selects the groups" in text
