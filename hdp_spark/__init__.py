@@ -92,3 +92,7 @@ from hdp_spark.core.partial.mwem import hdp_mwem  # noqa: E402
 from hdp_spark.core.partial.projection import hdp_marginals  # noqa: E402
 
 __all__ += ["hdp_heavy_hitters", "hdp_marginals", "hdp_mwem"]
+
+from hdp_spark.core.selection import SelectKeys, select_keys  # noqa: E402
+
+__all__ += ["SelectKeys", "select_keys"]

@@ -43,6 +43,7 @@ from hdp_spark.core.mean.finalize import LevelPrivacy, plan_mean
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import laplace_noise
 from hdp_spark.core.pipeline import LEVEL_ITEMS, Engine, LevelRequest, OutputField, check_names
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError
 from hdp_spark.report.summary import is_free, single_eps_half_width
@@ -232,6 +233,9 @@ def explain_specs(
         model) and the caller's public key set; the output is a function of the per-group
         ε histograms, the specs and the key set.
     """
+    if isinstance(keys, SelectKeys):
+        msg = "`explain` does not support `keys=select_keys(...)` yet: pass a public key set."
+        raise ParameterError(msg)
     specs_t = tuple(_supported(s) for s in specs)
     check_names(specs_t)
     by_t = normalize_by(by, specs_t)

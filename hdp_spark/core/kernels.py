@@ -58,6 +58,8 @@ from hdp_spark.core.pipeline import (
 )
 from hdp_spark.core.release import ReleaseResult, plan_levels
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.selection.kernels import selected_kernel_of
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.user_mean import UserMeanResult, UserMeanSpec, run_user_mean
 from hdp_spark.errors import ParameterError
@@ -377,9 +379,17 @@ def release_specs(
     """
     override = dict(kernels or {})
     position = {id(s): i for i, s in enumerate(specs)}
+    selecting = isinstance(keys, SelectKeys)
+    if selecting and override:
+        msg = "`keys=select_keys(...)` is supported by `agg` only (hdp_mean, hdp_histogram)."
+        raise ParameterError(msg)
 
     def pick(spec: object) -> Kernel:
         at = position.get(id(spec))
+        if selecting:
+            kernel_of(spec)  # the error agg raises for anything that is not an aggregator
+            out: Kernel = selected_kernel_of(spec)
+            return out
         return override[at] if at in override else kernel_of(spec)
 
     return run_release(
@@ -390,6 +400,9 @@ def release_specs(
 
 def mean_release(engine: Engine, specs: Sequence[object], **kwargs: Any) -> ReleaseResult:
     """The means-only release (``release``): a :class:`ReleaseResult`."""
+    if isinstance(kwargs.get("keys"), SelectKeys):
+        msg = "`keys=select_keys(...)` is supported by `agg` only, not by `release`."
+        raise ParameterError(msg)
     plan_levels(specs)  # type: ignore[arg-type]  # the historical checks and messages
     r = release_specs(engine, specs, **kwargs)
     return ReleaseResult(r.by, r.keys, r.specs, r.results, r.unsafe_seed)

@@ -32,6 +32,7 @@ __all__ = [
     "normalize_by",
     "normalize_key",
     "normalize_keys",
+    "sort_keys",
 ]
 
 KEYS_FROM_DATA_MESSAGE = (
@@ -167,6 +168,18 @@ def _order(key: tuple[object, ...]) -> tuple[tuple[int, Any], ...]:
         else:
             out.append((5, k))
     return tuple(out)
+
+
+def sort_keys(keys: Iterable[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """Keys in a canonical order (numbers, strings, bytes, datetimes, dates; each kind in its
+    natural order), whatever order they came in: released keys never carry the order in
+    which an engine found them. Keys that cannot be compared fall back to their text."""
+    out = list(keys)
+    try:
+        out.sort(key=_order)
+    except TypeError:
+        out.sort(key=lambda k: tuple((type(v).__name__, str(v)) for v in k))
+    return out
 
 
 def _raw_key(raw: object) -> tuple[object, ...]:

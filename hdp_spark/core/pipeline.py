@@ -32,6 +32,8 @@ from hdp_spark.core.partial.spec import CodedSpec
 from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.core.selection.mechanism import Selected, select_groups
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.user_mean import UserBackend, UserMeanSpec
 from hdp_spark.errors import ParameterError
 
@@ -50,6 +52,7 @@ __all__ = [
     "OutputField",
     "Release",
     "check_names",
+    "check_selection",
     "dispatch_cells",
     "run_release",
 ]
@@ -222,6 +225,7 @@ class Release:
         results: ``results[spec.name][key]``: the kernel's result of one group.
         tables: the cell tables per request (pre-noise; never published).
         unsafe_seed: True if the noise came from a caller's seed (not private).
+        selection: the partition selection that chose ``keys`` (None: public keys).
     """
 
     by: tuple[str, ...]
@@ -231,6 +235,7 @@ class Release:
     results: Mapping[str, Mapping[Key, Any]] = field(repr=False)
     tables: tuple[Mapping[Key, Any], ...] = field(repr=False, default=())
     unsafe_seed: bool = False
+    selection: SelectKeys | None = None
 
     def columns(self) -> list[tuple[str, OutputField]]:
         """(column name, field) of every aggregator column, in output order."""
@@ -267,6 +272,26 @@ def check_names(specs: Sequence[object]) -> None:
             msg = f"two aggregators share the output name {name!r}; set `alias`."
             raise ParameterError(msg)
         names.add(name)
+
+
+def check_selection(specs: Sequence[object], kernels: Sequence[Kernel],
+                    by: tuple[str, ...]) -> None:
+    """Raise ParameterError unless ``specs`` can be released under partition selection:
+    a grouped call of aggregators with a selection kernel, all on one ε column and grid
+    (the selection weight and every statistic must use the same κ_i)."""
+    if not by:
+        msg = "`keys=select_keys(...)` chooses group keys: it needs `by`, got None."
+        raise ParameterError(msg)
+    if not all(hasattr(k, "finalize_selected") for k in kernels):
+        msg = "`keys=select_keys(...)` supports hdp_mean and hdp_histogram only."
+        raise ParameterError(msg)
+    columns = {(s.eps, s.eps_grid) for s in specs}  # type: ignore[attr-defined]
+    if len(columns) > 1:
+        msg = (
+            "under `keys=select_keys(...)` every aggregator must read the same `eps` column "
+            "and `eps_grid` (one κ_i per row drives the selection and every statistic)."
+        )
+        raise ParameterError(msg)
 
 
 def _share(requests: Sequence[CellRequest]) -> tuple[list[CellRequest], list[tuple[int, int]]]:
@@ -333,7 +358,12 @@ def run_release(
         msg = ("a release may include at most one heavy-hitters or marginals aggregator; call "
                "agg twice.")
         raise ParameterError(msg)
-    found = engine.release_keys(keys, by_t)
+    selection = keys if isinstance(keys, SelectKeys) else None
+    if selection is not None:
+        check_selection(specs, kernels, by_t)
+        found = None  # candidates: every group in the data (never published as such)
+    else:
+        found = engine.release_keys(keys, by_t)
     order: Keys = found if found is not None else ((),)
     if check is not None:
         check(engine, specs, by_t)
@@ -345,10 +375,23 @@ def run_release(
     tables = engine.cells(merged, by_t, found) if merged else []
     release_key = ReleaseKey.resolve(unsafe_seed)
     results: dict[str, dict[Key, Any]] = {}
+    picked: dict[Key, Selected] | None = None
+    if selection is not None:
+        picked = select_groups(selection, tables[0], release_key, len(specs))
+        order = tuple(picked)  # sorted; unreleased candidates go no further
+        tables = [{k: t[k] for k in order if k in t} for t in tables]
     for (i, spec), (at, slot) in zip(cell_specs, where, strict=True):
         kernel = kernels[i]
         table, blank = tables[at], empty(merged[at])
         name = spec.name  # type: ignore[attr-defined]
+        if picked is not None:
+            finish = kernel.finalize_selected  # type: ignore[attr-defined]
+            results[name] = {
+                k: finish(spec, GroupCells(table.get(k, blank), slot),
+                          NoiseContext(release_key, k, name), picked[k])
+                for k in order
+            }
+            continue
         size = len(order)
         cells = records(GroupCells, [table.get(key, blank) for key in order], [slot] * size)
         noise = records(NoiseContext, [release_key] * size, order, [name] * size)
@@ -363,7 +406,8 @@ def run_release(
             results[spec.name] = kernel.run(  # type: ignore[attr-defined]
                 spec, engine, by_t, order, release_key
             )
-    return Release(by_t, order, specs, kernels, results, tuple(tables), release_key.unsafe)
+    return Release(by_t, order, specs, kernels, results, tuple(tables), release_key.unsafe,
+                   selection)
 
 
 def dispatch_cells(

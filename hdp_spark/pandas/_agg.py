@@ -68,6 +68,12 @@ def agg(
             on Spark a DataFrame whose plan contains ``df``'s) are refused; a list collected
             from the data cannot be detected and is the caller's responsibility. Ordered
             containers keep their order in the output; a set is sorted.
+            When the keys are private, pass ``select_keys(delta=..., c=..., share=...)``
+            instead (``hdp_mean`` and ``hdp_histogram`` on one ε column): DP partition
+            selection with per-row ε releases only the groups whose noisy Σ min(ε_i, c)
+            reaches a threshold, sorted, each row charged (min(ε_i, c), δ); see
+            docs/partition_selection.md. Under selection the weights are min(ε_i, c)
+            (``method`` is not used) and the outputs hold no ``_n`` or ε histogram.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``. When given, the

@@ -57,3 +57,7 @@ from hdp_spark.spark._heavy_hitters import (  # noqa: E402
 
 __all__ += ["attribute_histograms", "hdp_heavy_hitters", "hdp_marginals", "hdp_mwem",
             "heavy_hitters", "marginals", "mwem"]
+
+from hdp_spark.core.selection import SelectKeys, select_keys  # noqa: E402
+
+__all__ += ["SelectKeys", "select_keys"]

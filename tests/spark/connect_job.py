@@ -71,6 +71,13 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
             mod.hdp_user_mean("x", user="uid", eps="ueps", lower=0, upper=100),
             unsafe_seed=19,
         ),
+        # private group keys: DP partition selection with per-row ε (issue 22)
+        "selection": lambda df: mod.agg(
+            df,
+            mod.hdp_mean("x", eps="eps", lower=0, upper=100),
+            mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
+            by="g", keys=mod.select_keys(delta=1e-3, c=3.0, share=0.5), unsafe_seed=20,
+        ),
         "heavy_hitters": lambda df: mod.heavy_hitters(
             df, mod.hdp_heavy_hitters(cols, domains=domains, eps0=2.0), unsafe_seed=14
         ).table,

@@ -1,0 +1,113 @@
+"""The kernels of the aggregators released under partition selection (``keys=select_keys``).
+
+Their outputs hold no exact per-group count or ε histogram (both private when group
+membership is): the estimate, its interval, the noisy selection weight and the privacy
+mode with each row's charge (κ_i = min(ε_i, c) rounded down to the step, and δ).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.pipeline import (
+    CategoryRequest,
+    CellRequest,
+    GroupCells,
+    LevelRequest,
+    NoiseContext,
+    OutputField,
+)
+from hdp_spark.core.selection.mechanism import (
+    Selected,
+    SelectedHistogram,
+    SelectedMean,
+    selected_histogram,
+    selected_mean,
+)
+from hdp_spark.errors import ParameterError
+
+__all__ = ["MODE", "SelectedHistogramKernel", "SelectedMeanKernel", "selected_kernel_of"]
+
+F, S = "float", "str"
+MODE = "partition_selection"
+"""The ``_privacy`` value of every output row released under partition selection."""
+
+SELECTION_FIELDS = (
+    OutputField("_weight", F), OutputField("_privacy", S), OutputField("_eps_cap", F),
+    OutputField("_eps_step", F), OutputField("_delta", F),
+)
+"""Per group: W̃ (noisy Σ κ_i, a DP value), the mode, c, γ and δ (public): each row of the
+release is charged (γ·⌊min(ε_i, c)/γ⌋, δ)."""
+
+
+def _selection_values(selected: Selected) -> tuple[Any, ...]:
+    sel = selected.selection
+    return (selected.weight_eps, MODE, float(sel.c), float(sel.gamma), float(sel.delta))
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedMeanKernel:
+    """``hdp_mean`` under partition selection: μ̂ = clip(½ + Ñ/W̃, 0, 1) in value units."""
+
+    FIELDS = (OutputField("", F), OutputField("_ci_low", F), OutputField("_ci_high", F),
+              *SELECTION_FIELDS)
+
+    def fields(self, spec: MeanSpec) -> tuple[OutputField, ...]:
+        return self.FIELDS
+
+    def request(self, spec: MeanSpec) -> CellRequest:
+        return LevelRequest(spec.eps, spec.eps_grid, (spec,))
+
+    def finalize_selected(self, spec: MeanSpec, cells: GroupCells, noise: NoiseContext,
+                          selected: Selected) -> SelectedMean:
+        return selected_mean(spec, cells.stats, cells.slot, noise.key, noise.group,
+                             noise.label, selected)
+
+    def values(self, spec: MeanSpec, r: SelectedMean) -> tuple[Any, ...]:
+        return (r.estimate, r.ci_low, r.ci_high, *_selection_values(r.selected))
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedHistogramKernel:
+    """``hdp_histogram`` under partition selection: one list-of-struct column ``<name>``
+    (category, frequency, ci_low, ci_high), p̂_j = clip(C̃_j/W̃, 0, 1)."""
+
+    def fields(self, spec: HistogramSpec) -> tuple[OutputField, ...]:
+        label = OutputField("category", S if spec.kind == "str" else "int", nullable=False)
+        items = (label, *(OutputField(n, F, nullable=False)
+                          for n in ("frequency", "ci_low", "ci_high")))
+        return (OutputField("", "list", items), *SELECTION_FIELDS)
+
+    def request(self, spec: HistogramSpec) -> CellRequest:
+        return CategoryRequest(spec)
+
+    def finalize_selected(self, spec: HistogramSpec, cells: GroupCells, noise: NoiseContext,
+                          selected: Selected) -> SelectedHistogram:
+        return selected_histogram(spec, cells.stats, noise.key, noise.group, noise.label,
+                                  selected)
+
+    def values(self, spec: HistogramSpec, r: SelectedHistogram) -> tuple[Any, ...]:
+        bins = [{"category": label, "frequency": p, "ci_low": lo, "ci_high": hi}
+                for label, p, (lo, hi) in zip(r.labels, r.frequencies, r.intervals,
+                                              strict=True)]
+        return (bins, *_selection_values(r.selected))
+
+
+def selected_kernel_of(spec: object) -> Any:
+    """The partition-selection kernel of ``spec``.
+
+    Raises:
+        ParameterError: ``spec`` is not an ``hdp_mean`` or ``hdp_histogram``.
+    """
+    if isinstance(spec, MeanSpec):
+        return SelectedMeanKernel()
+    if isinstance(spec, HistogramSpec):
+        return SelectedHistogramKernel()
+    msg = (
+        "`keys=select_keys(...)` supports hdp_mean and hdp_histogram so far, got "
+        f"{type(spec).__name__}."
+    )
+    raise ParameterError(msg)

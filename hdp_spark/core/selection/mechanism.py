@@ -1,0 +1,261 @@
+"""DP partition selection with per-row ε: select the groups, then release their statistics.
+
+Privacy-critical. The mechanism is the reviewed design of the note "DP partition selection
+with per-row ε — design note" (its review box supersedes its body): a public weight
+κ_i = min(ε_i, c) (rounded down to the step γ, :mod:`hdp_spark.core.selection.spec`)
+drives both a weighted noisy-count selection and the released statistics, which divide by
+the noisy selection weight so that no weight ever reads a group's exact ε histogram. With
+every ε equal to c it is the Laplace thresholding of Desfontaines et al., *Differentially
+private partition selection* (PoPETs 2022), §3; dividing by c gives the weighted form of
+Gopi et al., *Differentially Private Set Union* (ICML 2020).
+
+Mechanism (all in integer steps of γ; k_i = ⌊min(ε_i, c)/γ⌋, u groups touched):
+
+* selection: W_g = Σ_{i∈g} k_i; W̃_g = W_g + Z_g with Z_g two-sided geometric,
+  P[Z = z] ∝ q^|z|, q = exp(-1/t_S), t_S = u/(f·γ); release g iff W̃_g >= T, where
+  T = K_c + m*, K_c = ⌊c/γ⌋ and m* the least m >= 1 with q^m/(1+q) <= δ;
+* mean (values clamped and scaled to x̄ ∈ [0, 1]): N_g = Σ k_i·(x̄_i - ½) plus exact
+  discrete Laplace of scale u/(2·s·γ); μ̂ = clip(½ + Ñ_g/W̃_g, 0, 1);
+* frequencies: C_gj = Σ_{x_i=j} k_i plus two-sided geometric of scale u/(s·γ) per bin;
+  p̂_j = clip(C̃_gj/W̃_g, 0, 1);
+
+where s = (1 - f)/A is each of the call's A aggregators' share.
+
+Privacy argument (per person i with weight γk_i <= κ_i <= ε_i):
+
+1. Groups other than i's get noise from their own streams (the PRF context holds the
+   group), so only the groups holding i matter.
+2. A group that exists only on one side (i alone in it) holds W = k_i <= K_c, so it is
+   released with probability P[Z >= T - k_i] <= q^{m*}/(1+q) <= δ; only then are its
+   statistics emitted: (0, δ). This is why an ε = 0 row is still charged δ.
+3. A group present on both sides: W moves by at most k_i in each of the u touched groups
+   (the person's ε is the same before and after), a likelihood ratio of q^{-k_i} =
+   exp(f·γk_i/u) per group, f·γk_i in total. N moves by at most k_i/2 per touched group
+   (k_i for a replacement inside one group, u = 2), a loss of s·γk_i in total with the
+   scale u/(2·s·γ) (the exact sampler's grid costs nothing, see
+   :func:`~hdp_spark.core.noise.laplace_mechanism`); each bin count moves by at most k_i
+   and at most u bins change (two bins in one group, or one in each of two groups): loss
+   s·γk_i. W̃ is published: it is the selection's own output.
+4. The streams of W̃, Ñ and the counts are separate PRF contexts: one shared draw would
+   make Ñ - (b_N/b_S)·W̃ noise-free (infinite loss; the review box's attack).
+
+Total: (f + A·s)·γk_i = γk_i <= κ_i, and δ, per person — (κ_i, δ) under both
+add/remove and replacement (the review box corrects the note's 2δ for replacement).
+Groups whose key holds a null or NaN are never released (a public rule), and released
+keys are returned sorted: neither the candidates nor their order ever reach the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.histogram.finalize import released_counts
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.keys import context_key, sort_keys
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.noise import (
+    LaplaceDraw,
+    ReleaseKey,
+    discrete_laplace,
+    encode_context,
+    laplace_mechanism,
+)
+from hdp_spark.core.selection.spec import SelectKeys
+from hdp_spark.core.stats import GroupStats
+
+__all__ = [
+    "Selected",
+    "SelectedHistogram",
+    "SelectedMean",
+    "group_units",
+    "noisy_weight",
+    "ratio_interval",
+    "select_groups",
+    "selected_histogram",
+    "selected_mean",
+]
+
+Key = tuple[object, ...]
+_TAG = "partition-selection"
+_HALF = Fraction(1, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    """One released group's selection: its noisy weight W̃ in steps (>= T)."""
+
+    selection: SelectKeys
+    weight: int
+    parts: int
+
+    @property
+    def weight_eps(self) -> float:
+        """W̃ in κ units (a DP value: the published ``_weight``)."""
+        return float(self.weight * self.selection.gamma)
+
+
+def group_units(selection: SelectKeys, stats: GroupStats) -> list[int]:
+    """The integer weight k of each ε level of a group (same order as ``stats.rows``)."""
+    return [selection.units(r.level) for r in stats.rows]
+
+
+def noisy_weight(selection: SelectKeys, weight: int, key: ReleaseKey, group: Key) -> int:
+    """W̃ = W + Z, Z two-sided geometric of scale t_S, from the group's own stream."""
+    context = encode_context((_TAG, "weight", selection.context(), context_key(group), weight))
+    return weight + discrete_laplace(selection.selection_scale, key.stream(context))
+
+
+def _missing(value: object) -> bool:
+    """Null-like key parts: None, NaN, NaT, and values whose self-comparison is not a bool
+    (pandas' NA), all without naming an engine type."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
+
+
+def _admissible(group: Key) -> bool:
+    return not any(map(_missing, group))
+
+
+def select_groups(
+    selection: SelectKeys, table: Mapping[Key, GroupStats], key: ReleaseKey, parts: int
+) -> dict[Key, Selected]:
+    """The released groups of a candidate table, in sorted key order.
+
+    Args:
+        selection: the parameters.
+        table: every group found in the data (pre-noise; never published) with its ε
+            level counts.
+        key: the release key.
+        parts: how many aggregators share the call's (1 - f) budget.
+
+    Privacy:
+        See the module docstring: each candidate's decision is a function of its own
+        noisy weight; the candidates' order and the unreleased keys never leave here.
+    """
+    threshold = selection.threshold
+    picked: dict[Key, Selected] = {}
+    for group, stats in table.items():
+        if not _admissible(group):
+            continue
+        weight = sum(k * r.count for k, r in zip(group_units(selection, stats), stats.rows,
+                                                  strict=True))
+        noisy = noisy_weight(selection, weight, key, group)
+        if noisy >= threshold:
+            picked[group] = Selected(selection, noisy, parts)
+    return {g: picked[g] for g in sort_keys(picked)}
+
+
+def ratio_interval(
+    noisy: Fraction, half: float, weight: int, weight_half: float, offset: float
+) -> tuple[float, float]:
+    """A (1 - β) interval of offset + N/W from Ñ ± ``half`` and W̃ ± ``weight_half``,
+    cut to [0, 1] (a function of the noisy values and the public scales only)."""
+    w_lo, w_hi = weight - weight_half, weight + weight_half
+    if w_lo <= 0:
+        return 0.0, 1.0
+    n_lo = noisy.numerator / noisy.denominator - half
+    n_hi = noisy.numerator / noisy.denominator + half
+    lo = offset + min(n_lo / w_lo, n_lo / w_hi)
+    hi = offset + max(n_hi / w_lo, n_hi / w_hi)
+    return min(max(lo, 0.0), 1.0), min(max(hi, 0.0), 1.0)
+
+
+def _weight_half(selected: Selected, beta: float) -> float:
+    scale = selected.selection.selection_scale
+    return LaplaceDraw(Fraction(selected.weight), scale, Fraction(1)).half_width(beta)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedMean:
+    """The released mean of one selected group (value units).
+
+    Attributes:
+        estimate, ci_low, ci_high: μ̂ and its (1 - β) interval.
+        numerator: Ñ in steps (kept for tests; not published).
+        selected: the group's selection.
+    """
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    numerator: Fraction
+    selected: Selected
+
+
+def selected_mean(
+    spec: MeanSpec, stats: GroupStats, slot: int, key: ReleaseKey, group: Key, label: str,
+    selected: Selected,
+) -> SelectedMean:
+    """The ratio estimator μ̂ = clip(½ + Ñ/W̃, 0, 1) of one selected group."""
+    selection = selected.selection
+    units = group_units(selection, stats)
+    # N·2·FIXED_ONE = Σ k_l·(2·U_l - m_l·FIXED_ONE): x̄ - ½ summed exactly per level
+    num = sum(k * (2 * r.totals[slot] - r.count * FIXED_ONE)
+              for k, r in zip(units, stats.rows, strict=True))
+    statistic = Fraction(num, 2 * FIXED_ONE)
+    context = encode_context((_TAG, "mean", label, spec.column, float(spec.lower),
+                              float(spec.upper), selection.context(), selected.parts,
+                              context_key(group), statistic))
+    draw = laplace_mechanism(statistic, selection.mean_scale(selected.parts), _HALF,
+                             key.stream(context))
+    ratio = draw.value / selected.weight
+    unit = min(max(0.5 + ratio.numerator / ratio.denominator, 0.0), 1.0)
+    lo, hi = ratio_interval(draw.value, draw.half_width(spec.beta / 2), selected.weight,
+                            _weight_half(selected, spec.beta / 2), 0.5)
+    lower, span = float(spec.lower), float(spec.upper) - float(spec.lower)
+    estimate = lower + span * unit
+    return SelectedMean(estimate, min(lower + span * lo, estimate),
+                        max(lower + span * hi, estimate), draw.value, selected)
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedHistogram:
+    """The released frequencies of one selected group.
+
+    Attributes:
+        labels: the released bins.
+        frequencies, intervals: p̂_j and its (1 - β) interval per bin.
+        counts: the noisy weighted counts C̃_j in steps (kept for tests; not published).
+        selected: the group's selection.
+    """
+
+    labels: tuple[str | int, ...]
+    frequencies: tuple[float, ...]
+    intervals: tuple[tuple[float, float], ...]
+    counts: tuple[int, ...]
+    selected: Selected
+
+
+def selected_histogram(
+    spec: HistogramSpec, stats: GroupStats, key: ReleaseKey, group: Key, label: str,
+    selected: Selected,
+) -> SelectedHistogram:
+    """p̂_j = clip(C̃_j/W̃, 0, 1) per released bin of one selected group."""
+    selection = selected.selection
+    units = group_units(selection, stats)
+    per_level = released_counts(spec, stats) if stats.rows else []
+    counts = [sum(k * row[j] for k, row in zip(units, per_level, strict=True))
+              for j in range(spec.k)]
+    scale = selection.count_scale(selected.parts)
+    context = encode_context((_TAG, "histogram", label, spec.column, spec.labels,
+                              selection.context(), selected.parts, context_key(group),
+                              tuple(counts)))
+    stream = key.stream(context)
+    noisy = tuple(c + discrete_laplace(scale, stream) for c in counts)
+    beta = spec.beta / 2
+    half = LaplaceDraw(Fraction(0), scale, Fraction(1)).half_width(beta)
+    weight_half = _weight_half(selected, beta)
+    freqs = tuple(min(max(c / selected.weight, 0.0), 1.0) for c in noisy)
+    intervals = tuple(ratio_interval(Fraction(c), half, selected.weight, weight_half, 0.0)
+                      for c in noisy)
+    intervals = tuple((min(lo, p), max(hi, p)) for (lo, hi), p in zip(intervals, freqs,
+                                                                        strict=True))
+    return SelectedHistogram(spec.labels, freqs, intervals, noisy, selected)
+
