@@ -23,7 +23,8 @@ def hdp_histogram(
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
 ) -> HistogramSpec:
-    """Heterogeneous-DP normalized histogram of ``column`` over a public domain (seed 000 HPF).
+    """Heterogeneous-DP normalized histogram of ``column`` over a public domain (HPF of
+    Chaudhuri & Courtade).
 
     Pass the result to ``hdp_spark.pandas._histogram`` or ``hdp_spark.spark._histogram``
     (or :func:`hdp_spark.histogram`, which dispatches on the table's type).

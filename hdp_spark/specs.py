@@ -34,17 +34,17 @@ def hdp_mean(
         upper: public upper bound; larger values are clamped.
         method: how rows are weighted (weights depend on the ε values only):
 
-            * ``"adpm"`` (default) -- seed 001's minimax-optimal population mean:
+            * ``"adpm"`` (default) -- the minimax-optimal population mean of Chaudhuri & Courtade:
               w_i ∝ min(ε_i, τ*), τ* from the exact grouped solver (c = 8); falls back
               to the midpoint when its worst-case MSE exceeds that of the midpoint.
-            * ``"hpm-a"`` -- seed 000's agnostic heuristic, w_i ∝ 1 - exp(-ε_i).
-            * ``"hpm-cp"``, ``"hpm-ce"``, ``"hpm-wp"``, ``"hpm-we"`` -- seed 000's
+            * ``"hpm-a"`` -- Chaudhuri & Courtade's agnostic heuristic, w_i ∝ 1 - exp(-ε_i).
+            * ``"hpm-cp"``, ``"hpm-ce"``, ``"hpm-wp"``, ``"hpm-we"`` -- Chaudhuri & Courtade's
               optimized empirical-mean weights (correlated/weakly-correlated data, PAC or
               MSE objective), exact solvers S1/S2.
             * ``"uniform"`` -- everyone at ε_min (what a homogeneous library does).
             * ``"proportional"`` -- w_i ∝ ε_i.
             * ``"drop"`` -- drop the most private ε levels and average the rest, with the
-              cut chosen from ε by seed 000's correlated objective.
+              cut chosen from ε by Chaudhuri & Courtade's correlated objective.
         beta: the reported interval holds the noise with probability >= 1 - beta; also β
             of the PAC methods (``hpm-cp``, ``hpm-wp``, ``drop``).
         clip_output: clip the estimate to [lower, upper]; default False for ``adpm``

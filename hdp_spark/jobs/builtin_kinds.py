@@ -51,7 +51,7 @@ def _keys_arg(keys: tuple[Key, ...] | None) -> list[Key] | None:
     return list(keys) if keys is not None else None
 
 
-# -- user-level mean (seed 002) -------------------------------------------------------------
+# -- user-level mean (Cummings et al.) --------------------------------------------------------
 
 
 def _build_user_mean(params: Mapping[str, Any]) -> Any:
@@ -115,11 +115,11 @@ USER_MEAN = AggregatorKind(
     unit="user",
     user_column=lambda s: s.user,
 )
-"""User-level heterogeneous-DP mean (:func:`hdp_spark.hdp_user_mean`, seed 002); parameters
+"""User-level heterogeneous-DP mean (:func:`hdp_spark.hdp_user_mean`, Cummings et al.); parameters
 as its keywords; ``user`` defaults to ``[input] user_id`` (and must equal it)."""
 
 
-# -- partial DP: heavy hitters and attribute histograms (seed 004) -------------------------
+# -- partial DP: heavy hitters and attribute histograms (Ghazi et al.) ------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +172,7 @@ def _build_heavy_hitters(params: Mapping[str, Any]) -> PartialEntry:
     alias, p = _partial_params(params, _HH_KEYS)
     cols = p.pop("cols")
     spec = hdp_heavy_hitters(cols, **p)
-    # The per-person ε of the report (seed 004 conversion: min(d·ε_tree, 2·N/t) + ε_count,
+    # The per-person ε of the report (Ghazi et al. conversion: min(d·ε_tree, 2·N/t) + ε_count,
     # N = N_int, plus d with leaf thresholding), a function of the parameters only.
     return PartialEntry(alias or "heavy_hitters", {"cols": cols, **p}, spec,
                         float(spec.budget.eps_person))
@@ -313,7 +313,7 @@ def _person_kind(name: str, build: Any, release: Any) -> AggregatorKind:
 
 
 HEAVY_HITTERS = _person_kind("heavy_hitters", _build_heavy_hitters, _release_heavy_hitters)
-"""Partial-DP heavy hitters (:func:`hdp_spark.hdp_heavy_hitters`, seed 004): parameters as
+"""Partial-DP heavy hitters (:func:`hdp_spark.hdp_heavy_hitters`, Ghazi et al.): parameters as
 its keywords (``cols``, ``domains``, ``eps0``, ...) plus ``alias``. One output row:
 ``<name>_records`` (released records with ``noisy_count`` and its interval), ``_n``,
 ``_eps0``, ``_eps_attribute``, ``_eps_person``, ``_eps_person_conversion``, ``_report``
@@ -322,12 +322,12 @@ its keywords (``cols``, ``domains``, ``eps0``, ...) plus ``alias``. One output r
 ATTRIBUTE_HISTOGRAMS = _person_kind(
     "attribute_histograms", _build_attribute_histograms, _release_attribute_histograms
 )
-"""Per-attribute histograms (:func:`hdp_spark.pandas.attribute_histograms`, seed 004):
+"""Per-attribute histograms (:func:`hdp_spark.pandas.attribute_histograms`, Ghazi et al.):
 ``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``alias``. Output as
 heavy hitters, the records being (attribute, value, code, noisy count, interval)."""
 
 
-# -- LDP aggregation (seed 003): post-processing -------------------------------------------
+# -- LDP aggregation (Aliakbarpour et al.): post-processing -----------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +385,8 @@ LDP_MEAN = AggregatorKind(
     unit="none",
 )
 """Heterogeneous-LDP mean of already-randomized scalar reports (:func:`hdp_spark.ldp.ldp_mean`,
-seed 003): ``column`` (the report column), ``eps``, ``mechanism`` (``"laplace"`` or ``"rr"``),
+Aliakbarpour et al.): ``column`` (the report column), ``eps``, ``mechanism`` (``"laplace"`` or
+``"rr"``),
 ``lower``, ``upper``, ``beta``, ``weights``, ``fallback``, ``alias`` and the required
 ``already_randomized = true``. Charges nothing."""
 

@@ -335,8 +335,8 @@ HISTOGRAM = AggregatorKind(
     ),
     describe=_describe_histogram,
 )
-"""Heterogeneous-DP histogram (:func:`hdp_spark.hdp_histogram`, seed 000); parameters as its
-keywords plus ``project``. Wide output: ``<name>[<label>]`` (frequency) with ``_ci_low`` /
+"""Heterogeneous-DP histogram (:func:`hdp_spark.hdp_histogram`, Chaudhuri & Courtade); parameters as
+its keywords plus ``project``. Wide output: ``<name>[<label>]`` (frequency) with ``_ci_low`` /
 ``_ci_high`` per released bin, then ``<name>_n``, ``_noise_scale``, ``_bias_bound``, ``_tau``,
 ``_method``, ``_fallback``, ``_eps_levels``."""
 

@@ -1,4 +1,4 @@
-"""Partial (per-attribute) differential privacy, engine-agnostic (seed 004).
+"""Partial (per-attribute) differential privacy, engine-agnostic (Ghazi et al.).
 
 * :mod:`.spec` / :mod:`.api` -- public domains and validated specs, ``hdp_heavy_hitters``;
 * :mod:`.budget` -- the corrected ε_tree + ε_count split, release and detection figures;
