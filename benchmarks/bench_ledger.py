@@ -118,6 +118,8 @@ def main() -> None:
     figures: dict[str, Any] = {"users": users, "releases": args.releases, "ids": args.ids,
                                "load_before": os.getloadavg()[0]}
     rows = []
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     for backend in args.backends.split(","):
         root = Path(tempfile.mkdtemp(prefix=f"bench-ledger-{backend}-", dir=args.dir))
         try:
