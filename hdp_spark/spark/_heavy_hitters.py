@@ -40,12 +40,12 @@ from hdp_spark.core.partial.histograms import (
     HistogramResult,
     finalize_histograms,
 )
-from hdp_spark.core.partial.mwem import MWEM_COLUMNS, MwemSpec, hdp_mwem, mwem_requests, run_mwem
+from hdp_spark.core.partial.mwem import MwemSpec, hdp_mwem
+from hdp_spark.core.partial.mwem_release import release_mwem
 from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.core.partial.projection import MarginalsResult, MarginalsSpec, hdp_marginals
 from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHittersSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
-from hdp_spark.core.pipeline import OutputField
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import INTEGRAL, NUMERIC, mark_unsafe
@@ -467,21 +467,4 @@ def mwem(
         See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
         (zCDP; replacement neighbours, n public). Each call is one release.
     """
-    if not isinstance(spec, MwemSpec):
-        msg = f"`spec` must come from hdp_mwem(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    engine = SparkEngine(df)
-    with engine.tree_counter(spec) as counter:
-        counts = counter.count_level(mwem_requests(spec), -1)
-    result = run_mwem(spec, [counts.get(i, {}) for i in range(len(spec.workload))],
-                      ReleaseKey.resolve(unsafe_seed))
-    fields = [OutputField("marginal", "str"),
-              *(OutputField(d.column, d.output_type + "?") for d in spec.domains),
-              *(OutputField(c, "float") for c in MWEM_COLUMNS)]
-    rows = [(r["marginal"], *(float(r[d.column]) if r[d.column] is not None
-                              and d.output_type == "float" else r[d.column]
-                              for d in spec.domains), r["mwem_fraction"])
-            for r in result.rows]
-    table = engine.materialize((), [(f.suffix, f) for f in fields], rows,
-                               result.report["unsafe_seed"])
-    return PartialRelease(table, result.report)
+    return release_mwem(SparkEngine(df), spec, unsafe_seed)
