@@ -58,8 +58,8 @@ from hdp_spark.core.noise import (
     encode_context,
     exponential_mechanism,
 )
-from hdp_spark.core.partial.projection import _workload
-from hdp_spark.core.partial.spec import AttributeDomain, _check_unit, build_domains
+from hdp_spark.core.partial.projection import _workload, check_workload_spec
+from hdp_spark.core.partial.spec import AttributeDomain, build_domains
 from hdp_spark.core.partial.tree import NodeRequest, key_space, key_weights
 from hdp_spark.errors import InternalError, ParameterError
 
@@ -135,26 +135,8 @@ class MwemSpec:
     rho_person: float = field(init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.domains, tuple) or not self.domains or not all(
-            isinstance(d, AttributeDomain) for d in self.domains
-        ):
-            msg = "`domains` must be a non-empty tuple of AttributeDomain (use hdp_mwem)."
-            raise ParameterError(msg)
-        d = len(self.domains)
-        if not isinstance(self.workload, tuple) or not self.workload or not all(
-            isinstance(s, tuple) and s and list(s) == sorted(set(s))
-            and all(isinstance(j, int) and 0 <= j < d for j in s) for s in self.workload
-        ):
-            msg = "`workload` must be a non-empty tuple of sorted attribute-index tuples."
-            raise ParameterError(msg)
-        _check_unit(self.privacy_unit, tuple(dom.column for dom in self.domains))
-        if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
-            msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
-            raise ParameterError(msg)
-        if (isinstance(self.eps0, bool) or not isinstance(self.eps0, int | float)
-                or not (math.isfinite(self.eps0) and self.eps0 > 0)):
-            msg = f"`eps0` must be a positive finite number, got {self.eps0!r}."
-            raise ParameterError(msg)
+        check_workload_spec(self.domains, self.workload, self.eps0, self.privacy_unit,
+                            self.alias, "hdp_mwem")
         if self.rounds is not None and (isinstance(self.rounds, bool) or not isinstance(
                 self.rounds, int) or not 1 <= self.rounds <= 10_000):
             msg = f"`rounds` must be an int in [1, 10000] or None, got {self.rounds!r}."

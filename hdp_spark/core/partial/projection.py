@@ -62,6 +62,7 @@ __all__ = [
     "MarginalsResult",
     "MarginalsSpec",
     "ProjectionBudget",
+    "check_workload_spec",
     "finalize_marginals",
     "hdp_marginals",
     "marginal_requests",
@@ -139,6 +140,36 @@ def solve_projection_budget(d: int, workload: Sequence[tuple[int, ...]],
 # -- spec ----------------------------------------------------------------------------------------
 
 
+def check_workload_spec(domains: object, workload: object, eps0: object,
+                        privacy_unit: object, alias: object, builder: str) -> None:
+    """The checks the marginal-workload specs share (projection, MWEM): public domains, a
+    workload of sorted attribute-index tuples, ε₀ > 0 finite, the privacy unit, the alias.
+
+    Raises:
+        ParameterError: naming the parameter, the rule and the bad value.
+    """
+    if not isinstance(domains, tuple) or not domains or not all(
+        isinstance(d, AttributeDomain) for d in domains
+    ):
+        msg = f"`domains` must be a non-empty tuple of AttributeDomain (use {builder})."
+        raise ParameterError(msg)
+    d = len(domains)
+    if not isinstance(workload, tuple) or not workload or not all(
+        isinstance(s, tuple) and s and list(s) == sorted(set(s))
+        and all(isinstance(j, int) and 0 <= j < d for j in s) for s in workload
+    ):
+        msg = "`workload` must be a non-empty tuple of sorted attribute-index tuples."
+        raise ParameterError(msg)
+    if (isinstance(eps0, bool) or not isinstance(eps0, int | float)
+            or not (math.isfinite(eps0) and eps0 > 0)):
+        msg = f"`eps0` must be a positive finite number, got {eps0!r}."
+        raise ParameterError(msg)
+    _check_unit(privacy_unit, tuple(dom.column for dom in domains))
+    if alias is not None and (not isinstance(alias, str) or not alias):
+        msg = f"`alias` must be a non-empty column name or None, got {alias!r}."
+        raise ParameterError(msg)
+
+
 def _workload(cols: tuple[str, ...], k: object, marginals: object) -> tuple[tuple[int, ...], ...]:
     d = len(cols)
     if (k is None) == (marginals is None):
@@ -201,22 +232,9 @@ class MarginalsSpec:
     budget: ProjectionBudget = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.domains, tuple) or not self.domains or not all(
-            isinstance(d, AttributeDomain) for d in self.domains
-        ):
-            msg = "`domains` must be a non-empty tuple of AttributeDomain (use hdp_marginals)."
-            raise ParameterError(msg)
+        check_workload_spec(self.domains, self.workload, self.eps0, self.privacy_unit,
+                            self.alias, "hdp_marginals")
         d = len(self.domains)
-        if not isinstance(self.workload, tuple) or not self.workload or not all(
-            isinstance(s, tuple) and s and list(s) == sorted(set(s))
-            and all(isinstance(j, int) and 0 <= j < d for j in s) for s in self.workload
-        ):
-            msg = "`workload` must be a non-empty tuple of sorted attribute-index tuples."
-            raise ParameterError(msg)
-        if (isinstance(self.eps0, bool) or not isinstance(self.eps0, int | float)
-                or not (math.isfinite(self.eps0) and self.eps0 > 0)):
-            msg = f"`eps0` must be a positive finite number, got {self.eps0!r}."
-            raise ParameterError(msg)
         if (isinstance(self.delta, bool) or not isinstance(self.delta, int | float)
                 or not 0 < self.delta < 1):
             msg = f"`delta` must be in (0, 1), got {self.delta!r}."
@@ -241,10 +259,6 @@ class MarginalsSpec:
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or (
                 self.max_iter < 1):
             msg = f"`max_iter` must be a positive int, got {self.max_iter!r}."
-            raise ParameterError(msg)
-        _check_unit(self.privacy_unit, self.cols)
-        if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
-            msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
             raise ParameterError(msg)
         object.__setattr__(self, "budget",
                            solve_projection_budget(d, self.workload, float(self.eps0)))
