@@ -15,9 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
-from histogram_testlib import backend, stats_from_rows, true_frequencies
+from histogram_testlib import engines_agree, stats_from_rows, true_frequencies
 from scipy import stats as sst
 
 from hdp_spark.core.histogram.finalize import (
@@ -227,23 +226,7 @@ def test_w_form_is_far_more_accurate_on_the_w_standin() -> None:
 
 @pytest.mark.parametrize("method", RAPPOR_METHODS)
 def test_engines_agree_on_rappor(spark: Any, method: str) -> None:
-    rng = np.random.default_rng(4)
-    n = 300
-    pdf = pd.DataFrame({
-        "c": rng.choice(["a", "b", "c", "zz", None], n),
-        "eps": np.exp(rng.uniform(-3, 3, n)),
-        "g": rng.choice(["x", "y"], n),
-    })
-    pdf.loc[:5, "eps"] = INF
-    pdf.loc[6:8, "eps"] = 0.0
-    spec = hdp_histogram("c", eps="eps", categories=["a", "b", "c"], method=method,  # type: ignore[arg-type]
-                         eps_grid=EpsGrid(ratio=1.3, lowest=0.01, highest=100.0))
-    kwargs: dict[str, Any] = {"by": "g", "keys": ["x", "y", "w"], "unsafe_seed": 9}
-    local = backend("pandas").histogram(pdf, spec, **kwargs)
-    remote = backend("spark").histogram(spark.createDataFrame(pdf).repartition(3), spec,
-                                        **kwargs).toPandas()
-    pd.testing.assert_frame_equal(local, remote)
-    assert set(local["method"]) == {method}
+    local = engines_agree(spark, method, 4, 1.3, (-3.0, 3.0))
     live = local[local["g"] != "w"]
     assert (live["noise_scale"] > 0).all()
     assert not live["fallback"].any()

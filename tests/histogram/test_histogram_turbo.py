@@ -16,10 +16,9 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 from histogram_testlib import (
-    backend,
+    engines_agree,
     max_abs_laplace_quantile,
     noise_matrix,
     releases,
@@ -397,22 +396,6 @@ def test_turbo_empirical_audit_lower_bound_stays_below_eps(method: str) -> None:
 @pytest.mark.parametrize("method", ["hpf-ct", "hpf-wt"])
 def test_engines_agree_on_turbo(spark: Any, method: str) -> None:
     """O27 for Turbo: same seed and data give identical outputs on pandas and Spark."""
-    rng = np.random.default_rng(3)
-    n = 400
-    pdf = pd.DataFrame({
-        "c": rng.choice(["a", "b", "c", "zz", None], n),
-        "eps": np.exp(rng.uniform(-4, 3, n)),
-        "g": rng.choice(["x", "y"], n),
-    })
-    pdf.loc[:5, "eps"] = INF
-    pdf.loc[6:8, "eps"] = 0.0
-    spec = hdp_histogram("c", eps="eps", categories=["a", "b", "c"], method=method,  # type: ignore[arg-type]
-                         eps_grid=EpsGrid(ratio=1.2, lowest=0.01, highest=100.0))
-    kwargs: dict[str, Any] = {"by": "g", "keys": ["x", "y", "w"], "unsafe_seed": 8}
-    local = backend("pandas").histogram(pdf, spec, **kwargs)
-    remote = backend("spark").histogram(spark.createDataFrame(pdf).repartition(3), spec,
-                                        **kwargs).toPandas()
-    pd.testing.assert_frame_equal(local, remote)
-    assert set(local["method"]) == {method}
+    local = engines_agree(spark, method, 3, 1.2, (-4.0, 3.0))
     assert np.isfinite(local["tau"][local["g"] != "w"]).all()
     assert not local["fallback"][local["g"] != "w"].any()
