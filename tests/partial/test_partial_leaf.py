@@ -36,6 +36,7 @@ from hdp_spark.core.partial.budget import (
 from hdp_spark.core.partial.heavy_hitters import decide_node
 from hdp_spark.core.partial.privacy import log_inclusion, worst_case_loss
 from hdp_spark.errors import InternalError, ParameterError
+from partial.partial_testlib import random_dataset
 
 Record = tuple[int, ...]
 Incl = Callable[[int, int], tuple[float, float]]  # (count, level 0..2) -> (ln P[in], ln P[out])
@@ -249,19 +250,6 @@ def test_review_pair_with_our_noise_needs_the_leaf_term() -> None:
     assert worst <= b.eps_person + 1e-9
 
 
-def _random_dataset(rng: np.random.Generator, d: int, tau: int, mu: int) -> Counter[Record]:
-    recs = list(itertools.product((0, 1), repeat=d))
-    counts: Counter[Record] = Counter()
-    for _ in range(rng.integers(1, 4)):
-        counts[recs[rng.integers(len(recs))]] += int(rng.integers(0, tau + 2 * mu + 4))
-    for _ in range(int(rng.integers(0, 25))):
-        counts[recs[rng.integers(len(recs))]] += 1
-    counts = +counts
-    if not counts:
-        counts[recs[0]] = 1
-    return counts
-
-
 def _neighbour(rng: np.random.Generator, x: Counter[Record], d: int,
                whole_record: bool) -> Counter[Record]:
     recs = sorted(r for r, c in x.items() if c > 0)
@@ -290,7 +278,7 @@ def test_brute_force_leaf_per_attribute_and_person(d: int, tau: int) -> None:
     rng = np.random.default_rng(31 * d + tau)
     attr, person = 0.0, 0.0
     for _ in range(12):
-        x = _random_dataset(rng, d, tau, b.mu)
+        x = random_dataset(rng, d, tau, b.mu)
         xa = _neighbour(rng, x, d, whole_record=False)
         xp = _neighbour(rng, x, d, whole_record=True)
         attr = max(attr, max_log_ratio_leaf(x, xa, d, incl), max_log_ratio_leaf(xa, x, d, incl))

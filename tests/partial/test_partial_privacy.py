@@ -32,6 +32,7 @@ from hdp_spark.core.partial.budget import (
 from hdp_spark.core.partial.heavy_hitters import decide_node
 from hdp_spark.core.partial.privacy import log_inclusion, worst_case_loss
 from hdp_spark.errors import InternalError
+from partial.partial_testlib import random_dataset
 
 # -- oracle 8: chain calculator ---------------------------------------------------------------
 
@@ -149,19 +150,6 @@ def test_brute_force_counterexample_with_our_discrete_noise() -> None:
     assert loss > 0.5 * 3 / float(b.tree_scale)  # the paper's "0.5 eps at lambda = 3/eps" is wrong
 
 
-def _random_dataset(rng: np.random.Generator, d: int, tau: int, mu: int) -> Counter[Record]:
-    recs = list(itertools.product((0, 1), repeat=d))
-    counts: Counter[Record] = Counter()
-    for _ in range(rng.integers(1, 4)):  # a few heavy records straddling the thresholds
-        counts[recs[rng.integers(len(recs))]] += int(rng.integers(0, tau + 2 * mu + 4))
-    for _ in range(int(rng.integers(0, 25))):
-        counts[recs[rng.integers(len(recs))]] += 1
-    counts = +counts
-    if not counts:
-        counts[recs[0]] = 1
-    return counts
-
-
 def _neighbours(rng: np.random.Generator, x: Counter[Record], d: int,
                 whole_record: bool) -> Counter[Record]:
     recs = sorted(r for r, c in x.items() if c > 0)
@@ -187,7 +175,7 @@ def test_brute_force_per_attribute_loss_below_claimed(d: int, tau: int) -> None:
     rng = np.random.default_rng(1000 * d + tau)
     worst = 0.0
     for _ in range(80):
-        x = _random_dataset(rng, d, tau, b.mu)
+        x = random_dataset(rng, d, tau, b.mu)
         xp = _neighbours(rng, x, d, whole_record=False)
         worst = max(worst, max_log_ratio(x, xp, d, incl), max_log_ratio(xp, x, d, incl))
     assert worst <= b.eps_tree + 1e-9
@@ -203,7 +191,7 @@ def test_brute_force_per_person_loss_below_claimed(d: int) -> None:
     rng = np.random.default_rng(7 + d)
     worst = 0.0
     for _ in range(120):
-        x = _random_dataset(rng, d, 20, b.mu)
+        x = random_dataset(rng, d, 20, b.mu)
         xp = _neighbours(rng, x, d, whole_record=True)
         worst = max(worst, max_log_ratio(x, xp, d, incl), max_log_ratio(xp, x, d, incl))
     assert worst <= b.eps_person + 1e-9
