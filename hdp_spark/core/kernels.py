@@ -34,6 +34,13 @@ from hdp_spark.core.partial.heavy_hitters import (
     HeavyHittersResult,
     run_heavy_hitters,
 )
+from hdp_spark.core.partial.mwem import (
+    MWEM_COLUMNS,
+    MwemResult,
+    MwemSpec,
+    mwem_requests,
+    run_mwem,
+)
 from hdp_spark.core.partial.projection import (
     MARGINAL_COLUMNS,
     MarginalsResult,
@@ -71,6 +78,7 @@ __all__ = [
     "LdpKernel",
     "MarginalsKernel",
     "MeanKernel",
+    "MwemKernel",
     "UserMeanKernel",
     "empty_cells",
     "histogram_bin_items",
@@ -286,6 +294,47 @@ class MarginalsKernel:
         return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
 
 
+@dataclass(frozen=True, slots=True)
+class MwemKernel:
+    """Partial-DP MWEM (``hdp_mwem``): global only, one aggregation pass through
+    ``engine.tree_counter`` (the exact cells of every workload marginal), then the rounds on
+    the driver over the public domain. Inside ``agg``: one list-of-struct column ``<name>``
+    (marginal, the attribute values, mwem_fraction)."""
+
+    global_only = True
+
+    def items(self, spec: MwemSpec) -> tuple[OutputField, ...]:
+        """The released table's columns."""
+        return (OutputField("marginal", S),
+                *(OutputField(d.column, d.output_type + "?") for d in spec.domains),
+                *(OutputField(c, F) for c in MWEM_COLUMNS))
+
+    def fields(self, spec: MwemSpec) -> tuple[OutputField, ...]:
+        return (OutputField("", "list", self.items(spec)),)
+
+    def run(self, spec: MwemSpec, engine: Engine, by: tuple[str, ...],
+            keys: tuple[tuple[object, ...], ...], key: ReleaseKey
+            ) -> dict[tuple[object, ...], Any]:
+        with engine.tree_counter(spec) as counter:
+            counts = counter.count_level(mwem_requests(spec), -1)  # every present cell
+        return {(): run_mwem(spec, [counts.get(i, {}) for i in range(len(spec.workload))], key)}
+
+    def table_rows(self, spec: MwemSpec, r: MwemResult) -> list[tuple[Any, ...]]:
+        """The released answers as tuples in the order of :meth:`items`."""
+        def convert(value: object, kind: str) -> object:
+            return float(value) if value is not None and kind == "float" else value  # type: ignore[arg-type]
+
+        return [
+            (row["marginal"], *(convert(row[d.column], d.output_type) for d in spec.domains),
+             *(row[c] for c in MWEM_COLUMNS))
+            for row in r.rows
+        ]
+
+    def values(self, spec: MwemSpec, r: MwemResult) -> tuple[Any, ...]:
+        names = [f.suffix for f in self.items(spec)]
+        return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
+
+
 _LDP_LEVEL_ITEMS = (OutputField("eps", F), OutputField("n", INT), OutputField("weight", F))
 
 
@@ -317,6 +366,7 @@ _KERNELS: tuple[tuple[type | tuple[type, ...], Kernel], ...] = (
     (UserMeanSpec, UserMeanKernel()),
     (HeavyHittersSpec, HeavyHittersKernel()),
     (MarginalsSpec, MarginalsKernel()),
+    (MwemSpec, MwemKernel()),
     ((LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec), LdpKernel()),
 )
 
@@ -332,7 +382,8 @@ def kernel_of(spec: object) -> Kernel:
             return kernel
     msg = (
         "aggregators must come from hdp_mean, hdp_histogram, hdp_user_mean, "
-        f"hdp_heavy_hitters, hdp_marginals, ldp_mean, ldp_mean_vector or ldp_distribution, got "
+        "hdp_heavy_hitters, hdp_marginals, hdp_mwem, ldp_mean, ldp_mean_vector or "
+        f"ldp_distribution, got "
         f"{type(spec).__name__}."
     )
     raise ParameterError(msg)

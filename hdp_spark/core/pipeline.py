@@ -350,13 +350,14 @@ def run_release(
     for kernel in kernels:
         if getattr(kernel, "global_only", False) and by_t:
             msg = (
-                "heavy hitters and marginals are released for the whole table only: `by` must "
+                "heavy hitters and marginals (and MWEM) are released for the whole table only: "
+                "`by` must "
                 f"be None when the call includes one, got {by!r}."
             )
             raise ParameterError(msg)
     if sum(1 for k in kernels if getattr(k, "global_only", False)) > 1:
-        msg = ("a release may include at most one heavy-hitters or marginals aggregator; call "
-               "agg twice.")
+        msg = ("a release may include at most one heavy-hitters or marginals aggregator (or "
+               "MWEM); call agg twice.")
         raise ParameterError(msg)
     selection = keys if isinstance(keys, SelectKeys) else None
     if selection is not None:

@@ -169,6 +169,30 @@ def test_release_on_engine(engine) -> None:
     assert np.allclose(table["mwem_fraction"], ref["mwem_fraction"])
 
 
+def test_agg_equals_the_mwem_function(engine) -> None:
+    """Inside ``agg`` MWEM is one list column with the rows of ``mwem()`` (same kernel, same
+    key); it is refused with ``by`` and beside another whole-table aggregator."""
+    mod = importlib.import_module(f"hdp_spark.{engine.name}")
+    rng = np.random.default_rng(5)
+    pdf = pd.DataFrame({"a": rng.integers(0, 3, 400), "b": rng.choice(["x", "y"], 400),
+                        "g": rng.choice(["u", "v"], 400)})
+    spec = hdp_mwem(["a", "b"], domains={"a": [0, 1, 2], "b": ["x", "y"]}, eps0=1.0, k=1,
+                    rounds=10, other={"a": 0, "b": "x"}, alias="m")
+    df = engine.frame(pdf)
+    out = mod.agg(df, spec, unsafe_seed=6)
+    row = (out if engine.name == "pandas" else out.toPandas()).iloc[0]
+    ref = importlib.import_module("hdp_spark.pandas._heavy_hitters").mwem(
+        pdf, spec, unsafe_seed=6).table
+    assert [c["marginal"] for c in row["m"]] == list(ref["marginal"])
+    assert np.allclose([c["mwem_fraction"] for c in row["m"]], ref["mwem_fraction"])
+    with pytest.raises(ParameterError, match=r"\(and MWEM\) are released for the whole"):
+        mod.agg(df, spec, by="g", keys=["u", "v"])
+    other = hdp_mwem(["a", "b"], domains={"a": [0, 1, 2], "b": ["x", "y"]}, eps0=1.0, k=1,
+                     other={"a": 0, "b": "x"}, alias="m2")
+    with pytest.raises(ParameterError, match=r"at most one heavy-hitters or marginals"):
+        mod.agg(df, spec, other)
+
+
 @pytest.mark.parametrize(("kw", "match"), [
     ({"d": 22, "k": 1}, r"`max_domain` = 1048576, got 4194304 \(practical up to about 2\*\*20"),
     ({"d": 4, "k": 2, "per_round": 3}, "`per_round` = 3: the marginals hold no 3 pairwise"),

@@ -121,7 +121,7 @@ def test_error_paths(engine: Any) -> None:
         mod.agg(df, mean, clash, unsafe_seed=1)
     cols = ["h0", "h1"]
     hh = mod.hdp_heavy_hitters(cols, domains={c: [0, 1] for c in cols}, eps0=1.0)
-    with pytest.raises(ParameterError, match="and marginals are released for the whole"):
+    with pytest.raises(ParameterError, match=r"marginals \(and MWEM\) are released for the"):
         mod.agg(df, mean, hh, by="g", keys=KEYS)
     hh2 = mod.hdp_heavy_hitters(cols, domains={c: [0, 1] for c in cols}, eps0=1.0, alias="b")
     with pytest.raises(ParameterError, match="at most one heavy-hitters or marginals aggregator"):
