@@ -280,18 +280,30 @@ class MarginalsKernel:
 
     def table_rows(self, spec: MarginalsSpec, r: MarginalsResult) -> list[tuple[Any, ...]]:
         """The released cells as tuples in the order of :meth:`items`."""
-        def convert(value: object, kind: str) -> object:
-            return float(value) if value is not None and kind == "float" else value  # type: ignore[arg-type]
-
-        return [
-            (row["marginal"], *(convert(row[d.column], d.output_type) for d in spec.domains),
-             *(row[c] for c in MARGINAL_COLUMNS))
-            for row in r.rows
-        ]
+        return _cell_rows(spec, r.rows, MARGINAL_COLUMNS)
 
     def values(self, spec: MarginalsSpec, r: MarginalsResult) -> tuple[Any, ...]:
-        names = [f.suffix for f in self.items(spec)]
-        return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
+        return (_cell_dicts(self.items(spec), self.table_rows(spec, r)),)
+
+
+def _cell_rows(spec: MarginalsSpec | MwemSpec, rows: Sequence[Mapping[str, Any]],
+               columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Per-marginal cell rows as tuples: marginal, each attribute's value (floats as float,
+    None outside the marginal), then ``columns``."""
+    def convert(value: object, kind: str) -> object:
+        return float(value) if value is not None and kind == "float" else value  # type: ignore[arg-type]
+
+    return [
+        (row["marginal"], *(convert(row[d.column], d.output_type) for d in spec.domains),
+         *(row[c] for c in columns))
+        for row in rows
+    ]
+
+
+def _cell_dicts(items: Sequence[OutputField], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """The cell rows as the structs of the ``agg`` list column."""
+    names = [f.suffix for f in items]
+    return [dict(zip(names, t, strict=True)) for t in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,18 +333,10 @@ class MwemKernel:
 
     def table_rows(self, spec: MwemSpec, r: MwemResult) -> list[tuple[Any, ...]]:
         """The released answers as tuples in the order of :meth:`items`."""
-        def convert(value: object, kind: str) -> object:
-            return float(value) if value is not None and kind == "float" else value  # type: ignore[arg-type]
-
-        return [
-            (row["marginal"], *(convert(row[d.column], d.output_type) for d in spec.domains),
-             *(row[c] for c in MWEM_COLUMNS))
-            for row in r.rows
-        ]
+        return _cell_rows(spec, r.rows, MWEM_COLUMNS)
 
     def values(self, spec: MwemSpec, r: MwemResult) -> tuple[Any, ...]:
-        names = [f.suffix for f in self.items(spec)]
-        return ([dict(zip(names, t, strict=True)) for t in self.table_rows(spec, r)],)
+        return (_cell_dicts(self.items(spec), self.table_rows(spec, r)),)
 
 
 _LDP_LEVEL_ITEMS = (OutputField("eps", F), OutputField("n", INT), OutputField("weight", F))
