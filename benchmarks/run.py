@@ -135,6 +135,7 @@ REGISTRY: list[Entry] = [
         "Seed 000 stand-in BENCH-M-W for the mean (spec §4.6)",
         "repro_seed000_mean.py",
     ),
+    Entry("selection", "Partition selection (issue 22): release and RMSE", "bench_selection.py"),
     Entry(
         "anchors-local",
         "Anchors locally: OpenDP and diffprivlib (homogeneous mean at ε_min)",
