@@ -90,6 +90,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import hdp_spark.pandas as hpd  # noqa: E402
+from hdp_spark.core.mean.spec import MeanMethod  # noqa: E402
 
 BUCKETS: list[tuple[int, int]] = [
     (1, 10),
@@ -99,13 +100,12 @@ BUCKETS: list[tuple[int, int]] = [
     (300, 1000),
     (1000, 5001),
 ]
-NOTE = {
-    "n50": {1.0: 96, 2.0: 66},
-    "n50_eps_min": 1051,
-    "ratio": (1.0, 1.55),
-    "ratio_buckets": ((300, 1000), (1000, 5001)),
-}
-PUBLIC = ("hpm-a", "adpm")
+# the design note's §6 predictions (δ = 1e-6, f = 0.5, u = 2, ε ~ LogU[0.05, 5])
+NOTE_N50: dict[float, int] = {1.0: 96, 2.0: 66}
+NOTE_N50_EPS_MIN = 1051
+NOTE_RATIO = (1.0, 1.55)
+NOTE_RATIO_BUCKETS = ((300, 1000), (1000, 5001))
+PUBLIC: tuple[MeanMethod, ...] = ("hpm-a", "adpm")
 
 
 def bucket_label(lo: int, hi: int) -> str:
@@ -158,7 +158,7 @@ def release_public(
     ]
     out = hpd.agg(df, *specs, by="g", keys=list(range(groups)), unsafe_seed=seed)
     idx = out["g"].to_numpy(dtype=np.int64)
-    res = {}
+    res: dict[str, np.ndarray] = {}
     for m in PUBLIC:
         est = np.full(groups, np.nan)
         est[idx] = out[m].to_numpy(dtype=float)
@@ -211,7 +211,8 @@ def release_probability(weight: np.ndarray, selection: Any) -> np.ndarray:
     m = selection.threshold - weight  # release iff Z >= m
     upper_tail = np.power(q, np.maximum(m, 1)) / (1 + q)  # P[Z >= m], m >= 1
     lower_tail = 1 - np.power(q, np.maximum(1 - m, 1)) / (1 + q)  # P[Z >= m], m <= 0
-    return np.where(m >= 1, upper_tail, lower_tail)
+    out: np.ndarray = np.where(m >= 1, upper_tail, lower_tail)
+    return out
 
 
 def expected_kappa(levels: np.ndarray, selection: Any) -> float:
@@ -241,6 +242,26 @@ def n50(sizes: np.ndarray, released: np.ndarray, bins: int = 60) -> float | None
 
 def rmse(err: np.ndarray) -> float | None:
     return float(np.sqrt(np.mean(err**2))) if err.size else None
+
+
+def fine_bins(size: np.ndarray, count: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    """Log-spaced size bins (edges, geometric centres) of the plot and the ratio curve."""
+    edges = np.unique(np.round(np.geomspace(1, size.max() + 1, count + 1)).astype(np.int64))
+    return edges, np.sqrt(edges[:-1] * np.maximum(edges[1:] - 1, edges[:-1]))
+
+
+def ratio_curve(data: dict[str, np.ndarray], name: str) -> list[dict[str, Any]]:
+    """RMSE(ours)/RMSE(public HPM-A) on the same released groups, per fine size bin."""
+    size, truth = data["size"], data["truth"]
+    edges, centres = fine_bins(size)
+    curve = []
+    for (a, b), centre in zip(itertools.pairwise(edges), centres, strict=True):
+        sel = (size >= a) & (size < b) & ~np.isnan(data[name])
+        ours = rmse(data[name][sel] - truth[sel]) if sel.sum() >= 30 else None
+        pub = rmse(data["hpm-a"][sel] - truth[sel]) if sel.sum() >= 30 else None
+        ratio = None if ours is None or not pub else ours / pub
+        curve.append({"size": float(centre), "samples": int(sel.sum()), "ratio": num(ratio)})
+    return curve
 
 
 def jackknife_ratio(ours: np.ndarray, public: np.ndarray, trial: np.ndarray) -> float | None:
@@ -408,13 +429,14 @@ def summarise(
             "threshold_kappa": t_kappa,
             "mean_kappa": kappa,
             "n50_predicted": t_kappa / kappa,
-            "n50_note": NOTE["n50"].get(c),
+            "n50_note": NOTE_N50.get(c),
             "n50_measured": num(n50(size, released)),
             "released_share": float(released.mean()),
             "rows_share": float(size[released].sum() / size.sum()),
             "released": int(released.sum()),
             "released_expected": expected,
             "z": (float(released.sum()) - expected) / math.sqrt(var) if var > 0 else 0.0,
+            "ratio_curve": ratio_curve(data, name),
         }
     base_rel = ~np.isnan(data["eps_min"])
     tau = homogeneous_threshold(eps_min, args.delta, args.share, touched)
@@ -422,7 +444,7 @@ def summarise(
         "eps_min": eps_min,
         "threshold_rows": tau,
         "n50_predicted": tau,
-        "n50_note": NOTE["n50_eps_min"],
+        "n50_note": NOTE_N50_EPS_MIN,
         "n50_measured": num(n50(size, base_rel)),
         "released_share": float(base_rel.mean()),
         "rows_share": float(size[base_rel].sum() / size.sum()),
@@ -565,13 +587,13 @@ def render(fig: dict[str, Any]) -> str:
             )
         )
         out.append("")
-    lo, hi = NOTE["ratio"]
+    lo, hi = NOTE_RATIO
     verdict = []
     for name in names:
         ratios = [
             b[f"ratio_{name}_hpm-a"]
             for b in fig["buckets"]
-            if (b["lo"], b["hi"]) in NOTE["ratio_buckets"]
+            if (b["lo"], b["hi"]) in NOTE_RATIO_BUCKETS
         ]
         got = [r for r in ratios if r is not None]
         inside = bool(got) and all(lo <= r <= hi for r in got)
@@ -581,6 +603,17 @@ def render(fig: dict[str, Any]) -> str:
             + (" (inside)" if inside else " (outside)")
         )
     out.append(f"Prediction 1.0–1.55× public HPM-A for 300–5,000 rows: {'; '.join(verdict)}.")
+    fine = []
+    for name in names:
+        pts = [p for p in sel[name]["ratio_curve"] if p["ratio"] is not None]
+        span = [p for p in pts if 300 <= p["size"] <= 5000]
+        cells = ", ".join(f"{p['size']:,.0f}: {p['ratio']:.2f}" for p in span)
+        fine.append(f"c = {sel[name]['c']:g}: {cells}")
+    out.append(
+        "Per finer size bin (geometric bin centre: ratio to public HPM-A, paired): "
+        + "; ".join(fine)
+        + "."
+    )
     sec = fig["seconds"]
     out.append(
         f"Wall time {sec['total']:.0f} s (selection releases {sec['ours']:.0f} s, public "
@@ -598,8 +631,7 @@ def make_plots(
         return []
     path = plots_dir(arg) / "selection_release_rmse.png"
     size, truth = data["size"], data["truth"]
-    edges = np.unique(np.round(np.geomspace(1, size.max() + 1, 25)).astype(np.int64))
-    centres = np.sqrt(edges[:-1] * np.maximum(edges[1:] - 1, edges[:-1]))
+    edges, centres = fine_bins(size)
     names = [f"ours{c:g}" for c in caps]
     series = [(f"select_keys c = {c:g}", n) for c, n in zip(caps, names, strict=True)]
     series.append((f"ε_min = {fig['setting']['eps_min']:g} thresholding", "eps_min"))
@@ -636,14 +668,14 @@ def make_plots(
     ax2.set_title("Accuracy of released means")
     ax2.legend(fontsize=8)
     for label, name in series[:-1]:
-        ratios = []
-        for a, b in itertools.pairwise(edges):
-            sel = (size >= a) & (size < b) & ~np.isnan(data[name])
-            ours = rmse(data[name][sel] - truth[sel]) if sel.sum() >= 30 else None
-            pub = rmse(data["hpm-a"][sel] - truth[sel]) if sel.sum() >= 30 else None
-            ratios.append(np.nan if ours is None or not pub else ours / pub)
-        ax3.plot(centres, ratios, marker=".", label=label)
-    lo, hi = NOTE["ratio"]
+        curve = fig["selection"][name]["ratio_curve"]
+        ax3.plot(
+            [p["size"] for p in curve],
+            [np.nan if p["ratio"] is None else p["ratio"] for p in curve],
+            marker=".",
+            label=label,
+        )
+    lo, hi = NOTE_RATIO
     ax3.fill_between(
         [300, 5000],
         lo,
