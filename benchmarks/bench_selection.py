@@ -30,7 +30,7 @@ Methods:
 (c) homogeneous baseline at ε_min (implemented here, not a library mechanism): everyone is
     treated as ε_min, as a homogeneous library must. Selection is the Laplace thresholding
     of Wilson et al., "Differentially Private SQL with Bounded User Contribution" (PoPETs
-    2020), §3 (the DP query engine's τ-thresholding of the noisy count of users per
+    2020) (the DP query engine's τ-thresholding of the noisy count of users per
     partition), analysed as "Laplace thresholding" in Desfontaines et al., "Differentially
     private partition selection" (PoPETs 2022), §3. Derivation for one group per person:
     the group's count n (one row per person) gets Laplace noise of scale b = u/(f·ε_min)
