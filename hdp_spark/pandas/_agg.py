@@ -11,7 +11,14 @@ from hdp_spark.core.kernels import mean_release, release_specs
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import LDP_CONSTANT_REPORT, explain_ldp_rows, explain_specs, ldp_specs
+from hdp_spark.explain import (
+    LDP_CONSTANT_REPORT,
+    explain_ldp_rows,
+    explain_specs,
+    explain_user_means,
+    ldp_specs,
+    user_mean_specs,
+)
 from hdp_spark.pandas._common import KeysLike
 from hdp_spark.pandas.engine import PandasEngine
 
@@ -165,6 +172,20 @@ def explain(
         ldp_out: pd.DataFrame = engine.materialize(
             result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
         return ldp_out
+    um = user_mean_specs(specs)
+    if um is not None:
+        frame = engine._frame()
+        public_cols = dict.fromkeys([*(c for u in um for c in (u.user, u.eps)),
+                                     *normalize_by(by)])
+        public = pd.DataFrame({c: frame[c] for c in public_cols if c in frame.columns},
+                              index=frame.index)
+        for u in um:  # the values are never read: one constant per row
+            if u.column not in public_cols:
+                public[u.column] = float(u.lower)
+        by_u, columns_u, rows_u = explain_user_means(PandasEngine(public), um, by=by,
+                                                     keys=keys)
+        um_out: pd.DataFrame = engine.materialize(by_u, columns_u, rows_u, False)
+        return um_out
     by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
     out: pd.DataFrame = engine.materialize(by_t, columns, rows, False)
     return out
