@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +52,8 @@ from hdp_spark.core.ledger import (
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.stats import GroupStats, LevelRow, check_levels
+from hdp_spark.core.user_mean.census import CensusCell, plan_group
+from hdp_spark.core.user_mean.spec import UserMeanSpec
 from hdp_spark.errors import InternalError, ParameterError
 from hdp_spark.explain import Explained, explain_group
 from hdp_spark.jobs.spec import ALLOCATIONS, AllocationMethod
@@ -60,6 +62,7 @@ __all__ = [
     "ALLOCATIONS",
     "Allocation",
     "AllocationMethod",
+    "PersonCharge",
     "Profile",
     "ReleaseModel",
     "ReleaseOutcome",
@@ -98,6 +101,24 @@ class Profile:
 
 
 @dataclass(frozen=True, slots=True)
+class PersonCharge:
+    """A kind with one global ε per person (heavy hitters, attribute histograms).
+
+    Attributes:
+        name: the aggregator's output name.
+        column: the runner's helper ε column (constant ``demand`` on every row).
+        demand: the per-person ε demand the budget rule caps.
+        charged: the per-person ε the release reports (what a person read is charged;
+            <= ``demand``; a function of the parameters only).
+    """
+
+    name: str
+    column: str
+    demand: float
+    charged: float
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseModel:
     """What the simulation needs of one release.
 
@@ -106,7 +127,12 @@ class ReleaseModel:
         weight: how much the analyst cares about its accuracy (>= 0).
         keys: its public key set (``((),)`` for a global release).
         aggregators: ``(output name, spec)`` of its ``hdp_mean`` / ``hdp_histogram``.
-        columns: its ε columns, each with how many aggregators read it (the cap rule's k).
+        columns: its ε columns, each with how many aggregators read it (the cap rule's k;
+            every kind but the charge-free ones, as the runner caps them).
+        users: ``(output name, spec)`` of its user-level means (charged once per user; the
+            simulation charges an upper bound, see :func:`simulate`).
+        persons: its one-global-ε kinds (heavy hitters, attribute histograms).
+        free: output names of its charge-free kinds (LDP aggregation).
     """
 
     id: str
@@ -114,6 +140,16 @@ class ReleaseModel:
     keys: tuple[Key, ...]
     aggregators: tuple[tuple[str, MeanSpec | HistogramSpec], ...]
     columns: tuple[tuple[str, int], ...]
+    users: tuple[tuple[str, UserMeanSpec], ...] = ()
+    persons: tuple[PersonCharge, ...] = ()
+    free: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """Whether the simulated charges are exactly the run's (False with user-level
+        means, whose final-step charges are data-dependent: the simulation's are upper
+        bounds)."""
+        return not self.users
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +166,7 @@ class ReleaseOutcome:
         allowed: each profile row's ε in the release's first ε column after the cap.
         explained: ``(group key, aggregator name, figures)`` per group and aggregator.
         error: ``Σ variance / range²`` over its groups and aggregators (inf if refused).
+        capped: each ε column of the release after the budget rule, per profile row.
     """
 
     release_id: str
@@ -141,6 +178,7 @@ class ReleaseOutcome:
     allowed: FloatArray
     explained: tuple[tuple[Key, str, Explained], ...]
     error: float
+    capped: Mapping[str, FloatArray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,16 +228,30 @@ def _release(
     mode: ChargeMode,
 ) -> tuple[ReleaseOutcome, IntArray]:
     inside = profile.groups[r] >= 0
-    cols = [(profile.eps[c], m) for c, m in rel.columns]
-    capped = cap_numpy(cols, limit, policy)
-    eps_after = dict(zip([c for c, _ in rel.columns], capped.eps, strict=True))
-    over = inside & (capped.status != FULL)
-    users_over = int(profile.counts[over].sum())
     zero = np.zeros(len(profile.counts), dtype=np.int64)
-    first = capped.eps[0] if capped.eps else np.zeros(len(zero))
+    constant = {p.column: p.demand for p in rel.persons}
+    cols = [(profile.eps[c] if c not in constant else np.full(len(zero), constant[c]), m)
+            for c, m in rel.columns]
+    if rel.persons and policy == "cap":
+        policy = "exclude"  # one global ε cannot be lowered for one person (as the runner)
+    if cols:
+        capped = cap_numpy(cols, limit, policy)
+        eps_list, status = list(capped.eps), capped.status
+    else:  # charge-free kinds only: nothing is capped
+        eps_list, status = [], np.full(len(zero), FULL, dtype=np.int8)
+    eps_after = dict(zip([c for c, _ in rel.columns], eps_list, strict=True))
+    over = inside & (status != FULL)
+    users_over = int(profile.counts[over].sum())
+    first = eps_list[0] if eps_list else np.zeros(len(zero))
     if policy == "fail" and users_over:
-        return ReleaseOutcome(rel.id, 1.0, True, True, users_over, zero, first, (), math.inf), zero
+        return ReleaseOutcome(rel.id, 1.0, True, True, users_over, zero, first, (), math.inf,
+                              eps_after), zero
     charges = zero.copy()
+    for p in rel.persons:  # read only when FULL; charged the reported per-person ε
+        eff = np.where(inside & (status == FULL), p.charged, np.where(inside, 0.0, np.nan))
+        charges += charge_units_numpy(eff, eps_after[p.column], mode)
+    for _name, um in rel.users:
+        charges += _user_mean_charges(profile, r, rel, um, eps_after[um.eps], mode)
     explained: list[tuple[Key, str, Explained]] = []
     error = 0.0
     g_idx = profile.groups[r]
@@ -232,8 +284,37 @@ def _release(
         msg = "the simulated charges exceed a user's cap"
         raise InternalError(msg)
     outcome = ReleaseOutcome(rel.id, 1.0, True, False, users_over, charges, first,
-                             tuple(explained), error)
+                             tuple(explained), error, eps_after)
     return outcome, charges
+
+
+def _user_mean_charges(
+    profile: Profile, r: int, rel: ReleaseModel, spec: UserMeanSpec, eps: FloatArray,
+    mode: ChargeMode,
+) -> IntArray:
+    """Upper bounds of a user-level mean's charges (profile rows are users here).
+
+    The run charges a user of (group, ε level) the largest eps_effective of that cell's
+    classes (:mod:`hdp_spark.jobs.builtin_kinds`): at most the user's capped ε, and 0 for
+    users with ε = 0 and in fallback groups. Which groups fall back is public (users with
+    ε > 0 per group, :func:`~hdp_spark.core.user_mean.census.plan_group`), so that part
+    is exact; the final step's eps_effective is data-dependent, so the charge of a user
+    is bounded by ``ceil_units`` of the capped ε (exact with charge mode "demand", and
+    for every user when a group has one ε level).
+    """
+    lv = levels_numpy(eps, spec.eps_grid)
+    g_idx = profile.groups[r]
+    inside = g_idx >= 0
+    bad = {float(v): int(profile.counts[inside & (lv == v)].sum())
+           for v in np.unique(lv[inside]) if v < 0}
+    check_levels(spec.eps, bad)
+    eff = np.full(len(eps), np.nan)
+    for g in range(len(rel.keys)):
+        rows = (g_idx == g) & (lv > 0)
+        users = int(profile.counts[rows].sum())
+        if not plan_group((CensusCell(1, 1.0, users),), spec).fallback:
+            eff[rows] = eps[rows]
+    return charge_units_numpy(eff, eps, mode)
 
 
 def simulate(
@@ -274,7 +355,7 @@ def simulate(
 
 def _with_share(o: ReleaseOutcome, share: float) -> ReleaseOutcome:
     return ReleaseOutcome(o.release_id, share, o.ran, o.refused, o.users_over, o.charges,
-                          o.allowed, o.explained, o.error)
+                          o.allowed, o.explained, o.error, o.capped)
 
 
 def error_of(simulation: Simulation, releases: Sequence[ReleaseModel]) -> float:

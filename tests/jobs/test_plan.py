@@ -339,9 +339,9 @@ id = "per_user"
 
 def test_unplanned_kinds_are_refused(tmp_path: Path) -> None:
     job = write_job(tmp_path, releases=USER_MEAN_RELEASE, budget=_budget(1.0, "optimal"))
-    with pytest.raises(JobError, match="cannot be planned or allocated yet"):
+    with pytest.raises(JobError, match="kind 'user_mean' cannot be allocated yet"):
         plan_budget(job)
-    with pytest.raises(JobError, match="cannot be planned or allocated yet"):
+    with pytest.raises(JobError, match="cannot be allocated yet"):
         run_job(job)
     assert not (tmp_path / "ledger.sqlite").exists()
     assert main(["plan", str(job), "--no-plot"]) == 2

@@ -1,0 +1,140 @@
+"""``hdp-release plan`` on jobs with every aggregator kind (issue 20, second slice).
+
+The plan charges what the run then charges: exactly for mean, histogram, heavy hitters,
+attribute histograms and the LDP aggregation (which charges nothing), and an upper bound
+for the user-level mean (its final step's eps_effective is data-dependent), exact with
+charge mode "demand". Its accuracy figures come from ``explain`` (user-level mean, LDP) or
+the partial-DP kinds' parameters. "equal"/"optimal" refuse the kinds whose error they
+cannot weigh, naming them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from job_helpers import spent_by_user
+from kinds_helpers import EVENTS, PEOPLE, charges_of, sample_jobs
+
+from hdp_spark.cli import main
+from hdp_spark.errors import JobError
+from hdp_spark.jobs import plan_budget, run_job
+from hdp_spark.jobs.planning import render_plan
+
+
+def _with_budget(path: Path, extra: str) -> Path:
+    text = path.read_text().replace("[budget]\n", f"[budget]\n{extra}\n", 1)
+    path.write_text(text)
+    return path
+
+
+def _release_units(plan: Any, r: int) -> dict[str, int]:
+    o = plan.selected.simulation.releases[r]
+    return {u: int(o.charges[row]) for u, row in zip(plan.user_ids, plan.user_rows,
+                                                     strict=True) if o.charges[row]}
+
+
+def _plan_units(plan: Any) -> dict[str, int]:
+    total = plan.profile.remaining - plan.selected.simulation.remaining
+    return {u: int(total[row]) for u, row in zip(plan.user_ids, plan.user_rows, strict=True)
+            if total[row]}
+
+
+def test_plan_predicts_every_kind_exactly_with_demand_charges(tmp_path: Path) -> None:
+    every, _user = sample_jobs(tmp_path)
+    _with_budget(every, 'charge = "demand"')
+    plan = plan_budget(every)
+    assert not (tmp_path / "ledger").exists()
+    run = run_job(every)
+    ledger = tmp_path / "ledger" / "people.sqlite"
+    for r, rel in enumerate(plan.releases):
+        assert _release_units(plan, r) == charges_of(ledger, rel.id), rel.id
+    assert _plan_units(plan) == spent_by_user(every)
+    assert [r.status for r in run.releases] == ["committed"] * 5
+    # the partial-DP releases left out exactly the persons without budget for them
+    hh = plan.selected.simulation.releases[2]
+    assert hh.users_over > 0
+
+
+def test_user_mean_charges_are_upper_bounds(tmp_path: Path) -> None:
+    every, _user = sample_jobs(tmp_path)
+    plan = plan_budget(every)  # charge mode "effective"
+    assert not plan.releases[0].exact and plan.releases[1].exact
+    run_job(every)
+    ledger = tmp_path / "ledger" / "people.sqlite"
+    predicted = _release_units(plan, 0)
+    actual = charges_of(ledger, "income_by_region")
+    assert set(actual) <= set(predicted)
+    assert all(actual[u] <= predicted[u] for u in actual)
+    assert sum(actual.values()) < sum(predicted.values())  # a bound, and here a strict one
+    assert _release_units(plan, 1) == charges_of(ledger, "occupation_histogram")
+    text = render_plan(plan)
+    assert "charges are upper bounds" in text
+
+
+def test_user_level_job_plan(tmp_path: Path) -> None:
+    """Repeated user ids (user-level kinds only): one profile row per user; the accuracy
+    is ``explain``'s on the input, and with charge mode "demand" the charges are the
+    run's."""
+    import hdp_spark.pandas as hpd
+    from hdp_spark.jobs import load_job
+
+    _every, user = sample_jobs(tmp_path)
+    _with_budget(user, 'charge = "demand"')
+    plan = plan_budget(user)
+    events = pd.read_csv(EVENTS)
+    assert plan.users == events["user_id"].nunique()
+    job = load_job(user)
+    spec = job.releases[0].aggregators[0].spec
+    keys = [k[0] for k in job.releases[0].keys]
+    direct = hpd.explain(events, spec, by="region", keys=keys)
+    preds = plan.predictions[0]
+    assert [p.key for p in preds] == [(k,) for k in keys]
+    assert [p.half_width for p in preds] == list(direct["half_width"])
+    assert [p.noise_scale for p in preds] == list(direct["noise_scale"])
+    assert {p.basis for p in preds} == {"bound"}
+    run_job(user)
+    assert _plan_units(plan) == spent_by_user(user)
+
+
+def test_plan_of_every_kind_reads_only_public_columns(tmp_path: Path) -> None:
+    people = pd.read_csv(PEOPLE)
+    rng = np.random.default_rng(3)
+    scrambled = people.copy()
+    scrambled["income"] = rng.uniform(-1e9, 1e9, len(people))
+    scrambled["satisfaction_report"] = rng.uniform(-50, 50, len(people))
+    for col in ("sex", "occupation", "age_band"):
+        scrambled[col] = scrambled[col].sample(frac=1.0, random_state=4).to_numpy()
+    scrambled.to_csv(tmp_path / "scrambled.csv", index=False)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, _ = sample_jobs(tmp_path / "a")
+    b, _ = sample_jobs(tmp_path / "b", people=tmp_path / "scrambled.csv")
+    assert render_plan(plan_budget(a)) == render_plan(plan_budget(b))
+
+
+@pytest.mark.parametrize("allocation", ["equal", "optimal"])
+def test_allocation_refuses_unweighable_kinds(tmp_path: Path, allocation: str) -> None:
+    every, _user = sample_jobs(tmp_path)
+    _with_budget(every, f'allocation = "{allocation}"')
+    with pytest.raises(JobError, match="kind 'user_mean' cannot be allocated yet"):
+        plan_budget(every)
+    with pytest.raises(JobError, match="cannot be allocated yet"):
+        run_job(every)
+    assert not (tmp_path / "ledger").exists()
+    assert main(["plan", str(every), "--no-plot"]) == 2
+
+
+def test_plan_command_on_the_all_kinds_job(tmp_path: Path, capsys: Any) -> None:
+    every, _user = sample_jobs(tmp_path)
+    png = tmp_path / "plan.png"
+    assert main(["plan", str(every), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    for word in ("income_user_mean", "heavy_hitters", "attribute_histograms",
+                 "satisfaction_report_mean", "charges nothing", "released with probability",
+                 "n/a", "bound"):
+        assert word in out, word
+    assert png.exists()
