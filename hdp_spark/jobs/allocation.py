@@ -49,11 +49,12 @@ from hdp_spark.core.ledger import (
     cap_numpy,
     charge_units_numpy,
 )
-from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.levels import EPS_CAP, levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.stats import GroupStats, LevelRow, check_levels
 from hdp_spark.core.user_mean.census import CensusCell, plan_group
-from hdp_spark.core.user_mean.spec import UserMeanSpec
+from hdp_spark.core.user_mean.explain import ArrayUsers, UserMeanPlan, explain_user_mean
+from hdp_spark.core.user_mean.spec import OrderKey, UserMeanSpec
 from hdp_spark.errors import InternalError, ParameterError
 from hdp_spark.explain import Explained, explain_group
 from hdp_spark.jobs.spec import ALLOCATIONS, AllocationMethod
@@ -92,12 +93,19 @@ class Profile:
         eps: demanded ε per ε column, per profile row.
         groups: per release, each row's index in the release's key set (0 for a global
             release; -1 for a key outside the public key set: not in the release).
+        k: jobs with user-level means: one profile row per user (``counts`` all 1) and
+            here its number of rows; None otherwise.
+        ids: with ``k``, each user's id as text (the input of the public order key).
     """
 
     counts: IntArray
     remaining: IntArray
     eps: Mapping[str, FloatArray]
     groups: tuple[IntArray, ...]
+    k: IntArray | None = None
+    ids: tuple[str, ...] | None = None
+    keys_cache: dict[str, dict[int, OrderKey]] = field(default_factory=dict, repr=False,
+                                                       compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +152,6 @@ class ReleaseModel:
     persons: tuple[PersonCharge, ...] = ()
     free: tuple[str, ...] = ()
 
-    @property
-    def exact(self) -> bool:
-        """Whether the simulated charges are exactly the run's (False with user-level
-        means, whose final-step charges are data-dependent: the simulation's are upper
-        bounds)."""
-        return not self.users
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +169,9 @@ class ReleaseOutcome:
         explained: ``(group key, aggregator name, figures)`` per group and aggregator.
         error: ``Σ variance / range²`` over its groups and aggregators (inf if refused).
         capped: each ε column of the release after the budget rule, per profile row.
+        users_explained: ``(group key, name, plan)`` of its user-level means.
+        charges_exact: False when some user-level mean's charge is an upper bound (a
+            final step over several ε levels: its eps_effective is data-dependent).
     """
 
     release_id: str
@@ -179,6 +184,8 @@ class ReleaseOutcome:
     explained: tuple[tuple[Key, str, Explained], ...]
     error: float
     capped: Mapping[str, FloatArray] = field(default_factory=dict)
+    users_explained: tuple[tuple[Key, str, UserMeanPlan], ...] = ()
+    charges_exact: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +257,17 @@ def _release(
     for p in rel.persons:  # read only when FULL; charged the reported per-person ε
         eff = np.where(inside & (status == FULL), p.charged, np.where(inside, 0.0, np.nan))
         charges += charge_units_numpy(eff, eps_after[p.column], mode)
-    for _name, um in rel.users:
-        charges += _user_mean_charges(profile, r, rel, um, eps_after[um.eps], mode)
+    users_explained: list[tuple[Key, str, UserMeanPlan]] = []
+    exact = True
+    um_error = 0.0
+    for name, um in rel.users:
+        units, plans, is_exact = _user_mean(profile, r, rel, um, eps_after[um.eps], mode)
+        charges += units
+        exact &= is_exact
+        for key, plan in plans:
+            users_explained.append((key, name, plan))
+            um_error += ((plan.half_width / um.span) ** 2 if plan.fallback
+                         else 2.0 * (plan.noise_scale / um.span) ** 2)
     explained: list[tuple[Key, str, Explained]] = []
     error = 0.0
     g_idx = profile.groups[r]
@@ -284,23 +300,25 @@ def _release(
         msg = "the simulated charges exceed a user's cap"
         raise InternalError(msg)
     outcome = ReleaseOutcome(rel.id, 1.0, True, False, users_over, charges, first,
-                             tuple(explained), error, eps_after)
+                             tuple(explained), error + um_error, eps_after,
+                             tuple(users_explained), exact)
     return outcome, charges
 
 
-def _user_mean_charges(
+def _user_mean(
     profile: Profile, r: int, rel: ReleaseModel, spec: UserMeanSpec, eps: FloatArray,
     mode: ChargeMode,
-) -> IntArray:
-    """Upper bounds of a user-level mean's charges (profile rows are users here).
+) -> tuple[IntArray, list[tuple[Key, UserMeanPlan]], bool]:
+    """A user-level mean's charges, its plan per group and whether the charges are exact
+    (profile rows are users here).
 
     The run charges a user of (group, ε level) the largest eps_effective of that cell's
-    classes (:mod:`hdp_spark.jobs.builtin_kinds`): at most the user's capped ε, and 0 for
-    users with ε = 0 and in fallback groups. Which groups fall back is public (users with
-    ε > 0 per group, :func:`~hdp_spark.core.user_mean.census.plan_group`), so that part
-    is exact; the final step's eps_effective is data-dependent, so the charge of a user
-    is bounded by ``ceil_units`` of the capped ε (exact with charge mode "demand", and
-    for every user when a group has one ε level).
+    classes (:mod:`hdp_spark.jobs.builtin_kinds`), 0 to users with ε = 0 and in fallback
+    groups. The explain of the release (:func:`~hdp_spark.core.user_mean.explain.
+    explain_user_mean` on the public per-user table) gives the variance and initial
+    classes' eps_effective exactly; a final step over one ε level gives that level
+    exactly (its noise is set by the class with the largest d_j/ε_j); over several levels
+    each level's eps_effective is data-dependent and bounded by the level.
     """
     lv = levels_numpy(eps, spec.eps_grid)
     g_idx = profile.groups[r]
@@ -309,12 +327,35 @@ def _user_mean_charges(
            for v in np.unique(lv[inside]) if v < 0}
     check_levels(spec.eps, bad)
     eff = np.full(len(eps), np.nan)
-    for g in range(len(rel.keys)):
+    exact = True
+    plans: list[tuple[Key, UserMeanPlan]] = []
+    if profile.k is None or profile.ids is None:  # no per-user table: bound by ε
+        for g in range(len(rel.keys)):
+            rows = (g_idx == g) & (lv > 0)
+            if not plan_group((CensusCell(1, 1.0, int(profile.counts[rows].sum())),),
+                              spec).fallback:
+                eff[rows] = lv[rows]
+                exact = False
+        return charge_units_numpy(eff, eps, mode), plans, exact
+    level = np.where(np.isposinf(lv), EPS_CAP, lv)
+    backend = ArrayUsers(profile.k, level, np.where(inside, g_idx, -1), profile.ids, spec,
+                         profile.keys_cache.setdefault(spec.salt, {}))
+    explained = explain_user_mean(spec, backend, rel.keys)
+    for g, key in enumerate(rel.keys):
+        plan = explained[key]
+        plans.append((key, plan))
+        if plan.fallback:
+            continue
+        final_levels = {c.eps for c in plan.classes if c.step == "final"}
+        per_level: dict[float, float] = {}
+        for c in plan.classes:
+            per_level[c.eps] = max(per_level.get(c.eps, 0.0), c.eps_effective)
+        exact &= len(final_levels) <= 1
         rows = (g_idx == g) & (lv > 0)
-        users = int(profile.counts[rows].sum())
-        if not plan_group((CensusCell(1, 1.0, users),), spec).fallback:
-            eff[rows] = eps[rows]
-    return charge_units_numpy(eff, eps, mode)
+        values = np.unique(level[rows])
+        table = np.array([per_level[float(v)] for v in values], dtype=np.float64)
+        eff[rows] = table[np.searchsorted(values, level[rows])]
+    return charge_units_numpy(eff, eps, mode), plans, exact
 
 
 def simulate(
@@ -355,7 +396,8 @@ def simulate(
 
 def _with_share(o: ReleaseOutcome, share: float) -> ReleaseOutcome:
     return ReleaseOutcome(o.release_id, share, o.ran, o.refused, o.users_over, o.charges,
-                          o.allowed, o.explained, o.error, o.capped)
+                          o.allowed, o.explained, o.error, o.capped, o.users_explained,
+                          o.charges_exact)
 
 
 def error_of(simulation: Simulation, releases: Sequence[ReleaseModel]) -> float:

@@ -52,12 +52,12 @@ __all__ = [
     "write_user_table",
 ]
 
-_ALLOCATED_KINDS = ("mean", "histogram", "ldp_mean")
-"""Kinds whose predicted variance the "equal"/"optimal" allocation can weigh (the LDP
-aggregation charges nothing and its accuracy does not depend on the budget). User-level
-means (final step data-dependent, charges bounded), heavy hitters and attribute histograms
-(a share below the per-person demand excludes persons, which no variance captures) are
-planned, but only with the sequential allocation."""
+_ALLOCATED_KINDS = ("mean", "histogram", "user_mean", "ldp_mean")
+"""Kinds whose predicted variance the "equal"/"optimal" allocation can weigh: the noise
+variance ``explain`` predicts (for the user-level mean, its bound of the final noise); the
+LDP aggregation charges nothing and its accuracy does not depend on the budget. Heavy
+hitters and attribute histograms are planned, but only with the sequential allocation: a
+share below their per-person demand leaves persons out, which no variance captures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,17 +239,41 @@ def job_profile(
     for r, rel in enumerate(job.releases):
         frame[f"__g{r}"] = _key_index(prepared, rel)
     frame["__rem"] = prepared[REMAINING].to_numpy(np.int64)
-    cols = list(frame.columns)
-    grouped = frame.groupby(cols, dropna=False, sort=True)
-    rows = grouped.ngroup().to_numpy(np.int64)
-    sizes = grouped.size().reset_index(name="__n")
+    user_level = any(get_kind(a.kind).unit == "user"
+                     for rel in job.releases for a in rel.aggregators)
+    if not user_level:
+        cols = list(frame.columns)
+        grouped = frame.groupby(cols, dropna=False, sort=True)
+        rows = grouped.ngroup().to_numpy(np.int64)
+        sizes = grouped.size().reset_index(name="__n")
+        profile = Profile(
+            counts=sizes["__n"].to_numpy(np.int64),
+            remaining=sizes["__rem"].to_numpy(np.int64),
+            eps={c: sizes[f"__e{i}"].to_numpy(np.float64) for i, c in enumerate(eps_cols)},
+            groups=tuple(sizes[f"__g{r}"].to_numpy(np.int64)
+                         for r in range(len(job.releases))),
+        )
+        return profile, rows
+    # user-level means: one profile row per user, with its row count k and its id (the
+    # order key's input); a user's ε, groups and budget are the same on all of its rows
+    ids = prepared[job.input.user_id]
+    text = ids.astype(str) if not pd.api.types.is_integer_dtype(ids) else \
+        ids.map(lambda u: str(int(u)))
+    codes, uniques = pd.factorize(text, sort=False)
+    once = np.unique(codes, return_index=True)[1]
+    k = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
+    first = frame.iloc[once]
     profile = Profile(
-        counts=sizes["__n"].to_numpy(np.int64),
-        remaining=sizes["__rem"].to_numpy(np.int64),
-        eps={c: sizes[f"__e{i}"].to_numpy(np.float64) for i, c in enumerate(eps_cols)},
-        groups=tuple(sizes[f"__g{r}"].to_numpy(np.int64) for r in range(len(job.releases))),
+        counts=np.ones(len(once), dtype=np.int64),
+        remaining=first["__rem"].to_numpy(np.int64),
+        eps={c: first[f"__e{i}"].to_numpy(np.float64) for i, c in enumerate(eps_cols)},
+        groups=tuple(first[f"__g{r}"].to_numpy(np.int64) for r in range(len(job.releases))),
+        k=k[codes[once]],
+        ids=tuple(str(t) for t in np.asarray(uniques)[codes[once]]),
     )
-    return profile, rows
+    position = np.empty(len(uniques), dtype=np.int64)
+    position[codes[once]] = np.arange(len(once))
+    return profile, position[codes]
 
 
 def _spent(job: JobSpec) -> pd.DataFrame:
@@ -350,9 +374,8 @@ def plan_budget(
     prepared = PandasAdapter().prepare(df, spec.input.user_id, spec.budget, _spent(spec))
     uid = prepared[spec.input.user_id].astype(str)
     once = ~uid.duplicated().to_numpy()  # user-level jobs: one profile row per user
-    profile, user_rows = job_profile(spec, prepared.loc[once])
-    per_user = pd.Series(user_rows, index=uid[once].to_numpy())
-    rows = per_user.reindex(uid.to_numpy()).to_numpy(np.int64)
+    profile, rows = job_profile(spec, prepared)
+    user_rows = rows[once]
     policy: BudgetPolicy = spec.budget.policy
     mode: ChargeMode = spec.budget.charge
     methods: tuple[AllocationMethod, ...] = (
@@ -360,7 +383,7 @@ def plan_budget(
     allocations = {m: allocate(profile, models, m, policy, mode) for m in methods}
     chosen = allocations[spec.budget.allocation]
     predictions = tuple(
-        _predict(profile, r, rel, model, out, df, rows)
+        _predict(profile, r, rel, model, out, df)
         for r, (rel, model, out) in enumerate(zip(spec.releases, models,
                                                   chosen.simulation.releases, strict=True))
     )
@@ -377,12 +400,12 @@ def _explain_keys(rel: ReleaseSpec) -> dict[str, Any]:
 
 def _predict(
     profile: Profile, r: int, rel: ReleaseSpec, model: ReleaseModel, outcome: Any,
-    df: pd.DataFrame, rows: np.ndarray[Any, Any],
+    df: pd.DataFrame,
 ) -> tuple[Prediction, ...]:
     """Predicted accuracy of the release's kinds other than mean/histogram, with the
-    simulated budget rule (``outcome``): ``explain`` on the public columns (the ε column
-    of a user-level mean replaced by its capped values), or the partial-DP kinds' noise,
-    a function of their parameters.
+    simulated budget rule (``outcome``): the simulation's ``explain`` of a user-level mean
+    (its capped ε), ``explain`` of an LDP aggregation on the public columns, or the
+    partial-DP kinds' noise, a function of their parameters.
 
     Privacy:
         Reads the public columns only (user ids, ε, group keys); never a value column.
@@ -395,16 +418,10 @@ def _predict(
     kw = _explain_keys(rel)
     key_cols = list(rel.by)
     entries = {get_kind(a.kind).output_name(a.spec): a for a in rel.aggregators}
-    for name, um in model.users:
-        frame = df.copy()
-        frame[um.eps] = outcome.capped[um.eps][rows]
-        plan = hpd.explain(frame, um, **kw)
-        for _, row in plan.iterrows():
-            out.append(Prediction(tuple(row[c] for c in key_cols), name, "user_mean",
-                                  int(row["users"]), float(row["half_width"]),
-                                  float(row["noise_scale"]), bool(row["fallback"]),
-                                  "bound" if row["half_width_is_bound"] else "exact",
-                                  float(um.span)))
+    spans = {name: float(um.span) for name, um in model.users}
+    for key, name, p in outcome.users_explained:
+        out.append(Prediction(key, name, "user_mean", p.users, p.half_width, p.noise_scale,
+                              p.fallback, "bound" if p.bound else "exact", spans[name]))
     for name in model.free:
         ldp = entries[name].spec.spec
         plan = hpd.explain(df, ldp, **kw)
@@ -561,7 +578,7 @@ def render_plan(plan: JobBudgetPlan) -> str:
                      *("n/a" if o is None else _num(o.share) for o in outs),
                      *("n/a" if o is None else "refused" if o.refused
                        else "not run" if not o.ran
-                       else "-" if rel.users or rel.persons
+                       else "-" if rel.persons
                        else _num(rel.weight * o.error) for o in outs)])
     rows.append(["total", "", *("" for _ in methods),
                  *(_num(plan.allocations[m].error) if m in plan.allocations else "n/a"
@@ -572,9 +589,11 @@ def render_plan(plan: JobBudgetPlan) -> str:
                         if a.kind not in _ALLOCATED_KINDS})
         lines.append(f"  n/a: 'equal' and 'optimal' allocate only {', '.join(_ALLOCATED_KINDS)}"
                      f" (this job has {', '.join(kinds)}); sequential shown")
-    if any(rel.users or rel.persons for rel in plan.releases):
-        lines.append("  -: no predicted variance enters the error of user_mean, heavy_hitters "
-                     "and attribute_histograms releases (see their accuracy below)")
+    if any(rel.persons for rel in plan.releases):
+        lines.append("  -: no predicted variance enters the error of heavy_hitters and "
+                     "attribute_histograms releases (see their accuracy below)")
+    if any(rel.users for rel in plan.releases):
+        lines.append("  user_mean error: the bound of its final noise (explain)")
     alloc = plan.selected
     lines += ["", f"predicted accuracy and charges with the job's allocation ({plan.chosen}):"]
     for r, rel in enumerate(plan.releases):
@@ -611,7 +630,7 @@ def render_plan(plan: JobBudgetPlan) -> str:
                          "reports were paid for on the devices)")
         classes = _charge_classes(plan, r, alloc)
         lines.append(f"  users capped or excluded by the budget: {o.users_over:,}")
-        if not rel.exact:
+        if not o.charges_exact:
             lines.append("  charges are upper bounds: a user-level mean's final step charges "
                          "eps_effective <= ε, data-dependent (exact with charge mode "
                          "'demand' or one ε level per group)")

@@ -62,8 +62,9 @@ def test_plan_predicts_every_kind_exactly_with_demand_charges(tmp_path: Path) ->
 def test_user_mean_charges_are_upper_bounds(tmp_path: Path) -> None:
     every, _user = sample_jobs(tmp_path)
     plan = plan_budget(every)  # charge mode "effective"
-    assert not plan.releases[0].exact
-    assert plan.releases[1].exact
+    sim = plan.selected.simulation
+    assert not sim.releases[0].charges_exact  # heterogeneous ε in the final steps
+    assert sim.releases[1].charges_exact
     run_job(every)
     ledger = tmp_path / "ledger" / "people.sqlite"
     predicted = _release_units(plan, 0)
@@ -121,12 +122,47 @@ def test_plan_of_every_kind_reads_only_public_columns(tmp_path: Path) -> None:
 def test_allocation_refuses_unweighable_kinds(tmp_path: Path, allocation: str) -> None:
     every, _user = sample_jobs(tmp_path)
     _with_budget(every, f'allocation = "{allocation}"')
-    with pytest.raises(JobError, match="kind 'user_mean' cannot be allocated yet"):
+    with pytest.raises(JobError, match="kind 'heavy_hitters' cannot be allocated yet"):
         plan_budget(every)
     with pytest.raises(JobError, match="cannot be allocated yet"):
         run_job(every)
     assert not (tmp_path / "ledger").exists()
     assert main(["plan", str(every), "--no-plot"]) == 2
+
+
+USER_MEANS = """
+[[releases]]
+id = "ctr_global"
+weight = 3.0
+
+  [[releases.aggregators]]
+  kind = "user_mean"
+  column = "clicked"
+  lower = 0
+  upper = 1
+"""
+
+
+@pytest.mark.parametrize("allocation", ["equal", "optimal"])
+def test_user_mean_allocation(tmp_path: Path, allocation: str) -> None:
+    """User-level means are allocated with their explain bound as the error: the plan
+    predicts the run (exactly with charge mode "demand"), no user exceeds the budget and
+    "optimal" is no worse than the other two."""
+    _every, user = sample_jobs(tmp_path)
+    text = user.read_text().replace("default = 6.0", "default = 1.5", 1)
+    text = text.replace('policy = "cap"',
+                        f'policy = "cap"\ncharge = "demand"\nallocation = "{allocation}"', 1)
+    user.write_text(text + USER_MEANS)
+    plan = plan_budget(user)
+    errors = {m: a.error for m, a in plan.allocations.items()}
+    assert set(errors) == {"sequential", "equal", "optimal"}
+    assert errors["optimal"] <= min(errors["sequential"], errors["equal"])
+    assert all(np.isfinite(list(errors.values())))
+    sim = plan.selected.simulation
+    assert (sim.remaining >= 0).all()
+    run = run_job(user)
+    assert run.allocation is not None
+    assert _plan_units(plan) == spent_by_user(user)
 
 
 def test_plan_command_on_the_all_kinds_job(tmp_path: Path, capsys: Any) -> None:
@@ -139,3 +175,17 @@ def test_plan_command_on_the_all_kinds_job(tmp_path: Path, capsys: Any) -> None:
                  "n/a", "bound"):
         assert word in out, word
     assert png.exists()
+
+
+def test_user_mean_charges_exact_with_one_level_per_group(tmp_path: Path) -> None:
+    """One ε level per group: the final step's largest eps_effective is that level, so even
+    charge mode "effective" is predicted exactly."""
+    events = pd.read_csv(EVENTS)
+    levels = {"north": 0.5, "south": 1.0, "east": 2.0, "west": 0.25}
+    events["eps"] = events["region"].map(levels)
+    events.to_csv(tmp_path / "events.csv", index=False)
+    _every, user = sample_jobs(tmp_path, events=tmp_path / "events.csv")
+    plan = plan_budget(user)
+    assert plan.selected.simulation.releases[0].charges_exact
+    run_job(user)
+    assert _plan_units(plan) == spent_by_user(user)

@@ -24,19 +24,33 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from hdp_spark.core.noise.exact import GRID_SLACK
-from hdp_spark.core.user_mean.census import GroupPlan
+from hdp_spark.core.user_mean.census import (
+    Census,
+    CensusCell,
+    Cut,
+    GroupPlan,
+    RankQuery,
+    order_key,
+)
 from hdp_spark.core.user_mean.release import cut_groups
-from hdp_spark.core.user_mean.spec import KAPPA_L, UserMeanSpec
+from hdp_spark.core.user_mean.spec import KAPPA_L, OrderKey, UserMeanSpec
 from hdp_spark.core.user_mean.steps import (
     ClassPrivacy,
+    FinalCell,
+    FirstStage,
+    MeanCell,
     UserBackend,
+    VarUser,
     initial_design,
     variance_classes,
     variance_grid_floor,
 )
 
-__all__ = ["UserMeanPlan", "explain_user_mean", "final_scale_bound"]
+__all__ = ["ArrayUsers", "UserMeanPlan", "explain_user_mean", "final_scale_bound"]
 
 _MARGIN = 1e-9
 """Relative slack that covers float rounding in the bound (the solver works in floats)."""
@@ -207,3 +221,94 @@ def explain_user_mean(
             bound=True,
         )
     return out
+
+
+class ArrayUsers:
+    """A user backend over a public per-user table held in numpy arrays (no values).
+
+    Answers the census, the rank queries and the first stage's class counts exactly as
+    the engines' backends do (the sums are 0: there are no values), for planning a job's
+    user-level means without re-reading the input (:mod:`hdp_spark.jobs.allocation`).
+
+    Args:
+        k: rows per user.
+        level: each user's ε level (``levels_numpy`` of the capped ε; +inf as the cap).
+        gid: each user's group id (-1: outside the key set).
+        text: each user's id as text (the order key's input, as the engines cast it).
+        spec: the aggregator (its salt).
+        cache: order keys already computed (shared between calls on the same users).
+
+    Privacy:
+        Holds public facts only: k, ε, group and user id per user.
+    """
+
+    def __init__(self, k: npt.NDArray[np.int64], level: npt.NDArray[np.float64],
+                 gid: npt.NDArray[np.int64], text: Sequence[str], spec: UserMeanSpec,
+                 cache: dict[int, OrderKey] | None = None) -> None:
+        self.k, self.level, self.gid, self.text, self.spec = k, level, gid, text, spec
+        self._keys = cache if cache is not None else {}
+
+    def _key(self, i: int) -> OrderKey:
+        found = self._keys.get(i)
+        if found is None:
+            found = order_key(self.text[i], self.spec.salt)
+            self._keys[i] = found
+        return found
+
+    def _cells(self, mask: npt.NDArray[np.bool_]) -> dict[int, dict[tuple[int, float], int]]:
+        out: dict[int, dict[tuple[int, float], int]] = {}
+        if not mask.any():
+            return out
+        table = np.stack([self.gid[mask].astype(np.float64), self.k[mask].astype(np.float64),
+                          self.level[mask]], axis=1)
+        rows, counts = np.unique(table, axis=0, return_counts=True)
+        for (g, k, lv), c in zip(rows, counts, strict=True):
+            out.setdefault(int(g), {})[(int(k), float(lv))] = int(c)
+        return out
+
+    def census(self) -> Census:
+        """Users per (group id, k, ε level) of the users inside the key set."""
+        cells = self._cells((self.gid >= 0) & (self.level >= 0))
+        return Census({g: tuple(CensusCell(k, lv, c) for (k, lv), c in sorted(v.items()))
+                       for g, v in cells.items()})
+
+    def rank_keys(self, queries: Sequence[RankQuery]) -> dict[RankQuery, OrderKey]:
+        """Exact order statistics of the order keys in each queried bucket."""
+        out: dict[RankQuery, OrderKey] = {}
+        for q in queries:
+            idx = np.flatnonzero((self.gid == q.gid) & (self.k == q.k) & (self.level > 0))
+            out[q] = sorted(self._key(int(i)) for i in idx)[q.rank - 1]
+        return out
+
+    def _roles(self, cuts: Mapping[int, Cut]) -> npt.NDArray[np.str_]:
+        role = np.full(self.k.size, "x", dtype="<U1")
+        for gid, cut in cuts.items():
+            inside = (self.gid == gid) & (self.level > 0)
+            is_var = inside & (self.k > cut.var_k)
+            for i in np.flatnonzero(inside & (self.k == cut.var_k)):
+                is_var[i] = self._key(int(i)) <= cut.var_key
+            is_mean = inside & ~is_var & (self.k < cut.mean_k)
+            for i in np.flatnonzero(inside & ~is_var & (self.k == cut.mean_k)):
+                is_mean[i] = self._key(int(i)) > cut.mean_key
+            role[inside] = "f"
+            role[is_var] = "v"
+            role[is_mean] = "m"
+        return role
+
+    def first_stage(self, cuts: Mapping[int, Cut]) -> FirstStage:
+        """G_mean class counts, G_var users and G_fin class counts (sums 0)."""
+        role = self._roles(cuts)
+        mean = {g: tuple(MeanCell(k, lv, c, 0) for (k, lv), c in sorted(v.items()))
+                for g, v in self._cells(role == "m").items()}
+        var: dict[int, list[VarUser]] = {}
+        for i in np.flatnonzero(role == "v"):
+            var.setdefault(int(self.gid[i]), []).append(
+                VarUser(int(self.k[i]), float(self.level[i]), 0, self._key(int(i))))
+        return FirstStage(mean, {g: tuple(v) for g, v in var.items()}, self._cells(role == "f"))
+
+    def final_stage(
+        self, cuts: Mapping[int, Cut], bounds: Mapping[int, Mapping[int, tuple[int, int]]]
+    ) -> dict[int, tuple[FinalCell, ...]]:
+        """Not available: planning never reads values."""
+        msg = "a plan has no values to sum"
+        raise NotImplementedError(msg)
