@@ -189,3 +189,10 @@ def test_user_mean_charges_exact_with_one_level_per_group(tmp_path: Path) -> Non
     assert plan.selected.simulation.releases[0].charges_exact
     run_job(user)
     assert _plan_units(plan) == spent_by_user(user)
+
+
+def test_all_kinds_plan_is_the_same_on_spark(tmp_path: Path, spark: Any) -> None:
+    every, _user = sample_jobs(tmp_path)
+    on_pandas = plan_budget(every)
+    on_spark = plan_budget(every, engine="spark", spark=spark)
+    assert render_plan(on_spark) == render_plan(on_pandas)
