@@ -120,8 +120,9 @@ def explain(
     Args:
         df: the input table; only its ε column(s) and the ``by`` columns are read.
         *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names, or
-            scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`; not mixed with the
-            others). The user-level mean and heavy hitters are not explained yet.
+            scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`), or user-level means
+            (:func:`hdp_spark.hdp_user_mean`); each of the last two not mixed with the
+            others. Heavy hitters are not explained yet.
         by: optional group-by column(s), as in :func:`agg`.
         keys: the public key set of a grouped release, as in :func:`agg`.
 
@@ -149,6 +150,16 @@ def explain(
         report is skipped by the release: its n is then smaller). The report columns
         are never read: the aggregation runs on the ε and group columns with one
         constant report per row.
+
+        User-level means (kind ``user_mean``, method = the cap) have their own columns:
+        ``users``, ``rows``, ``users_var``, ``users_initial``, ``users_final``,
+        ``users_excluded``, ``beta``, ``eps_var``, ``eps_initial``, ``eps_final``,
+        ``classes``, ``initial_noise_scale``, ``initial_error``, ``noise_scale``,
+        ``half_width``, ``fallback``, ``half_width_is_bound``: the group sizes, the
+        variance and initial steps (and fallback) exactly as ``user_mean`` then reports
+        them; the final step's noise scale and half-width as upper bounds (the step
+        depends on the released first estimates). Only the user id, ε and group columns
+        are read (``docs/user_mean.md``, "Explain").
 
     Privacy:
         Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
