@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +49,7 @@ from hdp_spark.core.ledger import (
     cap_numpy,
     charge_units_numpy,
 )
-from hdp_spark.core.levels import EPS_CAP, levels_numpy
+from hdp_spark.core.levels import EPS_CAP, EPS_FLOOR, EpsGrid, levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.stats import GroupStats, LevelRow, check_levels
 from hdp_spark.core.user_mean.census import CensusCell, plan_group
@@ -71,6 +71,7 @@ __all__ = [
     "allocate",
     "error_of",
     "lattice",
+    "needs_proxy",
     "simulate",
 ]
 
@@ -232,7 +233,7 @@ def _limit(remaining: IntArray, start: IntArray, share: float) -> IntArray:
 
 def _release(
     profile: Profile, r: int, rel: ReleaseModel, limit: IntArray, policy: BudgetPolicy,
-    mode: ChargeMode,
+    mode: ChargeMode, proxy_grid: EpsGrid | None = None,
 ) -> tuple[ReleaseOutcome, IntArray]:
     inside = profile.groups[r] >= 0
     zero = np.zeros(len(profile.counts), dtype=np.int64)
@@ -261,6 +262,8 @@ def _release(
     exact = True
     um_error = 0.0
     for name, um in rel.users:
+        if proxy_grid is not None and um.eps_grid is None:
+            um = replace(um, eps_grid=proxy_grid)
         units, plans, is_exact = _user_mean(profile, r, rel, um, eps_after[um.eps], mode)
         charges += units
         exact &= is_exact
@@ -274,9 +277,10 @@ def _release(
     cached: dict[tuple[str, object], FloatArray] = {}  # by (ε column, grid)
     per_agg: list[tuple[str, MeanSpec | HistogramSpec, FloatArray]] = []
     for name, spec in rel.aggregators:
-        pass_key: tuple[str, object] = (spec.eps, spec.eps_grid)
+        grid = spec.eps_grid if spec.eps_grid is not None else proxy_grid
+        pass_key: tuple[str, object] = (spec.eps, grid)
         if pass_key not in cached:
-            lv = levels_numpy(eps_after[spec.eps], spec.eps_grid)
+            lv = levels_numpy(eps_after[spec.eps], grid)
             bad = {float(v): int(profile.counts[inside & (lv == v)].sum())
                    for v in np.unique(lv[inside]) if v < 0}
             check_levels(spec.eps, bad)
@@ -364,8 +368,13 @@ def simulate(
     shares: Sequence[float],
     policy: BudgetPolicy,
     mode: ChargeMode,
+    *,
+    proxy_grid: EpsGrid | None = None,
 ) -> Simulation:
     """Replay the job's budget rule on ``profile`` with each release's ``share``.
+
+    ``proxy_grid`` (the "optimal" search only) rounds the ε of aggregators without an
+    ``eps_grid`` onto this grid: an approximation of the run, never its prediction.
 
     Raises:
         EpsilonColumnError: an ε column holds an invalid ε in some release (as a run).
@@ -387,7 +396,7 @@ def simulate(
                                            np.zeros(len(start)), (), math.inf))
             continue
         limit = _limit(remaining, start, float(share))
-        outcome, charges = _release(profile, r, rel, limit, policy, mode)
+        outcome, charges = _release(profile, r, rel, limit, policy, mode, proxy_grid)
         outcomes.append(_with_share(outcome, float(share)))
         remaining = remaining - charges
         stopped = outcome.refused
@@ -467,29 +476,78 @@ def lattice(k: int) -> list[tuple[float, ...]]:
     return [tuple(p) for p in itertools.product(points, repeat=k)]
 
 
+_PROXY_LEVELS = 256
+"""Above this many distinct ε values in a column, "optimal" searches on a proxy profile
+whose ε are rounded down onto a geometric grid of at most this many points."""
+
+_PROXY_FINALISTS = 3
+"""Best proxy points re-evaluated exactly (besides sequential and equal)."""
+
+
+PROXY_GRID = EpsGrid(ratio=2.0 ** (1.0 / 32.0), lowest=EPS_FLOOR)
+"""The geometric grid (steps of 2.2%) the "optimal" search rounds grid-less ε onto when
+there are very many distinct ε values (see :func:`_optimal`)."""
+
+
+def needs_proxy(profile: Profile, levels: int = _PROXY_LEVELS) -> bool:
+    """Whether a simulation of ``profile`` may see more than ``levels`` ε levels in a
+    group: an ε column with that many distinct positive finite values, or that many
+    distinct budgets (a capped ε is a share of the budget).
+
+    Privacy:
+        A function of the public ε columns and budgets only.
+    """
+    if np.unique(profile.remaining).size > levels:
+        return True
+    return any(np.unique(e[np.isfinite(e) & (e > 0)]).size > levels
+               for e in profile.eps.values())
+
+
 def _optimal(
     profile: Profile, releases: Sequence[ReleaseModel], policy: BudgetPolicy,
     mode: ChargeMode,
 ) -> Allocation:
+    """The search of "optimal" (module docstring). With very many distinct ε values
+    (continuous ε, no ``eps_grid``) every evaluation solves the weights over all of them;
+    the lattice and the Powell search then run on a proxy simulation whose grid-less ε
+    (after the cap) are rounded down onto :data:`PROXY_GRID`, and the best few proxy
+    points, sequential and equal are evaluated exactly: the result is still exact and
+    never worse than sequential or equal, only the search itself is approximate."""
     k = len(releases)
     seen: dict[tuple[float, ...], tuple[float, Simulation]] = {}
 
-    def score(shares: Sequence[float]) -> float:
-        key = tuple(min(1.0, max(float(s), 1e-6)) for s in shares)
+    def exact(shares: Sequence[float]) -> float:
+        key = tuple(min(1.0, max(float(x), 1e-6)) for x in shares)
         if key not in seen:
             seen[key] = _evaluate(profile, releases, key, policy, mode)
         return seen[key][0]
 
+    proxy = needs_proxy(profile)
+    searched: dict[tuple[float, ...], float] = {}
+
+    def score(shares: Sequence[float]) -> float:
+        key = tuple(min(1.0, max(float(x), 1e-6)) for x in shares)
+        if not proxy:
+            searched[key] = exact(key)
+        elif key not in searched:
+            sim = simulate(profile, releases, key, policy, mode, proxy_grid=PROXY_GRID)
+            searched[key] = error_of(sim, releases)
+        return searched[key]
+
     starts = [(1.0,) * k, (1.0 / k,) * k, *lattice(k)]
-    for s in starts:
-        score(s)
-    best = min(seen, key=lambda s: (seen[s][0], -sum(s)))
-    if math.isfinite(seen[best][0]):
+    for x in starts:
+        score(x)
+    best = min(searched, key=lambda x: (searched[x], -sum(x)))
+    if math.isfinite(searched[best]):
         from scipy.optimize import minimize
 
         minimize(score, np.asarray(best), method="Powell",
                  bounds=[(1e-6, 1.0)] * k, options={"xtol": 1e-3, "ftol": 1e-9,
                                                     "maxfev": 60 * k})
-    best = min(seen, key=lambda s: (seen[s][0], -sum(s)))
+    if proxy:
+        finalists = sorted(searched, key=lambda x: (searched[x], -sum(x)))[:_PROXY_FINALISTS]
+        for x in [(1.0,) * k, (1.0 / k,) * k, *finalists]:
+            exact(x)
+    best = min(seen, key=lambda x: (seen[x][0], -sum(x)))
     err, sim = seen[best]
     return Allocation("optimal", best, sim, err)
