@@ -114,6 +114,12 @@ def explain(
     if um is not None:
         from pyspark.sql import functions as F
 
+        from hdp_spark.errors import ParameterError
+        from hdp_spark.spark._common import is_dataframe
+
+        if not is_dataframe(df):
+            msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
+            raise ParameterError(msg)
         public_cols = dict.fromkeys([*(c for u in um for c in (u.user, u.eps)),
                                      *normalize_by(by)])
         public = df.select(*[c for c in public_cols if c in df.columns])
