@@ -179,7 +179,7 @@ def test_errors(engine: Any) -> None:
     bad.loc[bad["user"] == 3, "eps"] = [0.5] + [0.9] * (int((bad["user"] == 3).sum()) - 1)
     with pytest.raises(EpsilonColumnError, match="1 user"):
         _explain(engine, bad, spec)
-    with pytest.raises(ParameterError, match="must be a .* DataFrame"):
+    with pytest.raises(ParameterError, match=r"must be a .* DataFrame"):
         engine.module.explain([1, 2], spec)
     with pytest.raises(SchemaError, match="user column `nope`"):
         _explain(engine, df, hdp_user_mean("x", user="nope", eps="eps", lower=0, upper=1))
