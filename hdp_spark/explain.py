@@ -19,8 +19,15 @@ weights, n and fallback equal what the release reports whenever every report is 
 (a missing or malformed report is skipped by the release, which lowers its n); the row
 says ``half_width_is_bound``.
 
+The user-level mean (Cummings, Feldman, McMillan & Talwar, *Mean Estimation with
+User-level Privacy under Data Heterogeneity*, NeurIPS 2022, §4.2) is explained from the
+user id, ε and group columns (:func:`explain_user_means`): group sizes, the first steps'
+weights, ε and noise exactly, the final step's noise as an upper bound
+(:mod:`hdp_spark.core.user_mean.explain`; ``half_width_is_bound``).
+
 Engine-agnostic: the engines call :func:`explain_specs` (or :func:`explain_ldp_rows` on
-their LDP aggregation of the public columns) and materialize its rows.
+their LDP aggregation of the public columns, or :func:`explain_user_means` on an engine
+over the public columns) and materialize its rows.
 """
 
 from __future__ import annotations
@@ -45,17 +52,22 @@ from hdp_spark.core.noise import laplace_noise
 from hdp_spark.core.pipeline import LEVEL_ITEMS, Engine, LevelRequest, OutputField, check_names
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
+from hdp_spark.core.user_mean.explain import explain_user_mean
+from hdp_spark.core.user_mean.spec import UserMeanSpec
 from hdp_spark.errors import ParameterError
 from hdp_spark.report.summary import is_free, single_eps_half_width
 
 __all__ = [
     "EXPLAIN_FIELDS",
     "LDP_CONSTANT_REPORT",
+    "USER_EXPLAIN_FIELDS",
     "Explained",
     "explain_group",
     "explain_ldp_rows",
     "explain_specs",
+    "explain_user_means",
     "ldp_specs",
+    "user_mean_specs",
 ]
 
 LDP_CONSTANT_REPORT = 1.0
@@ -78,6 +90,30 @@ EXPLAIN_FIELDS: tuple[OutputField, ...] = (
     OutputField("half_width_is_bound", "bool", nullable=False),
 )
 """Columns of an explain frame after the group columns (documented in ``explain``)."""
+
+_CLASS_ITEMS = (
+    OutputField("step", "str"), OutputField("k", "int"), OutputField("eps", "float"),
+    OutputField("users", "int"), OutputField("weight", "float"),
+    OutputField("eps_effective", "float"),
+)
+
+USER_EXPLAIN_FIELDS: tuple[OutputField, ...] = (
+    OutputField("aggregator", "str", nullable=False),
+    OutputField("kind", "str", nullable=False),
+    OutputField("method", "str", nullable=False),
+    *(OutputField(c, "int", nullable=False) for c in (
+        "users", "rows", "users_var", "users_initial", "users_final", "users_excluded")),
+    OutputField("beta", "float", nullable=False),
+    *(OutputField(c, "float", nullable=False) for c in (
+        "eps_var", "eps_initial", "eps_final")),
+    OutputField("classes", "list", _CLASS_ITEMS, nullable=False),
+    *(OutputField(c, "float", nullable=False) for c in (
+        "initial_noise_scale", "initial_error", "noise_scale", "half_width")),
+    OutputField("fallback", "bool", nullable=False),
+    OutputField("half_width_is_bound", "bool", nullable=False),
+)
+"""Columns of a user-level explain frame after the group columns (documented in
+``explain``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +185,8 @@ def _supported(spec: object) -> MeanSpec | HistogramSpec:
     kernel_of(spec)  # the error agg raises for anything that is not an aggregator
     if not isinstance(spec, MeanSpec | HistogramSpec):
         msg = (
-            "explain supports hdp_mean, hdp_histogram and ldp_mean so far, got "
+            "explain supports hdp_mean, hdp_histogram, hdp_user_mean and ldp_mean so far, "
+            "got "
             f"{type(spec).__name__}."
         )
         raise ParameterError(msg)
@@ -173,6 +210,70 @@ def ldp_specs(specs: Sequence[object]) -> tuple[LdpMeanSpec, ...] | None:
         )
         raise ParameterError(msg)
     return tuple(ldp)
+
+
+def user_mean_specs(specs: Sequence[object]) -> tuple[UserMeanSpec, ...] | None:
+    """The specs if they are all user-level means, None if none is one.
+
+    Raises:
+        ParameterError: user-level means mixed with other aggregators (their output
+            columns differ: explain them in a separate call).
+    """
+    um = [s for s in specs if isinstance(s, UserMeanSpec)]
+    if not um:
+        return None
+    if len(um) != len(specs):
+        msg = (
+            "explain takes user-level means (hdp_user_mean) or other aggregators, not both "
+            f"in one call; got {', '.join(type(s).__name__ for s in specs)}."
+        )
+        raise ParameterError(msg)
+    return tuple(um)
+
+
+def explain_user_means(
+    engine: Engine, specs: Sequence[UserMeanSpec], *, by: str | Sequence[str] | None,
+    keys: Any,
+) -> tuple[tuple[str, ...], list[tuple[str, OutputField]], list[tuple[Any, ...]]]:
+    """Explain user-level means on ``engine``: (by columns, output columns, rows).
+
+    ``engine`` must hold the PUBLIC columns only (user ids, ε and group columns, each
+    value column replaced by a constant): its user backend then answers the census, the
+    rank queries and the first stage's class counts exactly as in the release.
+
+    Raises:
+        ParameterError: as ``user_mean`` for the specs, ``by`` and ``keys``.
+        SchemaError, EpsilonColumnError: as ``user_mean`` for the user, ε and group
+            columns.
+
+    Privacy:
+        Spends nothing, draws no noise, writes nothing; a function of the public census
+        (users per group, k, ε), the public order keys and the specs.
+    """
+    if isinstance(keys, SelectKeys):
+        msg = "`explain` does not support `keys=select_keys(...)`: pass a public key set."
+        raise ParameterError(msg)
+    check_names(specs)
+    by_t = normalize_by(by, specs)
+    found = engine.release_keys(keys, by_t)
+    order = found if found is not None else ((),)
+    rows: list[tuple[Any, ...]] = []
+    plans = {}
+    for spec in specs:
+        with engine.users(spec, by_t, order) as backend:
+            plans[spec.name] = explain_user_mean(spec, backend, order)
+    for key in order:
+        for spec in specs:
+            p = plans[spec.name][key]
+            classes = [{"step": c.step, "k": c.k, "eps": c.eps, "users": c.users,
+                        "weight": c.weight, "eps_effective": c.eps_effective}
+                       for c in p.classes]
+            rows.append((*key, spec.name, "user_mean", spec.cap, p.users, p.rows,
+                         p.users_var, p.users_initial, p.users_final, p.users_excluded,
+                         float(spec.beta), p.eps_var, p.eps_initial, p.eps_final, classes,
+                         p.initial_noise_scale, p.initial_error, p.noise_scale,
+                         p.half_width, p.fallback, p.bound))
+    return by_t, [(f.suffix, f) for f in USER_EXPLAIN_FIELDS], rows
 
 
 def _ldp_baseline(spec: LdpMeanSpec, levels: Sequence[tuple[float, int]]) -> float | None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -49,9 +49,12 @@ from hdp_spark.core.ledger import (
     cap_numpy,
     charge_units_numpy,
 )
-from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.levels import EPS_CAP, EPS_FLOOR, EpsGrid, levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.stats import GroupStats, LevelRow, check_levels
+from hdp_spark.core.user_mean.census import CensusCell, plan_group
+from hdp_spark.core.user_mean.explain import ArrayUsers, UserMeanPlan, explain_user_mean
+from hdp_spark.core.user_mean.spec import OrderKey, UserMeanSpec
 from hdp_spark.errors import InternalError, ParameterError
 from hdp_spark.explain import Explained, explain_group
 from hdp_spark.jobs.spec import ALLOCATIONS, AllocationMethod
@@ -60,6 +63,7 @@ __all__ = [
     "ALLOCATIONS",
     "Allocation",
     "AllocationMethod",
+    "PersonCharge",
     "Profile",
     "ReleaseModel",
     "ReleaseOutcome",
@@ -67,6 +71,7 @@ __all__ = [
     "allocate",
     "error_of",
     "lattice",
+    "needs_proxy",
     "simulate",
 ]
 
@@ -89,12 +94,37 @@ class Profile:
         eps: demanded ε per ε column, per profile row.
         groups: per release, each row's index in the release's key set (0 for a global
             release; -1 for a key outside the public key set: not in the release).
+        k: jobs with user-level means: one profile row per user (``counts`` all 1) and
+            here its number of rows; None otherwise.
+        ids: with ``k``, each user's id as text (the input of the public order key).
     """
 
     counts: IntArray
     remaining: IntArray
     eps: Mapping[str, FloatArray]
     groups: tuple[IntArray, ...]
+    k: IntArray | None = None
+    ids: tuple[str, ...] | None = None
+    keys_cache: dict[str, dict[int, OrderKey]] = field(default_factory=dict, repr=False,
+                                                       compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PersonCharge:
+    """A kind with one global ε per person (heavy hitters, attribute histograms).
+
+    Attributes:
+        name: the aggregator's output name.
+        column: the runner's helper ε column (constant ``demand`` on every row).
+        demand: the per-person ε demand the budget rule caps.
+        charged: the per-person ε the release reports (what a person read is charged;
+            <= ``demand``; a function of the parameters only).
+    """
+
+    name: str
+    column: str
+    demand: float
+    charged: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +136,12 @@ class ReleaseModel:
         weight: how much the analyst cares about its accuracy (>= 0).
         keys: its public key set (``((),)`` for a global release).
         aggregators: ``(output name, spec)`` of its ``hdp_mean`` / ``hdp_histogram``.
-        columns: its ε columns, each with how many aggregators read it (the cap rule's k).
+        columns: its ε columns, each with how many aggregators read it (the cap rule's k;
+            every kind but the charge-free ones, as the runner caps them).
+        users: ``(output name, spec)`` of its user-level means (charged once per user; the
+            simulation charges an upper bound, see :func:`simulate`).
+        persons: its one-global-ε kinds (heavy hitters, attribute histograms).
+        free: output names of its charge-free kinds (LDP aggregation).
     """
 
     id: str
@@ -114,6 +149,10 @@ class ReleaseModel:
     keys: tuple[Key, ...]
     aggregators: tuple[tuple[str, MeanSpec | HistogramSpec], ...]
     columns: tuple[tuple[str, int], ...]
+    users: tuple[tuple[str, UserMeanSpec], ...] = ()
+    persons: tuple[PersonCharge, ...] = ()
+    free: tuple[str, ...] = ()
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +169,10 @@ class ReleaseOutcome:
         allowed: each profile row's ε in the release's first ε column after the cap.
         explained: ``(group key, aggregator name, figures)`` per group and aggregator.
         error: ``Σ variance / range²`` over its groups and aggregators (inf if refused).
+        capped: each ε column of the release after the budget rule, per profile row.
+        users_explained: ``(group key, name, plan)`` of its user-level means.
+        charges_exact: False when some user-level mean's charge is an upper bound (a
+            final step over several ε levels: its eps_effective is data-dependent).
     """
 
     release_id: str
@@ -141,6 +184,9 @@ class ReleaseOutcome:
     allowed: FloatArray
     explained: tuple[tuple[Key, str, Explained], ...]
     error: float
+    capped: Mapping[str, FloatArray] = field(default_factory=dict)
+    users_explained: tuple[tuple[Key, str, UserMeanPlan], ...] = ()
+    charges_exact: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,28 +233,54 @@ def _limit(remaining: IntArray, start: IntArray, share: float) -> IntArray:
 
 def _release(
     profile: Profile, r: int, rel: ReleaseModel, limit: IntArray, policy: BudgetPolicy,
-    mode: ChargeMode,
+    mode: ChargeMode, proxy_grid: EpsGrid | None = None,
 ) -> tuple[ReleaseOutcome, IntArray]:
     inside = profile.groups[r] >= 0
-    cols = [(profile.eps[c], m) for c, m in rel.columns]
-    capped = cap_numpy(cols, limit, policy)
-    eps_after = dict(zip([c for c, _ in rel.columns], capped.eps, strict=True))
-    over = inside & (capped.status != FULL)
-    users_over = int(profile.counts[over].sum())
     zero = np.zeros(len(profile.counts), dtype=np.int64)
-    first = capped.eps[0] if capped.eps else np.zeros(len(zero))
+    constant = {p.column: p.demand for p in rel.persons}
+    cols = [(profile.eps[c] if c not in constant else np.full(len(zero), constant[c]), m)
+            for c, m in rel.columns]
+    if rel.persons and policy == "cap":
+        policy = "exclude"  # one global ε cannot be lowered for one person (as the runner)
+    if cols:
+        capped = cap_numpy(cols, limit, policy)
+        eps_list, status = list(capped.eps), capped.status
+    else:  # charge-free kinds only: nothing is capped
+        eps_list, status = [], np.full(len(zero), FULL, dtype=np.int8)
+    eps_after = dict(zip([c for c, _ in rel.columns], eps_list, strict=True))
+    over = inside & (status != FULL)
+    users_over = int(profile.counts[over].sum())
+    first = eps_list[0] if eps_list else np.zeros(len(zero))
     if policy == "fail" and users_over:
-        return ReleaseOutcome(rel.id, 1.0, True, True, users_over, zero, first, (), math.inf), zero
+        return ReleaseOutcome(rel.id, 1.0, True, True, users_over, zero, first, (), math.inf,
+                              eps_after), zero
     charges = zero.copy()
+    for p in rel.persons:  # read only when FULL; charged the reported per-person ε
+        eff = np.where(inside & (status == FULL), p.charged, np.where(inside, 0.0, np.nan))
+        charges += charge_units_numpy(eff, eps_after[p.column], mode)
+    users_explained: list[tuple[Key, str, UserMeanPlan]] = []
+    exact = True
+    um_error = 0.0
+    for name, um in rel.users:
+        if proxy_grid is not None and um.eps_grid is None:
+            um = replace(um, eps_grid=proxy_grid)
+        units, plans, is_exact = _user_mean(profile, r, rel, um, eps_after[um.eps], mode)
+        charges += units
+        exact &= is_exact
+        for key, plan in plans:
+            users_explained.append((key, name, plan))
+            um_error += ((plan.half_width / um.span) ** 2 if plan.fallback
+                         else 2.0 * (plan.noise_scale / um.span) ** 2)
     explained: list[tuple[Key, str, Explained]] = []
     error = 0.0
     g_idx = profile.groups[r]
     cached: dict[tuple[str, object], FloatArray] = {}  # by (ε column, grid)
     per_agg: list[tuple[str, MeanSpec | HistogramSpec, FloatArray]] = []
     for name, spec in rel.aggregators:
-        pass_key: tuple[str, object] = (spec.eps, spec.eps_grid)
+        grid = spec.eps_grid if spec.eps_grid is not None else proxy_grid
+        pass_key: tuple[str, object] = (spec.eps, grid)
         if pass_key not in cached:
-            lv = levels_numpy(eps_after[spec.eps], spec.eps_grid)
+            lv = levels_numpy(eps_after[spec.eps], grid)
             bad = {float(v): int(profile.counts[inside & (lv == v)].sum())
                    for v in np.unique(lv[inside]) if v < 0}
             check_levels(spec.eps, bad)
@@ -232,8 +304,62 @@ def _release(
         msg = "the simulated charges exceed a user's cap"
         raise InternalError(msg)
     outcome = ReleaseOutcome(rel.id, 1.0, True, False, users_over, charges, first,
-                             tuple(explained), error)
+                             tuple(explained), error + um_error, eps_after,
+                             tuple(users_explained), exact)
     return outcome, charges
+
+
+def _user_mean(
+    profile: Profile, r: int, rel: ReleaseModel, spec: UserMeanSpec, eps: FloatArray,
+    mode: ChargeMode,
+) -> tuple[IntArray, list[tuple[Key, UserMeanPlan]], bool]:
+    """A user-level mean's charges, its plan per group and whether the charges are exact
+    (profile rows are users here).
+
+    The run charges a user of (group, ε level) the largest eps_effective of that cell's
+    classes (:mod:`hdp_spark.jobs.builtin_kinds`), 0 to users with ε = 0 and in fallback
+    groups. The explain of the release (:func:`~hdp_spark.core.user_mean.explain.
+    explain_user_mean` on the public per-user table) gives the variance and initial
+    classes' eps_effective exactly; a final step over one ε level gives that level
+    exactly (its noise is set by the class with the largest d_j/ε_j); over several levels
+    each level's eps_effective is data-dependent and bounded by the level.
+    """
+    lv = levels_numpy(eps, spec.eps_grid)
+    g_idx = profile.groups[r]
+    inside = g_idx >= 0
+    bad = {float(v): int(profile.counts[inside & (lv == v)].sum())
+           for v in np.unique(lv[inside]) if v < 0}
+    check_levels(spec.eps, bad)
+    eff = np.full(len(eps), np.nan)
+    exact = True
+    plans: list[tuple[Key, UserMeanPlan]] = []
+    if profile.k is None or profile.ids is None:  # no per-user table: bound by ε
+        for g in range(len(rel.keys)):
+            rows = (g_idx == g) & (lv > 0)
+            if not plan_group((CensusCell(1, 1.0, int(profile.counts[rows].sum())),),
+                              spec).fallback:
+                eff[rows] = lv[rows]
+                exact = False
+        return charge_units_numpy(eff, eps, mode), plans, exact
+    level = np.where(np.isposinf(lv), EPS_CAP, lv)
+    backend = ArrayUsers(profile.k, level, np.where(inside, g_idx, -1), profile.ids, spec,
+                         profile.keys_cache.setdefault(spec.salt, {}))
+    explained = explain_user_mean(spec, backend, rel.keys)
+    for g, key in enumerate(rel.keys):
+        plan = explained[key]
+        plans.append((key, plan))
+        if plan.fallback:
+            continue
+        final_levels = {c.eps for c in plan.classes if c.step == "final"}
+        per_level: dict[float, float] = {}
+        for c in plan.classes:
+            per_level[c.eps] = max(per_level.get(c.eps, 0.0), c.eps_effective)
+        exact &= len(final_levels) <= 1
+        rows = (g_idx == g) & (lv > 0)
+        values = np.unique(level[rows])
+        table = np.array([per_level[float(v)] for v in values], dtype=np.float64)
+        eff[rows] = table[np.searchsorted(values, level[rows])]
+    return charge_units_numpy(eff, eps, mode), plans, exact
 
 
 def simulate(
@@ -242,8 +368,13 @@ def simulate(
     shares: Sequence[float],
     policy: BudgetPolicy,
     mode: ChargeMode,
+    *,
+    proxy_grid: EpsGrid | None = None,
 ) -> Simulation:
     """Replay the job's budget rule on ``profile`` with each release's ``share``.
+
+    ``proxy_grid`` (the "optimal" search only) rounds the ε of aggregators without an
+    ``eps_grid`` onto this grid: an approximation of the run, never its prediction.
 
     Raises:
         EpsilonColumnError: an ε column holds an invalid ε in some release (as a run).
@@ -265,7 +396,7 @@ def simulate(
                                            np.zeros(len(start)), (), math.inf))
             continue
         limit = _limit(remaining, start, float(share))
-        outcome, charges = _release(profile, r, rel, limit, policy, mode)
+        outcome, charges = _release(profile, r, rel, limit, policy, mode, proxy_grid)
         outcomes.append(_with_share(outcome, float(share)))
         remaining = remaining - charges
         stopped = outcome.refused
@@ -274,7 +405,8 @@ def simulate(
 
 def _with_share(o: ReleaseOutcome, share: float) -> ReleaseOutcome:
     return ReleaseOutcome(o.release_id, share, o.ran, o.refused, o.users_over, o.charges,
-                          o.allowed, o.explained, o.error)
+                          o.allowed, o.explained, o.error, o.capped, o.users_explained,
+                          o.charges_exact)
 
 
 def error_of(simulation: Simulation, releases: Sequence[ReleaseModel]) -> float:
@@ -344,29 +476,78 @@ def lattice(k: int) -> list[tuple[float, ...]]:
     return [tuple(p) for p in itertools.product(points, repeat=k)]
 
 
+_PROXY_LEVELS = 256
+"""Above this many distinct ε values in a column, "optimal" searches on a proxy profile
+whose ε are rounded down onto a geometric grid of at most this many points."""
+
+_PROXY_FINALISTS = 3
+"""Best proxy points re-evaluated exactly (besides sequential and equal)."""
+
+
+PROXY_GRID = EpsGrid(ratio=2.0 ** (1.0 / 32.0), lowest=EPS_FLOOR)
+"""The geometric grid (steps of 2.2%) the "optimal" search rounds grid-less ε onto when
+there are very many distinct ε values (see :func:`_optimal`)."""
+
+
+def needs_proxy(profile: Profile, levels: int = _PROXY_LEVELS) -> bool:
+    """Whether a simulation of ``profile`` may see more than ``levels`` ε levels in a
+    group: an ε column with that many distinct positive finite values, or that many
+    distinct budgets (a capped ε is a share of the budget).
+
+    Privacy:
+        A function of the public ε columns and budgets only.
+    """
+    if np.unique(profile.remaining).size > levels:
+        return True
+    return any(np.unique(e[np.isfinite(e) & (e > 0)]).size > levels
+               for e in profile.eps.values())
+
+
 def _optimal(
     profile: Profile, releases: Sequence[ReleaseModel], policy: BudgetPolicy,
     mode: ChargeMode,
 ) -> Allocation:
+    """The search of "optimal" (module docstring). With very many distinct ε values
+    (continuous ε, no ``eps_grid``) every evaluation solves the weights over all of them;
+    the lattice and the Powell search then run on a proxy simulation whose grid-less ε
+    (after the cap) are rounded down onto :data:`PROXY_GRID`, and the best few proxy
+    points, sequential and equal are evaluated exactly: the result is still exact and
+    never worse than sequential or equal, only the search itself is approximate."""
     k = len(releases)
     seen: dict[tuple[float, ...], tuple[float, Simulation]] = {}
 
-    def score(shares: Sequence[float]) -> float:
-        key = tuple(min(1.0, max(float(s), 1e-6)) for s in shares)
+    def exact(shares: Sequence[float]) -> float:
+        key = tuple(min(1.0, max(float(x), 1e-6)) for x in shares)
         if key not in seen:
             seen[key] = _evaluate(profile, releases, key, policy, mode)
         return seen[key][0]
 
+    proxy = needs_proxy(profile)
+    searched: dict[tuple[float, ...], float] = {}
+
+    def score(shares: Sequence[float]) -> float:
+        key = tuple(min(1.0, max(float(x), 1e-6)) for x in shares)
+        if not proxy:
+            searched[key] = exact(key)
+        elif key not in searched:
+            sim = simulate(profile, releases, key, policy, mode, proxy_grid=PROXY_GRID)
+            searched[key] = error_of(sim, releases)
+        return searched[key]
+
     starts = [(1.0,) * k, (1.0 / k,) * k, *lattice(k)]
-    for s in starts:
-        score(s)
-    best = min(seen, key=lambda s: (seen[s][0], -sum(s)))
-    if math.isfinite(seen[best][0]):
+    for x in starts:
+        score(x)
+    best = min(searched, key=lambda x: (searched[x], -sum(x)))
+    if math.isfinite(searched[best]):
         from scipy.optimize import minimize
 
         minimize(score, np.asarray(best), method="Powell",
                  bounds=[(1e-6, 1.0)] * k, options={"xtol": 1e-3, "ftol": 1e-9,
                                                     "maxfev": 60 * k})
-    best = min(seen, key=lambda s: (seen[s][0], -sum(s)))
+    if proxy:
+        finalists = sorted(searched, key=lambda x: (searched[x], -sum(x)))[:_PROXY_FINALISTS]
+        for x in [(1.0,) * k, (1.0 / k,) * k, *finalists]:
+            exact(x)
+    best = min(seen, key=lambda x: (seen[x][0], -sum(x)))
     err, sim = seen[best]
     return Allocation("optimal", best, sim, err)

@@ -30,6 +30,7 @@ from hdp_spark.errors import JobError
 from hdp_spark.jobs.allocation import (
     Allocation,
     AllocationMethod,
+    PersonCharge,
     Profile,
     ReleaseModel,
     allocate,
@@ -37,6 +38,8 @@ from hdp_spark.jobs.allocation import (
 from hdp_spark.jobs.engines import REMAINING
 from hdp_spark.jobs.registry import get_kind
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
+
+Key = tuple[object, ...]
 
 __all__ = [
     "JobBudgetPlan",
@@ -49,7 +52,44 @@ __all__ = [
     "write_user_table",
 ]
 
-_PLANNED_KINDS = ("mean", "histogram")
+_ALLOCATED_KINDS = ("mean", "histogram", "user_mean", "ldp_mean")
+"""Kinds whose predicted variance the "equal"/"optimal" allocation can weigh: the noise
+variance ``explain`` predicts (for the user-level mean, its bound of the final noise); the
+LDP aggregation charges nothing and its accuracy does not depend on the budget. Heavy
+hitters and attribute histograms are planned, but only with the sequential allocation: a
+share below their per-person demand leaves persons out, which no variance captures."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The predicted accuracy of one (group, aggregator) of a kind other than
+    ``mean``/``histogram``.
+
+    Attributes:
+        key: the group key (``()`` for a global release).
+        name: the aggregator's output name.
+        kind: its kind.
+        n: users (user-level mean), reports (LDP) or persons read (partial DP).
+        half_width: the (1 - β) interval half-width (value units; counts for partial DP);
+            NaN without a prediction.
+        noise_scale: the noise scale (0 for the LDP aggregation, whose reports carry it).
+        fallback: the release will be the data-independent fallback.
+        basis: ``"exact"`` (what the release reports), ``"bound"`` (an upper bound: the
+            user-level mean's final step, the LDP radius) or ``"none"``.
+        span: the output range (for the plot), NaN for counts.
+        note: a short public remark (heavy hitters' detection guarantee).
+    """
+
+    key: Key
+    name: str
+    kind: str
+    n: int
+    half_width: float
+    noise_scale: float
+    fallback: bool
+    basis: str
+    span: float
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +105,8 @@ class JobBudgetPlan:
         profile: the users' public profile.
         user_ids: the user ids (as strings), for :func:`write_user_table`.
         user_rows: each user's profile row.
+        predictions: per release, the predicted accuracy of its kinds other than
+            ``mean``/``histogram`` with the job's allocation (:class:`Prediction`).
 
     Privacy:
         Everything here is a function of public facts (ε values, group keys, budgets,
@@ -80,6 +122,7 @@ class JobBudgetPlan:
     profile: Profile
     user_ids: np.ndarray[Any, Any]
     user_rows: np.ndarray[Any, Any]
+    predictions: tuple[tuple[Prediction, ...], ...] = ()
 
     @property
     def selected(self) -> Allocation:
@@ -87,32 +130,65 @@ class JobBudgetPlan:
         return self.allocations[self.chosen]
 
 
-def release_models(job: JobSpec) -> tuple[ReleaseModel, ...]:
+def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseModel, ...]:
     """The simulation's view of the job's releases.
 
+    Args:
+        job: the job.
+        plan_only: model every kind (``hdp-release plan`` with the sequential
+            allocation); without it, refuse kinds the "equal"/"optimal" allocation cannot
+            weigh (the runner's check before an allocated run).
+
     Raises:
-        JobError: a release has an aggregator kind the plan cannot predict yet.
+        JobError: without ``plan_only``, a release has a kind the allocation cannot weigh.
     """
     models = []
     for rel in job.releases:
         aggs = []
+        users: list[tuple[str, Any]] = []
+        persons: list[PersonCharge] = []
+        free: list[str] = []
         counts: dict[str, int] = {}
         for a in rel.aggregators:
-            if a.kind not in _PLANNED_KINDS:
+            if not plan_only and a.kind not in _ALLOCATED_KINDS:
                 msg = (
-                    f"[[releases]] id = {rel.id!r}: kind {a.kind!r} cannot be planned or "
-                    "allocated yet (`hdp-release plan` and `[budget] allocation` support "
-                    f"{', '.join(_PLANNED_KINDS)}); got {a.kind!r}."
+                    f"[[releases]] id = {rel.id!r}: kind {a.kind!r} cannot be allocated yet "
+                    "(`[budget] allocation` = 'equal' or 'optimal' supports "
+                    f"{', '.join(_ALLOCATED_KINDS)}; `hdp-release plan` plans every kind "
+                    f"with the sequential allocation); got {a.kind!r}."
                 )
                 raise JobError(msg)
-            spec = a.spec if a.kind == "mean" else a.spec.spec
             kind = get_kind(a.kind)
-            aggs.append((kind.output_name(a.spec), spec))
-            counts[spec.eps] = counts.get(spec.eps, 0) + 1
+            name = kind.output_name(a.spec)
+            if kind.unit != "none":
+                col = kind.eps_column(a.spec)
+                counts[col] = counts.get(col, 0) + 1
+            if a.kind in ("mean", "histogram"):
+                aggs.append((name, a.spec if a.kind == "mean" else a.spec.spec))
+            elif kind.unit == "user":
+                users.append((name, a.spec))
+            elif kind.unit == "person":
+                persons.append(PersonCharge(name, kind.eps_column(a.spec),
+                                            float(kind.uniform_eps(a.spec)),
+                                            _person_charge(a.kind, a.spec)))
+            else:
+                free.append(name)
         keys = rel.keys if rel.keys is not None else ((),)
         models.append(ReleaseModel(rel.id, rel.weight, tuple(keys), tuple(aggs),
-                                   tuple(counts.items())))
+                                   tuple(counts.items()), tuple(users), tuple(persons),
+                                   tuple(free)))
     return tuple(models)
+
+
+def _person_charge(kind: str, entry: Any) -> float:
+    """The per-person ε the release of a one-global-ε kind reports (and the run charges):
+    heavy hitters' budget's ``eps_person``; attribute histograms' d · 2/b with b the
+    count scale of ε₀ (both functions of the parameters only)."""
+    if kind == "heavy_hitters":
+        return float(entry.spec.budget.eps_person)
+    from hdp_spark.core.partial.budget import count_scale_for
+
+    return len(entry.params["cols"]) * (2.0 / float(count_scale_for(float(entry.params["eps0"]))))
 
 
 def public_columns(job: JobSpec) -> list[str]:
@@ -122,7 +198,8 @@ def public_columns(job: JobSpec) -> list[str]:
         cols.append(job.budget.column)
     for rel in job.releases:
         cols.extend(rel.by)
-        cols.extend(get_kind(a.kind).eps_column(a.spec) for a in rel.aggregators)
+        cols.extend(get_kind(a.kind).eps_column(a.spec) for a in rel.aggregators
+                    if get_kind(a.kind).unit != "person")  # their ε is a constant
     return list(dict.fromkeys(cols))
 
 
@@ -155,23 +232,48 @@ def job_profile(
     """
     eps_cols = list(dict.fromkeys(
         get_kind(a.kind).eps_column(a.spec) for rel in job.releases for a in rel.aggregators
+        if get_kind(a.kind).unit != "person"
     ))
     frame = pd.DataFrame({f"__e{i}": pd.to_numeric(prepared[c], errors="coerce")
                           .to_numpy(np.float64) for i, c in enumerate(eps_cols)})
     for r, rel in enumerate(job.releases):
         frame[f"__g{r}"] = _key_index(prepared, rel)
     frame["__rem"] = prepared[REMAINING].to_numpy(np.int64)
-    cols = list(frame.columns)
-    grouped = frame.groupby(cols, dropna=False, sort=True)
-    rows = grouped.ngroup().to_numpy(np.int64)
-    sizes = grouped.size().reset_index(name="__n")
+    user_level = any(get_kind(a.kind).unit == "user"
+                     for rel in job.releases for a in rel.aggregators)
+    if not user_level:
+        cols = list(frame.columns)
+        grouped = frame.groupby(cols, dropna=False, sort=True)
+        rows = grouped.ngroup().to_numpy(np.int64)
+        sizes = grouped.size().reset_index(name="__n")
+        profile = Profile(
+            counts=sizes["__n"].to_numpy(np.int64),
+            remaining=sizes["__rem"].to_numpy(np.int64),
+            eps={c: sizes[f"__e{i}"].to_numpy(np.float64) for i, c in enumerate(eps_cols)},
+            groups=tuple(sizes[f"__g{r}"].to_numpy(np.int64)
+                         for r in range(len(job.releases))),
+        )
+        return profile, rows
+    # user-level means: one profile row per user, with its row count k and its id (the
+    # order key's input); a user's ε, groups and budget are the same on all of its rows
+    ids = prepared[job.input.user_id]
+    text = ids.astype(str) if not pd.api.types.is_integer_dtype(ids) else \
+        ids.map(lambda u: str(int(u)))
+    codes, uniques = pd.factorize(text, sort=False)
+    once = np.unique(codes, return_index=True)[1]
+    k = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
+    first = frame.iloc[once]
     profile = Profile(
-        counts=sizes["__n"].to_numpy(np.int64),
-        remaining=sizes["__rem"].to_numpy(np.int64),
-        eps={c: sizes[f"__e{i}"].to_numpy(np.float64) for i, c in enumerate(eps_cols)},
-        groups=tuple(sizes[f"__g{r}"].to_numpy(np.int64) for r in range(len(job.releases))),
+        counts=np.ones(len(once), dtype=np.int64),
+        remaining=first["__rem"].to_numpy(np.int64),
+        eps={c: first[f"__e{i}"].to_numpy(np.float64) for i, c in enumerate(eps_cols)},
+        groups=tuple(first[f"__g{r}"].to_numpy(np.int64) for r in range(len(job.releases))),
+        k=k[codes[once]],
+        ids=tuple(str(t) for t in np.asarray(uniques)[codes[once]]),
     )
-    return profile, rows
+    position = np.empty(len(uniques), dtype=np.int64)
+    position[codes[once]] = np.arange(len(once))
+    return profile, position[codes]
 
 
 def _spent(job: JobSpec) -> pd.DataFrame:
@@ -208,6 +310,12 @@ def _load_public(job: JobSpec, spark: Any) -> pd.DataFrame:
     return out
 
 
+def _row_level(job: JobSpec) -> bool:
+    """Whether some kind of the job needs one row per user (as the runner)."""
+    return any(get_kind(a.kind).unit not in ("user", "none")
+               for rel in job.releases for a in rel.aggregators)
+
+
 def _check_public(job: JobSpec, df: pd.DataFrame) -> None:
     from hdp_spark.jobs._pandas import PandasAdapter
 
@@ -218,9 +326,15 @@ def _check_public(job: JobSpec, df: pd.DataFrame) -> None:
                "row(s) break this rule.")
         raise JobError(msg)
     if check.duplicate_users:
-        msg = (f"`[input] user_id` column `{col}` must be unique (one row per user) for the "
-               f"job's row-level aggregators; {check.duplicate_users} row(s) repeat an id.")
-        raise JobError(msg)
+        if _row_level(job):
+            msg = (f"`[input] user_id` column `{col}` must be unique (one row per user) for "
+                   f"the job's row-level aggregators; {check.duplicate_users} row(s) repeat "
+                   "an id.")
+            raise JobError(msg)
+        if check.inconsistent_budgets:
+            msg = (f"`[budget] column` `{job.budget.column}` must be the same on every row of "
+                   f"a user; {check.inconsistent_budgets} user(s) break this rule.")
+            raise JobError(msg)
     if check.invalid_budgets:
         msg = (f"budget must be a finite number in [0, 2**20] (or null with `[budget] "
                f"default`); {check.invalid_budgets} row(s) break this rule.")
@@ -250,19 +364,101 @@ def plan_budget(
     spec = job if isinstance(job, JobSpec) else load_job(job, engine=engine)
     if engine is not None and isinstance(job, JobSpec):
         spec = spec.with_engine(engine)
-    models = release_models(spec)
+    allocatable = all(a.kind in _ALLOCATED_KINDS for rel in spec.releases
+                      for a in rel.aggregators)
+    models = release_models(spec, plan_only=spec.budget.allocation == "sequential")
     df = _load_public(spec, spark)
     _check_public(spec, df)
     from hdp_spark.jobs._pandas import PandasAdapter
 
     prepared = PandasAdapter().prepare(df, spec.input.user_id, spec.budget, _spent(spec))
+    uid = prepared[spec.input.user_id].astype(str)
+    once = ~uid.duplicated().to_numpy()  # user-level jobs: one profile row per user
     profile, rows = job_profile(spec, prepared)
+    user_rows = rows[once]
     policy: BudgetPolicy = spec.budget.policy
     mode: ChargeMode = spec.budget.charge
-    methods: tuple[AllocationMethod, ...] = ("sequential", "equal", "optimal")
+    methods: tuple[AllocationMethod, ...] = (
+        ("sequential", "equal", "optimal") if allocatable else ("sequential",))
     allocations = {m: allocate(profile, models, m, policy, mode) for m in methods}
-    return JobBudgetPlan(spec, len(df), models, allocations, spec.budget.allocation,
-                         profile, df[spec.input.user_id].astype(str).to_numpy(), rows)
+    chosen = allocations[spec.budget.allocation]
+    predictions = tuple(
+        _predict(profile, r, rel, model, out, df)
+        for r, (rel, model, out) in enumerate(zip(spec.releases, models,
+                                                  chosen.simulation.releases, strict=True))
+    )
+    return JobBudgetPlan(spec, int(once.sum()), models, allocations, spec.budget.allocation,
+                         profile, uid[once].to_numpy(), user_rows, predictions)
+
+
+def _explain_keys(rel: ReleaseSpec) -> dict[str, Any]:
+    if rel.keys is None:
+        return {}
+    keys = [k[0] for k in rel.keys] if len(rel.by) == 1 else [tuple(k) for k in rel.keys]
+    return {"by": list(rel.by), "keys": keys}
+
+
+def _predict(
+    profile: Profile, r: int, rel: ReleaseSpec, model: ReleaseModel, outcome: Any,
+    df: pd.DataFrame,
+) -> tuple[Prediction, ...]:
+    """Predicted accuracy of the release's kinds other than mean/histogram, with the
+    simulated budget rule (``outcome``): the simulation's ``explain`` of a user-level mean
+    (its capped ε), ``explain`` of an LDP aggregation on the public columns, or the
+    partial-DP kinds' noise, a function of their parameters.
+
+    Privacy:
+        Reads the public columns only (user ids, ε, group keys); never a value column.
+    """
+    import hdp_spark.pandas as hpd
+
+    if not outcome.ran or outcome.refused:
+        return ()
+    out: list[Prediction] = []
+    kw = _explain_keys(rel)
+    key_cols = list(rel.by)
+    entries = {get_kind(a.kind).output_name(a.spec): a for a in rel.aggregators}
+    spans = {name: float(um.span) for name, um in model.users}
+    for key, name, p in outcome.users_explained:
+        out.append(Prediction(key, name, "user_mean", p.users, p.half_width, p.noise_scale,
+                              p.fallback, "bound" if p.bound else "exact", spans[name]))
+    for name in model.free:
+        ldp = entries[name].spec.spec
+        plan = hpd.explain(df, ldp, **kw)
+        for _, row in plan.iterrows():
+            out.append(Prediction(tuple(row[c] for c in key_cols), name, "ldp_mean", int(row["n"]),
+                                  float(row["half_width"]), 0.0, bool(row["fallback"]), "bound",
+                                  float(ldp.upper) - float(ldp.lower)))
+    inside = profile.groups[r] >= 0
+    read = int(profile.counts[inside].sum()) - outcome.users_over
+    for p in model.persons:
+        a = entries[p.name]
+        out.append(_person_prediction(a.kind, a.spec, p.name, read))
+    return tuple(out)
+
+
+def _person_prediction(kind: str, entry: Any, name: str, read: int) -> Prediction:
+    """Noise of the released counts (exact: a function of the parameters); heavy hitters'
+    detection guarantee is a bound (docs/partial_dp.md, "Detection")."""
+    from hdp_spark.core.partial.budget import count_scale_for
+    from hdp_spark.core.partial.heavy_hitters import count_half_width
+
+    if kind == "heavy_hitters":
+        b = entry.spec.budget
+        note = (f"a record with count >= {b.detection_count} is released with probability "
+                f">= {1 - b.failure_prob:.4g} (bound); which records are released is "
+                "data-dependent")
+        if b.count_scale is None:
+            return Prediction((), name, kind, read, math.nan, math.nan, False, "none",
+                              math.nan, note)
+        scale = b.count_scale
+        beta = float(entry.spec.beta)
+    else:
+        scale = count_scale_for(float(entry.params["eps0"]))
+        beta = float(entry.params.get("beta", 0.05))
+        note = "per attribute value"
+    return Prediction((), name, kind, read, float(count_half_width(scale, beta)),
+                      float(scale), False, "exact", math.nan, note)
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -376,13 +572,28 @@ def render_plan(plan: JobBudgetPlan) -> str:
               *(f"{m} error" for m in methods)]
     rows = []
     for r, rel in enumerate(plan.releases):
-        outs = [plan.allocations[m].simulation.releases[r] for m in methods]
-        rows.append([rel.id, _num(rel.weight), *(_num(o.share) for o in outs),
-                     *("refused" if o.refused else "not run" if not o.ran
+        outs = [plan.allocations[m].simulation.releases[r] if m in plan.allocations else None
+                for m in methods]
+        rows.append([rel.id, _num(rel.weight),
+                     *("n/a" if o is None else _num(o.share) for o in outs),
+                     *("n/a" if o is None else "refused" if o.refused
+                       else "not run" if not o.ran
+                       else "-" if rel.persons
                        else _num(rel.weight * o.error) for o in outs)])
     rows.append(["total", "", *("" for _ in methods),
-                 *(_num(plan.allocations[m].error) for m in methods)])
+                 *(_num(plan.allocations[m].error) if m in plan.allocations else "n/a"
+                   for m in methods)])
     lines += ["  " + x for x in _table(header, rows)]
+    if len(plan.allocations) < len(methods):
+        kinds = sorted({a.kind for rel in job.releases for a in rel.aggregators
+                        if a.kind not in _ALLOCATED_KINDS})
+        lines.append(f"  n/a: 'equal' and 'optimal' allocate only {', '.join(_ALLOCATED_KINDS)}"
+                     f" (this job has {', '.join(kinds)}); sequential shown")
+    if any(rel.persons for rel in plan.releases):
+        lines.append("  -: no predicted variance enters the error of heavy_hitters and "
+                     "attribute_histograms releases (see their accuracy below)")
+    if any(rel.users for rel in plan.releases):
+        lines.append("  user_mean error: the bound of its final noise (explain)")
     alloc = plan.selected
     lines += ["", f"predicted accuracy and charges with the job's allocation ({plan.chosen}):"]
     for r, rel in enumerate(plan.releases):
@@ -402,12 +613,27 @@ def render_plan(plan: JobBudgetPlan) -> str:
                         _num(e.baseline_half_width if e.baseline_half_width is not None
                              else math.nan),
                         _num(e.noise_scale), "yes" if e.fallback else "no",
-                        f"{e.free_rows:,}"])
+                        f"{e.free_rows:,}", "exact"])
+        preds = plan.predictions[r] if plan.predictions else ()
+        for p in preds:
+            acc.append([_key_text(p.key), p.name, f"{p.n:,}", _num(p.half_width), "-",
+                        _num(p.noise_scale), "yes" if p.fallback else "no", "-",
+                        p.basis if p.basis != "none" else "no prediction"])
         lines += ["  " + x for x in _table(
             ["group", "aggregator", "n", "half_width", "baseline", "noise_scale",
-             "fallback", "free_rows"], acc)]
+             "fallback", "free_rows", "prediction"], acc)]
+        for p in preds:
+            if p.note:
+                lines.append(f"  {p.name}: {p.note}")
+        if rel.free:
+            lines.append(f"  {', '.join(rel.free)}: LDP aggregation, charges nothing (the "
+                         "reports were paid for on the devices)")
         classes = _charge_classes(plan, r, alloc)
         lines.append(f"  users capped or excluded by the budget: {o.users_over:,}")
+        if not o.charges_exact:
+            lines.append("  charges are upper bounds: a user-level mean's final step charges "
+                         "eps_effective <= ε, data-dependent (exact with charge mode "
+                         "'demand' or one ε level per group)")
         lines += ["  " + x for x in _table(
             ["ε allowed", "users", "charge each", "ε total"], classes)]
     lines += ["", "budgets after the job:", *_budget_state(plan, alloc)]
@@ -426,16 +652,24 @@ def write_plan_plot(plan: JobBudgetPlan, path: Path) -> Path | None:
 
     labels, ours, base = [], [], []
     alloc = plan.selected
-    for rel, o in zip(plan.releases, alloc.simulation.releases, strict=True):
+    preds = plan.predictions or tuple(() for _ in plan.releases)
+    for rel, o, pr in zip(plan.releases, alloc.simulation.releases, preds, strict=True):
         specs = dict(rel.aggregators)
+        single = len(rel.aggregators) + len(rel.users) + len(rel.free) == 1
         for key, name, e in o.explained:
             spec = specs[name]
             span = float(spec.upper) - float(spec.lower) if isinstance(spec, MeanSpec) else 1.0
-            labels.append(f"{rel.id}: {_key_text(key)}" if len(rel.aggregators) == 1
+            labels.append(f"{rel.id}: {_key_text(key)}" if single
                           else f"{rel.id}: {_key_text(key)} {name}")
             ours.append(e.half_width / span)
             base.append(math.nan if e.baseline_half_width is None
                         else e.baseline_half_width / span)
+        for p in pr:  # user-level means and LDP (bounds); partial-DP counts have no range
+            if math.isfinite(p.span) and math.isfinite(p.half_width):
+                labels.append(f"{rel.id}: {_key_text(p.key)}" if single
+                              else f"{rel.id}: {_key_text(p.key)} {p.name}")
+                ours.append(p.half_width / p.span)
+                base.append(math.nan)
     return plot_plan_widths(path, labels, ours, base,
                             title=f"Predicted accuracy of job {plan.job.name} "
                                   f"({plan.chosen} allocation)")

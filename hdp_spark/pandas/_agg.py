@@ -11,7 +11,14 @@ from hdp_spark.core.kernels import mean_release, release_specs
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import LDP_CONSTANT_REPORT, explain_ldp_rows, explain_specs, ldp_specs
+from hdp_spark.explain import (
+    LDP_CONSTANT_REPORT,
+    explain_ldp_rows,
+    explain_specs,
+    explain_user_means,
+    ldp_specs,
+    user_mean_specs,
+)
 from hdp_spark.pandas._common import KeysLike
 from hdp_spark.pandas.engine import PandasEngine
 
@@ -113,8 +120,9 @@ def explain(
     Args:
         df: the input table; only its ε column(s) and the ``by`` columns are read.
         *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names, or
-            scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`; not mixed with the
-            others). The user-level mean and heavy hitters are not explained yet.
+            scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`), or user-level means
+            (:func:`hdp_spark.hdp_user_mean`); each of the last two not mixed with the
+            others. Heavy hitters are not explained yet.
         by: optional group-by column(s), as in :func:`agg`.
         keys: the public key set of a grouped release, as in :func:`agg`.
 
@@ -143,6 +151,16 @@ def explain(
         are never read: the aggregation runs on the ε and group columns with one
         constant report per row.
 
+        User-level means (kind ``user_mean``, method = the cap) have their own columns:
+        ``users``, ``rows``, ``users_var``, ``users_initial``, ``users_final``,
+        ``users_excluded``, ``beta``, ``eps_var``, ``eps_initial``, ``eps_final``,
+        ``classes``, ``initial_noise_scale``, ``initial_error``, ``noise_scale``,
+        ``half_width``, ``fallback``, ``half_width_is_bound``: the group sizes, the
+        variance and initial steps (and fallback) exactly as ``user_mean`` then reports
+        them; the final step's noise scale and half-width as upper bounds (the step
+        depends on the released first estimates). Only the user id, ε and group columns
+        are read (``docs/user_mean.md``, "Explain").
+
     Privacy:
         Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
         per (group, ε level), read from the ε and group columns only (public in this
@@ -165,6 +183,20 @@ def explain(
         ldp_out: pd.DataFrame = engine.materialize(
             result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
         return ldp_out
+    um = user_mean_specs(specs)
+    if um is not None:
+        frame = engine._frame()
+        public_cols = dict.fromkeys([*(c for u in um for c in (u.user, u.eps)),
+                                     *normalize_by(by)])
+        public = pd.DataFrame({c: frame[c] for c in public_cols if c in frame.columns},
+                              index=frame.index)
+        for u in um:  # the values are never read: one constant per row
+            if u.column not in public_cols:
+                public[u.column] = float(u.lower)
+        by_u, columns_u, rows_u = explain_user_means(PandasEngine(public), um, by=by,
+                                                     keys=keys)
+        um_out: pd.DataFrame = engine.materialize(by_u, columns_u, rows_u, False)
+        return um_out
     by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
     out: pd.DataFrame = engine.materialize(by_t, columns, rows, False)
     return out

@@ -11,7 +11,14 @@ from hdp_spark.core.kernels import mean_release, release_specs
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import LDP_CONSTANT_REPORT, explain_ldp_rows, explain_specs, ldp_specs
+from hdp_spark.explain import (
+    LDP_CONSTANT_REPORT,
+    explain_ldp_rows,
+    explain_specs,
+    explain_user_means,
+    ldp_specs,
+    user_mean_specs,
+)
 from hdp_spark.spark._common import KeysLike
 from hdp_spark.spark.columns import spec_of
 from hdp_spark.spark.engine import SparkEngine
@@ -103,6 +110,26 @@ def explain(
         ldp_out: DataFrame = engine.materialize(
             result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
         return ldp_out
+    um = user_mean_specs(specs)
+    if um is not None:
+        from pyspark.sql import functions as F
+
+        from hdp_spark.errors import ParameterError
+        from hdp_spark.spark._common import is_dataframe
+
+        if not is_dataframe(df):
+            msg = f"`df` must be a Spark DataFrame, got {type(df).__name__}."
+            raise ParameterError(msg)
+        public_cols = dict.fromkeys([*(c for u in um for c in (u.user, u.eps)),
+                                     *normalize_by(by)])
+        public = df.select(*[c for c in public_cols if c in df.columns])
+        for u in um:  # the values are never read: one constant per row
+            if u.column not in public_cols:
+                public = public.withColumn(u.column, F.lit(float(u.lower)).cast("double"))
+        by_u, columns_u, rows_u = explain_user_means(SparkEngine(public), um, by=by,
+                                                     keys=keys)
+        um_out: DataFrame = engine.materialize(by_u, columns_u, rows_u, False)
+        return um_out
     by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
     out: DataFrame = engine.materialize(by_t, columns, rows, False)
     return out

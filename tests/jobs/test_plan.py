@@ -325,23 +325,23 @@ def test_bad_release_weight(tmp_path: Path, weight: str) -> None:
         load_job(write_job(tmp_path, releases=releases))
 
 
-USER_MEAN_RELEASE = """
+HEAVY_HITTERS_RELEASE = """
 [[releases]]
-id = "per_user"
+id = "frequent"
 
   [[releases.aggregators]]
-  kind = "user_mean"
-  column = "salary"
-  lower = 20000
-  upper = 250000
+  kind = "heavy_hitters"
+  cols = ["dept", "region"]
+  domains = { dept = ["engineering", "sales"], region = ["north", "south"] }
+  eps0 = 1.0
 """
 
 
-def test_unplanned_kinds_are_refused(tmp_path: Path) -> None:
-    job = write_job(tmp_path, releases=USER_MEAN_RELEASE, budget=_budget(1.0, "optimal"))
-    with pytest.raises(JobError, match="cannot be planned or allocated yet"):
+def test_unallocatable_kinds_are_refused(tmp_path: Path) -> None:
+    job = write_job(tmp_path, releases=HEAVY_HITTERS_RELEASE, budget=_budget(1.0, "optimal"))
+    with pytest.raises(JobError, match="kind 'heavy_hitters' cannot be allocated yet"):
         plan_budget(job)
-    with pytest.raises(JobError, match="cannot be planned or allocated yet"):
+    with pytest.raises(JobError, match="cannot be allocated yet"):
         run_job(job)
     assert not (tmp_path / "ledger.sqlite").exists()
     assert main(["plan", str(job), "--no-plot"]) == 2

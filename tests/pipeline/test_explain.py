@@ -230,9 +230,10 @@ def test_errors_are_those_of_agg(engine: Any) -> None:
 
 def test_unsupported_aggregators_are_refused(engine: Any) -> None:
     mod = engine.module
-    umean = mod.hdp_user_mean("x", user="g", eps="eps", lower=0, upper=100)
-    with pytest.raises(ParameterError, match="explain supports hdp_mean, hdp_histogram and"):
-        mod.explain(engine.frame(_table()), umean)
+    hh = mod.hdp_heavy_hitters(["c", "g"], domains={"c": ["u", "v"], "g": ["a", "b"]},
+                               eps0=1.0)
+    with pytest.raises(ParameterError, match="explain supports hdp_mean, hdp_histogram,"):
+        mod.explain(engine.frame(_table()), hh)
 
 
 # -- local-DP mean: the radius is the paper's bound, computed exactly ----------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from hdp_spark.core.keys import context_key
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.user_mean.census import GroupPlan, plan_group
+from hdp_spark.core.user_mean.census import Cut, GroupPlan, plan_group
 from hdp_spark.core.user_mean.solver import FinalDesign, design_final
 from hdp_spark.core.user_mean.spec import UserMeanSpec
 from hdp_spark.core.user_mean.steps import (
@@ -133,6 +133,23 @@ def _fallback(spec: UserMeanSpec, plan: GroupPlan) -> UserMeanResult:
     )
 
 
+def cut_groups(
+    spec: UserMeanSpec, backend: UserBackend, groups: int
+) -> tuple[dict[int, GroupPlan], dict[int, Cut]]:
+    """Census -> group plans -> rank queries -> membership cuts (public data only).
+
+    Raises:
+        SchemaError, EpsilonColumnError: the census breaks a rule of public inputs.
+    """
+    census = backend.census()
+    census.check(spec)
+    plans = {gid: plan_group(census.cells.get(gid, ()), spec) for gid in range(groups)}
+    queries = [q for gid, p in plans.items() for q in p.queries(gid)]
+    answers = backend.rank_keys(queries) if queries else {}
+    cuts = {gid: p.cut(gid, answers) for gid, p in plans.items() if not p.fallback}
+    return plans, cuts
+
+
 def run_user_mean(
     spec: UserMeanSpec,
     backend: UserBackend,
@@ -156,12 +173,7 @@ def run_user_mean(
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
-    census = backend.census()
-    census.check(spec)
-    plans = {gid: plan_group(census.cells.get(gid, ()), spec) for gid in range(len(keys))}
-    queries = [q for gid, p in plans.items() for q in p.queries(gid)]
-    answers = backend.rank_keys(queries) if queries else {}
-    cuts = {gid: p.cut(gid, answers) for gid, p in plans.items() if not p.fallback}
+    plans, cuts = cut_groups(spec, backend, len(keys))
     results: dict[tuple[object, ...], UserMeanResult] = {}
     for gid, plan in plans.items():
         if plan.fallback:

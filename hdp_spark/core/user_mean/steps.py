@@ -22,6 +22,7 @@ from hdp_spark.core.noise import (
     encode_context,
     exponential_mechanism,
     laplace_mechanism,
+    laplace_noise,
 )
 from hdp_spark.core.user_mean.census import Census, Cut, RankQuery
 from hdp_spark.core.user_mean.solver import FinalDesign
@@ -146,6 +147,61 @@ class InitialMean:
     classes: tuple[ClassPrivacy, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class InitialDesign:
+    """Everything the initial step fixes before reading a value (public: G_mean's classes).
+
+    Attributes:
+        cells: the G_mean cells, sorted by (ε, k).
+        m: users in G_mean.
+        weights: exact per-user weight of each ε level (``w_of[eps]``).
+        eta: exact noise scale η = max_l w_l/ε_l.
+        min_weight: the smallest positive weight (the noise grid's sensitivity).
+        l2: Σ_l n_l w_l² (Hoeffding term of α).
+        classes: per-class privacy (weight, eps_effective = w_l/η).
+    """
+
+    cells: tuple[MeanCell, ...]
+    m: int
+    weights: Mapping[float, Fraction]
+    eta: Fraction
+    min_weight: Fraction
+    l2: float
+    classes: tuple[ClassPrivacy, ...]
+
+    def alpha(self, beta: float) -> float:
+        """(1 - β/2) bound on |p_init_raw - p|: Hoeffding on the weighted mean plus the
+        exact (1 - β/2) tail of the noise the release adds (data-independent)."""
+        noise = laplace_noise(self.eta, self.min_weight)
+        return math.sqrt(self.l2 * math.log(4.0 / beta) / 2.0) + noise.half_width(beta / 2.0)
+
+
+def initial_design(cells: Sequence[MeanCell]) -> InitialDesign:
+    """The weights and noise scale of the initial step, from G_mean's (k, ε) classes only.
+
+    Privacy:
+        Reads the public class counts (k, ε, users) only; the cells' sums are not used.
+    """
+    cells = sorted(cells, key=lambda c: (c.eps, c.k))
+    m = sum(c.users for c in cells)
+    if m < 2:
+        msg = "the initial step needs at least 2 users"
+        raise InternalError(msg)
+    levels = sorted({c.eps for c in cells})
+    counts = [sum(c.users for c in cells if c.eps == v) for v in levels]
+    phi, tau = solve_clip_level(levels, counts, 8.0)
+    weights = normalize(levels, counts, phi, tau)
+    w_of = dict(zip(levels, weights.w, strict=True))
+    l2 = float(sum((w * w * c for w, c in zip(weights.w, counts, strict=True)), Fraction(0)))
+    classes = tuple(
+        ClassPrivacy("initial", c.k, c.eps, c.users, float(w_of[c.eps]),
+                     float(w_of[c.eps] / weights.eta))
+        for c in cells
+    )
+    return InitialDesign(tuple(cells), m, w_of, weights.eta,
+                         min(w for w in weights.w if w > 0), l2, classes)
+
+
 def initial_step(
     cells: Sequence[MeanCell],
     beta: float,
@@ -159,37 +215,21 @@ def initial_step(
         replacing the user's rows moves the statistic by at most w_l. The noise scale
         η = max_l w_l/ε_l (exact, :func:`~hdp_spark.core.mean.weights.normalize`) gives that
         user a loss w_l/η <= ε_l. The weights are ADPM's min(ε, τ) (Chaudhuri & Courtade,
-        ISIT 2023, Algorithm 1), a function of the G_mean ε histogram only; with a single
-        ε they are 1/m, η = 1/(mε).
+        ISIT 2023, Algorithm 1), a function of the G_mean ε histogram only
+        (:func:`initial_design`); with a single ε they are 1/m, η = 1/(mε).
     """
-    cells = sorted(cells, key=lambda c: (c.eps, c.k))
-    m = sum(c.users for c in cells)
-    if m < 2:
-        msg = "the initial step needs at least 2 users"
-        raise InternalError(msg)
-    levels = sorted({c.eps for c in cells})
-    counts = [sum(c.users for c in cells if c.eps == v) for v in levels]
-    phi, tau = solve_clip_level(levels, counts, 8.0)
-    weights = normalize(levels, counts, phi, tau)
-    w_of = dict(zip(levels, weights.w, strict=True))
+    design = initial_design(cells)
+    cells, m, w_of = design.cells, design.m, design.weights
     statistic = sum(
         (w_of[c.eps] * Fraction(c.total, c.k * FIXED_ONE) for c in cells), Fraction(0)
     )
     ctx = encode_context(
         (*context, "initial", tuple((c.k, c.eps, c.users, c.total) for c in cells))
     )
-    draw = laplace_mechanism(
-        statistic, weights.eta, min(w for w in weights.w if w > 0), key.stream(ctx)
-    )
+    draw = laplace_mechanism(statistic, design.eta, design.min_weight, key.stream(ctx))
     p_init = min(max(float(draw.value), 1.0 / m), 1.0 - 1.0 / m)
-    l2 = float(sum((w * w * c for w, c in zip(weights.w, counts, strict=True)), Fraction(0)))
-    alpha = math.sqrt(l2 * math.log(4.0 / beta) / 2.0) + draw.half_width(beta / 2.0)
-    classes = tuple(
-        ClassPrivacy("initial", c.k, c.eps, c.users, float(w_of[c.eps]),
-                     float(w_of[c.eps] / weights.eta))
-        for c in cells
-    )
-    return InitialMean(p_init, alpha, classes)
+    alpha = math.sqrt(design.l2 * math.log(4.0 / beta) / 2.0) + draw.half_width(beta / 2.0)
+    return InitialMean(p_init, alpha, design.classes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,21 +280,37 @@ def variance_step(
     top = max(math.ceil(math.log2(k_max)), 0) + 8
     grid = [Fraction(1, 2**t) for t in range(top + 1)]
     scores = [-abs(2 * sum(1 for d in diffs if d <= c) - pairs) for c in grid]
-    eps_v = min(u.eps for u in ordered)
+    eps_v, classes = variance_classes(ordered)
     ctx = encode_context(
         (*context, "variance", k_max, eps_v,
          tuple((u.k, u.eps, u.total, u.key[0], u.key[1]) for u in ordered))
     )
     t = exponential_mechanism(scores, Fraction(eps_v) / 4, key.stream(ctx))
     s2 = KAPPA_V * float(grid[t]) / (2.0 * CHI2_MEDIAN)
+    return VarianceEstimate(s2, eps_v, classes)
+
+
+def variance_classes(users: Sequence[VarUser]) -> tuple[float, tuple[ClassPrivacy, ...]]:
+    """The ε of the variance step (min ε over G_var) and its per-class privacy.
+
+    Privacy:
+        Reads the users' public (k, ε) only.
+    """
+    eps_v = min(u.eps for u in users)
     per_class: dict[tuple[int, float], int] = {}
-    for u in ordered:
+    for u in users:
         per_class[(u.k, u.eps)] = per_class.get((u.k, u.eps), 0) + 1
     classes = tuple(
         ClassPrivacy("variance", k, e, c, math.nan, eps_v)
         for (k, e), c in sorted(per_class.items())
     )
-    return VarianceEstimate(s2, eps_v, classes)
+    return eps_v, classes
+
+
+def variance_grid_floor(k_max: int) -> float:
+    """The smallest variance estimate the variance step can release (unit scale)."""
+    top = max(math.ceil(math.log2(k_max)), 0) + 8
+    return KAPPA_V * float(Fraction(1, 2**top)) / (2.0 * CHI2_MEDIAN)
 
 
 # ---------------------------------------------------------------------------------------------
