@@ -23,7 +23,8 @@ Part C (analytic): scenarios B2-B4 of §4.2 and per-user ε (half the users at �
 
 Part E (``--initial-reps``): the initial step's two sources on the same data (paired), the
 library's per-user means p̂_i against the paper's first sample x_i^1 (Algorithm 2, Step 1).
-The first-sample variant exists only here: :class:`FirstSampleUsers` is the pandas backend
+Both variants get the same variance-step output (common random numbers). The
+first-sample variant exists only here: :class:`FirstSampleUsers` is the pandas backend
 with its G_mean sums replaced by each user's first row (the rows of ``_rows`` are i.i.d.
 within a user, so the first row is a data-independent choice). Both variants run the same
 core pipeline (``run_user_mean``) with fresh release keys.
@@ -79,6 +80,8 @@ from hdp_spark.specs import hdp_mean
 
 BETA = 0.05
 P = 0.5
+SPEC_CELL = 2.45
+"""Spec §4.4's width-cap, C2-variance figure at n = 1e5, ε = 0.1 (Part F compares with it)."""
 
 
 def _b1(n: int) -> tuple[np.ndarray, float]:
@@ -298,7 +301,7 @@ def release_once(df: pd.DataFrame, spec: UserMeanSpec, initial: str = "user_mean
     return run_user_mean(spec, backend, (), ((),), ReleaseKey.fresh()).results[()]
 
 
-def _summary(errs: Sequence[float], v_np: float) -> dict[str, float]:
+def _summary(errs: Sequence[float], v_np: float) -> dict[str, Any]:
     """MSE/V_np ± s.e. of the mean of e², and robust summaries of e²/V_np."""
     sq = np.sort(np.asarray(errs, dtype=np.float64) ** 2 / v_np)
     cut = int(0.05 * sq.size)
@@ -327,10 +330,18 @@ def monte_carlo_initial(n: int, eps: float, reps: int, seed: int) -> dict[str, A
     for _ in range(reps):
         df, _k = _rows(n, rng, sp2)
         df["eps"] = eps
-        for source in err:
-            r = release_once(df, spec, source)
-            err[source].append(r.estimate - P)
-            init[source].append(r.initial - P)
+        # common random numbers: both variants get the same variance-step output t (the
+        # variance step reads only G_var, disjoint from G_mean, so t does not depend on the
+        # initial step); the final noise is drawn afresh for each
+        drawn: list[list[float]] = []
+        with variance_step_probe(None, drawn):
+            r = release_once(df, spec, "user_mean")
+        err["user_mean"].append(r.estimate - P)
+        init["user_mean"].append(r.initial - P)
+        with variance_step_probe(int(drawn[-1][-1]), []):
+            r = release_once(df, spec, "first_sample")
+        err["first_sample"].append(r.estimate - P)
+        init["first_sample"].append(r.initial - P)
     out: dict[str, Any] = {"n": n, "eps": eps, "V_np": v_np}
     for source in err:
         out[source] = _summary(err[source], v_np)
@@ -355,8 +366,9 @@ def variance_step_probe(force: int | None, record: list[list[float]]) -> Iterato
     def probe(scores: Sequence[int], eps: Fraction, rng: Any) -> int:
         best = max(scores)
         w = [math.exp(-float(eps) * (best - x)) for x in scores]
-        record.append([x / sum(w) for x in w])
-        return original(scores, eps, rng) if force is None else force
+        t = original(scores, eps, rng) if force is None else force
+        record.append([*(x / sum(w) for x in w), float(t)])  # probabilities, then the index
+        return t
 
     um_steps.exponential_mechanism = probe  # type: ignore[assignment]
     try:
@@ -387,9 +399,18 @@ def cell_study(n: int, eps: float, reps: int, strata_reps: int, seed: int) -> di
                 ts.append(round(-math.log2(r.user_var * 2 * CHI2_MEDIAN
                                            / KAPPA_V)))
         out["plain"] = _summary(errs, v_np)
+        out["plain errors"] = errs
+        sq = np.square(np.asarray(errs)) / v_np
+        boot = np.random.default_rng(seed + 1)
+        for size in (100, 200, 300):
+            means = sq[boot.integers(0, sq.size, size=(20_000, size))].mean(axis=1)
+            out["plain"][f"P(mean of {size} reps <= {SPEC_CELL})"] = float(
+                np.mean(means <= SPEC_CELL))
+            out["plain"][f"5-95 % of mean of {size} reps"] = np.quantile(
+                means, [0.05, 0.95]).tolist()
         out["plain"]["laplace part"] = float(np.mean(2 * np.square(scales)) / v_np)
-        out["t counts"] = np.bincount(np.asarray(ts), minlength=len(probs[0])).tolist()
-        out["t prob (mean exact)"] = np.mean(np.asarray(probs), axis=0).tolist()
+        out["t counts"] = np.bincount(np.asarray(ts), minlength=len(probs[0]) - 1).tolist()
+        out["t prob (mean exact)"] = np.mean(np.asarray(probs)[:, :-1], axis=0).tolist()
     if strata_reps:
         per_t: list[dict[str, float]] = []
         weights: list[float] = []
@@ -404,7 +425,7 @@ def cell_study(n: int, eps: float, reps: int, strata_reps: int, seed: int) -> di
                     r = release_once(df, spec)
                     errs.append(r.estimate - P)
                     scales.append(r.noise_scale)
-            grid = len(probs[0])
+            grid = len(probs[0]) - 1
             row = _summary(errs, v_np)
             row["laplace part"] = float(np.mean(2 * np.square(scales)) / v_np)
             row["s2"] = r.user_var
@@ -539,6 +560,9 @@ def main() -> None:
                   f"5 % trimmed {pl['trimmed5']:.3g}, top 5 % of reps carry "
                   f"{100 * pl['top5_share']:.0f} % of Σe²; Laplace part {pl['laplace part']:.3g}; "
                   f"bias {pl['bias']:.1e}")
+            for key, v in pl.items():
+                if key.startswith(("P(mean", "5-95")):
+                    print(f"bootstrap {key}: {v}")
             print("variance-step grid index t: counts", cell["t counts"])
             print("mean exact P(t):", [round(x, 4) for x in cell["t prob (mean exact)"]])
         if "stratified" in cell:
