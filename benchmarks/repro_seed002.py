@@ -38,9 +38,9 @@ Run (the figures in benchmarks/log/user_mean.md):
     .venv/bin/python benchmarks/repro_seed002.py --reps 300 --mc-n 10000 \
         --json benchmarks/repro_seed002.json
     .venv/bin/python benchmarks/repro_seed002.py --skip-analytic --skip-mc \
-        --initial-reps 300 --mc-n 10000 100000
+        --initial-reps 300 --seed 3024 --mc-n 10000          # also --mc-n 100000
     .venv/bin/python benchmarks/repro_seed002.py --skip-analytic --skip-mc \
-        --cell-reps 600 --strata-reps 12
+        --cell-reps 500 --strata-reps 15                     # also --cell-reps 600 --seed 5024
 """
 
 from __future__ import annotations
