@@ -41,7 +41,8 @@ def test_benchmarks_smoke(tmp_path: Path) -> None:
     report = proc.stdout[-6000:] + proc.stderr[-3000:]
     assert proc.returncode == 0, f"benchmark smoke failed after {elapsed:.0f} s:\n{report}"
     assert "[run.py] summary" in proc.stdout, report
-    names = ("mean", "mean-parts", "pandas-mean", "seed001", "seed000-mean", "scaling", "solvers")
+    names = ("mean", "mean-parts", "pandas-mean", "seed001", "seed000-mean", "scaling", "solvers",
+             "user-mean")
     for name in names:
         assert f"  {name} " in proc.stdout, f"{name} did not run:\n{report}"
     print(proc.stdout[proc.stdout.index("[run.py] summary") :])

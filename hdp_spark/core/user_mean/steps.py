@@ -210,6 +210,10 @@ def initial_step(
 ) -> InitialMean:
     """Release the initial mean of G_mean.
 
+    Each user enters with its mean p̂_i, where the paper's Algorithm 2 (Step 1) uses one row,
+    the first sample x_i¹: the sensitivity is the same (any per-user input in [0, 1]), p̂_i
+    is never the noisier input, and it needs no row order (see docs/user_mean.md).
+
     Privacy:
         User i of ε level l contributes w_l·p̂_i with p̂_i = s_i/(k_i 2^31) ∈ [0, 1];
         replacing the user's rows moves the statistic by at most w_l. The noise scale
