@@ -33,7 +33,7 @@ from hdp_spark.errors import BudgetExceededError, JobError
 from hdp_spark.jobs import load_job, run_job
 
 RELEASES = ["income_by_region", "occupation_histogram", "frequent_profiles",
-            "attribute_counts", "satisfaction_ldp"]
+            "attribute_counts", "satisfaction_ldp", "profile_marginals", "profile_mwem"]
 
 
 def _level_cells(rows: list[dict[str, Any]], name: str, by: str) -> dict[tuple[str, float], float]:
@@ -301,12 +301,13 @@ def test_all_kinds_on_spark_match_pandas(
     user; a re-run re-publishes everything and charges nothing."""
     all_job, user_job = sample_jobs(tmp_path, engine="spark")
     run = run_job(all_job, spark=spark)
-    assert [r.status for r in run.releases] == ["committed"] * 5
+    assert [r.status for r in run.releases] == ["committed"] * len(RELEASES)
     assert spent_by_user(all_job) == pandas_run["spent_all"]
     for release in RELEASES:
         assert charges_of(tmp_path / "ledger" / "people.sqlite", release) == charges_of(
             load_job(pandas_run["all"]).ledger.path, release), release
-    for release in ("occupation_histogram", "frequent_profiles", "attribute_counts"):
+    for release in ("occupation_histogram", "frequent_profiles", "attribute_counts",
+                    "profile_marginals", "profile_mwem"):
         assert run.values(release) == pandas_run["run_all"].values(release), release
     user = run_job(user_job, spark=spark)
     assert spent_by_user(user_job) == spent_by_user(pandas_run["user"])
@@ -338,5 +339,6 @@ def test_kill_at_heavy_hitters_commit_recovers(
     assert not list(out.glob("frequent_profiles/*/values.json"))
     run = run_job(all_job)
     assert [r.status for r in run.releases] == [
-        "republished", "republished", "committed", "committed", "committed"]
+        "republished", "republished", "committed", "committed", "committed", "committed",
+        "committed"]
     assert spent_by_user(all_job) == pandas_run["spent_all"]
