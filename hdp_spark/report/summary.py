@@ -376,8 +376,8 @@ def value_rows(
                                     _f(rec.get("count_ci_low")), _f(rec.get("count_ci_high")),
                                     None, False))
             else:  # MWEM: answers of a synthetic distribution, no per-value interval
-                est = _f(rec.get("mwem_fraction")) * n
-                out.append(ValueRow(label, est, math.nan, math.nan, None, False))
+                people = _f(rec.get("mwem_fraction")) * n
+                out.append(ValueRow(label, people, math.nan, math.nan, None, False))
         return out
     if kind in PERSON_KINDS:
         row = rows[0] if rows else {}
