@@ -409,6 +409,7 @@ def _release_zcdp(engine: str, df: Any, entries: Sequence[Any], unsafe_seed: str
                   which: str) -> KindResult:
     from hdp_spark.core.partial.mwem import MWEM_COLUMNS
     from hdp_spark.core.partial.projection import MARGINAL_COLUMNS
+    from hdp_spark.jobs.outputs import json_safe
 
     mod = _engine(engine)
     n = len(df) if engine == "pandas" else int(df.count())
@@ -423,8 +424,6 @@ def _release_zcdp(engine: str, df: Any, entries: Sequence[Any], unsafe_seed: str
             value_cols = MARGINAL_COLUMNS
         else:
             out = mod.mwem(df, entry.spec, unsafe_seed=seed)
-            from hdp_spark.jobs.outputs import json_safe
-
             rep = json_safe(dict(out.report))
             rho_attr, rho_person = out.report["rho_attribute"], out.report["rho_person"]
             value_cols = MWEM_COLUMNS

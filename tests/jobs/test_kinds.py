@@ -125,6 +125,30 @@ def test_heavy_hitters_and_attribute_histograms_charge_the_per_person_eps(
     assert ah["attribute_histograms_eps_person"] == pytest.approx(2 * 0.25)
 
 
+def test_marginals_and_mwem_charge_the_converted_per_person_eps(
+    pandas_run: dict[str, Any],
+) -> None:
+    """zCDP kinds: each person read is charged the CKS20 (ε, δ) conversion of the release's
+    per-person ρ at the aggregator's δ; persons with less left are left out."""
+    from hdp_spark.core.partial import accounting
+
+    run, ledger = pandas_run["run_all"], load_job(pandas_run["all"]).ledger.path
+    for release, name in (("profile_marginals", "marginals"), ("profile_mwem", "mwem")):
+        row = run.values(release)[0]
+        eps = accounting.eps_cks20(row[f"{name}_rho_person"], 1e-6)
+        assert row[f"{name}_delta"] == 1e-6
+        assert row[f"{name}_eps_person"] == pytest.approx(eps, rel=1e-12)
+        charged = charges_of(ledger, release)
+        assert set(charged.values()) == {ceil_units(eps)}
+        assert len(charged) == row[f"{name}_n"]
+        budget = next(r for r in run.releases if r.release_id == release).record \
+            .outcome_data()["budget"]
+        assert budget["users_excluded"] == 2000 - len(charged) > 0
+    marg = run.values("profile_marginals")[0]
+    # all 2-way marginals of 3 attributes: |W| = 3, max deg = 2, σ² = 4/ε₀² rounded up
+    assert marg["marginals_rho_person"] == pytest.approx(3 * 0.15**2 / 4, rel=1e-4)
+
+
 def test_ldp_charges_nothing(pandas_run: dict[str, Any]) -> None:
     run, ledger = pandas_run["run_all"], load_job(pandas_run["all"]).ledger.path
     assert charges_of(ledger, "satisfaction_ldp") == {}

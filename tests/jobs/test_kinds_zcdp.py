@@ -103,12 +103,15 @@ def test_marginals_and_mwem_jobs_charge_the_converted_eps(engine: Any, tmp_path:
     assert mw["mwem_eps_person"] == pytest.approx(eps_mw, rel=1e-9)
     assert eps_mw <= demand
     charged = charges_of(ledger, "mw")
-    assert set(charged.values()) == {ceil_units(eps_mw)} and len(charged) == 400
+    assert set(charged.values()) == {ceil_units(eps_mw)}
+    assert len(charged) == 400
     report = json.loads(mw["mwem_report"])
-    assert report["rounds"] == 6 and len(report["selected"]) == 6
+    assert report["rounds"] == 6
+    assert len(report["selected"]) == 6
     assert all(len(p) == 2 for p in report["selected"])  # ℓ = 2 attribute-disjoint queries
     fractions = [c["mwem_fraction"] for c in mw["mwem_records"] if c["marginal"] == "occupation"]
-    assert len(fractions) == 2 and sum(fractions) == pytest.approx(1.0)
+    assert len(fractions) == 2
+    assert sum(fractions) == pytest.approx(1.0)
 
     text = run.report.read_text()
     assert "answers of a synthetic table built by MWEM" in text
