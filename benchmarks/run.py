@@ -208,7 +208,7 @@ KNOWN_EXTERNAL = {
     "repro_seed000_correlated.py": "Seed 000 correlated-setting reproductions (Tables 4/5)",
     "repro_seed002.py": "Seed 002 reproductions (user-level mean)",
     "repro_seed003.py": "Seed 003 reproductions",
-    "repro_seed004.py": "Seed 004 reproduction: Table 1 separation for k-way marginals",
+    "repro_seed004.py": "Seed 004 reproduction: Table 1 rows (k-way marginals, histogram, MWEM)",
     "bench_ldp_throughput.py": "LDP throughput",
     "bench_user_mean.py": "User-level mean: speed",
 }

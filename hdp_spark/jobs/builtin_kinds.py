@@ -1,5 +1,5 @@
 """Aggregator kinds beyond ``mean`` and ``histogram``: user-level mean, heavy hitters,
-attribute histograms and LDP aggregation (tracker issue 16).
+attribute histograms, marginals, MWEM and LDP aggregation (tracker issues 16, 19).
 
 Every kind calls only the PUBLIC release functions of :mod:`hdp_spark.pandas` /
 :mod:`hdp_spark.spark` (``user_mean_release``, ``heavy_hitters``,
@@ -29,6 +29,8 @@ __all__ = [
     "BUILTIN",
     "HEAVY_HITTERS",
     "LDP_MEAN",
+    "MARGINALS",
+    "MWEM",
     "USER_MEAN",
     "PartialEntry",
 ]
@@ -327,6 +329,152 @@ ATTRIBUTE_HISTOGRAMS = _person_kind(
 heavy hitters, the records being (attribute, value, code, noisy count, interval)."""
 
 
+# -- partial DP under zCDP: marginals (projection mechanism) and MWEM (Ghazi et al.) ----------
+
+_MARGINALS_KEYS = {"cols", "domains", "eps0", "k", "marginals", "other", "delta", "max_domain",
+                   "tol", "max_iter", "privacy_unit"}
+_MWEM_KEYS = {"cols", "domains", "eps0", "k", "marginals", "rounds", "per_round", "other",
+              "delta", "max_domain", "max_tuples", "privacy_unit"}
+
+
+def _zcdp_eps(rho: float, delta: float) -> float:
+    """The ε the ledger charges for a ρ-zCDP guarantee: ρ-zCDP ⇒ (ε, δ)-DP with ε of
+    Canonne, Kamath & Steinke 2020 (``accounting.eps_cks20``; any order α gives a valid
+    bound, so an inexact minimisation only over-charges)."""
+    from hdp_spark.core.partial import accounting
+
+    return float(accounting.eps_cks20(rho, delta))
+
+
+def _build_marginals(params: Mapping[str, Any]) -> PartialEntry:
+    from hdp_spark.pandas import hdp_marginals
+
+    alias, p = _partial_params(params, _MARGINALS_KEYS | {"beta"})
+    cols = p.pop("cols")
+    beta = p.pop("beta", 0.05)
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
+        msg = f"`beta` must be in (0, 1), got {beta!r}."
+        raise ParameterError(msg)
+    spec = hdp_marginals(cols, **p)
+    # Per person ρ = |W|/σ² (Theorem 11's ε₀·Δ/Δ₀ in zCDP form), charged as its (ε, δ)
+    # conversion at the spec's δ: a function of the parameters only.
+    return PartialEntry(alias or "marginals", {"cols": cols, "beta": beta, **p}, spec,
+                        _zcdp_eps(spec.budget.rho_person, spec.delta))
+
+
+def _build_mwem(params: Mapping[str, Any]) -> PartialEntry:
+    from hdp_spark.pandas import hdp_mwem
+
+    alias, p = _partial_params(params, _MWEM_KEYS)
+    cols = p.pop("cols")
+    spec = hdp_mwem(cols, **p)
+    # Per person ρ <= (ℓ² + ℓ)ε₀²/4 whatever T (the report's ρ uses the rounded ε_T and is
+    # at most this), charged as its (ε, δ) conversion at the spec's δ.
+    return PartialEntry(alias or "mwem", {"cols": cols, **p}, spec,
+                        _zcdp_eps(spec.rho_person, spec.delta))
+
+
+def _zcdp_row(
+    entry: PartialEntry, n: int, records: list[dict[str, Any]], rep: dict[str, Any],
+    rho_attribute: float, rho_person: float,
+) -> dict[str, Any]:
+    name, delta = entry.name, float(entry.spec.delta)
+    return {
+        f"{name}_records": records,
+        f"{name}_n": n,
+        f"{name}_eps0": float(entry.spec.eps0),
+        f"{name}_rho_attribute": rho_attribute,
+        f"{name}_rho_person": rho_person,
+        f"{name}_delta": delta,
+        f"{name}_eps_attribute": _zcdp_eps(rho_attribute, delta),
+        f"{name}_eps_person": _zcdp_eps(rho_person, delta),
+        f"{name}_eps_person_conversion": (
+            "zCDP (rho_person) converted to (eps, delta)-DP at delta = "
+            f"{delta:g} by Canonne-Kamath-Steinke 2020; the ledger charges eps_person"),
+        f"{name}_report": json.dumps(rep, sort_keys=True),
+    }
+
+
+def _cell_records(engine: str, table: Any, cols: Sequence[str], value_cols: Sequence[str]
+                  ) -> list[dict[str, Any]]:
+    return [
+        {"marginal": r["marginal"],
+         **{c: (None if r[c] is None else str(r[c])) for c in cols},
+         **{c: r[c] for c in value_cols}}
+        for r in _table_rows(engine, table)
+    ]
+
+
+def _release_zcdp(engine: str, df: Any, entries: Sequence[Any], unsafe_seed: str | None,
+                  which: str) -> KindResult:
+    from hdp_spark.core.partial.mwem import MWEM_COLUMNS
+    from hdp_spark.core.partial.projection import MARGINAL_COLUMNS
+    from hdp_spark.jobs.outputs import json_safe
+
+    mod = _engine(engine)
+    n = len(df) if engine == "pandas" else int(df.count())
+    row: dict[str, Any] = {}
+    effective: dict[str, dict[tuple[Key, float], float]] = {}
+    for entry in entries:
+        seed = f"{unsafe_seed}/{entry.name}" if unsafe_seed else None
+        if which == "marginals":
+            out = mod.marginals(df, entry.spec, unsafe_seed=seed)
+            rep = _report_dict(out.report)
+            rho_attr, rho_person = out.report.rho_attribute, out.report.rho_person
+            value_cols = MARGINAL_COLUMNS
+        else:
+            out = mod.mwem(df, entry.spec, unsafe_seed=seed)
+            rep = json_safe(dict(out.report))
+            rho_attr, rho_person = out.report["rho_attribute"], out.report["rho_person"]
+            value_cols = MWEM_COLUMNS
+        records = _cell_records(engine, out.table, entry.params["cols"], value_cols)
+        if which == "marginals":
+            # Interval of each noisy count (not of the projected one): the discrete Gaussian
+            # is σ-subgaussian, P(|Z| >= h) <= 2exp(-h²/(2σ²)) = β for h below (public).
+            half = math.floor(math.sqrt(2 * float(entry.spec.budget.sigma2)
+                                        * math.log(2 / entry.params["beta"])))
+            for r in records:
+                r["count_ci_low"] = r["noisy_count"] - half
+                r["count_ci_high"] = r["noisy_count"] + half
+        mine = _zcdp_row(entry, n, records, rep, float(rho_attr), float(rho_person))
+        row.update(mine)
+        # Charging argument (docs/jobs.md, "Charging rules per kind"): every person read
+        # is charged the (ε, δ) conversion of the release's per-person ρ at the spec's δ.
+        effective[entry.name] = _partial_effective(entry, mine[f"{entry.name}_eps_person"])
+    return KindResult([row], effective, {})
+
+
+def _release_marginals(
+    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
+    keys: tuple[Key, ...] | None, unsafe_seed: str | None,
+) -> KindResult:
+    return _release_zcdp(engine, df, entries, unsafe_seed, "marginals")
+
+
+def _release_mwem(
+    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
+    keys: tuple[Key, ...] | None, unsafe_seed: str | None,
+) -> KindResult:
+    return _release_zcdp(engine, df, entries, unsafe_seed, "mwem")
+
+
+MARGINALS = _person_kind("marginals", _build_marginals, _release_marginals)
+"""Partial-DP marginals by the projection mechanism (:func:`hdp_spark.hdp_marginals`, Ghazi
+et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other``, ``delta``,
+``max_domain``, ``tol``, ``max_iter``, ``privacy_unit``, ``alias``. One output row:
+``<name>_records`` (one per cell: ``marginal``, the attribute values, ``noisy_count``,
+``projected_count``, ``projected_fraction``), ``_n``, ``_eps0``, ``_rho_attribute``,
+``_rho_person``, ``_delta``, ``_eps_attribute`` and ``_eps_person`` ((ε, δ) conversions at
+``delta``; ``_eps_person`` is what the ledger charges), ``_eps_person_conversion``,
+``_report``."""
+
+MWEM = _person_kind("mwem", _build_mwem, _release_mwem)
+"""Partial-DP MWEM (:func:`hdp_spark.hdp_mwem`, Ghazi et al. §4.2): ``cols``, ``domains``,
+``eps0``, ``k`` or ``marginals``, ``rounds``, ``per_round``, ``other``, ``delta``,
+``max_domain``, ``max_tuples``, ``privacy_unit``, ``alias``. Output as ``marginals``, the
+records holding ``mwem_fraction``."""
+
+
 # -- LDP aggregation (Aliakbarpour et al.): post-processing -----------------------------------
 
 
@@ -390,4 +538,5 @@ Aliakbarpour et al.): ``column`` (the report column), ``eps``, ``mechanism`` (``
 ``lower``, ``upper``, ``beta``, ``weights``, ``fallback``, ``alias`` and the required
 ``already_randomized = true``. Charges nothing."""
 
-BUILTIN: tuple[AggregatorKind, ...] = (USER_MEAN, HEAVY_HITTERS, ATTRIBUTE_HISTOGRAMS, LDP_MEAN)
+BUILTIN: tuple[AggregatorKind, ...] = (USER_MEAN, HEAVY_HITTERS, ATTRIBUTE_HISTOGRAMS, LDP_MEAN,
+                                       MARGINALS, MWEM)

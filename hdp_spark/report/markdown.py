@@ -28,6 +28,8 @@ from hdp_spark.report.plots import (
     plot_remaining,
 )
 from hdp_spark.report.summary import (
+    CELL_KINDS,
+    PERSON_KINDS,
     Cost,
     ValueRow,
     charge_classes,
@@ -146,6 +148,10 @@ def _what(agg: dict[str, Any], by: Sequence[str], n_groups: int, *, per: bool = 
                 "(only combinations frequent enough to be released safely)")
     if kind == "attribute_histograms":
         return f"a count of people per value of each of {', '.join(d['cols'])}"
+    if kind in CELL_KINDS:
+        how = ("noisy counts made consistent by projection" if kind == "marginals" else
+               "answers of a synthetic table built by MWEM")
+        return f"the cross-tabulations (marginals) of {', '.join(d['cols'])}: {how}"
     if kind == "ldp_mean":
         return (f"the average of `{d['report']}`{per_text}, from reports each person's device "
                 f"randomized before sending (values within {_num(d['lower'])} to "
@@ -166,6 +172,8 @@ def _title(agg: dict[str, Any], by: Sequence[str]) -> str:
         return f"Most frequent {' / '.join(d['cols'])} combinations"
     if kind == "attribute_histograms":
         return "People per value of each attribute"
+    if kind in CELL_KINDS:
+        return f"People per cell of the marginals of {' / '.join(d['cols'])}"
     if kind == "ldp_mean":
         return f"Average {d['report']}{per} (reports randomized on the devices)"
     return str(agg["name"])
@@ -175,7 +183,7 @@ def _units(agg: dict[str, Any]) -> str:
     kind, d = agg["kind"], agg["definition"]
     if kind == "histogram":
         return "people" if d.get("counts") else "share"
-    if kind in ("heavy_hitters", "attribute_histograms"):
+    if kind in PERSON_KINDS:
         return "people"
     return f"`{d.get('column', d.get('report', agg['name']))}` units"
 
@@ -326,8 +334,12 @@ def _release_section(
     lines += [f"- **For whom:** {whom}."]
     for a in aggs:
         prefix = "" if len(aggs) == 1 else f" (`{a['name']}`)"
-        if a["kind"] in ("heavy_hitters", "attribute_histograms") and not values[a["name"]]:
+        if a["kind"] in PERSON_KINDS and not values[a["name"]]:
             lines += [f"- **Accuracy{prefix}:** no record was frequent enough to be released."]
+            continue
+        if a["kind"] == "mwem":
+            lines += [f"- **Accuracy{prefix}:** answers of a synthetic table fitted to a few "
+                      "noisy measurements (MWEM); no per-value interval."]
             continue
         lines += [f"- **Accuracy{prefix}:** {_accuracy(a, values[a['name']], level)}."]
     when = "" if run.status == "committed" else (
@@ -367,9 +379,9 @@ def _values_section(
     fv, fh = _fmt_value(agg), _fmt_half(agg)
     has_base = any(v.baseline is not None for v in values)
     first = ", ".join(by) if by else ("category" if agg["kind"] == "histogram" else "value")
-    if agg["kind"] in ("heavy_hitters", "attribute_histograms"):
+    if agg["kind"] in PERSON_KINDS:
         first = " / ".join(agg["definition"]["cols"]) if agg["kind"] == "heavy_hitters" \
-            else "attribute / value"
+            else "marginal: values" if agg["kind"] in CELL_KINDS else "attribute / value"
     pm = "± (percentage points)" if _units(agg) == "share" else "±"
     header = [first, "estimate", f"{level} interval", pm, "± as share of the value"]
     mins = sorted({m for m in (smallest_eps(agg, [r]) for r in rows) if m is not None})
@@ -468,7 +480,16 @@ def _details_section(
         method = d.get("method")
         lines += [f"- `{name}`: {_KIND_WORDS.get(kind, kind)}"
                   + (f"; {_method_words(method)}" if method else "") + "."]
-        if kind in ("heavy_hitters", "attribute_histograms") and rows:
+        if kind in CELL_KINDS and rows:
+            r = rows[0]
+            lines += [f"  Each attribute of each person is protected with ε = "
+                      f"{eps_label(float(r.get(f'{name}_eps_attribute') or math.nan))}; a "
+                      f"whole person's record with ε = "
+                      f"{eps_label(float(r.get(f'{name}_eps_person') or math.nan))}, both "
+                      f"with δ = {r.get(f'{name}_delta')} (zCDP ρ = "
+                      f"{float(r.get(f'{name}_rho_person') or math.nan):.4g} per person, "
+                      "converted to (ε, δ); the ledger charges this ε)."]
+        elif kind in PERSON_KINDS and rows:
             r = rows[0]
             lines += [f"  Each attribute of each person is protected with ε = "
                       f"{eps_label(float(r.get(f'{name}_eps0') or math.nan))}; a whole "
@@ -523,6 +544,10 @@ _NO_BASELINE = {
                      "already.",
     "attribute_histograms": "No single-ε comparison: this release gives every person the "
                             "same ε already.",
+    "marginals": "No single-ε comparison: this release gives every person the same ε already. "
+                 "The estimate is the noisy count; the projected (consistent) counts are in "
+                 "the values file.",
+    "mwem": "No single-ε comparison: this release gives every person the same ε already.",
     "ldp_mean": "No single-ε comparison: the noise was added on the devices, each with its "
                 "own ε, before this release combined the reports.",
 }
@@ -536,6 +561,10 @@ _KIND_WORDS = {
                      "*Algorithms with More Granular Differential Privacy Guarantees*)",
     "attribute_histograms": "one count per attribute value, each attribute protected "
                             "separately (the same paper)",
+    "marginals": "marginals by the projection mechanism, each attribute protected separately "
+                 "(the same paper, §4.1)",
+    "mwem": "marginals answered by partial-DP MWEM, each attribute protected separately "
+            "(the same paper, §4.2)",
     "ldp_mean": "combination of reports randomized on the devices (Aliakbarpour et al., "
                 "*High-Probability Bounds For Heterogeneous Local Differential Privacy*)",
 }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "PERSON_KINDS",
     "ChargeClass",
     "Cost",
     "EpsRange",
@@ -27,6 +28,11 @@ __all__ = [
     "single_eps_half_width",
     "value_rows",
 ]
+
+#: Kinds with one global ε per person (partial DP): one output row, ``<name>_records``.
+PERSON_KINDS = ("heavy_hitters", "attribute_histograms", "marginals", "mwem")
+#: Person kinds whose records are cells of marginals (``marginal`` + the attribute values).
+CELL_KINDS = ("marginals", "mwem")
 
 #: Relative tolerance under which a charge counts as the full ε (float noise of the solver).
 _FULL = 1e-9
@@ -128,7 +134,7 @@ def charge_classes(
     out: list[ChargeClass] = []
     if kind == "ldp_mean":
         return None
-    if kind in ("heavy_hitters", "attribute_histograms"):
+    if kind in PERSON_KINDS:
         row = rows[0] if rows else {}
         eps = _f(row.get(f"{name}_eps_person"))
         n = int(_f(row.get(f"{name}_n")) or 0) if row.get(f"{name}_n") is not None else 0
@@ -357,7 +363,23 @@ def value_rows(
     """
     name, kind = agg["name"], agg["kind"]
     out: list[ValueRow] = []
-    if kind in ("heavy_hitters", "attribute_histograms"):
+    if kind in CELL_KINDS:
+        row = rows[0] if rows else {}
+        n = _f(row.get(f"{name}_n"))
+        cols = list(agg["definition"]["cols"])
+        for rec in row.get(f"{name}_records") or []:
+            cells = [c for c in cols if c in rec["marginal"].split(",")]
+            label = f"{rec['marginal']}: " + " / ".join(
+                "other" if rec.get(c) is None else str(rec.get(c)) for c in cells)
+            if kind == "marginals":
+                out.append(ValueRow(label, _f(rec.get("noisy_count")),
+                                    _f(rec.get("count_ci_low")), _f(rec.get("count_ci_high")),
+                                    None, False))
+            else:  # MWEM: answers of a synthetic distribution, no per-value interval
+                people = _f(rec.get("mwem_fraction")) * n
+                out.append(ValueRow(label, people, math.nan, math.nan, None, False))
+        return out
+    if kind in PERSON_KINDS:
         row = rows[0] if rows else {}
         if kind == "heavy_hitters":
             cols = list(agg["definition"]["cols"])

@@ -33,7 +33,7 @@ from hdp_spark.errors import BudgetExceededError, JobError
 from hdp_spark.jobs import load_job, run_job
 
 RELEASES = ["income_by_region", "occupation_histogram", "frequent_profiles",
-            "attribute_counts", "satisfaction_ldp"]
+            "attribute_counts", "satisfaction_ldp", "profile_marginals", "profile_mwem"]
 
 
 def _level_cells(rows: list[dict[str, Any]], name: str, by: str) -> dict[tuple[str, float], float]:
@@ -123,6 +123,30 @@ def test_heavy_hitters_and_attribute_histograms_charge_the_per_person_eps(
         assert budget["users_excluded"] == 2000 - len(charged)
     ah = run.values("attribute_counts")[0]
     assert ah["attribute_histograms_eps_person"] == pytest.approx(2 * 0.25)
+
+
+def test_marginals_and_mwem_charge_the_converted_per_person_eps(
+    pandas_run: dict[str, Any],
+) -> None:
+    """zCDP kinds: each person read is charged the CKS20 (ε, δ) conversion of the release's
+    per-person ρ at the aggregator's δ; persons with less left are left out."""
+    from hdp_spark.core.partial import accounting
+
+    run, ledger = pandas_run["run_all"], load_job(pandas_run["all"]).ledger.path
+    for release, name in (("profile_marginals", "marginals"), ("profile_mwem", "mwem")):
+        row = run.values(release)[0]
+        eps = accounting.eps_cks20(row[f"{name}_rho_person"], 1e-6)
+        assert row[f"{name}_delta"] == 1e-6
+        assert row[f"{name}_eps_person"] == pytest.approx(eps, rel=1e-12)
+        charged = charges_of(ledger, release)
+        assert set(charged.values()) == {ceil_units(eps)}
+        assert len(charged) == row[f"{name}_n"]
+        budget = next(r for r in run.releases if r.release_id == release).record \
+            .outcome_data()["budget"]
+        assert budget["users_excluded"] == 2000 - len(charged) > 0
+    marg = run.values("profile_marginals")[0]
+    # all 2-way marginals of 3 attributes: |W| = 3, max deg = 2, σ² = 4/ε₀² rounded up
+    assert marg["marginals_rho_person"] == pytest.approx(3 * 0.15**2 / 4, rel=1e-4)
 
 
 def test_ldp_charges_nothing(pandas_run: dict[str, Any]) -> None:
@@ -301,12 +325,13 @@ def test_all_kinds_on_spark_match_pandas(
     user; a re-run re-publishes everything and charges nothing."""
     all_job, user_job = sample_jobs(tmp_path, engine="spark")
     run = run_job(all_job, spark=spark)
-    assert [r.status for r in run.releases] == ["committed"] * 5
+    assert [r.status for r in run.releases] == ["committed"] * len(RELEASES)
     assert spent_by_user(all_job) == pandas_run["spent_all"]
     for release in RELEASES:
         assert charges_of(tmp_path / "ledger" / "people.sqlite", release) == charges_of(
             load_job(pandas_run["all"]).ledger.path, release), release
-    for release in ("occupation_histogram", "frequent_profiles", "attribute_counts"):
+    for release in ("occupation_histogram", "frequent_profiles", "attribute_counts",
+                    "profile_marginals", "profile_mwem"):
         assert run.values(release) == pandas_run["run_all"].values(release), release
     user = run_job(user_job, spark=spark)
     assert spent_by_user(user_job) == spent_by_user(pandas_run["user"])
@@ -338,5 +363,6 @@ def test_kill_at_heavy_hitters_commit_recovers(
     assert not list(out.glob("frequent_profiles/*/values.json"))
     run = run_job(all_job)
     assert [r.status for r in run.releases] == [
-        "republished", "republished", "committed", "committed", "committed"]
+        "republished", "republished", "committed", "committed", "committed", "committed",
+        "committed"]
     assert spent_by_user(all_job) == pandas_run["spent_all"]

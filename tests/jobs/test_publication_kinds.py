@@ -1,5 +1,6 @@
-"""The publication rule for the new kinds (issue 16), on pandas: the all-kinds sample job
-(mean, user-level mean, histogram, heavy hitters, attribute histograms, LDP aggregation)
+"""The publication rule for the new kinds (issues 16, 19), on pandas: the all-kinds sample job
+(mean, user-level mean, histogram, heavy hitters, attribute histograms, LDP aggregation,
+marginals, MWEM)
 runs twice on the people table and once on a neighbour (person 1's income, occupation and
 sex changed, person 2's income null; same n, ε, ids and LDP reports). No published feature
 may be the same in the runs on the table and different on the neighbour."""
@@ -65,4 +66,6 @@ def test_new_kinds_publish_nothing_deterministic(
     assert found == {}, f"published features determined by private data: {found}"
     # not vacuous: the new kinds' outputs are among the features
     keys = {k[-1] for k in others[0]}
-    assert {"heavy_hitters_eps_person", "income_user_mean", "satisfaction_report_mean"} <= keys
+    assert {"heavy_hitters_eps_person", "income_user_mean", "satisfaction_report_mean",
+            "marginals_eps_person", "mwem_eps_person", "projected_fraction",
+            "mwem_fraction"} <= keys

@@ -33,7 +33,7 @@ from hdp_spark.report.summary import (
 
 EMPLOYEES = ["salary_by_dept", "salary_by_region", "tenure_overall"]
 KINDS = ["income_by_region", "occupation_histogram", "frequent_profiles", "attribute_counts",
-         "satisfaction_ldp"]
+         "satisfaction_ldp", "profile_marginals", "profile_mwem"]
 
 
 def test_sample_job_report_structure(engine: Any, tmp_path: Path) -> None:

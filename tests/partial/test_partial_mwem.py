@@ -21,6 +21,7 @@ import pytest
 from scipy import stats
 
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.mwem import (
     MwemSpec,
     eps_round,
@@ -65,6 +66,25 @@ def test_oracle23_budget() -> None:
     assert r["rho_attribute"] > 0.5 * (1 - 1e-5)
     assert r["rho_person"] <= 7.5
     assert r["rho_person_theorem12"] == pytest.approx(12.5)
+    # (ε, δ) at the default δ = 1e-6 (CKS20), of the realised ρ
+    assert r["delta"] == 1e-6
+    assert r["eps_delta_person_cks20"] == pytest.approx(
+        accounting.eps_cks20(r["rho_person"], 1e-6))
+    assert r["eps_delta_attribute_cks20"] < r["eps_delta_person_cks20"]
+
+
+def test_delta_sets_the_reported_conversion_only() -> None:
+    x = np.random.default_rng(1).integers(0, 2, (80, 3))
+    reports = []
+    for delta in (1e-6, 1e-3):
+        spec = _spec(3, 1, rounds=5, delta=delta)
+        reports.append(run_mwem(spec, _counts(x, spec), ReleaseKey.from_unsafe_seed(2)))
+    assert np.array_equal(reports[0].distribution, reports[1].distribution)
+    a, b = reports[0].report, reports[1].report
+    assert a["rho_person"] == b["rho_person"]
+    assert b["eps_delta_person_cks20"] < a["eps_delta_person_cks20"]
+    assert b["eps_delta_person_cks20"] == pytest.approx(
+        accounting.eps_cks20(b["rho_person"], 1e-3))
 
 
 @pytest.mark.parametrize(("d", "k", "ell"), [(4, 1, 3), (4, 2, 2), (5, 2, 2)])
@@ -201,6 +221,8 @@ def test_agg_equals_the_mwem_function(engine) -> None:
     ({"d": 4, "k": 1, "rounds": 0}, r"`rounds` must be an int in \[1, 10000\] or None, got 0"),
     ({"d": 4, "k": 1, "per_round": 5}, r"`per_round` must be an int in \[1, 4\], got 5"),
     ({"d": 4, "k": 1, "eps0": -1}, "`eps0` must be a positive finite number, got -1"),
+    ({"d": 4, "k": 1, "delta": 1.0}, r"`delta` must be in \(0, 1\), got 1.0"),
+    ({"d": 4, "k": 1, "delta": True}, r"`delta` must be in \(0, 1\), got True"),
 ])
 def test_parameter_errors(kw, match) -> None:
     with pytest.raises(ParameterError, match=match):

@@ -58,6 +58,7 @@ from hdp_spark.core.noise import (
     encode_context,
     exponential_mechanism,
 )
+from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.projection import _workload, check_workload_spec
 from hdp_spark.core.partial.spec import AttributeDomain, build_domains
 from hdp_spark.core.partial.tree import NodeRequest, key_space, key_weights
@@ -118,6 +119,7 @@ class MwemSpec:
         max_tuples: largest number of ordered attribute-disjoint ℓ-tuples accepted.
         privacy_unit: optional id column checked to be unique.
         alias: output name inside ``agg``.
+        delta: δ of the reported (ε, δ)-DP conversions (CKS20) of the zCDP guarantees.
         rho_attribute: ½ε₀² (derived).
         rho_person: (ℓ² + ℓ)ε₀²/4 (derived).
     """
@@ -131,6 +133,7 @@ class MwemSpec:
     max_tuples: int = MAX_TUPLES
     privacy_unit: str | None = None
     alias: str | None = None
+    delta: float = 1e-6
     rho_attribute: float = field(init=False)
     rho_person: float = field(init=False)
 
@@ -147,6 +150,10 @@ class MwemSpec:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
                 msg = f"`{name}` must be an int in [1, {top}], got {value!r}."
                 raise ParameterError(msg)
+        if (isinstance(self.delta, bool) or not isinstance(self.delta, int | float)
+                or not 0 < self.delta < 1):
+            msg = f"`delta` must be in (0, 1), got {self.delta!r}."
+            raise ParameterError(msg)
         space = math.prod(d.size for d in self.domains)
         if space > self.max_domain:
             msg = (
@@ -209,6 +216,7 @@ def hdp_mwem(
     max_tuples: int = MAX_TUPLES,
     privacy_unit: str | None = None,
     alias: str | None = None,
+    delta: float = 1e-6,
 ) -> MwemSpec:
     """Partial-DP MWEM: a synthetic distribution answering marginal queries (§4.2).
 
@@ -235,6 +243,8 @@ def hdp_mwem(
         max_tuples: largest accepted number of ordered attribute-disjoint ℓ-tuples.
         privacy_unit: optional id column checked to be unique and non-null.
         alias: output name inside ``agg`` (default ``"mwem"``).
+        delta: δ of the (ε, δ)-DP conversions the report gives (``eps_delta_*_cks20``);
+            it changes no noise.
 
     Raises:
         ParameterError: a parameter breaks its rule, or the domain or tuple count is too
@@ -250,7 +260,7 @@ def hdp_mwem(
     doms = build_domains(cols, domains, other)
     names = tuple(d.column for d in doms)
     return MwemSpec(doms, _workload(names, k, marginals), eps0, rounds, per_round,
-                    max_domain, max_tuples, privacy_unit, alias)
+                    max_domain, max_tuples, privacy_unit, alias, delta)
 
 
 def mwem_requests(spec: MwemSpec) -> list[NodeRequest]:
@@ -349,6 +359,8 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
                 row[dom.column] = dom.value(codes[j]) if j in codes else None
             row["mwem_fraction"] = float(fitted[cell])
             rows.append(row)
+    rho_attr = rounds * float(eps_t) ** 2
+    rho_person = (spec.per_round**2 + spec.per_round) * rounds * float(eps_t) ** 2 / 2
     report = {
         "attributes": [d.column for d in spec.domains],
         "neighbours": "replacement: one person's record changes, the number of rows n is public",
@@ -356,9 +368,12 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
         "rounds": rounds,
         "per_round": spec.per_round,
         "eps_round": float(eps_t),
-        "rho_attribute": rounds * float(eps_t) ** 2,
-        "rho_person": (spec.per_round**2 + spec.per_round) * rounds * float(eps_t) ** 2 / 2,
+        "rho_attribute": rho_attr,
+        "rho_person": rho_person,
         "rho_person_theorem12": 0.5 * spec.per_round**2 * float(spec.eps0) ** 2,
+        "delta": float(spec.delta),
+        "eps_delta_attribute_cks20": accounting.eps_cks20(rho_attr, spec.delta),
+        "eps_delta_person_cks20": accounting.eps_cks20(rho_person, spec.delta),
         "n": n,
         "selected": [[(int(i), int(c)) for i, c in p] for p in chosen],
         "unsafe_seed": release_key.unsafe,
