@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -119,12 +119,19 @@ class PersonCharge:
         demand: the per-person ε demand the budget rule caps.
         charged: the per-person ε the release reports (what a person read is charged;
             <= ``demand``; a function of the parameters only).
+        charged_at: for kinds whose reported ε also depends on the public number of rows
+            read (MWEM's rounds), that ε as a function of those rows; else None.
     """
 
     name: str
     column: str
     demand: float
     charged: float
+    charged_at: Callable[[int], float] | None = None
+
+    def charge(self, rows: int) -> float:
+        """The per-person ε charged when the release reads ``rows`` rows."""
+        return self.charged if self.charged_at is None else self.charged_at(rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +262,10 @@ def _release(
         return ReleaseOutcome(rel.id, 1.0, True, True, users_over, zero, first, (), math.inf,
                               eps_after), zero
     charges = zero.copy()
+    read_rows = int(profile.counts[inside & (status == FULL)].sum())
     for p in rel.persons:  # read only when FULL; charged the reported per-person ε
-        eff = np.where(inside & (status == FULL), p.charged, np.where(inside, 0.0, np.nan))
+        eff = np.where(inside & (status == FULL), p.charge(read_rows),
+                       np.where(inside, 0.0, np.nan))
         charges += charge_units_numpy(eff, eps_after[p.column], mode)
     users_explained: list[tuple[Key, str, UserMeanPlan]] = []
     exact = True

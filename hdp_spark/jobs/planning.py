@@ -16,7 +16,7 @@ and charges nothing).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,7 +170,8 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
             elif kind.unit == "person":
                 persons.append(PersonCharge(name, kind.eps_column(a.spec),
                                             float(kind.uniform_eps(a.spec)),
-                                            _person_charge(a.kind, a.spec)))
+                                            _person_charge(a.kind, a.spec),
+                                            _person_charge_at(a.kind, a.spec)))
             else:
                 free.append(name)
         keys = rel.keys if rel.keys is not None else ((),)
@@ -183,12 +184,31 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
 def _person_charge(kind: str, entry: Any) -> float:
     """The per-person ε the release of a one-global-ε kind reports (and the run charges):
     heavy hitters' budget's ``eps_person``; attribute histograms' d · 2/b with b the
-    count scale of ε₀ (both functions of the parameters only)."""
+    count scale of ε₀; the marginals' (ε, δ) conversion of their ρ (all functions of the
+    parameters only). MWEM's depends on the rows read as well (:func:`_person_charge_at`);
+    its demand bound stands in here."""
     if kind == "heavy_hitters":
         return float(entry.spec.budget.eps_person)
+    if kind in ("marginals", "mwem"):
+        return float(entry.eps_person)
     from hdp_spark.core.partial.budget import count_scale_for
 
     return len(entry.params["cols"]) * (2.0 / float(count_scale_for(float(entry.params["eps0"]))))
+
+
+def _person_charge_at(kind: str, entry: Any) -> Callable[[int], float] | None:
+    """MWEM's charge as a function of the public number of rows it reads (its rounds T
+    depend on n): the (ε, δ) conversion of the ρ the release reports."""
+    if kind != "mwem":
+        return None
+    from hdp_spark.core.partial import accounting
+
+    spec = entry.spec
+
+    def charged(rows: int) -> float:
+        return float(accounting.eps_cks20(spec.rho_for(max(rows, 1))[1], spec.delta))
+
+    return charged
 
 
 def public_columns(job: JobSpec) -> list[str]:
@@ -443,6 +463,17 @@ def _person_prediction(kind: str, entry: Any, name: str, read: int) -> Predictio
     from hdp_spark.core.partial.budget import count_scale_for
     from hdp_spark.core.partial.heavy_hitters import count_half_width
 
+    if kind == "marginals":
+        # the job's interval of each noisy count (builtin_kinds._release_zcdp): the
+        # discrete Gaussian of variance σ² is σ-subgaussian (exact, parameters only)
+        sigma2 = float(entry.spec.budget.sigma2)
+        half = math.floor(math.sqrt(2 * sigma2 * math.log(2 / entry.params["beta"])))
+        return Prediction((), name, kind, read, float(half), math.sqrt(sigma2), False,
+                          "exact", math.nan, "noisy count of each marginal cell, before "
+                          "the projection")
+    if kind == "mwem":
+        return Prediction((), name, kind, read, math.nan, math.nan, False, "none", math.nan,
+                          "MWEM's error is data-dependent: no prediction")
     if kind == "heavy_hitters":
         b = entry.spec.budget
         note = (f"a record with count >= {b.detection_count} is released with probability "
@@ -590,8 +621,8 @@ def render_plan(plan: JobBudgetPlan) -> str:
         lines.append(f"  n/a: 'equal' and 'optimal' allocate only {', '.join(_ALLOCATED_KINDS)}"
                      f" (this job has {', '.join(kinds)}); sequential shown")
     if any(rel.persons for rel in plan.releases):
-        lines.append("  -: no predicted variance enters the error of heavy_hitters and "
-                     "attribute_histograms releases (see their accuracy below)")
+        lines.append("  -: no predicted variance enters the error of the partial-DP "
+                     "releases (see their accuracy below)")
     if any(rel.users for rel in plan.releases):
         lines.append("  user_mean error: the bound of its final noise (explain)")
     alloc = plan.selected

@@ -201,6 +201,15 @@ class MwemSpec:
             math.sqrt(self.per_round) * math.log(max(m, 2)))
         return int(min(max(round(t), 1), 10_000))
 
+    def rho_for(self, n: int) -> tuple[float, float]:
+        """(ρ per attribute, ρ per person) of a run over ``n`` rows (n public): T·ε_T² and
+        (ℓ² + ℓ)·T·ε_T²/2 with T = :meth:`rounds_for` and ε_T = :func:`eps_round` (the
+        release reports these; ``hdp-release plan`` predicts its charge from them)."""
+        rounds = self.rounds_for(n)
+        eps_t = float(eps_round(float(self.eps0), rounds))
+        return (rounds * eps_t**2,
+                (self.per_round**2 + self.per_round) * rounds * eps_t**2 / 2)
+
 
 def hdp_mwem(
     cols: Sequence[str],
@@ -359,8 +368,7 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
                 row[dom.column] = dom.value(codes[j]) if j in codes else None
             row["mwem_fraction"] = float(fitted[cell])
             rows.append(row)
-    rho_attr = rounds * float(eps_t) ** 2
-    rho_person = (spec.per_round**2 + spec.per_round) * rounds * float(eps_t) ** 2 / 2
+    rho_attr, rho_person = spec.rho_for(n)
     report = {
         "attributes": [d.column for d in spec.domains],
         "neighbours": "replacement: one person's record changes, the number of rows n is public",
