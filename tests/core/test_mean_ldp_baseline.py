@@ -162,3 +162,11 @@ def test_audit_real_release_path_with_fresh_keys(method: str) -> None:
               for a, b in ((k1, k2), (k2, k1), (n - k1, n - k2), (n - k2, n - k1))]
     assert max(bounds) <= 1.0, f"privacy loss lower bound {max(bounds):.3f} > ε = 1"
     assert max(bounds) > 0.3  # informative: the remainder noise does not hide the row
+
+
+def test_report_names_the_local_baselines() -> None:
+    from hdp_spark.report.markdown import _method_words
+
+    for method in (*LDP_BASE_METHOD, "k-rappor-c", "k-rappor-w"):
+        assert _method_words(method).startswith("the local-DP baseline")
+    assert "local-DP" not in _method_words("hpm-wp")
