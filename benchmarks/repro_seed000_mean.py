@@ -9,10 +9,15 @@ are clipped to [0, 1] (spec §4.1).
 * HPM-WP / HPM-WE / HPM-A / Prop / UNI: the library's weights (``mean_weights`` on the ε
   histogram: 10,000 distinct levels) and its noise parameter η, in a vectorised simulation
   Σ w_i x_σ(i) + Laplace(η), clipped.
-* SM (Jorgensen et al.) and LDP (Y_i = X_i + Laplace(1/ε_i), combined with the HPM-WP
-  weights for P and the HPM-WE weights for E) from spec §4.1 (not shipped by the library).
-* Release path: HPM-A and Prop through ``hdp_spark.pandas.agg`` (each trial one group of a
-  grouped release) for fewer trials, to show the released estimator matches the simulation.
+* LDP (Y_i = X_i + Laplace(1/ε_i), combined with the HPM-WP weights for P and the HPM-WE
+  weights for E): simulated per user here, and shipped by the library as the methods
+  ``ldp-wp`` / ``ldp-we`` of ``hdp_mean`` (same law, run centrally; README "The mean").
+* SM (Jorgensen et al.) from spec §4.1: a simulation only. It is not a library method:
+  its privacy under replace-one neighbours has no per-user proof (docs/histogram.md,
+  "Not shipped: the sampling mechanism (SM)").
+* Release path: HPM-A, Prop and LDP (``ldp-wp`` for P, ``ldp-we`` for E) through
+  ``hdp_spark.pandas.agg`` (each trial one group of a grouped release) for fewer trials,
+  to show the released estimators match the simulation.
 
 Run: .venv/bin/python benchmarks/repro_seed000_mean.py [--smoke] [--json out.json]
 """
@@ -229,10 +234,13 @@ def main(argv: list[str] | None = None) -> None:
         per_draw.append(cells)
         print("draw", d, cells, flush=True)
         if d == 0:
-            for name in ("HPM-A", "Prop"):
+            for name, meth, sim_key in (("HPM-A", LIB["HPM-A"], "HPM-A"),
+                                        ("Prop", LIB["Prop"], "Prop"),
+                                        ("LDP (ldp-wp)", "ldp-wp", "LDP-P"),
+                                        ("LDP (ldp-we)", "ldp-we", "LDP-E")):
                 t0 = time.perf_counter()
-                rel = metrics(release_path(x, eps, LIB[name], args.release_trials, rng))
-                sim = metrics(errs[name][: args.trials])
+                rel = metrics(release_path(x, eps, meth, args.release_trials, rng))
+                sim = metrics(errs[sim_key][: args.trials])
                 release[name] = {
                     "release": rel,
                     "simulation": sim,

@@ -15,7 +15,12 @@ with numpy from those weights; the first trials are also run through the full pa
 aggregation path (``hdp_spark.pandas.ldp.ldp_agg``) and the largest difference is reported.
 "Exact" is the closed-form MSE of spec §5 T-VAR for the same weights.
 
+With ``--rates``: the (1 − β) quantile of the error of the same estimators (and of the
+frequency oracle, Algorithm 5) over grids of n, of d and of ε mixes, beside the closed forms
+of the paper's Theorems 2.1, 2.2, 3.1 and 4.1 (§2-§4), one fitted constant per curve.
+
 Run: .venv/bin/python benchmarks/repro_seed003.py [--trials 2000] [--smoke] [--json out.json]
+     .venv/bin/python benchmarks/repro_seed003.py --rates [--rate-trials 2000] [--smoke]
 """
 
 from __future__ import annotations
@@ -172,13 +177,339 @@ def _one_alpha(alpha: float, trials: int, check: int, seed: int) -> dict[str, An
     return out
 
 
+# --------------------------------------------------------------------------------------
+# --rates: error against n, d and the ε mix, beside the paper's rates
+# --------------------------------------------------------------------------------------
+
+RATE_BETA = 0.1  # quantile level of the high-probability error: the (1-β) quantile
+RATE_N = (500, 1000, 2000, 4000, 8000, 16000)
+RATE_N_FIXED = 2000
+RATE_D_DUCHI = (1, 2, 4, 8, 16, 32, 64, 128)
+RATE_D_JL = (2, 8, 32, 128, 512)
+RATE_D_DEFAULT = {"duchi": 10, "jl": 32}
+RATE_MECHS = ("laplace", "rr", "duchi", "jl")
+RATE_TITLES = {
+    "laplace": "1-D mean, Laplace (Alg. 1; Thm 2.1)",
+    "rr": "1-D mean, randomized response (Alg. 2; Thm 2.2)",
+    "duchi": "d-dim mean, Duchi (Algs. 3-4; Thm 3.1)",
+    "jl": "distribution, JL frequency oracle (Alg. 5; Thm 4.1)",
+}
+RATE_ERR = {"laplace": "|θ̂−θ|²", "rr": "|θ̂−θ|²", "duchi": "‖θ̂−θ‖₂²", "jl": "‖P̂−P‖∞"}
+
+
+def _mix(name: str, n: int) -> np.ndarray:
+    """The ε vector of a named mix (public, deterministic)."""
+    if name == "half":  # half at 0.1, half at 1 (the paper's §5 tiers at α = 0.5)
+        return np.where(np.arange(n) < n // 2, 0.1, 1.0)
+    kind, _, arg = name.partition(":")
+    if kind == "homog":
+        return np.full(n, float(arg))
+    if kind == "tier":  # fraction α at 0.1, the rest at 1
+        k = round(float(arg) * n)
+        return np.where(np.arange(n) < k, 0.1, 1.0)
+    if kind == "logu":  # log-uniform quantiles on [lo, 1]
+        lo = float(arg)
+        return np.exp(np.linspace(math.log(lo), 0.0, n))
+    if kind == "few":  # a fraction at ε = 1, the rest at 0.02
+        k = max(1, round(float(arg) * n))
+        return np.where(np.arange(n) < k, 1.0, 0.02)
+    msg = f"unknown mix {name}"
+    raise ValueError(msg)
+
+
+RATE_MIXES = ("homog:0.05", "homog:0.2", "homog:1", "tier:0.1", "half", "tier:0.9",
+              "logu:0.01", "logu:0.1", "few:0.05", "few:0.3")
+
+
+def paper_rate(mech: str, eps: np.ndarray, d: int) -> float:
+    """The theorem's closed form without its universal constant (ε ≤ 1, β = RATE_BETA)."""
+    s2 = float(np.sum(eps**2))
+    lb = math.log(1.0 / RATE_BETA)
+    if mech in ("laplace", "rr"):  # Thms 2.1/2.2: |θ̂−θ|² ≲ ln(1/β)/Σε²
+        return lb / s2
+    if mech == "duchi":  # Thm 3.1: ‖θ̂−θ‖² ≲ r²(d + ln(1/β))/Σε², r = 1
+        return (d + lb) / s2
+    return math.sqrt(math.log(d / RATE_BETA) / s2)  # Thm 4.1: ‖P̂−P‖∞ ≲ sqrt(ln(d/β)/Σε²)
+
+
+def _weights(mech: str, eps: np.ndarray) -> np.ndarray:
+    levels, inverse, counts = np.unique(eps, return_inverse=True, return_counts=True)
+    w = level_weights(mech, "paper", levels.tolist(), counts.tolist())  # type: ignore[arg-type]
+    return np.asarray(w)[inverse]
+
+
+def _rate_errors(mech: str, eps: np.ndarray, d: int, trials: int, seed: int,
+                 check: bool) -> tuple[np.ndarray, float]:
+    """Errors of `trials` independent runs (fresh data, fresh reports, fresh Φ for JL) of
+    the library's raw estimator, and the largest |numpy − ldp_agg| on a cross-checked trial."""
+    n = eps.shape[0]
+    rng = np.random.default_rng(seed)  # design-ok: synthetic data of the experiment
+    w = _weights(mech, eps)
+    c = 1.0 + 2.0 / np.expm1(eps)
+    errs: list[np.ndarray] = []
+    diff = 0.0
+    if mech in ("laplace", "rr", "duchi"):
+        chunk = max(1, min(trials, 4_000_000 // (n * (d if mech == "duchi" else 1))))
+        done = 0
+        while done < trials:
+            t = min(chunk, trials - done)
+            es = np.tile(eps, t)
+            if mech == "duchi":  # ±e_j, j uniform, fair sign: θ = 0 (‖X‖ = r = 1)
+                vec = np.zeros((t * n, d))
+                vec[np.arange(t * n), rng.integers(0, d, t * n)] = np.where(
+                    rng.random(t * n) < 0.5, 1.0, -1.0)
+                y = L.duchi(vec, es).reshape(t, n, d)
+                est = np.einsum("i,tik->tk", w, y)
+                errs.append(np.sum(est**2, axis=1))
+            else:  # fair ±1 data: θ = 0, the largest variance
+                x = np.where(rng.random(t * n) < 0.5, 1.0, -1.0)
+                if mech == "rr":
+                    y = L.randomized_response(x, es).astype(np.float64).reshape(t, n)
+                    est = y @ (w * c)
+                else:
+                    y = L.laplace(x, es).reshape(t, n)
+                    est = y @ w
+                errs.append(est**2)
+            if check and done == 0:
+                frame = pd.DataFrame({"y": list(y[0]) if mech == "duchi" else y[0],
+                                      "eps": eps})
+                spec = (L.ldp_mean_vector("y", eps="eps", d=d, alias="e") if mech == "duchi"
+                        else L.ldp_mean("y", eps="eps", mechanism=mech, alias="e"))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lib = ldp_agg(frame, spec, already_randomized=True)["e_raw"].iloc[0]
+                diff = float(np.max(np.abs(np.asarray(lib, dtype=float) - est[0])))
+            done += t
+        return np.concatenate(errs), diff
+    # JL frequency oracle: uniform pmf on [d], a fresh public Φ (oracle) every trial
+    levels, counts = np.unique(eps, return_counts=True)
+    p = np.full(d, 1.0 / d)
+    out = np.empty(trials)
+    for k in range(trials):
+        oracle = L.FrequencyOracle.from_levels(levels.tolist(), counts.tolist(), d,
+                                               beta=RATE_BETA)
+        x = rng.integers(0, d, n).astype(np.float64)
+        rep = L.jl_frequency_report(x, eps, oracle=oracle)
+        h = w * c * rep.sign
+        rows, inverse = np.unique(rep.index, return_inverse=True)
+        hj = np.zeros(rows.shape[0])
+        np.add.at(hj, inverse, h)
+        est = oracle.frequencies(hj, rows)
+        out[k] = float(np.max(np.abs(est - p)))
+        if check and k == 0:
+            frame = pd.DataFrame({"j": rep.index, "s": rep.sign, "eps": eps})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lib = ldp_agg(frame, L.ldp_distribution("j", "s", eps="eps", oracle=oracle,
+                                                        alias="e"),
+                              already_randomized=True)["e_raw"].iloc[0]
+            diff = float(np.max(np.abs(np.asarray(lib, dtype=float) - est)))
+    return out, diff
+
+
+def _fit(xs: list[float], qs: list[float], rates: list[float]) -> dict[str, float]:
+    """One constant per curve (least squares on log scale, slope fixed by the paper's
+    form), and the free log-log slopes of the data and of the paper's form."""
+    lq, lr, lx = np.log(qs), np.log(rates), np.log(xs)
+    const = float(np.exp(np.mean(lq - lr)))
+    resid = lq - lr - math.log(const)
+    out = {"constant": const, "max_abs_log_resid": float(np.max(np.abs(resid))),
+           "rms_log_resid": float(np.sqrt(np.mean(resid**2)))}
+    if len(set(xs)) > 1:
+        out["slope"] = float(np.polyfit(lx, lq, 1)[0])
+        out["slope_paper"] = float(np.polyfit(lx, lr, 1)[0])
+    return out
+
+
+def run_rates(args: argparse.Namespace) -> None:
+    """Simulate the grids of n, d and ε mixes and write table, plot and verdict."""
+    trials = 30 if args.smoke else args.rate_trials
+    ns = RATE_N[:3] if args.smoke else RATE_N
+    n_fixed = 500 if args.smoke else RATE_N_FIXED
+    d_duchi = RATE_D_DUCHI[:3] if args.smoke else RATE_D_DUCHI
+    d_jl = RATE_D_JL[:3] if args.smoke else RATE_D_JL
+    mixes = RATE_MIXES[:4] if args.smoke else RATE_MIXES
+    start = time.perf_counter()
+    points: list[dict[str, Any]] = []
+    seed = 5000
+
+    def point(panel: str, mech: str, eps: np.ndarray, d: int, x: float, label: str,
+              check: bool) -> None:
+        nonlocal seed
+        seed += 1
+        t0 = time.perf_counter()
+        errs, diff = _rate_errors(mech, eps, d, trials, seed, check)
+        rate = paper_rate(mech, eps, d)
+        q = float(np.quantile(errs, 1.0 - RATE_BETA))
+        points.append({
+            "panel": panel, "mechanism": mech, "x": x, "label": label, "n": int(eps.size),
+            "d": d, "s_eps2": float(np.sum(eps**2)), "quantile": q,
+            "mean": float(np.mean(errs)), "rate": rate, "ratio": q / rate,
+            "lib_diff": diff, "seconds": time.perf_counter() - t0,
+        })
+
+    for mech in RATE_MECHS:
+        d = RATE_D_DEFAULT.get(mech, 1)
+        for i, n in enumerate(ns):
+            point("n", mech, _mix("half", n), d, float(n), str(n), check=i == 0)
+        for mix in mixes:
+            eps = _mix(mix, n_fixed)
+            point("mix", mech, eps, d, float(np.sum(eps**2)), mix, check=False)
+    for d in d_duchi:
+        point("d", "duchi", _mix("half", n_fixed), d, float(d), str(d), check=False)
+    for d in d_jl:
+        point("d", "jl", _mix("half", n_fixed), d, float(d), str(d), check=False)
+    wall = time.perf_counter() - start
+
+    curves: dict[str, dict[str, Any]] = {}
+    for panel in ("n", "d", "mix"):
+        for mech in RATE_MECHS:
+            pts = [p for p in points if p["panel"] == panel and p["mechanism"] == mech]
+            # the theorems bound min(C·rate, 1): points whose error reaches the domain
+            # (worse than outputting the centre) are in the trivial regime, not fitted
+            used = [p for p in pts if p["quantile"] < 1.0]
+            for p in pts:
+                p["fitted"] = p["quantile"] < 1.0
+            if len(used) >= 2:
+                fit = _fit([p["x"] for p in used], [p["quantile"] for p in used],
+                           [p["rate"] for p in used])
+                curves[f"{panel}/{mech}"] = {**fit, "points": len(used),
+                                             "trivial_regime": len(pts) - len(used)}
+    lib_diff = max(p["lib_diff"] for p in points)
+
+    xname = {"n": "n", "d": "d", "mix": "Σε_i²"}
+    headers = ["against", "estimator", "error", "paper's rate (β = 0.1)", "fitted C",
+               "q / rate: min–max", "slope (ours)", "slope (paper's form)",
+               "max |log(q / C·rate)|", "points (trivial)"]
+    rows = []
+    for key, fit in curves.items():
+        panel, mech = key.split("/")
+        form = {"laplace": "ln(1/β)/Σε²", "rr": "ln(1/β)/Σε²",
+                "duchi": "(d + ln(1/β))/Σε²", "jl": "sqrt(ln(d/β)/Σε²)"}[mech]
+        ratios = [p["ratio"] for p in points
+                  if p["panel"] == panel and p["mechanism"] == mech and p["fitted"]]
+        fit["ratio_min"], fit["ratio_max"] = min(ratios), max(ratios)
+        rows.append([xname[panel], mech, RATE_ERR[mech], form, fit["constant"],
+                     f"{min(ratios):.3g}–{max(ratios):.3g}",
+                     round(fit["slope"], 3) if "slope" in fit else "—",
+                     round(fit["slope_paper"], 3) if "slope_paper" in fit else "—",
+                     round(fit["max_abs_log_resid"], 3),
+                     f"{fit['points']} ({fit['trivial_regime']})"])
+    ptable = md_table(
+        ["against", "estimator", "x", "n", "d", "Σε²", "(1−β) quantile", "paper's rate",
+         "ratio", "fitted"],
+        [[xname[p["panel"]], p["mechanism"], p["label"], p["n"], p["d"], p["s_eps2"],
+          p["quantile"], p["rate"], p["ratio"], p["fitted"]] for p in points],
+    )
+    md = [
+        "## Seed 003 (heterogeneous LDP): error against n, d and the ε mix, beside the "
+        "paper's rates",
+        "",
+        f"(1 − β) quantile (β = {RATE_BETA}) of the error of the library's raw estimators "
+        f"over T = {trials} trials per point (fresh data, fresh reports from the exact "
+        "randomizers of `hdp_spark.ldp`, fresh Φ for the oracle; paper weights). Data: fair "
+        "±1 (θ = 0); ±e_j with j uniform (θ = 0, r = 1); uniform pmf. Defaults: ε mix "
+        f"\"half\" (half at 0.1, half at 1), n = {n_fixed} for the d and mix grids, d = 10 "
+        "(Duchi) and 32 (oracle) for the n and mix grids. C = exp(mean(log q − log rate)); "
+        "slopes are least-squares slopes on log-log against n, d or Σε². Points whose "
+        "quantile reaches 1 (the domain: the theorems bound min(C·rate, 1)) are shown but "
+        "not fitted.",
+        "",
+        md_table(headers, rows),
+        "",
+        f"* numpy estimates vs the library's `ldp_agg` (first trial of the smallest n of "
+        f"each estimator): max |diff| = {fmt(lib_diff)}.",
+        f"* Wall time {wall:.1f} s (load average at end {load_average()}).",
+        "",
+        "<details><summary>All points</summary>",
+        "",
+        ptable,
+        "",
+        "</details>",
+    ]
+    plots = []
+    plt = pyplot()
+    if plt is not None and not args.smoke:
+        colours = {"laplace": "tab:blue", "rr": "tab:orange", "duchi": "tab:green",
+                   "jl": "tab:red"}
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+        for ax, panel in zip(axes, ("n", "d", "mix"), strict=True):
+            for mech in RATE_MECHS:
+                pts = [p for p in points if p["panel"] == panel and p["mechanism"] == mech]
+                if not pts or f"{panel}/{mech}" not in curves:
+                    continue
+                pts.sort(key=lambda p: p["x"])
+                c = curves[f"{panel}/{mech}"]["constant"]
+                xs = [p["x"] for p in pts]
+                ax.plot([p["x"] for p in pts if p["fitted"]],
+                        [p["quantile"] for p in pts if p["fitted"]], "o",
+                        color=colours[mech], ms=4, label=f"{mech} (C = {c:.3g})")
+                ax.plot([p["x"] for p in pts if not p["fitted"]],
+                        [p["quantile"] for p in pts if not p["fitted"]], "x",
+                        color=colours[mech], ms=5)
+                ax.plot(xs, [c * p["rate"] for p in pts], "-", color=colours[mech], lw=1)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel({"n": "n (ε mix: half 0.1, half 1)", "d": f"d (n = {n_fixed})",
+                           "mix": f"Σε_i² over 10 ε mixes (n = {n_fixed})"}[panel])
+        axes[0].set_ylabel(f"(1−β) quantile of the error, β = {RATE_BETA}")
+        axes[0].legend(fontsize=8)
+        axes[2].legend(fontsize=8)
+        fig.suptitle("Seed 003: simulated error (dots; × = trivial regime, not fitted) and "
+                     "C × the paper's rate (lines); squared ℓ2 for means, ℓ∞ for the oracle",
+                     fontsize=10)
+        fig.tight_layout()
+        path = plots_dir(args.plots) / "seed003_rates_curves.png"
+        fig.savefig(path, dpi=110)
+        plots.append(path)
+        # the same points as q / rate: a bounded, flat band is what the theorems claim
+        fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), sharey=True)
+        for ax, panel in zip(axes, ("n", "d", "mix"), strict=True):
+            for mech in RATE_MECHS:
+                pts = sorted((p for p in points if p["panel"] == panel
+                              and p["mechanism"] == mech and p["fitted"]),
+                             key=lambda p: p["x"])
+                if pts:  # the mixes are not an ordered sequence: no connecting line
+                    ax.plot([p["x"] for p in pts], [p["ratio"] for p in pts],
+                            "o" if panel == "mix" else "o-", color=colours[mech], ms=4,
+                            lw=1, label=mech)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel({"n": "n", "d": "d", "mix": "Σε_i²"}[panel])
+        axes[0].set_ylabel("(1−β) quantile / paper's rate")
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        path2 = plots_dir(args.plots) / "seed003_rates_ratio.png"
+        fig.savefig(path2, dpi=110)
+        plots.append(path2)
+        for pth in plots:
+            shown = pth.relative_to(Path.cwd()) if pth.is_relative_to(Path.cwd()) else pth
+            md.append(f"* Plot: `{shown}`")
+    write_report(
+        args.json,
+        name="repro_seed003_rates",
+        figures={"curves": curves, "points": points, "library_max_abs_diff": lib_diff,
+                 "wall_s": wall},
+        markdown="\n".join(md),
+        plots=plots,
+        meta={"trials": trials, "beta": RATE_BETA},
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
     parser.add_argument("--check-trials", type=int, default=20,
                         help="trials also run through ldp_agg (cross-check)")
+    parser.add_argument("--rates", action="store_true",
+                        help="error against n, d and the ε mix beside the paper's rates")
+    parser.add_argument("--rate-trials", type=int, default=2000,
+                        help="trials per point of --rates")
     add_report_args(parser)
     args = parser.parse_args(argv)
+    if args.rates:
+        run_rates(args)
+        return
     trials = 40 if args.smoke else args.trials
     alphas = [0.0, 0.5, 1.0] if args.smoke else [round(0.1 * i, 1) for i in range(11)]
     start = time.perf_counter()

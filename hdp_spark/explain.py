@@ -47,6 +47,7 @@ from hdp_spark.core.ldp.release import LdpReleaseResult
 from hdp_spark.core.ldp.specs import LdpMeanSpec
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.finalize import LevelPrivacy, plan_mean
+from hdp_spark.core.mean.ldp_baseline import LDP_BASE_METHOD, ldp_noise_figures
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import laplace_noise
 from hdp_spark.core.pipeline import LEVEL_ITEMS, Engine, LevelRequest, OutputField, check_names
@@ -166,8 +167,16 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
         else:
             noise = laplace_noise(mp.weights.eta, mp.min_sensitivity)
             used = noise.scale
-            scale = span * (used.numerator / used.denominator)
-            half = span * noise.half_width(beta)
+            if spec.method in LDP_BASE_METHOD:
+                den = mp.weights.denominator
+                sd, half_unit = ldp_noise_figures(
+                    v, m, [p / den for p in mp.weights.numerators], used, noise.granularity,
+                    beta,
+                )
+                scale, half = span * sd, span * half_unit
+            else:
+                scale = span * (used.numerator / used.denominator)
+                half = span * noise.half_width(beta)
         n, levels, tau, fallback = mp.n, mp.levels, mp.tau, mp.fallback
         base_span: float | None = span
     else:

@@ -45,8 +45,13 @@ def hdp_mean(
             * ``"proportional"`` -- w_i ∝ ε_i.
             * ``"drop"`` -- drop the most private ε levels and average the rest, with the
               cut chosen from ε by Chaudhuri & Courtade's correlated objective.
+            * ``"ldp-cp"``, ``"ldp-ce"``, ``"ldp-wp"``, ``"ldp-we"`` -- the paper's local-DP
+              baseline (Chaudhuri & Courtade, App. B.1): the law of
+              Σ_i w_i (x_i + Laplace((upper - lower)/ε_i)) with the weights of the
+              matching ``hpm-*`` method, run centrally (to compare with local DP on your
+              data). ``noise_scale`` is then the noise's standard deviation.
         beta: the reported interval holds the noise with probability >= 1 - beta; also β
-            of the PAC methods (``hpm-cp``, ``hpm-wp``, ``drop``).
+            of the PAC methods (``hpm-cp``, ``hpm-wp``, ``ldp-cp``, ``ldp-wp``, ``drop``).
         clip_output: clip the estimate to [lower, upper]; default False for ``adpm``
             (unbiased, as in the paper) and True otherwise. Clipping is post-processing.
         fill: public value imputed for null/NaN values (default: the midpoint).
@@ -71,7 +76,9 @@ def hdp_mean(
 
     Privacy:
         Protected unit: one row (replace-one neighbours; the number of rows n is public).
-        Row i's privacy loss is at most ``eps_effective`` of its level, which is <= ε_i.
+        Row i's privacy loss is at most ``eps_effective`` of its level, which is <= ε_i
+        (``ldp-*``: that of the matching ``hpm-*`` release, to which the rest of the
+        local-DP noise is added independently of the data: post-processing).
         ε_i enters only through the weights and the noise scale, both functions of the
         ε histogram, which is public in this model (it is visible in the output). Public
         inputs: ``lower``, ``upper``, ``fill``, the grid and, in a grouped release, the

@@ -109,9 +109,16 @@ _CORRELATED = ("weights chosen from the ε levels only (Chaudhuri & Courtade, *P
                "Estimation When Data and Privacy Demands Are Correlated*)")
 
 
+_LOCAL_BASELINE = ("the local-DP baseline: what per-row randomized reports, each at its own "
+                   "ε and reweighted, would give (Chaudhuri & Courtade, *Private Estimation "
+                   "When Data and Privacy Demands Are Correlated*)")
+
+
 def _method_words(method: str | None) -> str:
     if method is None:
         return ""
+    if method.startswith(("ldp-", "k-rappor")):
+        return _LOCAL_BASELINE
     return _METHODS.get(method, _CORRELATED if method.startswith(("hpm", "hpf")) else method)
 
 

@@ -58,6 +58,8 @@ def _specs() -> list[Any]:
                  alias="x_grid"),
         hdp_mean("y", eps="eps", lower=0, upper=1000, eps_grid=WIDE, alias="y_wide"),
         hdp_mean("x", eps="eps2", lower=-1, upper=1, method="drop", alias="x_eps2"),
+        hdp_mean("x", eps="eps", lower=0, upper=10, eps_grid=GRID, method="ldp-wp",
+                 alias="x_ldp"),
     ]
 
 

@@ -40,11 +40,14 @@ def _rows(frame: object, cols: list[str]) -> list[tuple[object, ...]]:
     return [tuple(r[c] for c in cols) for r in frame.orderBy(*cols[:1]).collect()]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("method", ["hpf-a", "hpf-wt", "k-rappor-w"])
-def test_grouped_mean_and_histogram_equal_the_release_api(spark: object, method: str) -> None:
+@pytest.mark.parametrize(("method", "mean_method"),
+                         [("hpf-a", "adpm"), ("hpf-wt", "adpm"), ("k-rappor-w", "ldp-we")])
+def test_grouped_mean_and_histogram_equal_the_release_api(
+    spark: object, method: str, mean_method: str
+) -> None:
     pdf = _table()
     df = spark.createDataFrame(pdf).repartition(7)  # type: ignore[attr-defined]
-    mean = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)
+    mean = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, method=mean_method)
     hist = hs.hdp_histogram("region", eps="eps", categories=CATS, method=method)
     out = df.groupBy("dept").agg(
         mean.unsafe_seed(21).alias("salary"), hist.unsafe_seed(21)  # type: ignore[attr-defined]

@@ -101,6 +101,7 @@ def _check_histogram(plan: pd.Series, out: pd.Series, name: str) -> int:
     (True, ("hpm-wp", "hpf-wt")),
     (False, ("hpm-a", "k-rappor-w")),
     (True, ("hpm-a", "k-rappor-c")),
+    (True, ("ldp-we", "hpf-a")),
 ])
 def test_explain_equals_what_agg_releases(
     engine: Any, grouped: bool, grid: bool, methods: tuple[str, str]

@@ -37,6 +37,11 @@ from fractions import Fraction
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
+from hdp_spark.core.mean.ldp_baseline import (
+    LDP_BASE_METHOD,
+    ldp_noise_figures,
+    ldp_remainder,
+)
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.mean.weights import (
     Weights,
@@ -107,8 +112,11 @@ class MeanResult:
 
 
 def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
-    """Per-level weights of ``spec.method`` for the ε histogram (v, m)."""
-    method = spec.method
+    """Per-level weights of ``spec.method`` for the ε histogram (v, m).
+
+    The local-DP baselines (``ldp-*``) use the weights of their HPM method.
+    """
+    method = LDP_BASE_METHOD.get(spec.method, spec.method)
     if method == "adpm":
         phi, tau = solve_clip_level(v, m, ADPM_C)
         return normalize(v, m, phi, tau)
@@ -215,15 +223,25 @@ def finalize_mean(
     )
     span = upper - lower
     value, scale = draw.value, draw.scale
-    estimate = lower + span * (value.numerator / value.denominator)
-    half = span * draw.half_width(spec.beta)
+    unit = value.numerator / value.denominator
+    if spec.method in LDP_BASE_METHOD:
+        # the local-DP baseline: the rest of Σ_i w_i Z_i, independent of the exact draw
+        # (post-processing; argument in hdp_spark.core.mean.ldp_baseline)
+        per_row = [p / den for p in nums]
+        unit += ldp_remainder(v, m, per_row, key, context)
+        sd, half_unit = ldp_noise_figures(v, m, per_row, scale, draw.granularity, spec.beta)
+        estimate, noise_scale, half = lower + span * unit, span * sd, span * half_unit
+    else:
+        estimate = lower + span * unit
+        noise_scale = span * (scale.numerator / scale.denominator)
+        half = span * draw.half_width(spec.beta)
     lo, hi = estimate - half, estimate + half
     if spec.clips:
         estimate = min(max(estimate, lower), upper)
     lo, hi = max(lo, lower), min(hi, upper)
     return MeanResult(
         estimate,
-        span * (scale.numerator / scale.denominator),  # noise_scale
+        noise_scale,
         min(lo, estimate),  # ci_low
         max(hi, estimate),  # ci_high
         n,

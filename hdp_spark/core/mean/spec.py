@@ -25,7 +25,8 @@ __all__ = [
 ]
 
 MeanMethod = Literal[
-    "adpm", "hpm-a", "hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "uniform", "proportional", "drop"
+    "adpm", "hpm-a", "hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "uniform", "proportional", "drop",
+    "ldp-cp", "ldp-ce", "ldp-wp", "ldp-we",
 ]
 MEAN_METHODS: tuple[str, ...] = get_args(MeanMethod)
 
