@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from hdp_spark.core.histogram.finalize import plan_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
@@ -202,6 +202,22 @@ def _supported(spec: object) -> MeanSpec | HistogramSpec:
     return spec
 
 
+_T = TypeVar("_T")
+
+
+def _all_or_none(specs: Sequence[object], cls: type[_T], what: str, why: str
+                 ) -> tuple[_T, ...] | None:
+    """The specs if they are all ``cls``, None if none is one; mixing them raises."""
+    found = [s for s in specs if isinstance(s, cls)]
+    if not found:
+        return None
+    if len(found) != len(specs):
+        msg = (f"explain takes {what} or other aggregators, not both in one call ({why}); "
+               f"got {', '.join(type(s).__name__ for s in specs)}.")
+        raise ParameterError(msg)
+    return tuple(found)
+
+
 def ldp_specs(specs: Sequence[object]) -> tuple[LdpMeanSpec, ...] | None:
     """The specs if they are all local-DP means, None if none is one.
 
@@ -209,16 +225,8 @@ def ldp_specs(specs: Sequence[object]) -> tuple[LdpMeanSpec, ...] | None:
         ParameterError: local-DP means mixed with other aggregators (explain them in
             separate calls, as they are released by separate functions).
     """
-    ldp = [s for s in specs if isinstance(s, LdpMeanSpec)]
-    if not ldp:
-        return None
-    if len(ldp) != len(specs):
-        msg = (
-            "explain takes local-DP means (ldp_mean) or central aggregators, not both in one "
-            f"call; got {', '.join(type(s).__name__ for s in specs)}."
-        )
-        raise ParameterError(msg)
-    return tuple(ldp)
+    return _all_or_none(specs, LdpMeanSpec, "local-DP means (ldp_mean)",
+                        "they are released by a separate function")
 
 
 def user_mean_specs(specs: Sequence[object]) -> tuple[UserMeanSpec, ...] | None:
@@ -228,16 +236,8 @@ def user_mean_specs(specs: Sequence[object]) -> tuple[UserMeanSpec, ...] | None:
         ParameterError: user-level means mixed with other aggregators (their output
             columns differ: explain them in a separate call).
     """
-    um = [s for s in specs if isinstance(s, UserMeanSpec)]
-    if not um:
-        return None
-    if len(um) != len(specs):
-        msg = (
-            "explain takes user-level means (hdp_user_mean) or other aggregators, not both "
-            f"in one call; got {', '.join(type(s).__name__ for s in specs)}."
-        )
-        raise ParameterError(msg)
-    return tuple(um)
+    return _all_or_none(specs, UserMeanSpec, "user-level means (hdp_user_mean)",
+                        "their output columns differ")
 
 
 def explain_user_means(
