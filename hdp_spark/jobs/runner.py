@@ -179,7 +179,7 @@ class _Timer:
 
 
 def _definition(rel: ReleaseSpec) -> dict[str, Any]:
-    out = {
+    out: dict[str, Any] = {
         "by": list(rel.by),
         "keys": [list(k) for k in rel.keys] if rel.keys is not None else None,
         "aggregators": [
@@ -323,9 +323,9 @@ def _outcome(
         # number or a group's n.
         extra["selection"] = {**describe_selection(rel.selection),
                               "charges": classes or []}
-        for a in aggregators:  # a selected histogram is one list column, not wide bins
-            if a["kind"] == "histogram":
-                a["intervals"] = []
+        for described in aggregators:  # a selected histogram: one list column, no bins
+            if described["kind"] == "histogram":
+                described["intervals"] = []
     return canonical_json(
         {
             **extra,

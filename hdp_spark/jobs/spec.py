@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, get_args
 
 from hdp_spark.core.keys import normalize_keys
-from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.ledger import (
     BUDGET_MAX,
     CHARGE_MODES,
@@ -28,6 +27,7 @@ from hdp_spark.core.ledger import (
     BudgetPolicy,
     ChargeMode,
 )
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import HdpError, JobError
 
 AllocationMethod = Literal["sequential", "equal", "optimal"]

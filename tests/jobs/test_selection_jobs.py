@@ -105,7 +105,8 @@ def test_every_row_is_charged_kappa_released_group_or_not(tmp_path: Path) -> Non
     for r in rows:
         assert r["spend_mean_delta"] == DELTA
         assert r["spend_mean_privacy"] == "partition_selection"
-        assert "spend_mean_n" not in r and "spend_mean_eps_levels" not in r
+        assert "spend_mean_n" not in r
+        assert "spend_mean_eps_levels" not in r
     report = (tmp_path / "out" / "report.md").read_text()
     assert "protected with (κ_i, δ)-DP for this release" in report
     assert "δ = 1e-07" in report
@@ -138,7 +139,8 @@ def test_budget_rule_applies_before_the_selection(tmp_path: Path, policy: str) -
     key = "users_capped" if policy == "cap" else "users_excluded"
     assert budget_out[key] == int(over.sum())
     # ε = +inf with budget 5 > c is not capped: its demand is c
-    assert not over[0] and units[str(frame["user_id"].iloc[0])] * UNIT == C
+    assert not over[0]
+    assert units[str(frame["user_id"].iloc[0])] * UNIT == C
 
 
 def test_fail_policy_refuses_and_charges_nothing(tmp_path: Path) -> None:
@@ -162,7 +164,7 @@ def test_a_changed_delta_is_a_new_release(tmp_path: Path) -> None:
 
 def test_plan_and_allocation_refuse_a_selection_release(tmp_path: Path) -> None:
     job = _job(tmp_path, _frame())
-    with pytest.raises(JobError, match="select_keys.*data.*κ_i = min"):
+    with pytest.raises(JobError, match=r"select_keys.*data.*κ_i = min"):
         plan_budget(job)
     equal = _job(tmp_path, _frame(), budget='default = 2.0\nallocation = "equal"')
     with pytest.raises(JobError, match="select_keys"):
@@ -236,7 +238,13 @@ def test_spark_publishes_and_charges_what_pandas_does(tmp_path: Path, spark: Any
         charges_of(tmp_path / "p" / "ledger.sqlite", "spend")
     a = pandas_run.releases[0].record.outcome_data()
     b = spark_run.releases[0].record.outcome_data()
-    assert a["selection"] == b["selection"]
+    # pandas' CSV parser may read an ε an ulp away from Spark's: levels approx, the rest
+    # (rows per level, κ, every other parameter) exact
+    sa, sb = a.pop("selection"), b.pop("selection")
+    ca, cb = sa.pop("charges"), sb.pop("charges")
+    assert sa == sb
+    assert [(n, k) for _, n, k in ca] == [(n, k) for _, n, k in cb]
+    assert [e for e, _, _ in ca] == pytest.approx([e for e, _, _ in cb], rel=1e-15)
     assert a["budget"] == b["budget"]
 
 
@@ -287,4 +295,5 @@ def test_selection_job_publishes_nothing_deterministic(
     keys = {k[-1] for k in others[0]}
     assert {"spend_mean", "spend_mean_weight", "kind_histogram"} <= keys  # not vacuous
     text = "\n".join(str(v) for v in others[0].values())
-    assert "newcomer" not in text and "solo2" not in text  # candidates never published
+    assert "newcomer" not in text  # candidates never published
+    assert "solo2" not in text
