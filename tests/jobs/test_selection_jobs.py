@@ -297,3 +297,29 @@ def test_selection_job_publishes_nothing_deterministic(
     text = "\n".join(str(v) for v in others[0].values())
     assert "newcomer" not in text  # candidates never published
     assert "solo2" not in text
+
+
+def test_sample_selection_job_runs_and_charges_kappa(tmp_path: Path) -> None:
+    from kinds_helpers import PEOPLE, REPO
+
+    text = (REPO / "jobs" / "sample_selection.toml").read_text()
+    for old, new in (
+        ('path = "../data/people.csv"', f'path = "{PEOPLE}"'),
+        ('schema = "../schemas/people.yaml"', f'schema = "{REPO / "schemas" / "people.yaml"}"'),
+        ('path = "../out/ledger/people_selection.sqlite"',
+         f'path = "{tmp_path / "ledger.sqlite"}"'),
+        ('path = "../out/sample_selection"', f'path = "{tmp_path / "out"}"'),
+    ):
+        assert old in text, old
+        text = text.replace(old, new)
+    job = tmp_path / "job.toml"
+    job.write_text(text)
+    run = run_job(job)
+    rows = run.values("income_by_occupation")
+    assert [r["occupation"] for r in rows] == sorted(r["occupation"] for r in rows)
+    assert rows  # groups of 176+ people at ε >= 0.25 pass the threshold
+    people = pd.read_csv(PEOPLE)
+    units = charges_of(tmp_path / "ledger.sqlite", "income_by_occupation")
+    expected = _kappa(people["eps"].to_numpy())
+    assert {str(u): round(k / UNIT) for u, k in zip(people["user_id"], expected, strict=True)
+            if k > 0} == units
