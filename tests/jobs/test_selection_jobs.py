@@ -96,6 +96,12 @@ def test_every_row_is_charged_kappa_released_group_or_not(tmp_path: Path) -> Non
     assert record.units_charged == sum(units.values())
     outcome = record.outcome_data()
     assert outcome["budget"]["delta"] == DELTA  # δ recorded per release
+    assert record.delta == DELTA
+    from hdp_spark.ledger import SqliteLedger
+
+    (stored,) = [r for r in SqliteLedger(tmp_path / "ledger.sqlite").records(None)
+                 if r.release_id == "spend"]
+    assert stored.delta == DELTA  # read back from the ledger
     assert outcome["selection"]["delta"] == DELTA
     assert outcome["selection"]["c"] == C
     # the table-wide charge classes add up to the rows and the charge
