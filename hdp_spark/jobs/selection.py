@@ -126,7 +126,9 @@ def selection_eps(rel: ReleaseSpec) -> tuple[str, EpsGrid | None]:
 def clip_point(selection: SelectKeys, grid: EpsGrid | None) -> float:
     """Where the ε column is clipped before the budget rule: c, or with a grid the
     smallest grid point >= c (so every row's level, hence κ_i, is unchanged: levels >= c
-    give κ = c either way, and rows below that point are not touched)."""
+    give κ = c either way, and rows below that point are not touched). Only when c lies
+    above the grid's highest point does a public row (ε = +inf, whose level is c) get the
+    grid's highest point instead: a smaller κ (safe; docs/jobs.md)."""
     c = float(selection.c)
     if grid is None:
         return c

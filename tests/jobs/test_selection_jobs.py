@@ -329,3 +329,28 @@ def test_sample_selection_job_runs_and_charges_kappa(tmp_path: Path) -> None:
     expected = _kappa(people["eps"].to_numpy())
     assert {str(u): round(k / UNIT) for u, k in zip(people["user_id"], expected, strict=True)
             if k > 0} == units
+
+
+@pytest.mark.parametrize("c", [1.5, 2.0, 0.3, 50.0])
+def test_clipping_at_c_changes_no_kappa_on_a_grid(c: float) -> None:
+    from hdp_spark.core.levels import EpsGrid, levels_numpy
+    from hdp_spark.core.selection import select_keys
+    from hdp_spark.jobs.selection import charge_table, clip_point
+
+    grid = EpsGrid(ratio=2.0, lowest=0.125, highest=8.0)
+    sel = select_keys(delta=1e-7, c=c, share=0.4)
+    eps = np.concatenate([np.exp(np.random.default_rng(1).uniform(-2, 3, 500)),
+                          [0.0, math.inf, c, 8.0, 100.0]])
+    point = clip_point(sel, grid)
+    assert point >= c
+    clipped = np.where(eps > point, point, eps)
+    raw, cut = levels_numpy(eps, grid), levels_numpy(clipped, grid)
+    table = charge_table(sel, sorted(set(raw) | set(cut)))
+    before = [table[((), lv)] for lv in raw]
+    after = [table[((), lv)] for lv in cut]
+    if c > grid.highest:  # documented: a public row then gets the grid's top, not c
+        assert before[-4] == c
+        assert after[-4] == table[((), grid.highest)] < c
+        before[-4] = after[-4]
+    assert before == after
+    assert np.all(clipped <= np.maximum(point, 0))
