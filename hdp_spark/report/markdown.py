@@ -617,6 +617,12 @@ _GLOSSARY = [
     ("threshold τ",
      "the level above which extra ε does not help the average: people above it are "
      "charged τ only (privacy for free)."),
+    ("partition selection, δ (delta)",
+     "when the groups themselves are private, a group is published only if its noisy total "
+     "weight (the sum of its members' min(ε, c)) reaches a threshold, so that a group "
+     "holding a single person appears with probability at most δ (say one in ten million). "
+     "Each person is then protected with (κ, δ): privacy loss at most κ = min(ε, c), except "
+     "with probability δ."),
     ("user-level protection",
      "the whole history of a user (all their rows) is protected with their ε, not each row "
      "separately."),

@@ -118,6 +118,10 @@ def test_every_row_is_charged_kappa_released_group_or_not(tmp_path: Path) -> Non
     assert "δ = 1e-07" in report
     assert "2 groups chosen privately by partition selection" in report
     assert "solo" not in report
+    from report_helpers import check_report
+
+    parts = check_report(tmp_path / "out", ["spend"])
+    assert "partition selection, δ (delta)" in parts["## Glossary"]
     # a re-run re-publishes and charges nothing
     again = run_job(_job(tmp_path, frame, budget="default = 2.0"))
     assert again.releases[0].status == "republished"
