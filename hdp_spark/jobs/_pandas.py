@@ -20,7 +20,7 @@ from hdp_spark.core.ledger import (
     charge_units_numpy,
     remaining_units_numpy,
 )
-from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.errors import SchemaError
 from hdp_spark.jobs.engines import (
     HIST_BINS,
@@ -313,6 +313,21 @@ class PandasAdapter:
         """The rows whose ``__status`` is full."""
         out: pd.DataFrame = df.loc[df[STATUS].to_numpy() == FULL]
         return out
+
+    def clip_eps(self, df: pd.DataFrame, column: str, upper: float) -> pd.DataFrame:
+        """The ε ``column`` lowered to ``upper`` where above it (NaN stays NaN)."""
+        eps = _floats(df, column, "ε")
+        with np.errstate(invalid="ignore"):
+            clipped = np.where(eps > upper, float(upper), eps)
+        return df.assign(**{column: clipped})
+
+    def level_counts(
+        self, df: pd.DataFrame, column: str, grid: EpsGrid | None
+    ) -> list[tuple[float, int]]:
+        """``(ε level, rows)`` sorted by level."""
+        levels, counts = np.unique(levels_numpy(_floats(df, column, "ε"), grid),
+                                   return_counts=True)
+        return [(float(v), int(n)) for v, n in zip(levels, counts, strict=True)]
 
     def release_input(self, df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
         """The table without the runner's helper columns (and ``extra``)."""

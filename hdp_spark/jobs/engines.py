@@ -184,6 +184,15 @@ class EngineAdapter(Protocol):
     def public_frame(self, prepared: Any, columns: Sequence[str]) -> Any:
         """``columns`` and ``__remaining`` of a :meth:`prepare`-d table as a pandas frame."""
 
+    def clip_eps(self, df: Any, column: str, upper: float) -> Any:
+        """``df`` with the ε ``column`` lowered to ``upper`` where above it (null, NaN and
+        negative ε untouched: the release rejects them)."""
+
+    def level_counts(
+        self, df: Any, column: str, grid: EpsGrid | None
+    ) -> list[tuple[float, int]]:
+        """``(ε level, rows)`` of the table, sorted by level (the public ε histogram)."""
+
     def release_input(self, df: Any, extra: Sequence[str] = ()) -> Any:
         """The table handed to the aggregators (the runner's helper columns and ``extra``
         dropped)."""

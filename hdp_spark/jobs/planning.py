@@ -140,10 +140,25 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
             weigh (the runner's check before an allocated run).
 
     Raises:
-        JobError: without ``plan_only``, a release has a kind the allocation cannot weigh.
+        JobError: without ``plan_only``, a release has a kind the allocation cannot weigh;
+            a release uses partition selection (which groups it releases depends on the
+            data).
     """
     models = []
     for rel in job.releases:
+        if rel.selection is not None:
+            sel = rel.selection
+            msg = (
+                f"[[releases]] id = {rel.id!r} uses `select_keys` (partition selection): "
+                "which groups it releases depends on the data, so `hdp-release plan` and "
+                "`[budget] allocation` cannot predict its accuracy and refuse it. Its "
+                f"charges need no plan: every row is charged κ_i = min(ε_i, {sel.c:g}) "
+                f"rounded down to steps of {float(sel.gamma):g} (capped to the user's "
+                f"remaining budget), with δ = {sel.delta:g}, released group or not; "
+                "`hdp-release check` shows the users over budget. Plan the job without "
+                "this release (docs/jobs.md, \"Partition selection in jobs\")."
+            )
+            raise JobError(msg)
         aggs = []
         users: list[tuple[str, Any]] = []
         persons: list[PersonCharge] = []

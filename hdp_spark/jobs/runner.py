@@ -76,6 +76,13 @@ from hdp_spark.jobs.outputs import (
 )
 from hdp_spark.jobs.outputs import write_manifest as _write_manifest
 from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
+from hdp_spark.jobs.selection import (
+    charge_table,
+    clip_point,
+    describe_selection,
+    release_selected,
+    selection_eps,
+)
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
 from hdp_spark.ledger import open_ledger
 from hdp_spark.ledger._fs import atomic_write
@@ -172,21 +179,28 @@ class _Timer:
 
 
 def _definition(rel: ReleaseSpec) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "by": list(rel.by),
         "keys": [list(k) for k in rel.keys] if rel.keys is not None else None,
         "aggregators": [
             {"kind": a.kind, **dict(get_kind(a.kind).describe(a.spec))} for a in rel.aggregators
         ],
     }
+    if rel.selection is not None:  # only then: other releases keep their keys
+        out["select_keys"] = describe_selection(rel.selection)
+    return out
 
 
 def _eps_columns(rel: ReleaseSpec) -> list[tuple[str, int]]:
     """The ε columns the budget rule caps, with how many aggregators read each.
 
     Post-processing kinds (``unit = "none"``, LDP aggregation) are left out: they charge
-    nothing, and their ε must stay exact (the reports were randomized with it).
+    nothing, and their ε must stay exact (the reports were randomized with it). A
+    partition-selection release caps its one ε column once: its total demand is
+    min(ε_i, c), whatever the number of aggregators (:mod:`hdp_spark.jobs.selection`).
     """
+    if rel.selection is not None:
+        return [(selection_eps(rel)[0], 1)]
     counts: dict[str, int] = {}
     for a in rel.aggregators:
         kind = get_kind(a.kind)
@@ -215,6 +229,9 @@ def _capped(adapter: Any, prepared: Any, rel: ReleaseSpec, policy: str) -> Any:
     demand gets ε 0 there, and :func:`_compute` leaves the person out of the release.
     """
     scoped = adapter.restrict(prepared, rel.by, rel.keys)
+    if rel.selection is not None:  # demand min(ε, c): clip first (κ_i unchanged)
+        col, grid = selection_eps(rel)
+        scoped = adapter.clip_eps(scoped, col, clip_point(rel.selection, grid))
     person = _person_columns(rel)
     for col, eps in person:
         scoped = adapter.with_constant(scoped, col, eps)
@@ -263,8 +280,29 @@ def _compute(adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResul
     return KindResult(rows or [], effective, tau)
 
 
+def _compute_selected(
+    adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec
+) -> tuple[KindResult, list[list[float]]]:
+    """A partition-selection release: all its aggregators in one ``agg`` call.
+
+    Returns the released rows (released groups only, sorted) with the charge table
+    ``effective[""]`` = {((), ε level): κ} covering EVERY ε level of the capped table, so
+    every row is charged, its group released or not; and the table-wide charge classes
+    ``[ε level, rows, κ]`` for the outcome (functions of the public ε column only).
+    """
+    assert rel.selection is not None
+    seed = f"{job.unsafe_seed}/{rel.id}/select_keys" if job.unsafe_seed else None
+    col, grid = selection_eps(rel)
+    levels = adapter.level_counts(df, col, grid)
+    rows = release_selected(job.engine, adapter.release_input(df), rel, seed)
+    table = charge_table(rel.selection, [lv for lv, _ in levels])
+    classes = [[lv, float(n), table[((), lv)]] for lv, n in levels]
+    return KindResult(rows, {"": table}, {}), classes
+
+
 def _outcome(
-    job: JobSpec, rel: ReleaseSpec, result: KindResult, summary: ChargeSummary
+    job: JobSpec, rel: ReleaseSpec, result: KindResult, summary: ChargeSummary,
+    classes: list[list[float]] | None = None,
 ) -> str:
     aggregators = []
     for a in rel.aggregators:
@@ -278,8 +316,19 @@ def _outcome(
         name: [[list(_plain(list(key))), t] for key, t in per.items()]
         for name, per in result.tau.items()
     }
+    extra: dict[str, Any] = {}
+    if rel.selection is not None:
+        # Public facts only: the parameters (δ per release) and the table-wide charge
+        # classes [capped ε level, rows, κ] (the ε histogram); never the candidates, their
+        # number or a group's n.
+        extra["selection"] = {**describe_selection(rel.selection),
+                              "charges": classes or []}
+        for described in aggregators:  # a selected histogram: one list column, no bins
+            if described["kind"] == "histogram":
+                described["intervals"] = []
     return canonical_json(
         {
+            **extra,
             "engine": job.engine,
             "by": list(rel.by),
             "aggregators": aggregators,
@@ -295,6 +344,8 @@ def _outcome(
                 "eps_charged_max": summary.units_max * UNIT,
                 "users_capped": summary.users_capped,
                 "users_excluded": summary.users_excluded,
+                **({"delta": float(rel.selection.delta)} if rel.selection is not None
+                   else {}),
             },
             "unsafe_seed": job.unsafe_seed is not None,
         }
@@ -643,8 +694,12 @@ def _run_release(
                             )
                             raise BudgetExceededError(msg)
                 fault_point("budgets_checked", rel.id)
+                classes = None
                 with timer.stage(f"{rel.id}:compute"):
-                    result = _compute(adapter, capped, job, rel)
+                    if rel.selection is not None:
+                        result, classes = _compute_selected(adapter, capped, job, rel)
+                    else:
+                        result = _compute(adapter, capped, job, rel)
                 fault_point("computed", rel.id)
                 with timer.stage(f"{rel.id}:charges"):
                     aggs = [
@@ -655,8 +710,13 @@ def _run_release(
                             per_user=get_kind(a.kind).unit == "user",
                         )
                         for a in rel.aggregators if get_kind(a.kind).unit != "none"
+                    ] if rel.selection is None else [
+                        # one charge for the whole release: κ per ε level, every row
+                        AggCharge(*selection_eps(rel), result.effective[""])
                     ]
-                    charges, summary = adapter.charges(capped, rel.by, aggs, job.budget.charge)
+                    charge_by = rel.by if rel.selection is None else ()
+                    charges, summary = adapter.charges(capped, charge_by, aggs,
+                                                       job.budget.charge)
                 if summary.overspent:
                     msg = (
                         f"release `{rel.id}`: {summary.overspent} user(s) would be charged "
@@ -666,7 +726,7 @@ def _run_release(
                 record = CommitRecord(
                     key=key, job=job.name, release_id=rel.id, fingerprint=fingerprint,
                     committed_at=dt.datetime.now(dt.UTC).isoformat(),
-                    outcome=_outcome(job, rel, result, summary),
+                    outcome=_outcome(job, rel, result, summary, classes),
                     users_charged=summary.users_charged, units_charged=summary.units_charged,
                     commit_id=new_commit_id(),  # random: names the published directory
                 )

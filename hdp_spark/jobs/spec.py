@@ -27,6 +27,7 @@ from hdp_spark.core.ledger import (
     BudgetPolicy,
     ChargeMode,
 )
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import HdpError, JobError
 
 AllocationMethod = Literal["sequential", "equal", "optimal"]
@@ -300,8 +301,12 @@ class ReleaseSpec:
     Attributes:
         id: unique within the job (part of the idempotency key and of output paths).
         by: group-by columns (empty for a global release).
-        keys: the public key set (required iff ``by`` is given).
+        keys: the public key set (required with ``by`` unless ``selection`` is given).
         aggregators: at least one.
+        selection: DP partition selection (``[releases.select_keys]``) choosing the
+            released keys privately instead of a public key set; needs ``by``, and
+            ``mean`` / ``histogram`` aggregators on one ε column and grid (one ``agg``
+            call, one selection, one δ; see :mod:`hdp_spark.jobs.selection`).
         weight: how much the analyst cares about this release's accuracy (a finite
             number >= 0, default 1): its predicted error's weight in the "optimal"
             budget allocation (``[budget] allocation``).
@@ -312,6 +317,7 @@ class ReleaseSpec:
     by: tuple[str, ...] = ()
     keys: tuple[tuple[object, ...], ...] | None = None
     weight: float = 1.0
+    selection: SelectKeys | None = None
 
     def __post_init__(self) -> None:
         _check_name("[[releases]] id", self.id)
@@ -322,9 +328,13 @@ class ReleaseSpec:
             _check_column(f"{where}: by", col)
         if len(set(self.by)) != len(self.by):
             _reject(f"{where}: by", "must not repeat a column", list(self.by))
-        if bool(self.by) != (self.keys is not None):
-            _reject(f"{where}: keys", "is required with `by` (the public key set) and "
-                        "not allowed without it", self.keys)
+        if self.selection is not None:
+            from hdp_spark.jobs.selection import check_selection_release
+
+            check_selection_release(where, self)
+        elif bool(self.by) != (self.keys is not None):
+            _reject(f"{where}: keys", "is required with `by` (the public key set, or "
+                        "`[releases.select_keys]`) and not allowed without it", self.keys)
         w = self.weight
         if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) \
                 or w < 0:
@@ -474,9 +484,9 @@ def _release(
     where = f"[[releases]] #{index + 1}"
     if not isinstance(raw, Mapping):
         _reject(where, "must be a table", type(raw).__name__)
-    unknown = sorted(set(raw) - {"id", "by", "keys", "aggregators", "weight"})
+    unknown = sorted(set(raw) - {"id", "by", "keys", "aggregators", "weight", "select_keys"})
     if unknown:
-        _reject(where, "accepts only id, by, keys, aggregators, weight", unknown)
+        _reject(where, "accepts only id, by, keys, select_keys, aggregators, weight", unknown)
     rid = raw.get("id")
     _check_name(f"{where}: id", rid)
     where = f"[[releases]] id = {rid!r}"
@@ -518,8 +528,13 @@ def _release(
             raise JobError(msg) from exc
         entries.append(AggregatorEntry(kind.name, spec))
     _check_kinds(where, entries, tuple(by))
+    selection = None
+    if "select_keys" in raw:
+        from hdp_spark.jobs.selection import parse_select_keys
+
+        selection = parse_select_keys(where, raw["select_keys"])
     return ReleaseSpec(id=str(rid), aggregators=tuple(entries), by=tuple(by), keys=keys,
-                       weight=raw.get("weight", 1.0))
+                       weight=raw.get("weight", 1.0), selection=selection)
 
 
 def _check_kinds(where: str, entries: list[AggregatorEntry], by: tuple[str, ...]) -> None:

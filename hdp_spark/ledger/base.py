@@ -94,6 +94,14 @@ class CommitRecord:
         data: dict[str, Any] = json.loads(self.outcome)
         return data
 
+    @property
+    def delta(self) -> float:
+        """The release's δ: the same for every person it read, so recorded once per
+        release in its outcome (``budget.delta``; partition selection); 0.0 for a pure-ε
+        release and for records written before δ existed (no ledger format change)."""
+        budget = self.outcome_data().get("budget") or {}
+        return float(budget.get("delta", 0.0))
+
     def to_json(self) -> str:
         """The record as JSON (the parquet backend's commit file)."""
         return json.dumps(

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hdp_spark.jobs.selection import guarantee_words
 from hdp_spark.ledger._fs import atomic_write
 from hdp_spark.report.plots import (
     plot_comparison,
@@ -37,6 +38,7 @@ from hdp_spark.report.summary import (
     eps_ranges,
     key_label,
     release_cost,
+    selection_classes,
     smallest_eps,
     value_rows,
 )
@@ -122,22 +124,28 @@ def _method_words(method: str | None) -> str:
     return _METHODS.get(method, _CORRELATED if method.startswith(("hpm", "hpf")) else method)
 
 
-def _per(by: Sequence[str], n_groups: int) -> str:
-    groups = "1 public group" if n_groups == 1 else f"{n_groups} public groups"
+def _per(by: Sequence[str], n_groups: int, selected: bool = False) -> str:
+    kind = "group" if selected else "public group"
+    groups = f"1 {kind}" if n_groups == 1 else f"{n_groups} {kind}s"
+    if selected:
+        groups += " chosen privately by partition selection"
     return f" per {', '.join(by)} ({groups})" if by else ""
 
 
-def _what_all(aggs: Sequence[dict[str, Any]], by: Sequence[str], n_groups: int) -> str:
+def _what_all(aggs: Sequence[dict[str, Any]], by: Sequence[str], n_groups: int,
+              selected: bool = False) -> str:
     """What a release publishes, in words (its groups said once)."""
     if len(aggs) == 1:
-        return _what(aggs[0], by, n_groups)
-    head = f"{len(aggs)} results{_per(by, n_groups)}: " if by else f"{len(aggs)} results: "
+        return _what(aggs[0], by, n_groups, selected=selected)
+    head = (f"{len(aggs)} results{_per(by, n_groups, selected)}: " if by
+            else f"{len(aggs)} results: ")
     return head + "; and ".join(_what(a, by, n_groups, per=False) for a in aggs)
 
 
-def _what(agg: dict[str, Any], by: Sequence[str], n_groups: int, *, per: bool = True) -> str:
+def _what(agg: dict[str, Any], by: Sequence[str], n_groups: int, *, per: bool = True,
+          selected: bool = False) -> str:
     d, kind = agg["definition"], agg["kind"]
-    per_text = _per(by, n_groups) if per else ""
+    per_text = _per(by, n_groups, selected) if per else ""
     if kind == "mean":
         return (f"the average of `{d['column']}`{per_text}; values below "
                 f"{_num(d['lower'])} or above {_num(d['upper'])} count as that bound")
@@ -303,7 +311,10 @@ def _release_section(
     budget: dict[str, Any] = outcome["budget"]
     charge_mode = str(budget.get("charge", "effective"))
     rid = run.release_id
+    selection = outcome.get("selection")
     per_agg = {a["name"]: charge_classes(a, rows, by, charge_mode) for a in aggs}
+    if selection is not None:  # κ_i charged once for the release, over the whole table
+        per_agg = {"": selection_classes(outcome)}
     charging = [c for c in per_agg.values() if c is not None]
     cost = release_cost(charging)
     values = {a["name"]: value_rows(a, rows, by) for a in aggs}
@@ -316,15 +327,22 @@ def _release_section(
                "computed in this run; nothing charged") if run.status == "committed" else
               "computed in an earlier run and published again (nothing charged now)")
     lines += [f"_{status.capitalize()}._", ""]
-    what = _what_all(aggs, by, len(rows))
+    what = _what_all(aggs, by, len(rows), selection is not None)
     lines += [f"- **What:** {what}."]
+    if selection is not None:
+        lines += [f"- **Guarantee:** {guarantee_words(selection)}."]
     if cost is not None:
         allowed = [(a, u) for _, _, u, a, _ in cost.classes if u]
     else:  # aggregators on other ε levels: the people of the first one that reads rows
         allowed = next(([(c.eps, c.users) for c in cl if c.users] for cl in charging
                         if any(c.users for c in cl)), [])
     users = sum(u for _, u in allowed)
-    if charging and not allowed:
+    if selection is not None and allowed:
+        lo, hi = min(a for a, _ in allowed), max(a for a, _ in allowed)
+        whom = (f"{_count(users)} people, all of them read by the selection whether or not "
+                f"their group was published, with ε from {eps_label(lo)} to {eps_label(hi)} "
+                "(after capping at c and to their budget)")
+    elif charging and not allowed:
         whom = "nobody: no row of the input falls in the release's public groups"
     elif allowed:
         lo, hi = min(a for a, _ in allowed), max(a for a, _ in allowed)
@@ -370,7 +388,7 @@ def _release_section(
         lines += _values_section(plots, rid, a, values[a["name"]], by, level, rows, len(aggs))
     if cost is not None and cost.users:
         lines += _levels_section(plots, rid, cost, len(charging))
-    lines += _details_section(run, aggs, rows, by, budget, plots.out)
+    lines += _details_section(run, aggs, rows, by, budget, plots.out, selection)
     return lines
 
 
@@ -475,16 +493,27 @@ def _levels_section(plots: _Plots, rid: str, cost: Cost, n_charging: int) -> lis
 
 def _details_section(
     run: ReleaseRun, aggs: list[dict[str, Any]], rows: list[dict[str, Any]], by: list[str],
-    budget: dict[str, Any], out: Path,
+    budget: dict[str, Any], out: Path, selection: dict[str, Any] | None = None,
 ) -> list[str]:
     lines = ["### Details", "",
              f"Commit `{run.record.commit_id}` at {run.record.committed_at}; values in "
              f"`{(run.path / 'values.parquet').relative_to(out)}` and `values.json`. "
              f"Budget rule: over budget, {_POLICY.get(budget['policy'], budget['policy'])}; "
              f"{_CHARGE.get(str(budget.get('charge', 'effective')), '')}.", ""]
+    if selection is not None:
+        lines += [
+            f"Partition selection: c = {_num(selection['c'])}, δ = {selection['delta']:g}, "
+            f"selection share f = {_num(selection['share'])}, step γ = "
+            f"{selection['step']:g}, neighbours: {selection['neighbours']}. A group is "
+            "published only if its noisy weight (`_weight`, the noisy sum of its members' "
+            "κ_i) reaches the threshold; each person's whole charge is κ_i for this release "
+            "(a share f of it chooses the groups, the rest releases the statistics), and δ "
+            "composes additively over releases (the ledger records it per release; it "
+            "budgets ε only). Groups are listed in key order; the number of groups in the "
+            "data and each group's row count are private and not shown.", ""]
     for a in aggs:
         name, kind, d = a["name"], a["kind"], a["definition"]
-        method = d.get("method")
+        method = d.get("method") if selection is None else None
         lines += [f"- `{name}`: {_KIND_WORDS.get(kind, kind)}"
                   + (f"; {_method_words(method)}" if method else "") + "."]
         if kind in CELL_KINDS and rows:
@@ -503,7 +532,8 @@ def _details_section(
                       f"person's record (all their attributes together) with ε = "
                       f"{eps_label(float(r.get(f'{name}_eps_person') or math.nan))}."]
     lines.append("")
-    detail = [a for a in aggs if a["kind"] in ("mean", "histogram", "user_mean", "ldp_mean")]
+    detail = [a for a in aggs if a["kind"] in ("mean", "histogram", "user_mean", "ldp_mean")
+              and selection is None]
     for a in detail:
         name = a["name"]
         unit = "users" if a["kind"] == "user_mean" else (
@@ -623,6 +653,12 @@ _GLOSSARY = [
     ("threshold τ",
      "the level above which extra ε does not help the average: people above it are "
      "charged τ only (privacy for free)."),
+    ("partition selection, δ (delta)",
+     "when the groups themselves are private, a group is published only if its noisy total "
+     "weight (the sum of its members' min(ε, c)) reaches a threshold, so that a group "
+     "holding a single person appears with probability at most δ (say one in ten million). "
+     "Each person is then protected with (κ, δ): privacy loss at most κ = min(ε, c), except "
+     "with probability δ."),
     ("user-level protection",
      "the whole history of a user (all their rows) is protected with their ε, not each row "
      "separately."),
@@ -675,7 +711,8 @@ def render_report(
         "",
         *[f"- [{r.release_id}](#release-{r.release_id.lower()}) — "
           + _what_all(r.record.outcome_data()["aggregators"], r.record.outcome_data()["by"],
-                      len(r.record.outcome_data()["rows"]))
+                      len(r.record.outcome_data()["rows"]),
+                      "selection" in r.record.outcome_data())
           for r in runs],
         "",
         *_table(

@@ -25,6 +25,7 @@ __all__ = [
     "eps_ranges",
     "is_free",
     "release_cost",
+    "selection_classes",
     "single_eps_half_width",
     "value_rows",
 ]
@@ -157,6 +158,24 @@ def charge_classes(
             charged = eps if charge_mode == "demand" else _f(lv.get("eps_effective"))
             out.append(ChargeClass(label, eps, int(lv.get("n") or 0), charged))
     return out
+
+
+def selection_classes(outcome: Mapping[str, Any]) -> list[ChargeClass] | None:
+    """What a partition-selection release charged, per ε level over the whole table (one
+    class list for the release: κ_i = min(ε_i, c) is charged once, whichever aggregators
+    it has); None for other releases.
+
+    Privacy:
+        Reads the outcome's table-wide charge classes (capped ε level, rows, κ): functions
+        of the public ε column and parameters; no group's n, no candidate key.
+    """
+    sel = outcome.get("selection")
+    if not isinstance(sel, Mapping):
+        return None
+    demand = str(outcome.get("budget", {}).get("charge", "effective")) == "demand"
+    return [ChargeClass("all", _f(e), int(_f(n)), min(_f(e), _f(sel["c"])) if demand
+                        else _f(k))
+            for e, n, k in sel.get("charges") or []]
 
 
 def _free(allowed: float, charged: float) -> bool:
@@ -391,6 +410,13 @@ def value_rows(
                                 _f(rec.get("count_ci_high")), None, False))
         return out
     intervals = [tuple(map(str, i)) for i in agg.get("intervals", [])]
+    if kind == "histogram" and not intervals:  # partition selection: one list column
+        for r in rows:
+            group = key_label(r, by)
+            for b in r.get(name) or []:
+                out.append(ValueRow(f"{group} · {b.get('category')}", _f(b.get("frequency")),
+                                    _f(b.get("ci_low")), _f(b.get("ci_high")), None, False))
+        return out
     for r in rows:
         group = key_label(r, by)
         base = baseline_half_width(agg, r)

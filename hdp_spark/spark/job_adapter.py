@@ -26,6 +26,7 @@ from hdp_spark.core.ledger import (
     BudgetPolicy,
     ChargeMode,
 )
+from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import SchemaError
 from hdp_spark.jobs.engines import (
     HIST_BINS,
@@ -428,6 +429,22 @@ class SparkAdapter:
     def only_full(self, df: DataFrame) -> DataFrame:
         """The rows whose ``__status`` is full."""
         return df.where(F.col(STATUS) == F.lit(FULL))
+
+    def clip_eps(self, df: DataFrame, column: str, upper: float) -> DataFrame:
+        """The ε ``column`` lowered to ``upper`` where above it (null and NaN untouched:
+        ``least`` would turn them into ``upper``)."""
+        _has(df, column, "ε")
+        e = F.col(column).cast("double")
+        bound = F.lit(float(upper))
+        return df.withColumn(column, F.when(~F.isnan(e) & (e > bound), bound).otherwise(e))
+
+    def level_counts(
+        self, df: DataFrame, column: str, grid: EpsGrid | None
+    ) -> list[tuple[float, int]]:
+        """``(ε level, rows)`` sorted by level (one aggregate query)."""
+        _has(df, column, "ε")
+        rows = with_level(df, column, grid, "__lv").groupBy("__lv").count().collect()
+        return sorted((float(r["__lv"]), int(r["count"])) for r in rows)
 
     def release_input(self, df: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
         """The table without the runner's helper columns (and ``extra``)."""

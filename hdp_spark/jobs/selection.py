@@ -1,0 +1,226 @@
+"""Releases whose group keys are chosen by DP partition selection (``[releases.select_keys]``).
+
+A job release with ``by`` and a ``[releases.select_keys]`` table (``delta``, ``c``,
+``share``, optional ``step`` and ``neighbours``: the keywords of
+:func:`hdp_spark.select_keys`) instead of a public ``keys`` list runs all its ``mean`` and
+``histogram`` aggregators in ONE ``agg(..., by=..., keys=select_keys(...))`` call: one
+selection, one δ (docs/partition_selection.md).
+
+Charging rule (the mechanism's own privacy argument, :mod:`hdp_spark.core.selection.mechanism`):
+every row of the table is charged κ_i = γ·⌊min(ε_i, c)/γ⌋ (<= min(ε_i, c) <= ε_i) ONCE
+for the whole release (the selection's share f and the aggregators' shares (1 - f)/A add
+up to κ_i), and the release's δ is recorded with it. Rows of groups that were NOT released
+are charged too: the selection read them (its noisy weight summed their κ_i). The charge is
+a function of the row's (capped) ε alone, never of the released output, so the ledger
+cannot reveal which groups survived.
+
+Budget rule: the demand of a row is min(ε_i, c) (κ_i before rounding to the step), not
+A·ε_i, so the ε column is clipped at ``c`` (at the smallest ε grid point >= c with an
+``eps_grid``, which leaves every row's κ_i unchanged) and then capped like one aggregator's
+column (``[budget] policy``: cap, exclude or fail) BEFORE the selection runs: a user without
+budget enters the selection with the capped ε (or ε = 0, weight 0, charged (0, δ)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hdp_spark.core.levels import EpsGrid
+from hdp_spark.core.selection.spec import SelectKeys
+from hdp_spark.errors import HdpError, JobError
+
+if TYPE_CHECKING:
+    from hdp_spark.jobs.spec import ReleaseSpec
+
+__all__ = [
+    "SELECT_KEYS_PARAMS",
+    "charge_table",
+    "check_selection_release",
+    "clip_point",
+    "describe_selection",
+    "guarantee_words",
+    "parse_select_keys",
+    "release_selected",
+    "selection_eps",
+]
+
+Key = tuple[object, ...]
+
+SELECT_KEYS_PARAMS = ("delta", "c", "share", "step", "neighbours")
+_REQUIRED = ("delta", "c", "share")
+_KINDS = ("mean", "histogram")
+
+
+def parse_select_keys(where: str, raw: object) -> SelectKeys:
+    """The ``[releases.select_keys]`` table of a release as a validated :class:`SelectKeys`.
+
+    Raises:
+        JobError: not a table, an unknown or missing parameter, or a parameter that breaks
+            its rule (the message names it and the value written in the file).
+    """
+    at = f"{where}: select_keys"
+    if not isinstance(raw, Mapping):
+        msg = f"`{at}` must be a table of {', '.join(SELECT_KEYS_PARAMS)}; got {raw!r}."
+        raise JobError(msg)
+    unknown = sorted(set(raw) - set(SELECT_KEYS_PARAMS))
+    if unknown:
+        msg = f"`{at}` accepts only {', '.join(SELECT_KEYS_PARAMS)}; got {unknown!r}."
+        raise JobError(msg)
+    missing = [p for p in _REQUIRED if p not in raw]
+    if missing:
+        msg = f"`{at}` requires {', '.join(_REQUIRED)}; `{missing[0]}` is missing."
+        raise JobError(msg)
+    try:
+        selection = SelectKeys(**dict(raw))
+    except HdpError as exc:
+        msg = f"`{at}`: {exc}"
+        raise JobError(msg) from exc
+    if selection.neighbours != "replace":
+        # A job publishes public facts of the table (rows per ε level in the charge
+        # classes, users charged): public under replacement, where n and the ε histogram
+        # stay the same, but not under add/remove, where a person's presence changes them.
+        msg = (f"`{at}: neighbours` must be 'replace' in a job (its ledger summary and "
+               "report publish the table's row counts, which add/remove neighbours make "
+               f"private); got {selection.neighbours!r}.")
+        raise JobError(msg)
+    return selection
+
+
+def check_selection_release(where: str, rel: ReleaseSpec) -> None:
+    """Rules of a release under partition selection (checked when the job is loaded).
+
+    Raises:
+        JobError: no ``by``, a public ``keys`` list as well, a kind other than ``mean`` /
+            ``histogram``, aggregators on different ε columns or grids, or a histogram
+            with ``project = true``.
+    """
+    if not rel.by:
+        msg = (f"`{where}: select_keys` chooses group keys: it needs `by`; got no `by` "
+               "(a global release has nothing to select).")
+        raise JobError(msg)
+    if rel.keys is not None:
+        msg = (f"`{where}: keys` must not be given with `select_keys` (either a public key "
+               "set or partition selection); got a key list.")
+        raise JobError(msg)
+    kinds = sorted({a.kind for a in rel.aggregators} - set(_KINDS))
+    if kinds:
+        msg = (f"`{where}: select_keys` supports the kinds {', '.join(_KINDS)} only; got "
+               f"{kinds!r}.")
+        raise JobError(msg)
+    columns = {(_spec(a.spec).eps, _spec(a.spec).eps_grid) for a in rel.aggregators}
+    if len(columns) > 1:
+        msg = (f"`{where}: aggregators` must all read the same `eps` column and `eps_grid` "
+               "under `select_keys` (one κ_i per row drives the selection and every "
+               f"statistic); got {sorted(str(c) for c, _ in columns)!r}.")
+        raise JobError(msg)
+    for a in rel.aggregators:
+        if getattr(a.spec, "project", False):
+            msg = (f"`{where}: histogram project` must be false under `select_keys` (the "
+                   "selected frequencies are clip(C̃_j / W̃, 0, 1)); got True.")
+            raise JobError(msg)
+
+
+def _spec(entry_spec: Any) -> Any:
+    """The library spec of a job aggregator (a histogram entry wraps its spec)."""
+    return getattr(entry_spec, "spec", entry_spec)
+
+
+def selection_eps(rel: ReleaseSpec) -> tuple[str, EpsGrid | None]:
+    """The one ε column and grid every aggregator of a selection release reads."""
+    spec = _spec(rel.aggregators[0].spec)
+    return spec.eps, spec.eps_grid
+
+
+def clip_point(selection: SelectKeys, grid: EpsGrid | None) -> float:
+    """Where the ε column is clipped before the budget rule: c, or with a grid the
+    smallest grid point >= c (so every row's level, hence κ_i, is unchanged: levels >= c
+    give κ = c either way, and rows below that point are not touched). Only when c lies
+    above the grid's highest point does a public row (ε = +inf, whose level is c) get the
+    grid's highest point instead: a smaller κ (safe; docs/jobs.md)."""
+    c = float(selection.c)
+    if grid is None:
+        return c
+    above = [p for p in grid.points() if p >= c]
+    return min(above) if above else c
+
+
+def charge_table(
+    selection: SelectKeys, levels: Sequence[float]
+) -> dict[tuple[Key, float], float]:
+    """``{((), level): κ}`` for every ε level of the (capped) table: the whole release's
+    charge of a row of that level, γ·⌊min(level, c)/γ⌋ (exact; ε = +inf gives c, 0 gives 0).
+
+    Privacy:
+        A function of the public ε levels and the public parameters only. Negative level
+        codes (invalid ε: the release rejects such rows before anything is charged) get the
+        largest charge, c, never less.
+    """
+    out: dict[tuple[Key, float], float] = {}
+    for level in levels:
+        lv = float(level)
+        kappa = selection.charge(lv) if lv >= 0 else float(selection.gamma
+                                                             * selection.cap_units)
+        out[((), lv)] = kappa
+    return out
+
+
+def describe_selection(selection: SelectKeys) -> dict[str, Any]:
+    """The selection's public parameters (part of the release definition and outcome)."""
+    return {
+        "delta": float(selection.delta),
+        "c": float(selection.c),
+        "share": float(selection.share),
+        "step": float(selection.gamma),
+        "neighbours": selection.neighbours,
+    }
+
+
+def guarantee_words(params: Mapping[str, Any]) -> str:
+    """The release's guarantee in plain words, from its public parameters."""
+    delta, c = float(params["delta"]), float(params["c"])
+    return (
+        f"each person who contributed a row is protected with (κ_i, δ)-DP for this release, "
+        f"where κ_i = min(ε_i, {c:g}) (their ε, capped at c = {c:g} and rounded down to "
+        f"steps of {float(params['step']):g}) and δ = {delta:g}: δ bounds the chance that a "
+        "group holding one person is published. Which groups appear is itself private: a "
+        "group is published only if its noisy total weight reaches a threshold, so small "
+        "groups are left out"
+    )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "asDict"):
+        return _plain(value.asDict(recursive=True))
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return _plain(value.tolist())
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        return value.item()
+    return value
+
+
+def release_selected(
+    engine: str, table: Any, rel: ReleaseSpec, unsafe_seed: str | None
+) -> list[dict[str, Any]]:
+    """Run the release's aggregators in ONE ``agg(..., keys=select_keys(...))`` call.
+
+    Returns:
+        One plain dict per RELEASED group, sorted by key (the output of ``agg``); the
+        candidates never leave the call.
+    """
+    import importlib
+
+    assert rel.selection is not None
+    mod = importlib.import_module(f"hdp_spark.{'pandas' if engine == 'pandas' else 'spark'}")
+    specs = [_spec(a.spec) for a in rel.aggregators]
+    out = mod.agg(table, *specs, by=list(rel.by), keys=rel.selection,
+                  unsafe_seed=unsafe_seed)
+    if engine == "pandas":
+        records = out.to_dict(orient="records")
+    else:
+        records = [r.asDict(recursive=True) for r in out.collect()]
+    return [{str(k): _plain(v) for k, v in r.items()} for r in records]
