@@ -206,7 +206,7 @@ _BAD = [
     ('select_keys = 0.5', "must be a table"),
     # a job publishes row counts per ε level: public under replacement only
     ('select_keys = { delta = 1e-7, c = 1.0, share = 0.4, neighbours = "add_remove" }',
-     "`neighbours` must be 'replace' in a job"),
+     "neighbours` must be 'replace' in a job"),
 ]
 
 
