@@ -39,7 +39,6 @@ __all__ = [
     "check_selection_release",
     "clip_point",
     "describe_selection",
-    "guarantee_words",
     "parse_select_keys",
     "release_selected",
     "selection_eps",
@@ -174,19 +173,6 @@ def describe_selection(selection: SelectKeys) -> dict[str, Any]:
         "step": float(selection.gamma),
         "neighbours": selection.neighbours,
     }
-
-
-def guarantee_words(params: Mapping[str, Any]) -> str:
-    """The release's guarantee in plain words, from its public parameters."""
-    delta, c = float(params["delta"]), float(params["c"])
-    return (
-        f"each person who contributed a row is protected with (κ_i, δ)-DP for this release, "
-        f"where κ_i = min(ε_i, {c:g}) (their ε, capped at c = {c:g} and rounded down to "
-        f"steps of {float(params['step']):g}) and δ = {delta:g}: δ bounds the chance that a "
-        "group holding one person is published. Which groups appear is itself private: a "
-        "group is published only if its noisy total weight reaches a threshold, so small "
-        "groups are left out"
-    )
 
 
 def _plain(value: Any) -> Any:

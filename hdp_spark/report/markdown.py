@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hdp_spark.jobs.selection import guarantee_words
+from hdp_spark.core.selection.spec import guarantee_words
 from hdp_spark.ledger._fs import atomic_write
 from hdp_spark.report.plots import (
     plot_comparison,

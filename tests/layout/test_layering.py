@@ -121,3 +121,28 @@ def test_spark_code_lives_only_under_hdp_spark_spark() -> None:
     assert offenders == []
     inside = [p for p in (package / "spark").rglob("*.py") if _PYSPARK_IMPORT.search(p.read_text())]
     assert len(inside) >= 5  # the pattern matches real imports
+
+
+def _top_modules() -> list[str]:
+    import pkgutil
+
+    return sorted(f"hdp_spark.{m.name}" for m in pkgutil.iter_modules([str(ROOT / "hdp_spark")])
+                  if m.name != "core")
+
+
+def test_every_top_module_imports_first_in_a_fresh_interpreter() -> None:
+    """No import cycle that only an earlier import hides: each top-level module and package
+    of hdp_spark is the FIRST import of its own interpreter (a cycle between report, jobs
+    and explain once broke ``python -m hdp_spark.spark`` while the test suite, which
+    imported them in another order, passed)."""
+    names = _top_modules()
+    assert {"hdp_spark.spark", "hdp_spark.pandas", "hdp_spark.jobs", "hdp_spark.report",
+            "hdp_spark.explain"} <= set(names)
+    code = "import importlib, sys; importlib.import_module(sys.argv[1])"
+    failed = {}
+    for name in names:
+        proc = subprocess.run([sys.executable, "-c", code, name], capture_output=True,
+                              text=True, cwd=ROOT, timeout=180, check=False)
+        if proc.returncode != 0:
+            failed[name] = proc.stderr[-1500:]
+    assert not failed, failed

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from hdp_spark.core.validation import number
 from hdp_spark.errors import ParameterError
 
-__all__ = ["DEFAULT_STEPS", "NEIGHBOURS", "Neighbours", "SelectKeys", "select_keys"]
+__all__ = ["DEFAULT_STEPS", "NEIGHBOURS", "Neighbours", "SelectKeys", "guarantee_words",
+           "select_keys"]
 
 Neighbours = Literal["replace", "add_remove"]
 NEIGHBOURS: tuple[str, ...] = get_args(Neighbours)
@@ -187,6 +189,19 @@ class SelectKeys:
             f"δ = {self.delta:g}), ε rounded down to steps of {float(self.gamma):g}; "
             f"{self.share:g} of it selects the groups, the rest releases the statistics"
         )
+
+
+def guarantee_words(params: Mapping[str, Any]) -> str:
+    """The release's guarantee in plain words, from its public parameters."""
+    delta, c = float(params["delta"]), float(params["c"])
+    return (
+        f"each person who contributed a row is protected with (κ_i, δ)-DP for this release, "
+        f"where κ_i = min(ε_i, {c:g}) (their ε, capped at c = {c:g} and rounded down to "
+        f"steps of {float(params['step']):g}) and δ = {delta:g}: δ bounds the chance that a "
+        "group holding one person is published. Which groups appear is itself private: a "
+        "group is published only if its noisy total weight reaches a threshold, so small "
+        "groups are left out"
+    )
 
 
 @functools.lru_cache(maxsize=4096)
