@@ -14,7 +14,8 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,35 @@ def deterministic_in_private_data(
         if all(v == t[0] for v in t) and all(v == n[0] for v in n) and t[0] != n[0]:
             found[k] = (t[0], n[0])
     return found
+
+
+def assert_no_deterministic_leak(
+    on_table: Callable[[], Mapping[tuple[str, ...], Any]],
+    on_neighbour: Callable[[], Mapping[tuple[str, ...], Any]],
+) -> tuple[list[Mapping[tuple[str, ...], Any]], list[Mapping[tuple[str, ...], Any]]]:
+    """Two runs on the table, one on the neighbour; while anything looks determined by the
+    data, one more run on each (at most five times): a function of the data stays constant
+    over the runs on each table, a coincidence of fresh values does not. Coincidences are
+    common for coarse features of DP values: the leading digit group of a noisy mean
+    ("93" of 93,894, noise scale ~800) can stay on one side of a boundary over a few runs
+    and the neighbour's shifted mean on the other; each extra pair of runs multiplies that
+    chance by about 1/3, so five rounds make a false alarm rare while any deterministic
+    feature stays flagged however many runs are added.
+
+    Returns:
+        The features of the runs on the table and on the neighbour.
+    """
+    runs, others = [on_table(), on_table()], [on_neighbour()]
+    found = deterministic_in_private_data(runs, others)
+    for _ in range(5):
+        if not found:
+            break
+        time.sleep(1.1)
+        runs.append(on_table())
+        others.append(on_neighbour())
+        found = deterministic_in_private_data(runs, others)
+    assert found == {}, f"published features determined by private data: {found}"
+    return runs, others
 
 
 # -- the old, unkeyed scheme (reproduced to show the tests can fail) ----------------------

@@ -17,7 +17,6 @@ import json
 import logging
 import re
 import shutil
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from job_helpers import DATA, REPO, SCHEMA
 from leak_helpers import (
     HEX_WINDOW,
     Features,
+    assert_no_deterministic_leak,
     collect,
     deterministic_in_private_data,
     old_file_fingerprint,
@@ -111,25 +111,10 @@ class Runner:
 def _no_deterministic_leak(
     runner: Runner, table: bytes, neighbour: bytes
 ) -> tuple[list[Features], list[Features]]:
-    """Two runs on the table, one on the neighbour; while anything looks determined by the
-    data, one more run on each (at most five times): a function of the data stays constant
-    over the runs on each table, a coincidence of fresh values does not. Coincidences are
-    common for coarse features of DP values: the leading digit group of a noisy mean
-    ("93" of 93,894, noise scale ~800) can stay on one side of a boundary over a few runs
-    and the neighbour's shifted mean on the other; each extra pair of runs multiplies that
-    chance by about 1/3, so five rounds make a false alarm rare while any deterministic
-    feature stays flagged however many runs are added."""
-    runs, others = [runner.run(table), runner.run(table)], [runner.run(neighbour)]
-    found = deterministic_in_private_data(runs, others)
-    for _ in range(5):
-        if not found:
-            break
-        time.sleep(1.1)
-        runs.append(runner.run(table))
-        others.append(runner.run(neighbour))
-        found = deterministic_in_private_data(runs, others)
-    assert found == {}, f"published features determined by private data: {found}"
-    return runs, others
+    """:func:`leak_helpers.assert_no_deterministic_leak` with a runner's two inputs."""
+    runs, others = assert_no_deterministic_leak(lambda: runner.run(table),
+                                                lambda: runner.run(neighbour))
+    return list(runs), list(others)
 
 
 def test_published_outputs_are_not_functions_of_private_data(

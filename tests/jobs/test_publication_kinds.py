@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from kinds_helpers import PEOPLE, sample_jobs
-from leak_helpers import Features, collect, deterministic_in_private_data
+from leak_helpers import Features, assert_no_deterministic_leak, collect
 
 from hdp_spark.jobs import run_job
 
@@ -54,16 +53,7 @@ def test_new_kinds_publish_nothing_deterministic(
         return collect(root / "out_all", list(caplog.records),
                        [r.record.commit_id for r in result.releases])
 
-    runs, others = [run(table), run(table)], [run(neighbour)]
-    found = deterministic_in_private_data(runs, others)
-    for _ in range(5):
-        if not found:
-            break
-        time.sleep(1.1)
-        runs.append(run(table))
-        others.append(run(neighbour))
-        found = deterministic_in_private_data(runs, others)
-    assert found == {}, f"published features determined by private data: {found}"
+    _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
     # not vacuous: the new kinds' outputs are among the features
     keys = {k[-1] for k in others[0]}
     assert {"heavy_hitters_eps_person", "income_user_mean", "satisfaction_report_mean",

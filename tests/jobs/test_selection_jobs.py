@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from kinds_helpers import charges_of, small_job, write_csv
-from leak_helpers import Features, collect, deterministic_in_private_data
+from leak_helpers import Features, assert_no_deterministic_leak, collect
 
 from hdp_spark.core.ledger import UNIT
 from hdp_spark.errors import BudgetExceededError, JobError
@@ -295,16 +294,7 @@ def test_selection_job_publishes_nothing_deterministic(
         return collect(root / "out", list(caplog.records),
                        [r.record.commit_id for r in result.releases])
 
-    runs, others = [run(table), run(table)], [run(neighbour)]
-    found = deterministic_in_private_data(runs, others)
-    for _ in range(5):
-        if not found:
-            break
-        time.sleep(1.1)
-        runs.append(run(table))
-        others.append(run(neighbour))
-        found = deterministic_in_private_data(runs, others)
-    assert found == {}, f"published features determined by private data: {found}"
+    _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
     keys = {k[-1] for k in others[0]}
     assert {"spend_mean", "spend_mean_weight", "kind_histogram"} <= keys  # not vacuous
     text = "\n".join(str(v) for v in others[0].values())
