@@ -51,6 +51,7 @@ from hdp_spark.core.ledger import (
 )
 from hdp_spark.core.levels import EPS_CAP, EPS_FLOOR, EpsGrid, levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats, LevelRow, check_levels
 from hdp_spark.core.user_mean.census import CensusCell, plan_group
 from hdp_spark.core.user_mean.explain import ArrayUsers, UserMeanPlan, explain_user_mean
@@ -67,6 +68,7 @@ __all__ = [
     "Profile",
     "ReleaseModel",
     "ReleaseOutcome",
+    "SelectionCharge",
     "Simulation",
     "allocate",
     "error_of",
@@ -135,6 +137,35 @@ class PersonCharge:
 
 
 @dataclass(frozen=True, slots=True)
+class SelectionCharge:
+    """A release under partition selection (``select_keys``): every row read is charged
+    κ_i = γ·⌊min(ε_i, c)/γ⌋ of its capped ε level, released group or not.
+
+    Attributes:
+        column: the one ε column of its aggregators.
+        grid: their ``eps_grid`` (None: exact levels).
+        clip: where the runner clips the ε column before the budget rule (c, or the
+            grid's point at or above c).
+        selection: the public parameters.
+    """
+
+    column: str
+    grid: EpsGrid | None
+    clip: float
+    selection: SelectKeys
+
+    def units(self, levels: FloatArray) -> FloatArray:
+        """κ of each ε level (vectorized over the distinct levels; invalid levels, < 0,
+        get the largest charge c, as the runner's charge table)."""
+        out = np.full(levels.shape, np.nan)
+        sel = self.selection
+        for v in np.unique(levels[~np.isnan(levels)]):
+            out[levels == v] = (sel.charge(float(v)) if v >= 0
+                                else float(sel.gamma * sel.cap_units))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseModel:
     """What the simulation needs of one release.
 
@@ -149,6 +180,8 @@ class ReleaseModel:
             simulation charges an upper bound, see :func:`simulate`).
         persons: its one-global-ε kinds (heavy hitters, attribute histograms).
         free: output names of its charge-free kinds (LDP aggregation).
+        selection: set for a release under partition selection (its charge rule; its
+            accuracy is not predicted: which groups survive depends on the data).
     """
 
     id: str
@@ -159,6 +192,7 @@ class ReleaseModel:
     users: tuple[tuple[str, UserMeanSpec], ...] = ()
     persons: tuple[PersonCharge, ...] = ()
     free: tuple[str, ...] = ()
+    selection: SelectionCharge | None = None
 
 
 
@@ -247,6 +281,8 @@ def _release(
     constant = {p.column: p.demand for p in rel.persons}
     cols = [(profile.eps[c] if c not in constant else np.full(len(zero), constant[c]), m)
             for c, m in rel.columns]
+    if rel.selection is not None:  # the runner clips at c first: the demand is min(ε, c)
+        cols = [(np.minimum(e, rel.selection.clip), m) for e, m in cols]
     if rel.persons and policy == "cap":
         policy = "exclude"  # one global ε cannot be lowered for one person (as the runner)
     if cols:
@@ -267,6 +303,11 @@ def _release(
         eff = np.where(inside & (status == FULL), p.charge(read_rows),
                        np.where(inside, 0.0, np.nan))
         charges += charge_units_numpy(eff, eps_after[p.column], mode)
+    if rel.selection is not None:  # κ of the capped level on every row read
+        sel = rel.selection
+        after = eps_after[sel.column]
+        eff = np.where(inside, sel.units(levels_numpy(after, sel.grid)), np.nan)
+        charges += charge_units_numpy(eff, after, mode)
     users_explained: list[tuple[Key, str, UserMeanPlan]] = []
     exact = True
     um_error = 0.0

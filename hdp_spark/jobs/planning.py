@@ -33,10 +33,12 @@ from hdp_spark.jobs.allocation import (
     PersonCharge,
     Profile,
     ReleaseModel,
+    SelectionCharge,
     allocate,
 )
 from hdp_spark.jobs.engines import REMAINING
 from hdp_spark.jobs.registry import get_kind
+from hdp_spark.jobs.selection import clip_point, selection_eps
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
 
 Key = tuple[object, ...]
@@ -148,17 +150,23 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
     for rel in job.releases:
         if rel.selection is not None:
             sel = rel.selection
-            msg = (
-                f"[[releases]] id = {rel.id!r} uses `select_keys` (partition selection): "
-                "which groups it releases depends on the data, so `hdp-release plan` and "
-                "`[budget] allocation` cannot predict its accuracy and refuse it. Its "
-                f"charges need no plan: every row is charged κ_i = min(ε_i, {sel.c:g}) "
-                f"rounded down to steps of {float(sel.gamma):g} (capped to the user's "
-                f"remaining budget), with δ = {sel.delta:g}, released group or not; "
-                "`hdp-release check` shows the users over budget. Plan the job without "
-                "this release (docs/jobs.md, \"Partition selection in jobs\")."
-            )
-            raise JobError(msg)
+            if not plan_only:
+                msg = (
+                    f"[[releases]] id = {rel.id!r} uses `select_keys` (partition selection): "
+                    "which groups it releases depends on the data, so `[budget] allocation` "
+                    "= 'equal' or 'optimal' cannot weigh its accuracy and refuses it. Its "
+                    f"charges need no weighing: every row is charged κ_i = min(ε_i, {sel.c:g}) "
+                    f"rounded down to steps of {float(sel.gamma):g} (capped to the user's "
+                    f"remaining budget), with δ = {sel.delta:g}, released group or not; "
+                    "`hdp-release plan` shows them (docs/jobs.md, \"Partition selection in "
+                    "jobs\")."
+                )
+                raise JobError(msg)
+            col, grid = selection_eps(rel)
+            models.append(ReleaseModel(
+                rel.id, rel.weight, ((),), (), ((col, 1),),
+                selection=SelectionCharge(col, grid, clip_point(sel, grid), sel)))
+            continue
         aggs = []
         users: list[tuple[str, Any]] = []
         persons: list[PersonCharge] = []
@@ -232,7 +240,8 @@ def public_columns(job: JobSpec) -> list[str]:
     if job.budget.column:
         cols.append(job.budget.column)
     for rel in job.releases:
-        cols.extend(rel.by)
+        if rel.selection is None:  # a selection release's groups are private: not read
+            cols.extend(rel.by)
         cols.extend(get_kind(a.kind).eps_column(a.spec) for a in rel.aggregators
                     if get_kind(a.kind).unit != "person")  # their ε is a constant
     return list(dict.fromkeys(cols))
@@ -399,8 +408,8 @@ def plan_budget(
     spec = job if isinstance(job, JobSpec) else load_job(job, engine=engine)
     if engine is not None and isinstance(job, JobSpec):
         spec = spec.with_engine(engine)
-    allocatable = all(a.kind in _ALLOCATED_KINDS for rel in spec.releases
-                      for a in rel.aggregators)
+    allocatable = all(a.kind in _ALLOCATED_KINDS and rel.selection is None
+                      for rel in spec.releases for a in rel.aggregators)
     models = release_models(spec, plan_only=spec.budget.allocation == "sequential")
     df = _load_public(spec, spark)
     _check_public(spec, df)
@@ -466,6 +475,15 @@ def _predict(
                                   float(ldp.upper) - float(ldp.lower)))
     inside = profile.groups[r] >= 0
     read = int(profile.counts[inside].sum()) - outcome.users_over
+    if model.selection is not None:
+        sel = model.selection.selection
+        note = (f"partition selection: which groups are released is data-dependent (no "
+                f"prediction); every row is charged min(ε_i, {sel.c:g}) rounded down to "
+                f"steps of {float(sel.gamma):g}, with δ = {sel.delta:g}")
+        for a in rel.aggregators:
+            name = get_kind(a.kind).output_name(a.spec)
+            out.append(Prediction((), name, a.kind, int(profile.counts[inside].sum()),
+                                  math.nan, math.nan, False, "none", math.nan, note))
     for p in model.persons:
         a = entries[p.name]
         out.append(_person_prediction(a.kind, a.spec, p.name, read))
@@ -633,8 +651,11 @@ def render_plan(plan: JobBudgetPlan) -> str:
     if len(plan.allocations) < len(methods):
         kinds = sorted({a.kind for rel in job.releases for a in rel.aggregators
                         if a.kind not in _ALLOCATED_KINDS})
+        kinds += ["a release under select_keys"] if any(
+            rel.selection is not None for rel in job.releases) else []
         lines.append(f"  n/a: 'equal' and 'optimal' allocate only {', '.join(_ALLOCATED_KINDS)}"
-                     f" (this job has {', '.join(kinds)}); sequential shown")
+                     f" releases with public keys (this job has {', '.join(kinds)}); "
+                     "sequential shown")
     if any(rel.persons for rel in plan.releases):
         lines.append("  -: no predicted variance enters the error of the partial-DP "
                      "releases (see their accuracy below)")

@@ -171,13 +171,38 @@ def test_a_changed_delta_is_a_new_release(tmp_path: Path) -> None:
     assert run.releases[0].record.units_charged == first
 
 
-def test_plan_and_allocation_refuse_a_selection_release(tmp_path: Path) -> None:
-    job = _job(tmp_path, _frame())
-    with pytest.raises(JobError, match=r"select_keys.*data.*κ_i = min"):
-        plan_budget(job)
+@pytest.mark.parametrize(("policy", "charge"), [
+    ("cap", "effective"), ("exclude", "effective"), ("cap", "demand"),
+])
+def test_plan_predicts_the_charges_exactly(tmp_path: Path, policy: str, charge: str) -> None:
+    """`hdp-release plan` charges every row κ of its capped ε, as the run does (user by
+    user, with budgets that cap or exclude some users), predicts no accuracy, and reads
+    no group column (the groups are private)."""
+    from hdp_spark.jobs.planning import public_columns
+
+    job = _job(tmp_path, _frame(), policy=policy,
+               budget=f'column = "budget"\ndefault = 5.0\ncharge = "{charge}"')
+    assert "merchant" not in public_columns(load_job(job))
+    plan = plan_budget(job)
+    assert not (tmp_path / "ledger.sqlite").exists()  # the plan wrote nothing
+    assert set(plan.allocations) == {"sequential"}
+    (preds,) = plan.predictions
+    assert {p.basis for p in preds} == {"none"}
+    assert len(preds) == 2
+    sim = plan.selected.simulation.releases[0]
+    predicted = {u: int(sim.charges[row]) for u, row in
+                 zip(plan.user_ids, plan.user_rows, strict=True) if sim.charges[row]}
+    run_job(job)
+    assert predicted == _units(tmp_path)
+    assert sim.users_over > 0  # the budgets did bite
+
+
+def test_allocation_refuses_a_selection_release(tmp_path: Path) -> None:
     equal = _job(tmp_path, _frame(), budget='default = 2.0\nallocation = "equal"')
-    with pytest.raises(JobError, match="select_keys"):
+    with pytest.raises(JobError, match=r"select_keys.*data.*κ_i = min"):
         run_job(equal)
+    with pytest.raises(JobError, match=r"select_keys.*data.*κ_i = min"):
+        plan_budget(equal)
     assert not (tmp_path / "out").exists()  # refused before anything was read or written
 
 
