@@ -100,9 +100,7 @@ def ldp_remainder(
     if not use.any():
         return 0.0
     rng = vx.generator(key, encode_context((_TAG, context)))
-    k = shapes[use]
-    diff = rng.standard_gamma(k) - rng.standard_gamma(k)
-    return float(np.dot(scales[use], diff))
+    return vx.laplace_sum_float(rng, scales[use], shapes[use])
 
 
 def ldp_noise_figures(

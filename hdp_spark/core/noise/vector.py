@@ -65,6 +65,7 @@ __all__ = [
     "hemisphere_side",
     "keep_numerator",
     "laplace_grid_scale",
+    "laplace_sum_float",
     "laplace_unit",
     "realized_tanh",
     "rr_pm1",
@@ -417,3 +418,21 @@ def fo_report(
     b = np.where(keep, s, -s)
     b = np.where(bottom, np.where(fair, 1, -1), b)
     return j, b.astype(np.int8)
+
+
+def laplace_sum_float(rng: np.random.Generator, scales: FloatArray, counts: FloatArray
+                      ) -> float:
+    """Σ_l b_l·(sum of n_l i.i.d. Laplace(1)) in floating point, as b_l·(Γ_l − Γ'_l) with
+    Γ_l, Γ'_l ~ Gamma(n_l, 1) (a sum of n Laplace(b) is b times a difference of two
+    Gamma(n, 1)); one pair of draws per level.
+
+    Privacy:
+        NOT a privacy mechanism: floating-point noise whose law depends on public
+        parameters only, for post-processing a release that is private without it (the
+        local-DP baseline of the mean adds it to an exact draw). Never use it as the noise
+        that protects anyone.
+    """
+    if len(scales) == 0:
+        return 0.0
+    diff = rng.standard_gamma(counts) - rng.standard_gamma(counts)
+    return float(np.dot(scales, diff))
