@@ -13,7 +13,7 @@ values, key uniform over --keys integers), each case runs in turn after a warm-u
   grouped (--keys public keys)
     native   df.groupBy(key).agg(avg(clamped x))
     floor1   df.groupBy(key, ε).agg(count, sum(x))
-    column   df.groupBy(key).agg(hdp_mean(...))
+    column   df.groupBy(key).agg(hdp_mean(..., keys="public"))
     cells    df.groupBy(key).agg(hdp_cells(...))              (the native aggregate alone:
              column - cells is what the finalize on the executors adds)
 
@@ -75,6 +75,7 @@ def main() -> None:
     df.count()
     clamped = F.least(F.greatest(F.col("x"), F.lit(0.0)), F.lit(250_000.0))
     mean = hs.hdp_mean("x", eps="eps", lower=0, upper=250_000)
+    mean_public = hs.hdp_mean("x", eps="eps", lower=0, upper=250_000, keys="public")
     cells = native_cells("eps", None, values=(("x", 0, 250_000, 125_000.0),))
     cases = {
         "global native": lambda: df.agg(F.avg(clamped)).collect(),
@@ -87,7 +88,7 @@ def main() -> None:
         "grouped native": lambda: df.groupBy("key").agg(F.avg(clamped)).collect(),
         "grouped floor groupBy(key,eps)": lambda: df.groupBy("key", "eps").agg(
             F.count("*"), F.sum("x")).collect(),
-        "grouped column": lambda: df.groupBy("key").agg(mean).collect(),
+        "grouped column": lambda: df.groupBy("key").agg(mean_public).collect(),
         "grouped cells only": lambda: df.groupBy("key").agg(cells).collect(),
     }
     for fn in cases.values():

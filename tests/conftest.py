@@ -33,8 +33,12 @@ def spark() -> Iterator[Any]:
         pytest.skip("Spark tests need Java 17")
     from pyspark.sql import SparkSession
 
+    import hdp_spark.spark as hs
+
+    # configure: the Column and SQL aggregators need the extension's analyzer rule, which
+    # only a session built with it has (as the README builds its sessions)
     session = (
-        SparkSession.builder.master("local[2]")
+        hs.configure(SparkSession.builder.master("local[2]"))
         .appName("hdp_spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

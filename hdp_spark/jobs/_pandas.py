@@ -38,6 +38,7 @@ from hdp_spark.jobs.engines import (
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
 from hdp_spark.ledger.io import PandasIO
+from hdp_spark.pandas._common import real_dtype
 
 __all__ = ["PandasAdapter"]
 
@@ -54,8 +55,8 @@ def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
 
 def _floats(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
     s = _column(df, column, role)
-    if pd.api.types.is_bool_dtype(s) or not pd.api.types.is_numeric_dtype(s):
-        msg = f"{role} column `{column}` must be numeric, got dtype {s.dtype}."
+    if not real_dtype(s.dtype):
+        msg = f"{role} column `{column}` must be numeric (real), got dtype {s.dtype}."
         raise SchemaError(msg)
     return s.to_numpy(dtype=np.float64, na_value=np.nan)
 

@@ -166,13 +166,18 @@ class _Timer:
         self.seconds: dict[str, float] = {}
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        log.info("stage %s ...", name)
+    def stage(self, name: str, timed_privately: bool = False) -> Iterator[None]:
+        """Time a stage. ``timed_privately``: its time depends on private data beyond the
+        public n (a partition-selection release: the candidate groups that are *not*
+        released cost time too), so it is logged at DEBUG, never at INFO. Timing is outside
+        the privacy model (docs/partition_selection.md); nothing at INFO carries it."""
+        level = logging.DEBUG if timed_privately else logging.INFO
+        log.log(level, "stage %s ...", name)
         t0 = time.perf_counter()
         yield
         took = time.perf_counter() - t0
         self.seconds[name] = self.seconds.get(name, 0.0) + took
-        log.info("stage %s done in %.2f s", name, took)
+        log.log(level, "stage %s done in %.2f s", name, took)
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -679,7 +684,7 @@ def _run_release(
                 found = session.find(key)
                 if found is not None:
                     return republish(found)
-                with timer.stage(f"{rel.id}:budgets"):
+                with timer.stage(f"{rel.id}:budgets", rel.selection is not None):
                     prepared = adapter.prepare(df, job.input.user_id, job.budget, session.spent())
                     if share is not None:  # the allocation's cap: see jobs/allocation.py
                         prepared = adapter.limit_remaining(prepared, share)
@@ -695,13 +700,13 @@ def _run_release(
                             raise BudgetExceededError(msg)
                 fault_point("budgets_checked", rel.id)
                 classes = None
-                with timer.stage(f"{rel.id}:compute"):
+                with timer.stage(f"{rel.id}:compute", rel.selection is not None):
                     if rel.selection is not None:
                         result, classes = _compute_selected(adapter, capped, job, rel)
                     else:
                         result = _compute(adapter, capped, job, rel)
                 fault_point("computed", rel.id)
-                with timer.stage(f"{rel.id}:charges"):
+                with timer.stage(f"{rel.id}:charges", rel.selection is not None):
                     aggs = [
                         AggCharge(
                             get_kind(a.kind).eps_column(a.spec),
@@ -730,7 +735,7 @@ def _run_release(
                     users_charged=summary.users_charged, units_charged=summary.units_charged,
                     commit_id=new_commit_id(),  # random: names the published directory
                 )
-                with timer.stage(f"{rel.id}:commit"):
+                with timer.stage(f"{rel.id}:commit", rel.selection is not None):
                     session.commit(
                         record, charges, before_commit=lambda: fault_point("charged", rel.id)
                     )
@@ -742,7 +747,7 @@ def _run_release(
         fault_point("committed", rel.id)
         # Outputs are materialized only now: no noisy value of a release that might never be
         # committed (hence never charged) is ever written where readers of outputs look.
-        with timer.stage(f"{rel.id}:publish"):
+        with timer.stage(f"{rel.id}:publish", rel.selection is not None):
             try:
                 staged = stage(out, record, ledger.ledger_id)
                 fault_point("staged", rel.id)
@@ -885,7 +890,7 @@ def run_job(
             df, shares, allocation = _allocate(adapter, ledger, df, spec, fingerprint)
     runs = []
     for rel in spec.releases:
-        with timer.stage(f"release:{rel.id}"):
+        with timer.stage(f"release:{rel.id}", rel.selection is not None):
             runs.append(_run_release(adapter, ledger, df, spec, rel, fingerprint, timer,
                                      shares.get(rel.id)))
     with timer.stage("report"):

@@ -33,14 +33,21 @@ KeysLike = Collection[object] | pd.DataFrame | None
 (see :func:`check_keys_not_derived`)."""
 
 
+def real_dtype(dtype: Any) -> bool:
+    """Whether a column of ``dtype`` holds real numbers: numeric, not boolean, not complex
+    (a complex column would lose its imaginary part when read as float)."""
+    return (pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+            and not pd.api.types.is_complex_dtype(dtype))
+
+
 def numeric_column(df: pd.DataFrame, column: str, role: str) -> npt.NDArray[np.float64]:
     """``df[column]`` as float64 (nulls as NaN); a SchemaError if missing or not numeric."""
     if column not in df.columns:
         msg = f"{role} column `{column}` is not in the table."
         raise SchemaError(msg)
     series = df[column]
-    if pd.api.types.is_bool_dtype(series) or not pd.api.types.is_numeric_dtype(series):
-        msg = f"{role} column `{column}` must be numeric, got dtype {series.dtype}."
+    if not real_dtype(series.dtype):
+        msg = f"{role} column `{column}` must be numeric (real), got dtype {series.dtype}."
         raise SchemaError(msg)
     out: npt.NDArray[np.float64] = series.to_numpy(dtype=np.float64, na_value=np.nan)
     return out

@@ -36,7 +36,7 @@ from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHitters
 from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import mark_unsafe
+from hdp_spark.pandas._common import mark_unsafe, real_dtype
 from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = [
@@ -74,7 +74,7 @@ def _check_type(series: pd.Series, dom: AttributeDomain) -> None:
     elif kind == "bool":
         ok = pd.api.types.is_bool_dtype(dtype)
     else:
-        ok = pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+        ok = real_dtype(dtype)
     if not ok:
         msg = (
             f"attribute column `{dom.column}` has dtype {dtype}, which cannot hold the "

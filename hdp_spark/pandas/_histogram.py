@@ -31,6 +31,7 @@ from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
     KeysLike,
     numeric_column,
+    real_dtype,
 )
 from hdp_spark.pandas.engine import PandasEngine
 
@@ -63,7 +64,7 @@ def _string_codes(series: pd.Series, spec: HistogramSpec) -> npt.NDArray[np.int6
 
 def _integer_codes(series: pd.Series, spec: HistogramSpec) -> npt.NDArray[np.int64]:
     dtype = series.dtype
-    if pd.api.types.is_bool_dtype(dtype) or not pd.api.types.is_numeric_dtype(dtype):
+    if not real_dtype(dtype):
         msg = (
             f"category column `{spec.column}` must be numeric (integer or float) for integer "
             f"`categories`, got dtype {dtype}."

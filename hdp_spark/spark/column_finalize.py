@@ -2,7 +2,8 @@
 
 Privacy-relevant module: it turns the exact cells of each group into the released row with
 the same kernel and the same noise context as the release API (release key, group key,
-aggregator name), so a group's numbers are the release API's for the same key. The group key
+aggregator name), the key derived per query from the fingerprint of what the query
+aggregates; a group's numbers are the release API's for the same (derived) key. The group key
 comes from the native aggregate (the group's own grouping values, see ``GroupText`` in the
 JVM extension), never from the statistics, so two groups with identical statistics draw
 independent noise.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import struct
 from collections.abc import Sequence
 from decimal import Decimal
@@ -27,8 +29,9 @@ from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import GroupCells, NoiseContext, OutputField
 from hdp_spark.core.stats import GroupStats, group_stats
+from hdp_spark.errors import ParameterError
 
-__all__ = ["decode_group", "finalize_batch", "struct_fields"]
+__all__ = ["NO_FINGERPRINT", "decode_group", "finalize_batch", "query_key", "struct_fields"]
 
 
 def _float(bits: str) -> float:
@@ -43,19 +46,49 @@ _DECODE: dict[str, Any] = {
 }
 
 
+def _value(tag: str, v: str | None) -> object:
+    if v is None:
+        return None
+    out = _DECODE[tag](v)
+    # Spark groups every NaN together (one group); a noise context has no NaN, so the
+    # group is bound by a tagged text, as timestamps are
+    return "float:nan" if isinstance(out, float) and math.isnan(out) else out
+
+
 def decode_group(text: str | None) -> tuple[object, ...]:
     """The group key of the native aggregate's group text (``()`` for a global aggregate).
 
     Values are typed as the release API types a collected key (str, int, bool, float,
-    ``datetime.date``, ``Decimal``); timestamps become tagged text (still one key per
-    group, but not the release API's ``datetime``).
+    ``datetime.date``, ``Decimal``); timestamps and a NaN grouping value become tagged text
+    (still one key per group, but not the release API's value).
 
     Privacy:
         Grouping values are public attributes in this model; the key only binds noise.
     """
     if text is None:
         return ()
-    return tuple(None if v is None else _DECODE[tag](v) for tag, v in json.loads(text))
+    return tuple(_value(tag, v) for tag, v in json.loads(text))
+
+
+def query_key(key: ReleaseKey, fingerprint: str | None) -> ReleaseKey:
+    """The noise key of one query: ``key`` derived with the query's fingerprint.
+
+    Raises:
+        ParameterError: no fingerprint (the session was built without hdp_spark's analyzer
+            rule, so what is aggregated cannot be told apart: no noise is drawn).
+
+    Privacy:
+        See :meth:`ReleaseKey.for_query`: two different queries draw independent noise.
+    """
+    if fingerprint is None:
+        raise ParameterError(NO_FINGERPRINT)
+    return key.for_query(fingerprint)
+
+
+NO_FINGERPRINT = (
+    "the Column and SQL aggregators need hdp_spark's analyzer rule to tell queries apart: "
+    "build the session with hdp_spark.spark.configure(SparkSession.builder...)."
+)
 
 
 def struct_fields(fields: Sequence[OutputField], main: str) -> list[tuple[str, OutputField]]:
@@ -86,20 +119,28 @@ def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -
 
     Privacy:
         The kernel's finalize with the release API's noise context: each group's noise is
-        keyed by the Column's release key, the group key and the aggregator's name, and
-        bound to the group's exact statistics, so re-evaluation gives the same numbers and
-        changed data unrelated noise. The per-row privacy loss is the aggregator's (each
-        row's ε_i, or less where the weights give privacy for free).
+        keyed by the Column's release key derived with the query's fingerprint (what is
+        aggregated: see ``QueryFingerprint`` in the JVM extension), the group key and the
+        aggregator's name, and bound to the group's exact statistics. So re-evaluating one
+        query gives the same numbers; another query, or changed data, unrelated noise, and
+        two queries with equal statistics never equal outputs. The per-row privacy loss
+        is the aggregator's (each row's ε_i, or less where the weights give privacy for
+        free), per query.
     """
     kernel = kernel_of(spec)
     names = [name for name, _ in struct_fields(kernel.fields(spec), main)]
     out = []
-    for text, levels, codes, counts, sums in zip(
-        cells["group"], cells["level"], cells["code"], cells["n"], cells["sums"], strict=True
+    keys: dict[str | None, ReleaseKey] = {}
+    for text, levels, codes, counts, sums, query in zip(
+        cells["group"], cells["level"], cells["code"], cells["n"], cells["sums"],
+        cells["query"], strict=True
     ):  # column lists: no per-row Series (DataFrame.iloc costs ~100 µs a row)
+        qkey = keys.get(query)
+        if qkey is None:
+            qkey = keys[query] = query_key(key, query)
         stats = _stats(spec, levels, codes, counts, sums)
         result = kernel.finalize(  # type: ignore[attr-defined]
-            spec, GroupCells(stats, 0), NoiseContext(key, decode_group(text), spec.name)
+            spec, GroupCells(stats, 0), NoiseContext(qkey, decode_group(text), spec.name)
         )
         out.append(kernel.values(spec, result))
     return pd.DataFrame(out, columns=names)

@@ -11,12 +11,27 @@ also carry their spec, so the release API (``hs.agg(df, hdp_mean(...))``) keeps 
 them. The Column is built lazily on a classic session (when Spark first reads it), eagerly on
 Spark Connect.
 
-Privacy:
-    Grouping columns are public attributes: which groups exist and each group's n are
-    published, as in the release API. A Column has one release key, made when the Column is
-    built: re-evaluating the plan (``show``, ``collect``, ``write``, retries, re-planning)
-    gives the same numbers; every Column built is a new release. A Column charges no ledger
-    (jobs use ``agg``). A public key set is applied with a join (see the README).
+Privacy (the composition rule):
+    A Column holds one release key, made when the Column is built. Every *query* that uses
+    it is a release of its own: its noise is keyed by the Column's key derived with a
+    fingerprint of what the query aggregates (the analyzed input plan, the grouping and the
+    aggregate's arguments, computed by the JVM extension at analysis: see
+    ``QueryFingerprint``), each group's key, and the group's exact statistics. So:
+
+    - re-evaluating one query (``show``, ``collect``, ``write``, retries, AQE, a cached
+      input) gives the same numbers and costs nothing more;
+    - two different queries (another filter, projection, ``CASE WHEN``, join, source or
+      grouping) draw independent noise, even when their statistics are equal: each costs
+      its ε, and the ε of all queries add up (sequential composition);
+    - the *same* query over changed data (a table or file that was rewritten) draws
+      independent noise when its statistics changed, and repeats its numbers when they did
+      not: equal outputs then reveal that the statistics are unchanged. Build a new Column
+      (a new key) for each scheduled run or snapshot, as ``agg`` and jobs do.
+
+    A query that adds a repartition or a sort is another query (its own release). Which
+    groups appear is a privacy decision: in a grouped aggregate a Column needs
+    ``keys="public"`` (the grouping values and each group's n are then published). A
+    Column charges no ledger (jobs use ``agg``).
 """
 
 from __future__ import annotations
@@ -36,13 +51,20 @@ from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
+from hdp_spark.spark._common import UNSAFE_SEED_MARK
+from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
-from hdp_spark.spark.extension import MISSING_MESSAGE, ExtensionMissingError, install
+from hdp_spark.spark.extension import (
+    MISSING_MESSAGE,
+    ExtensionMissingError,
+    analyzer_ready,
+    install,
+)
 from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["column_of", "hdp_histogram", "hdp_mean", "native_cells", "spec_of"]
+__all__ = ["GROUPS", "cells_of", "column_of", "hdp_histogram", "hdp_mean", "native_cells",
+           "spec_of"]
 
 
 _MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
@@ -65,11 +87,14 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:  # design-ok: vectorized, 
 
 def native_cells(eps: str, grid: Any, category: str | None = None,
                  categories: tuple[object, ...] | None = None,
-                 values: tuple[tuple[str, float, float, float], ...] = ()) -> Column:
+                 values: tuple[tuple[str, float, float, float], ...] = (),
+                 groups: str = "cells") -> Column:
     """The ``hdp_cells`` aggregate over the raw ε column, the raw ``category`` column with
     its domain ``categories`` (a histogram), and ``values`` ((column, lower, upper, fill)
     each: a mean). The level rules, the category matching and the encoding run inside it,
     in Java, with the release API's rules and the numpy references' IEEE operations.
+    ``groups`` is the group decision the analyzer checks (``"cells"``: none applies, raw
+    statistics; ``"none"``: refused when grouped; ``"public"``: declared public).
 
     Privacy:
         NOT a release: exact pre-noise statistics, for the finalize (and tests) only.
@@ -86,7 +111,7 @@ def native_cells(eps: str, grid: Any, category: str | None = None,
     else:
         cat = F.expr(ident(str(category)))
         domain = F.array(*[F.lit(int(c)) for c in categories]).cast("array<bigint>")  # type: ignore[call-overload]
-    args = [F.expr(ident(eps)), cat, rules, points, domain]
+    args = [F.expr(ident(eps)), cat, rules, points, domain, F.lit(groups)]
     for column, lower, upper, fill in values:
         args += [F.expr(ident(column)), F.lit(float(lower)), F.lit(float(upper)),
                  F.lit(float(fill))]
@@ -94,27 +119,54 @@ def native_cells(eps: str, grid: Any, category: str | None = None,
     return out
 
 
-def _cells(spec: Any) -> Column:
+def cells_of(spec: Any, groups: str) -> Column:
+    """The native aggregate a Column aggregator of ``spec`` finalizes (same arguments, so
+    the same query fingerprint: tests use it to read a Column's exact cells).
+
+    Privacy:
+        NOT a release: exact statistics (see :func:`native_cells`).
+    """
     if isinstance(spec, MeanSpec):
-        return native_cells(spec.eps, spec.eps_grid,
+        return native_cells(spec.eps, spec.eps_grid, groups=groups,
                             values=((spec.column, spec.lower, spec.upper, spec.fill_value),))
-    return native_cells(spec.eps, spec.eps_grid, spec.column, tuple(spec.categories))
+    return native_cells(spec.eps, spec.eps_grid, spec.column, tuple(spec.categories),
+                        groups=groups)
 
 
-def _build(spec: Any, key: ReleaseKey) -> Column:
-    out: Column = _finalize_udf(spec, key)(_cells(spec)).alias(spec.name)  # design-ok
-    return out
+def _build(spec: Any, key: ReleaseKey, groups: str) -> Column:
+    out: Column = _finalize_udf(spec, key)(cells_of(spec, groups))  # design-ok
+    if key.unsafe:  # a seeded Column's output is marked, as the release API's
+        return out.alias(spec.name, metadata={UNSAFE_SEED_MARK: True})
+    return out.alias(spec.name)
+
+
+GROUPS = ("public",)
+"""What a Column aggregator's ``keys=`` takes today: ``"public"`` declares the grouping
+values public (every group found in the data is published, with its n)."""
+
+
+def _groups(keys: object) -> str:
+    if keys is None:
+        return "none"
+    if isinstance(keys, str) and keys in GROUPS:
+        return keys
+    msg = ("`keys` of a Column aggregator must be 'public' (the grouping values are "
+           f"public) or omitted, got {type(keys).__name__}"
+           f"{' ' + repr(keys) if isinstance(keys, str) else ''}. A public key list or "
+           "select_keys(...) goes through the release API: hs.agg(df, ..., by=..., keys=...).")
+    raise ParameterError(msg)
 
 
 class _Aggregate:
-    """What both Column classes carry: the spec and the release key."""
+    """What both Column classes carry: the spec, the release key and the group decision."""
 
     spec: Any
     key: ReleaseKey
+    groups: str
 
     def unsafe_seed(self, seed: int | str | bytes) -> Column:
         """The same aggregator with noise from a caller's seed (tests only: not private)."""
-        return column_of(self.spec, ReleaseKey.resolve(seed))
+        return column_of(self.spec, ReleaseKey.resolve(seed), self.groups)
 
     def over(self, window: Any = None) -> Column:
         """Refused: a Column aggregator is a release per group, not a window function."""
@@ -125,9 +177,10 @@ class _Aggregate:
 
 
 class _ClassicAggregate(_Aggregate, ClassicColumn):
-    def __init__(self, spec: Any, key: ReleaseKey) -> None:
+    def __init__(self, spec: Any, key: ReleaseKey, groups: str) -> None:
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "key", key)
+        object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "_built", None)
 
     @property
@@ -139,7 +192,9 @@ class _ClassicAggregate(_Aggregate, ClassicColumn):
                 msg = "a Column aggregator needs an active SparkSession."
                 raise ExtensionMissingError(msg)
             install(session)
-            built = _build(self.spec, self.key)._jc  # type: ignore[attr-defined]
+            if not analyzer_ready(session):
+                raise ExtensionMissingError(NO_FINGERPRINT)
+            built = _build(self.spec, self.key, self.groups)._jc  # type: ignore[attr-defined]
             object.__setattr__(self, "_built", built)
         return built
 
@@ -147,8 +202,9 @@ class _ClassicAggregate(_Aggregate, ClassicColumn):
         return f"Column<'{type(self.spec).__name__}({self.spec.name})'>"
 
 
-def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
-    """The Column aggregator of ``spec`` with a fresh release key (or ``key``).
+def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none") -> Column:
+    """The Column aggregator of ``spec`` with a fresh release key (or ``key``) and the
+    group decision ``groups`` (``"none"``: refused in a grouped aggregate; ``"public"``).
 
     Privacy:
         The Column's release key is fresh from the OS CSPRNG unless ``key`` is given
@@ -174,11 +230,11 @@ def column_of(spec: Any, key: ReleaseKey | None = None) -> Column:
 
         def wrap(built: Any) -> Column:
             col = _ConnectAggregate(built._expr)
-            col.spec, col.key = spec, key
+            col.spec, col.key, col.groups = spec, key, groups
             return col
 
-        return wrap(_build(spec, key))
-    return _ClassicAggregate(spec, key)
+        return wrap(_build(spec, key, groups))
+    return _ClassicAggregate(spec, key, groups)
 
 
 def spec_of(obj: object) -> object:
@@ -190,36 +246,43 @@ def spec_of(obj: object) -> object:
     return obj.spec if isinstance(obj, _Aggregate) else obj
 
 
-def hdp_mean(column: str, **kwargs: Any) -> Column:
+def hdp_mean(column: str, *, keys: str | None = None, **kwargs: Any) -> Column:
     """The heterogeneous-DP mean as a Spark Column aggregator (and a spec for ``agg``).
 
     Same arguments and rules as :func:`hdp_spark.pandas.hdp_mean`. Use it as
-    ``df.agg(hdp_mean(...))`` or ``df.groupBy(...).agg(hdp_mean(...).alias(...))``: one
-    struct column with the fields the release API publishes (``estimate``, ``noise_scale``,
-    ``ci_low``, ``ci_high``, ``n``, ``tau``, ``method``, ``fallback``, ``eps_levels``).
-    ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec.
+    ``df.agg(hdp_mean(...))`` or, declaring the grouping values public,
+    ``df.groupBy(...).agg(hdp_mean(..., keys="public").alias(...))``: one struct column with
+    the fields the release API publishes (``estimate``, ``noise_scale``, ``ci_low``,
+    ``ci_high``, ``n``, ``tau``, ``method``, ``fallback``, ``eps_levels``). In a grouped
+    aggregate without ``keys="public"`` the query fails at analysis: which groups appear is
+    a privacy decision (a public key list or private selection: the release API's
+    ``keys=``). ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec.
 
     Privacy:
         Each row is protected at its own ε_i (less where the weights give privacy for free);
-        the ε column and the grouping columns are public (every group present and its n are
-        published). One release key per Column (see this module's docstring).
+        the ε column is public, and with ``keys="public"`` so are the grouping values (every
+        group present and its n are published). One release key per Column, and each query
+        that uses the Column is a release of its own (see this module's docstring): the ε of
+        different queries add up; re-evaluating one query adds nothing.
     """
     from hdp_spark.specs import hdp_mean as spec_mean
 
-    return column_of(spec_mean(column, **kwargs))
+    groups = _groups(keys)
+    return column_of(spec_mean(column, **kwargs), groups=groups)
 
 
-def hdp_histogram(column: str, **kwargs: Any) -> Column:
+def hdp_histogram(column: str, *, keys: str | None = None, **kwargs: Any) -> Column:
     """The heterogeneous-DP histogram as a Spark Column aggregator (and a spec for ``agg``).
 
     Same arguments and rules as :func:`hdp_spark.pandas.hdp_histogram`; the struct's fields
-    are the release API's histogram fields (``bins`` holds the released bins).
+    are the release API's histogram fields (``bins`` holds the released bins). ``keys`` as
+    in :func:`hdp_mean`.
 
     Privacy:
-        As :func:`hdp_mean`: each row at its own ε_i, grouping columns and ε public.
+        As :func:`hdp_mean`: each row at its own ε_i, the ε column public, the grouping
+        values public only when declared with ``keys="public"``; each query a release.
     """
     from hdp_spark.histograms import hdp_histogram as spec_histogram
 
-    return column_of(spec_histogram(column, **kwargs))
-
-
+    groups = _groups(keys)
+    return column_of(spec_histogram(column, **kwargs), groups=groups)

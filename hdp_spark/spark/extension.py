@@ -15,8 +15,8 @@ from hdp_spark.errors import HdpError
 from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
 
 __all__ = [
-    "FALLBACK_THRESHOLD", "MISSING_MESSAGE", "NATIVE_CONF", "ExtensionMissingError",
-    "configure", "install", "native_ready",
+    "FALLBACK_THRESHOLD", "MISSING_MESSAGE", "NATIVE_CONF", "QUERY_RULE",
+    "ExtensionMissingError", "analyzer_ready", "configure", "install", "native_ready",
 ]
 
 
@@ -75,6 +75,28 @@ def install(session: Any) -> None:
     args = gateway.new_array(jvm.java.lang.Object, 1)
     args[0] = jsession
     cls.getMethod("register", types).invoke(None, args)
+
+
+QUERY_RULE = "org.hdpspark.HdpQueryRule"
+
+
+def analyzer_ready(session: Any) -> bool:
+    """Whether ``session``'s analyzer has the extension's query rule, which the Column and
+    SQL aggregators need (a session built with :func:`configure`; a rule cannot be added to
+    a running session's analyzer). A Connect session answers for its server: the extension
+    brings the rule with the function.
+
+    Privacy:
+        Configuration only; no data is read.
+    """
+    if is_remote() or not hasattr(session, "_jsparkSession"):
+        return bool(session.catalog.functionExists(FUNCTION))
+    rules = session._jsparkSession.sessionState().analyzer().postHocResolutionRules()
+    it = rules.iterator()
+    while it.hasNext():
+        if it.next().getClass().getName() == QUERY_RULE:
+            return True
+    return False
 
 
 NATIVE_CONF = "hdp_spark.native"

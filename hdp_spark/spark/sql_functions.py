@@ -10,9 +10,9 @@ from pyspark.sql import functions as F
 
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.spark.column_finalize import finalize_batch, struct_fields
+from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
-from hdp_spark.spark.extension import install
+from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 
 __all__ = ["register_sql"]
 
@@ -58,17 +58,27 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     extension wrapped in a finalize registered here (``hdp_mean_finalize``,
     ``hdp_histogram_finalize_str``, ``hdp_histogram_finalize_int``).
 
+    In a grouped query the call needs a last argument ``'public'`` that declares the
+    grouping values public (``hdp_mean(salary, eps, 0, 250000, 'public')``); without it the
+    query fails at analysis. Needs a session built with :func:`configure`.
+
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
-        key (fresh, or from ``unsafe_seed`` for tests): every query is a release whose noise
-        is bound to the key, each group's own grouping values and its exact statistics, so
-        re-running a query on the same data repeats its numbers and changed data draws
-        unrelated noise.
+        key (fresh, or from ``unsafe_seed`` for tests) and every query is a release of its
+        own: its noise is keyed by the registration's key derived with the fingerprint of
+        what the query aggregates, each group's own grouping values and its exact
+        statistics. Re-running one query on the same data repeats its numbers; two different
+        queries (``WHERE id != 17`` against the whole table) draw independent noise even
+        when their statistics are equal, and their ε add up. The same query over changed
+        data repeats its numbers exactly when the statistics did not change: register again
+        (a new key) for each scheduled run or snapshot.
     """
     from hdp_spark.histograms import hdp_histogram as spec_histogram
     from hdp_spark.specs import hdp_mean as spec_mean
 
     install(session)
+    if not analyzer_ready(session):
+        raise ExtensionMissingError(NO_FINGERPRINT)
     key = ReleaseKey.resolve(unsafe_seed)
     mean_names, mean_type = _struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
 

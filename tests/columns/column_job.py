@@ -25,36 +25,105 @@ def table() -> pd.DataFrame:
     })
 
 
+def query_key(frame: Any, col: Any, by: tuple[str, ...] = ()) -> Any:
+    """The noise key of Column ``col`` in ``frame.groupBy(*by).agg(col)``: its release key
+    derived with the query's fingerprint, read from the native cells of the same query (the
+    fingerprint covers the input plan, the grouping and the aggregate's arguments, not the
+    finalize around it). Tests pass it to the release API as ``unsafe_seed``."""
+    from hdp_spark.spark.columns import cells_of
+
+    cells = frame.groupBy(*by).agg(cells_of(col.spec, col.groups).alias("c"))
+    fingerprints = {r[0] for r in cells.select("c.query").collect()}
+    assert len(fingerprints) == 1, fingerprints  # one query: one fingerprint for all groups
+    return col.key.for_query(fingerprints.pop())
+
+
+def attacks(spark: Any) -> dict[str, bool]:
+    """The composition attacks of the Column and SQL paths: does an output repeat exactly
+    across two different queries (the `*_repeats` of different queries must be False; the
+    same query must repeat; for how rarely independent noise ties, see below)."""
+    from hdp_spark.spark import hdp_mean, register_sql
+
+    pdf = table().reset_index().rename(columns={"index": "id"})
+    # ε of 0.1 and 0.2: each row's noise grid step g is at most 2**-20 of its sensitivity
+    # (exact sampler), so two independent draws tie with probability about g / (2b) <=
+    # 2**-21 * 0.2 < 1e-7 per comparison: with 4 comparisons of different queries, a false
+    # failure has probability below 4e-7 per run
+    pdf["eps"] = np.where(np.arange(len(pdf)) % 2 == 0, 0.1, 0.2)
+    base_df = spark.createDataFrame(pdf)
+    base_df.createOrReplaceTempView("attack_t")
+    register_sql(spark)  # one fresh key for every query below
+    q = "SELECT hdp_mean(salary, eps, 0, 200000) AS m FROM attack_t"
+
+    def one(sql: str) -> float:
+        return float(spark.sql(sql).collect()[0]["m"]["estimate"])
+
+    base = one(q)
+    m = hdp_mean("salary", eps="eps", lower=0, upper=200_000)  # one Column, reused
+    col_base = float(base_df.agg(m).collect()[0][0]["estimate"])
+    guess = float(pdf.loc[17, "salary"])
+    return {
+        "sql_missing_id_repeats": one(q + " WHERE id != 99999") == base,
+        "sql_present_id_differs": one(q + " WHERE id != 17") != base,
+        "sql_same_query_repeats": one(q) == base,
+        "column_filter_repeats": float(base_df.filter("id != 99999").agg(m).collect()[0][0][
+            "estimate"]) == col_base,
+        "column_same_query_repeats": float(base_df.agg(m).collect()[0][0]["estimate"])
+        == col_base,
+        "case_when_right_guess_repeats": one(
+            f"SELECT hdp_mean(CASE WHEN id = 17 THEN {guess!r}D ELSE salary END, "
+            "eps, 0, 200000) AS m FROM attack_t") == base,
+    }
+
+
 def run(spark: Any) -> dict[str, Any]:
     import hdp_spark.spark as hs
     from hdp_spark.spark import hdp_histogram, hdp_mean
 
-    df = spark.createDataFrame(table()).repartition(4)
-    total = df.agg(hdp_mean("salary", eps="eps", lower=0, upper=250_000).unsafe_seed(3))
-    grouped = df.groupBy("dept").agg(
-        hdp_mean("salary", eps="eps", lower=0, upper=250_000).unsafe_seed(3).alias("salary"),
-        hdp_histogram("region", eps="eps", categories=CATS).unsafe_seed(3),
-    ).orderBy("dept")
-    ref = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
-                 hdp_histogram("region", eps="eps", categories=CATS),
-                 by="dept", keys=["hr", "it", "ops"], unsafe_seed=3).orderBy("dept")
-    ref_total = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
-                       unsafe_seed=3)
+    df = spark.read.parquet(write_table(spark)).repartition(4)
+    total_col = hdp_mean("salary", eps="eps", lower=0, upper=250_000).unsafe_seed(3)
+    total = df.agg(total_col)
+    mean = hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys="public").unsafe_seed(3)
+    hist = hdp_histogram("region", eps="eps", categories=CATS, keys="public").unsafe_seed(3)
+    grouped = df.groupBy("dept").agg(mean.alias("salary"), hist).orderBy("dept")
+    keys = ["hr", "it", "ops"]
+    ref = hs.agg(df, mean, by="dept", keys=keys,
+                 unsafe_seed=query_key(df, mean, ("dept",))).orderBy("dept").collect()
+    ref_hist = hs.agg(df, hist, by="dept", keys=keys,
+                      unsafe_seed=query_key(df, hist, ("dept",))).orderBy("dept").collect()
+    ref_total = hs.agg(df, total_col, unsafe_seed=query_key(df, total_col))
     rows = grouped.collect()
     hs.register_sql(spark, unsafe_seed=3)
     df.createOrReplaceTempView("employees")
-    sql = spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 250000) AS s FROM employees "
-                    "GROUP BY dept ORDER BY dept").collect()
+    sql = spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 250000, 'public') AS s "
+                    "FROM employees GROUP BY dept ORDER BY dept").collect()
+    sql_key = query_key(spark.table("employees"), hdp_mean(
+        "salary", eps="eps", lower=0, upper=250_000, keys="public").unsafe_seed(3), ("dept",))
+    ref_sql = hs.agg(df, mean, by="dept", keys=keys, unsafe_seed=sql_key).orderBy("dept")
     return {
         "sql": [r["s"]["estimate"] for r in sql],
+        "ref_sql": [r["salary_mean"] for r in ref_sql.collect()],
         "session": type(spark).__module__,
         "total": total.collect()[0][0]["estimate"],
         "ref_total": ref_total.collect()[0]["salary_mean"],
         "mean": [r["salary"]["estimate"] for r in rows],
-        "ref_mean": [r["salary_mean"] for r in ref.collect()],
+        "ref_mean": [r["salary_mean"] for r in ref],
         "bins": [[b["frequency"] for b in r["region_histogram"]["bins"]] for r in rows],
-        "ref_bins": [[b["frequency"] for b in r["region_histogram"]] for r in ref.collect()],
+        "ref_bins": [[b["frequency"] for b in r["region_histogram"]] for r in ref_hist],
+        "attacks": attacks(spark),
     }
+
+
+def write_table(spark: Any) -> str:
+    """The table as a parquet file at a fixed path (a file source: the same query on
+    classic, Connect and a cluster has the same fingerprint)."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.gettempdir()) / "hdp_spark_column_job.parquet"
+    if not path.exists():
+        table().to_parquet(path)
+    return str(path)
 
 
 def main() -> None:

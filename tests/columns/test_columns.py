@@ -4,10 +4,14 @@ pandas engine's, re-evaluation identity, independent noise for tied groups, erro
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 from scipy import stats
 
 import hdp_spark.pandas as hpd
@@ -16,6 +20,11 @@ from hdp_spark import EpsGrid
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark.columns import spec_of
 from hdp_spark.spark.extension import ExtensionMissingError, install
+
+sys.path.insert(0, str(Path(__file__).parent))
+from column_job import query_key
+
+sys.path.pop(0)
 
 pytestmark = pytest.mark.spark
 
@@ -47,15 +56,18 @@ def test_grouped_mean_and_histogram_equal_the_release_api(
 ) -> None:
     pdf = _table()
     df = spark.createDataFrame(pdf).repartition(7)  # type: ignore[attr-defined]
-    mean = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, method=mean_method)
-    hist = hs.hdp_histogram("region", eps="eps", categories=CATS, method=method)
-    out = df.groupBy("dept").agg(
-        mean.unsafe_seed(21).alias("salary"), hist.unsafe_seed(21)  # type: ignore[attr-defined]
-    ).orderBy("dept").collect()
-    ref = hs.agg(df, mean, hist, by="dept", keys=["hr", "it", "ops", "rnd"],
-                 unsafe_seed=21).orderBy("dept").collect()
-    assert [r["dept"] for r in out] == ["hr", "it", "ops", "rnd"]
-    for got, want in zip(out, ref, strict=True):
+    mean = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, method=mean_method,
+                       keys="public").unsafe_seed(21)  # type: ignore[attr-defined]
+    hist = hs.hdp_histogram("region", eps="eps", categories=CATS, method=method,
+                            keys="public").unsafe_seed(21)  # type: ignore[attr-defined]
+    out = df.groupBy("dept").agg(mean.alias("salary"), hist).orderBy("dept").collect()
+    keys = ["hr", "it", "ops", "rnd"]
+    ref = hs.agg(df, mean, by="dept", keys=keys,
+                 unsafe_seed=query_key(df, mean, ("dept",))).orderBy("dept").collect()
+    ref_hist = hs.agg(df, hist, by="dept", keys=keys,
+                      unsafe_seed=query_key(df, hist, ("dept",))).orderBy("dept").collect()
+    assert [r["dept"] for r in out] == keys
+    for got, want, want_h in zip(out, ref, ref_hist, strict=True):
         s = got["salary"]
         assert s["estimate"] == want["salary_mean"]
         assert s["noise_scale"] == want["salary_mean_noise_scale"]
@@ -67,8 +79,8 @@ def test_grouped_mean_and_histogram_equal_the_release_api(
         assert [tuple(lv) for lv in s["eps_levels"]] == [tuple(lv) for lv in
                                                           want["salary_mean_eps_levels"]]
         h = got["region_histogram"]
-        assert [tuple(b) for b in h["bins"]] == [tuple(b) for b in want["region_histogram"]]
-        assert h["noise_scale"] == want["region_histogram_noise_scale"]
+        assert [tuple(b) for b in h["bins"]] == [tuple(b) for b in want_h["region_histogram"]]
+        assert h["noise_scale"] == want_h["region_histogram_noise_scale"]
 
 
 def test_global_mean_with_a_grid_equals_the_release_api(spark: object) -> None:
@@ -76,8 +88,9 @@ def test_global_mean_with_a_grid_equals_the_release_api(spark: object) -> None:
     grid = EpsGrid(ratio=1.3, lowest=0.01, highest=10)
     col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, eps_grid=grid,
                       method="hpm-a")
-    got = df.agg(col.unsafe_seed(5)).collect()[0][0]  # type: ignore[attr-defined]
-    want = hs.agg(df, col, unsafe_seed=5).collect()[0]
+    seeded = col.unsafe_seed(5)  # type: ignore[attr-defined]
+    got = df.agg(seeded).collect()[0][0]
+    want = hs.agg(df, col, unsafe_seed=query_key(df, seeded)).collect()[0]
     assert got["estimate"] == want["salary_mean"]
     assert got["n"] == want["salary_mean_n"] == 3000
 
@@ -122,20 +135,101 @@ def test_non_numeric_columns_fail_analysis_with_the_release_apis_words(spark: ob
         df.agg(hs.hdp_mean("x", eps="eps", lower=0, upper=1)).collect()
 
 
-def test_reevaluation_and_repartitioning_give_the_same_numbers(spark: object) -> None:
-    df = spark.createDataFrame(_table(seed=8))  # type: ignore[attr-defined]
-    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)  # a fresh private key
-    a = df.repartition(2).groupBy("dept").agg(col.alias("s")).orderBy("dept")
-    first = [r["s"]["estimate"] for r in a.collect()]
+def test_reevaluation_gives_the_same_numbers(spark: object) -> None:
+    """One query re-evaluated (collect, show, toPandas, write, AQE off, a cached input, the
+    same query built again) repeats its numbers; another query or a new Column does not."""
+    df = spark.createDataFrame(_table(seed=8)).repartition(2)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys="public")
+
+    def query() -> object:
+        return df.groupBy("dept").agg(col.alias("s")).orderBy("dept")
+
+    def numbers(frame: object) -> list[float]:
+        return [r["s"]["estimate"] for r in frame.collect()]  # type: ignore[attr-defined]
+
+    a = query()
+    first = numbers(a)
     a.show()
-    again = [r["s"]["estimate"] for r in a.collect()]
-    other = [r["s"]["estimate"] for r in df.repartition(9).groupBy("dept").agg(
-        col.alias("s")).orderBy("dept").collect()]
-    assert first == again == other
-    fresh = [r["s"]["estimate"] for r in df.groupBy("dept").agg(
-        hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000).alias("s")
-    ).orderBy("dept").collect()]
-    assert fresh != first  # a new Column is a new release: a new key
+    assert numbers(a) == first
+    assert a.toPandas()["s"].map(lambda s: s["estimate"]).tolist() == first  # type: ignore[attr-defined]
+    assert numbers(query()) == first  # the same query built again
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # type: ignore[attr-defined]
+    try:
+        assert numbers(query()) == first
+    finally:
+        spark.conf.unset("spark.sql.adaptive.enabled")  # type: ignore[attr-defined]
+    df.cache()
+    try:
+        df.count()
+        assert numbers(query()) == first  # a cached input: analysis sees the same plan
+    finally:
+        df.unpersist()
+    # another query: another partitioning of the input is kept in the fingerprint
+    other = numbers(df.repartition(9).groupBy("dept").agg(col.alias("s")).orderBy("dept"))
+    assert all(x != y for x, y in zip(other, first, strict=True))
+    fresh = numbers(df.groupBy("dept").agg(
+        hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys="public").alias("s")
+    ).orderBy("dept"))
+    assert all(x != y for x, y in zip(fresh, first, strict=True))  # a new Column: a new key
+
+
+def test_grouped_column_without_a_group_decision_is_refused(spark: object) -> None:
+    """A grouped Column (or SQL call) without keys='public' fails at analysis with an error
+    naming the choices; the global aggregate needs no decision; keys takes 'public' only."""
+    df = spark.createDataFrame(_table(n=300, seed=15))  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)
+    with pytest.raises(Exception, match="which groups appear is a privacy decision") as err:
+        df.groupBy("dept").agg(col).collect()
+    for choice in ("keys='public'", "select_keys", "keys=[...]"):
+        assert choice in str(err.value)
+    with pytest.raises(Exception, match="which groups appear is a privacy decision"):
+        df.groupBy("dept").agg(hs.hdp_histogram("region", eps="eps", categories=CATS)).collect()
+    assert df.agg(col).collect()[0][0]["n"] == 300
+    assert df.groupBy().agg(col).collect()[0][0]["n"] == 300  # no grouping: global
+    df.createOrReplaceTempView("hdp_undecided")
+    hs.register_sql(spark)
+    with pytest.raises(Exception, match="which groups appear is a privacy decision"):
+        spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1) FROM hdp_undecided "  # type: ignore[attr-defined]
+                  "GROUP BY dept").collect()
+    with pytest.raises(Exception, match="must be 'public'"):
+        spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1, 'data') FROM hdp_undecided "  # type: ignore[attr-defined]
+                  "GROUP BY dept").collect()
+    with pytest.raises(ParameterError, match="`keys` of a Column aggregator must be 'public'"):
+        hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=["hr"])  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="got str 'data'"):
+        hs.hdp_histogram("region", eps="eps", categories=CATS, keys="data")
+
+
+def test_different_queries_with_equal_statistics_draw_independent_noise(spark: object) -> None:
+    """300 releases: 15 queries of one Column that aggregate the same rows (filters on ids
+    that do not exist), each over 20 groups with equal statistics. Across queries, a
+    group's noises are independent draws: no repeat, Laplace-distributed (KS test), and
+    uncorrelated between queries. Under the old noise (a function of key and statistics)
+    every query would repeat the first one."""
+    base = pd.DataFrame({"x": np.linspace(10, 90, 40), "eps": np.tile([1.0, 2.0], 20)})
+    pdf = pd.concat([base.assign(g=i, id=np.arange(40) + 40 * i) for i in range(20)],
+                    ignore_index=True)
+    df = spark.createDataFrame(pdf).repartition(2)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False,
+                      keys="public")
+    noise = []
+    for q in range(15):
+        rows = df.filter(f"id != {10**6 + q}").groupBy("g").agg(col.alias("m")).orderBy(
+            "g").collect()
+        noise.append([r["m"]["estimate"] - base.x.mean() for r in rows])
+        b = rows[0]["m"]["noise_scale"]
+    z = np.array(noise) / b  # (query, group)
+    # ties: about g/(2b) <= 2**-20 per pair (exact sampler's grid); 300 draws make 44,850
+    # pairs, so P(any tie) < 0.05 - too high to assert none: allow a few (P[>= 3] < 1e-6)
+    assert z.size - len(set(z.ravel().tolist())) <= 2
+    # KS at level 1e-6: a correct sampler fails with probability 1e-6
+    assert stats.kstest(z.ravel(), stats.laplace.cdf).pvalue > 1e-6
+    # correlation of two queries' noises over 20 groups, for all 105 pairs: under
+    # independence each is about N(0, 1/19); the mean over 105 pairs has sd 0.022, so
+    # |mean| > 0.15 has probability below 1e-11; the equal-noise leak gives 1.0
+    corr = [np.corrcoef(z[i], z[j])[0, 1] for i in range(15) for j in range(i + 1, 15)]
+    assert abs(float(np.mean(corr))) < 0.15
+    assert max(corr) < 0.99
 
 
 def test_tied_groups_draw_independent_laplace_noise(spark: object) -> None:
@@ -146,7 +240,8 @@ def test_tied_groups_draw_independent_laplace_noise(spark: object) -> None:
     base = pd.DataFrame({"x": np.linspace(10, 90, 40), "eps": np.tile([1.0, 2.0], 20)})
     pdf = pd.concat([base.assign(g=i) for i in range(300)], ignore_index=True)
     df = spark.createDataFrame(pdf).repartition(6)  # type: ignore[attr-defined]
-    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False)
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False,
+                      keys="public")
     rows = df.groupBy("g").agg(col.alias("m")).orderBy("g").collect()
     noise = np.array([r["m"]["estimate"] for r in rows]) - base.x.mean()
     b = rows[0]["m"]["noise_scale"]
@@ -200,10 +295,14 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
     df.createOrReplaceTempView("hdp_sql_employees")
     hs.register_sql(spark, unsafe_seed=31)
     got = spark.sql(  # type: ignore[attr-defined]
-        "SELECT dept, hdp_mean(salary, eps, 0, 250000) AS s FROM hdp_sql_employees "
+        "SELECT dept, hdp_mean(salary, eps, 0, 250000, 'public') AS s FROM hdp_sql_employees "
         "GROUP BY dept ORDER BY dept").collect()
-    want = hs.agg(df, hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000), by="dept",
-                  keys=["hr", "it", "ops", "rnd"], unsafe_seed=31).orderBy("dept").collect()
+    # the SQL call's native aggregate equals the Column's (constants compare by value), so
+    # the same query over the view has the same fingerprint
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys="public")
+    key = query_key(spark.table("hdp_sql_employees"), col.unsafe_seed(31), ("dept",))  # type: ignore[attr-defined]
+    want = hs.agg(df, col, by="dept", keys=["hr", "it", "ops", "rnd"],
+                  unsafe_seed=key).orderBy("dept").collect()
     assert [r["s"]["estimate"] for r in got] == [r["salary_mean"] for r in want]
     assert [r["s"]["n"] for r in got] == [r["salary_mean_n"] for r in want]
     with pytest.raises(Exception, match="lower` and `upper` must be constants"):
@@ -217,15 +316,16 @@ def test_sql_histogram_equals_the_release_api(spark: object) -> None:
     df.createOrReplaceTempView("hdp_sql_regions")
     hs.register_sql(spark, unsafe_seed=32)
     got = spark.sql(  # type: ignore[attr-defined]
-        "SELECT dept, hdp_histogram(region, eps, array('north', 'south', 'east')) AS h, "
-        "hdp_histogram(code, eps, array(1, 2, 3)) AS c FROM hdp_sql_regions "
+        "SELECT dept, hdp_histogram(region, eps, array('north', 'south', 'east'), 'public') "
+        "AS h, hdp_histogram(code, eps, array(1, 2, 3), 'public') AS c FROM hdp_sql_regions "
         "GROUP BY dept ORDER BY dept").collect()
     keys = ["hr", "it", "ops", "rnd"]
     for alias, column, cats in (("h", "region", ["north", "south", "east"]),
                                 ("c", "code", [1, 2, 3])):
         extra = {} if column == "region" else {"other": None}
-        want = hs.agg(df, hs.hdp_histogram(column, eps="eps", categories=cats, **extra), by="dept",
-                      keys=keys, unsafe_seed=32).orderBy("dept").collect()
+        col = hs.hdp_histogram(column, eps="eps", categories=cats, keys="public", **extra)
+        key = query_key(spark.table("hdp_sql_regions"), col.unsafe_seed(32), ("dept",))  # type: ignore[attr-defined]
+        want = hs.agg(df, col, by="dept", keys=keys, unsafe_seed=key).orderBy("dept").collect()
         labels = [*cats, "other"] if column == "region" else cats  # SQL: the default `other`
         assert [[b["category"] for b in r[alias]["bins"]] for r in got] == [labels] * len(keys)
         assert [[b["frequency"] for b in r[alias]["bins"]] for r in got] == [
@@ -258,7 +358,8 @@ def test_privacy_audit_through_the_column(spark: object) -> None:
     pdf = pd.concat([d.assign(g=i) for i in range(m)] + [d2.assign(g=m + i) for i in range(m)],
                     ignore_index=True)
     df = spark.createDataFrame(pdf).repartition(4)  # type: ignore[attr-defined]
-    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False)
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=100, method="hpm-a", clip_output=False,
+                      keys="public")
     rows = df.groupBy("g").agg(col.alias("m")).collect()
     est = {r["g"]: r["m"]["estimate"] for r in rows}
     a = np.array([est[i] for i in range(m)])
@@ -311,9 +412,11 @@ def test_integer_categories_match_like_the_release_api(spark: object, kind: str)
     pdf = pd.DataFrame({"c": col, "eps": rng.choice([0.5, 1.0, 2.0], n),
                         "g": rng.choice(["a", "b"], n)})
     df = spark.createDataFrame(pdf).repartition(3)  # type: ignore[attr-defined]
-    hist = hs.hdp_histogram("c", eps="eps", categories=[0, 1, 2, 3], other=-1)
-    got = df.groupBy("g").agg(hist.unsafe_seed(8).alias("h")).orderBy("g").collect()  # type: ignore[attr-defined]
-    want = hs.agg(df, hist, by="g", keys=["a", "b"], unsafe_seed=8).orderBy("g").collect()
+    hist = hs.hdp_histogram("c", eps="eps", categories=[0, 1, 2, 3], other=-1,
+                            keys="public").unsafe_seed(8)  # type: ignore[attr-defined]
+    got = df.groupBy("g").agg(hist.alias("h")).orderBy("g").collect()
+    want = hs.agg(df, hist, by="g", keys=["a", "b"],
+                  unsafe_seed=query_key(df, hist, ("g",))).orderBy("g").collect()
     for r, w in zip(got, want, strict=True):
         assert [tuple(b) for b in r["h"]["bins"]] == [tuple(b) for b in w["c_histogram"]]
 
@@ -325,3 +428,78 @@ def test_histogram_column_type_errors_use_the_release_apis_words(spark: object) 
     df2 = spark.createDataFrame(pd.DataFrame({"c": ["1"], "eps": [1.0]}))  # type: ignore[attr-defined]
     with pytest.raises(Exception, match="must be numeric \\(integer or float\\)"):
         df2.agg(hs.hdp_histogram("c", eps="eps", categories=[1, 2], other=None)).collect()
+
+
+def test_seeded_column_marks_its_output_field(spark: object) -> None:
+    """A Column built with unsafe_seed carries ``hdp_unsafe_seed`` in its struct field's
+    metadata, through a re-alias too; a private Column carries none."""
+    df = spark.createDataFrame(_table(n=200, seed=16))  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys="public")
+    seeded = df.groupBy("dept").agg(col.unsafe_seed(1).alias("s"))  # type: ignore[attr-defined]
+    assert seeded.schema["s"].metadata == {"hdp_unsafe_seed": True}
+    assert df.agg(col.unsafe_seed(1)).schema[0].metadata == {"hdp_unsafe_seed": True}  # type: ignore[attr-defined]
+    assert df.agg(col).schema[0].metadata == {}
+
+
+def test_nan_grouping_value_is_a_group(spark: object) -> None:
+    """Grouping by a double column holding NaN: NaN is one group like any other (its noise
+    bound to a tagged key), not an executor crash."""
+    pdf = pd.DataFrame({"k": [1.0, 0.0, 2.0, 0.0] * 50, "x": np.linspace(0, 1, 200),
+                        "eps": 1.0})
+    df = spark.createDataFrame(pdf).selectExpr(  # type: ignore[attr-defined]
+        "CASE WHEN k = 0 THEN CAST('NaN' AS DOUBLE) ELSE k END AS g", "x", "eps")
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=1, keys="public")
+    rows = df.groupBy("g").agg(col.alias("m")).collect()
+    assert sorted(r["m"]["n"] for r in rows) == [50, 50, 100]
+    assert sum(math.isnan(r["g"]) for r in rows) == 1
+
+
+def test_classic_session_without_the_analyzer_rule_names_configure() -> None:
+    """A Column needs the extension's analyzer rule, which only a session built with
+    ``configure`` has: elsewhere it fails before any noise, naming ``configure``."""
+    from hdp_spark.core.noise import ReleaseKey
+    from hdp_spark.spark.column_finalize import NO_FINGERPRINT
+    from hdp_spark.spark.column_finalize import query_key as qk
+
+    with pytest.raises(ParameterError, match="configure"):
+        qk(ReleaseKey.fresh(), None)
+    assert "hdp_spark.spark.configure" in NO_FINGERPRINT
+
+
+def test_fingerprint_tells_queries_apart_and_repeats_for_the_same_query(
+    spark: object, tmp_path: Path
+) -> None:
+    """What the query fingerprint covers: sources (file paths, local rows), filters,
+    CASE WHEN in the argument, grouping; constants compare by value; the common plans
+    need no equality-hash fallback (every part written by a specific rule)."""
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=1, keys="public")
+    pdf = pd.DataFrame({"id": np.arange(20), "x": np.linspace(0, 1, 20), "eps": 1.0,
+                        "g": ["a", "b"] * 10})
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pdf.to_parquet(a)
+    pdf.to_parquet(b)
+    s = spark  # type: Any
+    fa, fb = s.read.parquet(str(a)), s.read.parquet(str(b))
+    local = s.createDataFrame(pdf)
+    local2 = s.createDataFrame(pdf.assign(id=pdf.id + 1))  # other rows, equal statistics
+
+    def fp(frame: Any, by: tuple[str, ...] = (), groups: str = "public") -> str:
+        from hdp_spark.spark.columns import cells_of
+
+        spec = spec_of(col)
+        out = frame.groupBy(*by).agg(cells_of(spec, groups).alias("c"))
+        return str(out.select("c.query").first()[0])
+
+    assert fp(fa) == fp(s.read.parquet(str(a)))  # the same query, built again
+    assert fp(fa) != fp(fb)  # another file, same contents
+    assert fp(local) == fp(s.createDataFrame(pdf))  # the same local rows
+    assert fp(local) != fp(local2)
+    assert fp(fa.filter("id != 17")) == fp(fa.filter("id != CAST(17 AS BIGINT)"))
+    assert fp(fa.filter("id != 17")) != fp(fa.filter("id != 18")) != fp(fa)
+    assert fp(fa, ("g",)) != fp(fa.withColumn("g", F.upper("g")), ("g",))
+    assert fp(fa) != fp(fa, (), "none")  # the group decision is part of the aggregate
+    case = fa.withColumn("x", F.expr("CASE WHEN id = 3 THEN 0.5D ELSE x END"))
+    assert fp(case) != fp(fa)
+    jvm = s._jvm.org.hdpspark.QueryFingerprint
+    for frame in (fa.filter("id != 17").join(local, "id"), local, case.groupBy("g").count()):
+        assert jvm.opaqueParts(frame._jdf.queryExecution().analyzed()) == ""

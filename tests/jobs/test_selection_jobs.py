@@ -327,6 +327,23 @@ def test_selection_job_publishes_nothing_deterministic(
     assert "solo2" not in text
 
 
+def test_selection_stage_times_stay_below_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A selection release's run time grows with its unreleased candidate groups, so its
+    stage times are logged at DEBUG only; the job's other stages keep theirs at INFO."""
+    job = _job(tmp_path, _frame(), budget="default = 2.0")
+    with caplog.at_level(logging.DEBUG, logger="hdp_spark"):
+        run_job(job)
+    timed = [r for r in caplog.records if "done in" in r.getMessage()]
+    selection = [r for r in timed if r.getMessage().startswith(("stage release:", "stage "))
+                 and ":" in r.getMessage().split()[1]]
+    assert selection, "the selection release's stages must still be timed (at DEBUG)"
+    assert all(r.levelno == logging.DEBUG for r in selection)
+    assert any(r.levelno == logging.INFO and r.getMessage().startswith("stage load")
+               for r in timed)
+
+
 def test_sample_selection_job_runs_and_charges_kappa(tmp_path: Path) -> None:
     from kinds_helpers import PEOPLE, REPO
 

@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 _DOMAIN = b"hdp_spark/noise/v1\x00"
+_QUERY_DOMAIN = b"hdp_spark/query-key/v1\x00"
 _log = logging.getLogger("hdp_spark")
 _KEY_BYTES = 32
 
@@ -106,9 +107,39 @@ class ReleaseKey:
         return cls(hashlib.sha256(b"hdp_spark/unsafe-seed\x00" + raw).digest(), unsafe=True)
 
     @classmethod
-    def resolve(cls, unsafe_seed: int | str | bytes | None) -> ReleaseKey:
-        """A fresh key, or a seeded one when the caller opted into ``unsafe_seed``."""
+    def resolve(cls, unsafe_seed: int | str | bytes | ReleaseKey | None) -> ReleaseKey:
+        """A fresh key, or a seeded one when the caller opted into ``unsafe_seed``.
+
+        A seeded key itself (``unsafe=True``, e.g. a Column's query key in a test that
+        compares the Column with the release API) is taken as it is; a production key is
+        refused: keys are never passed around as seeds.
+        """
+        if isinstance(unsafe_seed, ReleaseKey):
+            if not unsafe_seed.unsafe:
+                msg = "`unsafe_seed` takes a seed, or a seeded key; got a secret release key."
+                raise ParameterError(msg)
+            return unsafe_seed
         return cls.fresh() if unsafe_seed is None else cls.from_unsafe_seed(unsafe_seed)
+
+    def for_query(self, fingerprint: str) -> ReleaseKey:
+        """The key of one query under this key: ``HMAC-SHA256(key, tag || fingerprint)``.
+
+        A Column or SQL registration holds one key and may run many queries; each query's
+        noise comes from its own key, derived from the fingerprint of what it aggregates
+        (computed by the engine from the analyzed plan, never published).
+
+        Privacy:
+            Two different queries get keys that are independent-looking (HMAC is a PRF), so
+            equal statistics under two queries never give equal outputs; one query
+            re-evaluated derives the same key, so its numbers repeat. The derived key is as
+            secret as this one and keeps its ``unsafe`` mark.
+        """
+        if not isinstance(fingerprint, str) or not fingerprint:
+            msg = "`fingerprint` must be a non-empty string."
+            raise ParameterError(msg)
+        material = hmac.new(self.material, _QUERY_DOMAIN + fingerprint.encode(),
+                            hashlib.sha256).digest()
+        return ReleaseKey(material, unsafe=self.unsafe)
 
     def stream(self, context: bytes) -> KeyedStream:
         """The bit stream of one draw, bound to ``context`` (see :func:`encode_context`)."""

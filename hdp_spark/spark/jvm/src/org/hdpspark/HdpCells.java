@@ -10,6 +10,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
 import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
@@ -41,7 +42,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * points, or null for exact levels), {@code group} (the group's grouping values as a struct,
  * put in by {@link HdpGroupRule}; a {@link HdpGroup} placeholder before that),
  * {@code categories} (the histogram's constant domain, strings or integers; null for a mean),
- * then per value column four children: the value (numeric) and the constants lower, upper
+ * {@code query} (an {@link HdpQuery} placeholder carrying the group decision, replaced at
+ * analysis by {@link HdpQueryRule} with the query's fingerprint), then per value column four
+ * children: the value (numeric) and the constants lower, upper
  * and fill.
  *
  * <p>The per-row rules are the same IEEE-754 operations as hdp_spark's numpy references
@@ -51,10 +54,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * (null or NaN: fill; clamp to [lower, upper]; floor((x - lower) / span * one + 0.5)).
  *
  * <p>Result: struct(group string, level array&lt;double&gt;, code array&lt;int&gt;,
- * n array&lt;bigint&gt;, sums array&lt;bigint&gt;) with the cells sorted by (level, code) and
+ * n array&lt;bigint&gt;, sums array&lt;bigint&gt;, query string) with the cells sorted by (level, code) and
  * {@code sums} flattened (k values per cell). The group is text (see {@link GroupText}); it
  * binds the noise of each group to the group's identity, so that two groups with identical
- * statistics never share noise.
+ * statistics never share noise. The query fingerprint (null when no analyzer rule set it)
+ * binds the noise of each query to what it aggregates, so that two different queries with
+ * identical statistics never share noise either.
  *
  * <p>Privacy: this computes exact, private statistics. They never leave Spark except through
  * the finalize that adds noise; the cells are sums of integers, exact and independent of the
@@ -71,11 +76,13 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
       DataTypes.createStructField("code", DataTypes.createArrayType(DataTypes.IntegerType, false), false),
       DataTypes.createStructField("n", DataTypes.createArrayType(DataTypes.LongType, false), false),
       DataTypes.createStructField("sums", DataTypes.createArrayType(DataTypes.LongType, false), false),
+      DataTypes.createStructField("query", DataTypes.StringType, true),
   });
 
-  static final int VALUES = 6;
+  static final int VALUES = 7;
   static final int GROUP = 4;
   static final int CATEGORIES = 5;
+  static final int QUERY = 6;
 
   private final Expression[] kids;
   private final int mutableOffset;
@@ -99,7 +106,12 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
     if (kids.length < VALUES || (kids.length - VALUES) % 4 != 0) {
       throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
-          + "group, categories, [value, lower, upper, fill]...)");
+          + "group, categories, query, [value, lower, upper, fill]...)");
+    }
+    if (!(kids[QUERY] instanceof HdpQuery) && !(kids[QUERY] instanceof Literal
+        && kids[QUERY].dataType() instanceof StringType)) {
+      throw new IllegalArgumentException("hdp_cells: the query child must be a placeholder "
+          + "or the constant fingerprint");
     }
     this.mutableOffset = mutableOffset;
     this.inputOffset = inputOffset;
@@ -450,7 +462,12 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     return new GenericInternalRow(new Object[] {
         s.group == null ? null : UTF8String.fromString(s.group),
         new GenericArrayData(lv), new GenericArrayData(cd), new GenericArrayData(n),
-        new GenericArrayData(sums)});
+        new GenericArrayData(sums), kids[QUERY].eval(null)});
+  }
+
+  /** The aggregator's group decision while the query placeholder is in place (else null). */
+  String groups() {
+    return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
   }
 
   @Override

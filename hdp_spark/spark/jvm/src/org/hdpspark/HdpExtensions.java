@@ -40,18 +40,22 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     return new ExpressionInfo(HdpCells.class.getName(), FUNCTION);
   }
 
-  /** Builds hdp_cells(eps, category, rules, grid, categories, values...) with the group
-   * placeholder fifth. */
+  /** Builds hdp_cells(eps, category, rules, grid, categories, groups, values...) with the
+   * group placeholder fifth and the query placeholder (carrying the constant group decision
+   * {@code groups}: 'none', 'public' or 'cells', see {@link HdpQuery}) seventh. */
   static final class Builder extends AbstractFunction1<Seq<Expression>, Expression>
       implements java.io.Serializable {
     @Override
     public Expression apply(Seq<Expression> args) {
       List<Expression> in = new ArrayList<>(CollectionConverters.asJava(args));
-      if (in.size() < 5) {
+      if (in.size() < 6) {
         throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
-            + "categories, [value, lower, upper, fill]...), got " + in.size() + " arguments");
+            + "categories, groups, [value, lower, upper, fill]...), got " + in.size()
+            + " arguments");
       }
       in.add(HdpCells.GROUP, new HdpGroup());
+      in.set(HdpCells.QUERY, new HdpQuery(HdpQueryRule.constantText(in.get(HdpCells.QUERY),
+          "groups")));
       return new HdpCells(HdpCells.seq(in), 0, 0);
     }
   }
@@ -61,6 +65,14 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     @Override
     public Rule<LogicalPlan> apply(org.apache.spark.sql.SparkSession s) {
       return new HdpGroupRule();
+    }
+  }
+
+  static final class QueryRuleBuilder
+      extends AbstractFunction1<org.apache.spark.sql.SparkSession, Rule<LogicalPlan>> {
+    @Override
+    public Rule<LogicalPlan> apply(org.apache.spark.sql.SparkSession s) {
+      return new HdpQueryRule();
     }
   }
 
@@ -75,6 +87,7 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram()));
     ext.injectOptimizerRule(new RuleBuilder());
+    ext.injectPostHocResolutionRule(new QueryRuleBuilder());
     return BoxedUnit.UNIT;
   }
 
@@ -109,6 +122,21 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
           new FunctionIdentifier(name, Option.apply("session"), Option.apply("system")), info,
           builder);
     }
+  }
+
+  /**
+   * Whether the session's analyzer has the query rule (sessions built with
+   * {@code spark.sql.extensions=org.hdpspark.HdpExtensions}): the Column and SQL aggregators
+   * need it; a rule cannot be added to a running session's analyzer.
+   */
+  public static boolean analyzerReady(org.apache.spark.sql.classic.SparkSession session) {
+    for (Rule<LogicalPlan> r : CollectionConverters.asJava(
+        session.sessionState().analyzer().postHocResolutionRules())) {
+      if (r instanceof HdpQueryRule) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** Whether the session can evaluate hdp_cells (its function registry knows it). */

@@ -24,7 +24,8 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The SQL function {@code hdp_histogram(category, eps, array(...))}: the native
+ * The SQL function {@code hdp_histogram(category, eps, array(...)[, 'public'])} (see
+ * {@link HdpSqlMean} for the last argument): the native
  * {@link HdpCells} aggregate over the public domain {@code array(...)} (strings, or integers)
  * wrapped in the Python finalize {@code hdp_histogram_finalize_str} or
  * {@code hdp_histogram_finalize_int} that {@code hdp_spark.spark.register_sql(spark)}
@@ -40,10 +41,12 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
   @Override
   public Expression apply(Seq<Expression> args) {
     List<Expression> in = CollectionConverters.asJava(args);
-    if (in.size() != 3) {
-      throw new IllegalArgumentException("hdp_histogram takes (category, eps, categories), got "
-          + in.size() + " arguments");
+    if (in.size() != 3 && in.size() != 4) {
+      throw new IllegalArgumentException("hdp_histogram takes (category, eps, categories[, "
+          + "'public']), got " + in.size() + " arguments");
     }
+    HdpQuery query = in.size() == 4 ? HdpQueryRule.sqlGroups(in.get(3))
+        : new HdpQuery(HdpQuery.NONE);
     Expression category = in.get(0);
     Expression eps = in.get(1);
     Literal domain = domain(in.get(2));
@@ -55,6 +58,7 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
     cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.DoubleType, false)));
     cells.add(new HdpGroup());
     cells.add(domain);
+    cells.add(query);
     Expression agg = new HdpCells(HdpCells.seq(cells), 0, 0).toAggregateExpression();
     List<Expression> fin = new ArrayList<>();
     fin.add(agg);

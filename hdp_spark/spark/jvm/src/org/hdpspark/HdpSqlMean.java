@@ -14,7 +14,8 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The SQL function {@code hdp_mean(value, eps, lower, upper)}: the native {@link HdpCells}
+ * The SQL function {@code hdp_mean(value, eps, lower, upper[, 'public'])} (the last argument
+ * declares the grouping values public; without it a grouped query is refused): the native {@link HdpCells}
  * aggregate wrapped in the Python finalize that {@code hdp_spark.spark.register_sql(spark)}
  * registers as {@code hdp_mean_finalize} (which holds the release key).
  *
@@ -43,10 +44,12 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
   @Override
   public Expression apply(Seq<Expression> args) {
     List<Expression> in = CollectionConverters.asJava(args);
-    if (in.size() != 4) {
-      throw new IllegalArgumentException(
-          "hdp_mean takes (value, eps, lower, upper), got " + in.size() + " arguments");
+    if (in.size() != 4 && in.size() != 5) {
+      throw new IllegalArgumentException("hdp_mean takes (value, eps, lower, upper[, "
+          + "'public']), got " + in.size() + " arguments");
     }
+    HdpQuery query = in.size() == 5 ? HdpQueryRule.sqlGroups(in.get(4))
+        : new HdpQuery(HdpQuery.NONE);
     Expression x = in.get(0);
     Expression eps = in.get(1);
     Expression lower = in.get(2);
@@ -63,6 +66,7 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.DoubleType, false)));
     cells.add(new HdpGroup());
     cells.add(Literal.create(null, DataTypes.createArrayType(DataTypes.StringType, false)));
+    cells.add(query);
     cells.add(x);
     cells.add(Literal.create(lo, DataTypes.DoubleType));
     cells.add(Literal.create(hi, DataTypes.DoubleType));

@@ -1,0 +1,117 @@
+package org.hdpspark;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
+import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+
+/**
+ * Stands for "the fingerprint of the query that encloses this {@link HdpCells}" until
+ * {@link HdpQueryRule} replaces it, at analysis, with a constant string (see
+ * {@link QueryFingerprint}). It also carries the aggregator's group decision:
+ *
+ * <ul>
+ *   <li>{@code none}: a Column or SQL aggregator with no group decision; refused in a grouped
+ *       aggregate (publishing the keys found in the data is not a DP output);
+ *   <li>{@code public}: the caller declared the grouping values public;
+ *   <li>{@code cells}: the raw native cells (the release API's native pass, tests): exact
+ *       statistics that are not a release, so no decision applies.
+ * </ul>
+ *
+ * <p>Evaluates to null when no analyzer rule replaced it (a session built without the
+ * extension's analyzer rule); the Python finalize refuses a null fingerprint.
+ */
+public final class HdpQuery extends Expression implements java.io.Serializable {
+
+  private static final long serialVersionUID = 1L;
+
+  static final String NONE = "none";
+  static final String PUBLIC = "public";
+  static final String CELLS = "cells";
+
+  final String groups;
+
+  public HdpQuery(String groups) {
+    if (!NONE.equals(groups) && !PUBLIC.equals(groups) && !CELLS.equals(groups)) {
+      throw new IllegalArgumentException("hdp_spark: the group decision must be 'none', "
+          + "'public' or 'cells', got '" + groups + "'");
+    }
+    this.groups = groups;
+  }
+
+  @Override
+  public scala.collection.immutable.Seq<Expression> children() {
+    return HdpCells.seq(new java.util.ArrayList<>());
+  }
+
+  @Override
+  public boolean nullable() {
+    return true;
+  }
+
+  @Override
+  public DataType dataType() {
+    return DataTypes.StringType;
+  }
+
+  @Override
+  public Object eval(InternalRow input) {
+    return null;
+  }
+
+  @Override
+  public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
+    throw new IllegalStateException("hdp_spark: HdpQuery cannot be code-generated");
+  }
+
+  @Override
+  public Expression withNewChildrenInternal(
+      scala.collection.immutable.IndexedSeq<Expression> newChildren) {
+    return this;
+  }
+
+  @Override
+  public boolean foldable() {
+    return false;
+  }
+
+  @Override
+  public boolean deterministic() {
+    return true;
+  }
+
+  @Override
+  public int productArity() {
+    return 1;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    if (n == 0) {
+      return groups;
+    }
+    throw new IndexOutOfBoundsException(String.valueOf(n));
+  }
+
+  @Override
+  public boolean canEqual(Object that) {
+    return that instanceof HdpQuery;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof HdpQuery && ((HdpQuery) o).groups.equals(groups);
+  }
+
+  @Override
+  public int hashCode() {
+    return 0x5158 ^ groups.hashCode();
+  }
+
+  @Override
+  public String prettyName() {
+    return "hdp_query";
+  }
+}

@@ -1,0 +1,139 @@
+package org.hdpspark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
+import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * An analyzer (post-hoc resolution) rule: gives every {@link HdpCells} of an aggregate the
+ * fingerprint of what it aggregates ({@link QueryFingerprint}) in place of its
+ * {@link HdpQuery} placeholder, and refuses a grouped aggregate whose hdp_spark aggregator
+ * made no group decision.
+ *
+ * <p>It runs at analysis, on the analyzed plan, so the fingerprint does not depend on caching,
+ * optimization or physical planning, and a DataFrame's plan is analyzed once: re-evaluating it
+ * reuses the same fingerprint. Idempotent (a replaced placeholder is a constant).
+ */
+public final class HdpQueryRule extends Rule<LogicalPlan> {
+
+  /** What a grouped aggregate without a group decision raises (the message names the
+   * choices; the Python API maps it to its own error). */
+  static final String UNDECIDED = "hdp_spark: a grouped hdp_mean/hdp_histogram publishes "
+      + "one row per group, so which groups appear is a privacy decision. Choose one: "
+      + "declare the grouping values public with keys='public' (Column) or a last SQL "
+      + "argument 'public' (e.g. hdp_mean(x, eps, 0, 100, 'public')), or use the release "
+      + "API, hdp_spark.spark.agg(df, ..., by=..., keys=[...]), with a public key list or "
+      + "select_keys(...) (DP partition selection).";
+
+  /** The value of a constant string argument {@code name}. */
+  static String constantText(Expression e, String name) {
+    if (!e.foldable() || !(e.dataType() instanceof org.apache.spark.sql.types.StringType)) {
+      throw new IllegalArgumentException("hdp_spark: `" + name + "` must be a constant string");
+    }
+    Object v = e.eval(null);
+    if (v == null) {
+      throw new IllegalArgumentException("hdp_spark: `" + name + "` must not be null");
+    }
+    return v.toString();
+  }
+
+  /** The group decision of a SQL call's optional last argument: only 'public' is accepted
+   * (the default is no decision, refused when grouped). */
+  static HdpQuery sqlGroups(Expression e) {
+    String g = constantText(e, "groups");
+    if (!HdpQuery.PUBLIC.equals(g)) {
+      throw new IllegalArgumentException("hdp_spark: the last argument declares the groups "
+          + "and must be 'public' (the grouping values are public), got '" + g + "'");
+    }
+    return new HdpQuery(g);
+  }
+
+  @Override
+  public String ruleName() {
+    return "org.hdpspark.HdpQueryRule";
+  }
+
+  static boolean holds(Expression e) {
+    if (e instanceof HdpQuery) {
+      return true;
+    }
+    for (Expression c : CollectionConverters.asJava(e.children())) {
+      if (holds(c)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  @Override
+  public LogicalPlan apply(LogicalPlan plan) {
+    return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+      @Override
+      public boolean isDefinedAt(LogicalPlan p) {
+        if (!(p instanceof Aggregate) || !p.resolved()) {
+          return false;
+        }
+        for (NamedExpression e : CollectionConverters.asJava(((Aggregate) p).aggregateExpressions())) {
+          if (holds((Expression) e)) {
+            return true;
+          }
+        }
+        return false;
+      }
+
+      @Override
+      public LogicalPlan apply(LogicalPlan p) {
+        Aggregate a = (Aggregate) p;
+        boolean grouped = !a.groupingExpressions().isEmpty();
+        List<NamedExpression> out = new ArrayList<>();
+        for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
+          out.add((NamedExpression) ((Expression) e).transformUp(
+              new AbstractPartialFunction<Expression, Expression>() {
+                @Override
+                public boolean isDefinedAt(Expression x) {
+                  return x instanceof AggregateExpression
+                      && ((AggregateExpression) x).aggregateFunction() instanceof HdpCells
+                      && holds(x);
+                }
+
+                @Override
+                public Expression apply(Expression x) {
+                  HdpCells cells = (HdpCells) ((AggregateExpression) x).aggregateFunction();
+                  String groups = cells.groups();
+                  if (grouped && HdpQuery.NONE.equals(groups)) {
+                    throw new IllegalArgumentException(UNDECIDED);
+                  }
+                  String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
+                  return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
+                    @Override
+                    public boolean isDefinedAt(Expression y) {
+                      return y instanceof HdpQuery;
+                    }
+
+                    @Override
+                    public Expression apply(Expression y) {
+                      return Literal.create(UTF8String.fromString(fp), DataTypes.StringType);
+                    }
+                  });
+                }
+              }));
+        }
+        Seq<NamedExpression> aggs = CollectionConverters.asScala(out).toSeq();
+        return a.copy(a.groupingExpressions(), aggs, a.child(), a.hint());
+      }
+    });
+  }
+}
