@@ -7,6 +7,10 @@ group rule and the SQL function ``hdp_mean``. A classic session gets it at run t
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+import warnings
 from typing import Any
 
 from pyspark.sql.utils import is_remote
@@ -15,8 +19,16 @@ from hdp_spark.errors import HdpError
 from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
 
 __all__ = [
-    "FALLBACK_THRESHOLD", "MISSING_MESSAGE", "NATIVE_CONF", "QUERY_RULE",
-    "ExtensionMissingError", "analyzer_ready", "configure", "install", "native_ready",
+    "FALLBACK_THRESHOLD",
+    "MISSING_MESSAGE",
+    "NATIVE_CONF",
+    "PYTHON_CONF",
+    "QUERY_RULE",
+    "ExtensionMissingError",
+    "analyzer_ready",
+    "configure",
+    "install",
+    "native_ready",
 ]
 
 
@@ -129,15 +141,19 @@ def configure(builder: Any) -> Any:
 
     Sets ``spark.jars`` (the extension's jar, built by the install step) and
     ``spark.sql.extensions`` (``org.hdpspark.HdpExtensions``), keeping values already set,
-    and :data:`FALLBACK_THRESHOLD` unless set.
-    Needed for Spark Connect (``configure(SparkSession.builder.remote("local[2]"))`` starts
-    a local server with it; give a remote server the same two settings) and recommended on
-    clusters; a classic session without it installs the extension at first use.
+    :data:`FALLBACK_THRESHOLD` unless set, and for a local session (``local[...]`` or a
+    local Connect server) ``spark.pyspark.python`` = this interpreter unless the user set
+    it or ``PYSPARK_PYTHON`` (it then sets ``PYSPARK_PYTHON`` in this process's environment
+    too, which PySpark reads when it starts the JVM). Needed by the Column and SQL
+    aggregators on every session (``configure(SparkSession.builder.remote("local[2]"))``
+    starts a local Connect server with it; give a remote server the same two settings);
+    the release API works without it.
 
     Privacy:
         Configuration only; no data is read.
     """
     opts = getattr(builder, "_options", {})
+    _local_python(builder, opts)
     jar = str(jar_path())
     jars = [j for j in str(opts.get("spark.jars", "")).split(",") if j]
     exts = [e for e in str(opts.get("spark.sql.extensions", "")).split(",") if e]
@@ -149,4 +165,41 @@ def configure(builder: Any) -> Any:
         "spark.sql.extensions", ",".join(exts))
     if FALLBACK_THRESHOLD[0] not in opts:
         builder = builder.config(*FALLBACK_THRESHOLD)
+    if str(opts.get("spark.remote", "")).startswith("local"):
+        _quiet_static_conf_warnings()
     return builder
+
+
+PYTHON_CONF = "spark.pyspark.python"
+
+
+def _local_python(builder: Any, opts: dict[str, Any]) -> None:
+    """Local sessions (``local[...]``, ``local-cluster[...]``, a local Connect server) run
+    their Python workers with this interpreter unless the user chose one: otherwise Spark
+    starts the first ``python3`` on the PATH, which may lack pyarrow or hdp_spark (the
+    README's snippets run with ``.venv/bin/python``, nothing activated). A cluster's
+    workers are the cluster's business (``PYSPARK_PYTHON`` there)."""
+    master = str(opts.get("spark.remote", opts.get("spark.master", "")))
+    if not master.startswith("local") or PYTHON_CONF in opts:
+        return
+    if os.environ.get("PYSPARK_PYTHON"):
+        return
+    # PySpark's driver names the worker interpreter from the environment when it starts
+    # the JVM (SparkContext.pythonExec), the JVM side from the conf: set both, before the
+    # session exists
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder.config(PYTHON_CONF, sys.executable)
+
+
+def _quiet_static_conf_warnings() -> None:
+    """A local Spark Connect server starts with the builder's static settings, then the
+    client sets every setting again on the running session, which warns ``Failed to set
+    spark.jars ... [CANNOT_MODIFY_CONFIG]`` and ``... spark.sql.extensions ...`` although
+    both are in force (pyspark 4.3). Hide exactly those two warnings (about hdp_spark's own
+    values) so that a correct set-up prints none; a server without the extension is still
+    an error naming :func:`configure` when a Column is used."""
+    for conf in ("spark.jars", "spark.sql.extensions", PYTHON_CONF):
+        warnings.filterwarnings(
+            "ignore", category=UserWarning,
+            message=rf"Failed to set {re.escape(conf)} to Some\(.*(hdp_spark|HdpExtensions|"
+                    rf"{re.escape(sys.executable)}).*\) due to \[CANNOT_MODIFY_")

@@ -85,3 +85,41 @@ def test_connect_without_the_extension_names_configure() -> None:
     assert got["error"].startswith("ExtensionMissingError")
     assert "hdp_spark.spark.configure" in got["error"]
     assert got["release_n"] == 4000
+
+
+class _Builder:
+    """The part of ``SparkSession.Builder`` that ``configure`` uses."""
+
+    def __init__(self, **opts: str) -> None:
+        self._options = dict(opts)
+
+    def config(self, key: str, value: str) -> _Builder:
+        self._options[key] = value
+        return self
+
+
+@pytest.mark.parametrize(
+    ("opts", "env", "want"),
+    [
+        ({"spark.master": "local[2]"}, None, sys.executable),
+        ({"spark.remote": "local[2]"}, None, sys.executable),
+        ({"spark.master": "local[2]"}, "/usr/bin/python3", None),  # the user's choice stays
+        ({"spark.master": "local[2]", "spark.pyspark.python": "/x/python"}, None, "/x/python"),
+        ({"spark.master": "yarn"}, None, None),  # a cluster's workers are the cluster's
+        ({"spark.remote": "sc://host:15002"}, None, None),
+    ],
+)
+def test_configure_names_the_worker_interpreter_for_local_sessions(
+    monkeypatch: pytest.MonkeyPatch, opts: dict[str, str], env: str | None, want: str | None
+) -> None:
+    import hdp_spark.spark as hs
+
+    if env is None:
+        monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("PYSPARK_PYTHON", env)
+    out = hs.configure(_Builder(**opts))._options
+    assert out.get("spark.pyspark.python") == want
+    assert "org.hdpspark.HdpExtensions" in out["spark.sql.extensions"]
+    if want == sys.executable:
+        assert os.environ["PYSPARK_PYTHON"] == sys.executable

@@ -80,7 +80,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
 
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
-    return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
+    return plan.resolveOperatorsUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
       @Override
       public boolean isDefinedAt(LogicalPlan p) {
         if (!(p instanceof Aggregate) || !p.resolved()) {
