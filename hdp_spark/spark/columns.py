@@ -36,6 +36,8 @@ Privacy (the composition rule):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -45,10 +47,10 @@ from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.utils import is_remote
 
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.histogram.spec import HistogramMethod, HistogramSpec
 from hdp_spark.core.kernels import kernel_of
-from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL
-from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
+from hdp_spark.core.mean.spec import MeanMethod, MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
@@ -63,8 +65,8 @@ from hdp_spark.spark.extension import (
 from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["GROUPS", "cells_of", "column_of", "hdp_histogram", "hdp_mean", "native_cells",
-           "spec_of"]
+__all__ = ["GROUPS", "ColumnOrName", "Inputs", "cells_of", "column_of", "hdp_histogram",
+           "hdp_mean", "native_cells", "spec_of"]
 
 
 _MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
@@ -85,9 +87,17 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:  # design-ok: vectorized, 
     return F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
 
 
-def native_cells(eps: str, grid: Any, category: str | None = None,
+ColumnOrName = Column | str
+"""A column name or a Spark Column expression, as ``pyspark.sql.functions`` take."""
+
+
+def _column(c: ColumnOrName) -> Column:
+    return F.expr(ident(c)) if isinstance(c, str) else c
+
+
+def native_cells(eps: ColumnOrName, grid: Any, category: ColumnOrName | None = None,
                  categories: tuple[object, ...] | None = None,
-                 values: tuple[tuple[str, float, float, float], ...] = (),
+                 values: tuple[tuple[ColumnOrName, float, float, float], ...] = (),
                  groups: str = "cells") -> Column:
     """The ``hdp_cells`` aggregate over the raw ε column, the raw ``category`` column with
     its domain ``categories`` (a histogram), and ``values`` ((column, lower, upper, fill)
@@ -107,34 +117,45 @@ def native_cells(eps: str, grid: Any, category: str | None = None,
     if categories is None:
         cat, domain = F.lit(0), F.lit(None).cast("array<string>")
     elif all(isinstance(c, str) for c in categories):
-        cat, domain = F.expr(ident(str(category))), F.array(*[F.lit(c) for c in categories])
+        cat = _column(category)  # type: ignore[arg-type]
+        domain = F.array(*[F.lit(c) for c in categories])
     else:
-        cat = F.expr(ident(str(category)))
+        cat = _column(category)  # type: ignore[arg-type]
         domain = F.array(*[F.lit(int(c)) for c in categories]).cast("array<bigint>")  # type: ignore[call-overload]
-    args = [F.expr(ident(eps)), cat, rules, points, domain, F.lit(groups)]
+    args = [_column(eps), cat, rules, points, domain, F.lit(groups)]
     for column, lower, upper, fill in values:
-        args += [F.expr(ident(column)), F.lit(float(lower)), F.lit(float(upper)),
+        args += [_column(column), F.lit(float(lower)), F.lit(float(upper)),
                  F.lit(float(fill))]
     out: Column = F.call_function(FUNCTION, *args)
     return out
 
 
-def cells_of(spec: Any, groups: str) -> Column:
+@dataclass(frozen=True, eq=False)  # Columns do not compare as booleans
+class Inputs:
+    """The Column expressions a Column aggregator reads in place of its spec's column
+    names (``None``: the name itself): ``hdp_mean(F.col("salary") / 1000, ...)``."""
+
+    value: Any = None
+    eps: Any = None
+
+
+def cells_of(spec: Any, groups: str, inputs: Inputs = Inputs()) -> Column:
     """The native aggregate a Column aggregator of ``spec`` finalizes (same arguments, so
     the same query fingerprint: tests use it to read a Column's exact cells).
 
     Privacy:
         NOT a release: exact statistics (see :func:`native_cells`).
     """
+    value = spec.column if inputs.value is None else inputs.value
+    eps = spec.eps if inputs.eps is None else inputs.eps
     if isinstance(spec, MeanSpec):
-        return native_cells(spec.eps, spec.eps_grid, groups=groups,
-                            values=((spec.column, spec.lower, spec.upper, spec.fill_value),))
-    return native_cells(spec.eps, spec.eps_grid, spec.column, tuple(spec.categories),
-                        groups=groups)
+        return native_cells(eps, spec.eps_grid, groups=groups,
+                            values=((value, spec.lower, spec.upper, spec.fill_value),))
+    return native_cells(eps, spec.eps_grid, value, tuple(spec.categories), groups=groups)
 
 
-def _build(spec: Any, key: ReleaseKey, groups: str) -> Column:
-    out: Column = _finalize_udf(spec, key)(cells_of(spec, groups))  # design-ok
+def _build(spec: Any, key: ReleaseKey, groups: str, inputs: Inputs) -> Column:
+    out: Column = _finalize_udf(spec, key)(cells_of(spec, groups, inputs))  # design-ok
     if key.unsafe:  # a seeded Column's output is marked, as the release API's
         return out.alias(spec.name, metadata={UNSAFE_SEED_MARK: True})
     return out.alias(spec.name)
@@ -158,15 +179,17 @@ def _groups(keys: object) -> str:
 
 
 class _Aggregate:
-    """What both Column classes carry: the spec, the release key and the group decision."""
+    """What both Column classes carry: the spec, the release key, the group decision and
+    the Column expressions it reads."""
 
     spec: Any
     key: ReleaseKey
     groups: str
+    inputs: Inputs
 
     def unsafe_seed(self, seed: int | str | bytes) -> Column:
         """The same aggregator with noise from a caller's seed (tests only: not private)."""
-        return column_of(self.spec, ReleaseKey.resolve(seed), self.groups)
+        return column_of(self.spec, ReleaseKey.resolve(seed), self.groups, self.inputs)
 
     def over(self, window: Any = None) -> Column:
         """Refused: a Column aggregator is a release per group, not a window function."""
@@ -177,10 +200,11 @@ class _Aggregate:
 
 
 class _ClassicAggregate(_Aggregate, ClassicColumn):
-    def __init__(self, spec: Any, key: ReleaseKey, groups: str) -> None:
+    def __init__(self, spec: Any, key: ReleaseKey, groups: str, inputs: Inputs) -> None:
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "groups", groups)
+        object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "_built", None)
 
     @property
@@ -194,7 +218,7 @@ class _ClassicAggregate(_Aggregate, ClassicColumn):
             install(session)
             if not analyzer_ready(session):
                 raise ExtensionMissingError(NO_FINGERPRINT)
-            built = _build(self.spec, self.key, self.groups)._jc  # type: ignore[attr-defined]
+            built = _build(self.spec, self.key, self.groups, self.inputs)._jc  # type: ignore[attr-defined]
             object.__setattr__(self, "_built", built)
         return built
 
@@ -202,7 +226,8 @@ class _ClassicAggregate(_Aggregate, ClassicColumn):
         return f"Column<'{type(self.spec).__name__}({self.spec.name})'>"
 
 
-def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none") -> Column:
+def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none",
+              inputs: Inputs = Inputs()) -> Column:
     """The Column aggregator of ``spec`` with a fresh release key (or ``key``) and the
     group decision ``groups`` (``"none"``: refused in a grouped aggregate; ``"public"``).
 
@@ -230,11 +255,11 @@ def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none") ->
 
         def wrap(built: Any) -> Column:
             col = _ConnectAggregate(built._expr)
-            col.spec, col.key, col.groups = spec, key, groups
+            col.spec, col.key, col.groups, col.inputs = spec, key, groups, inputs
             return col
 
-        return wrap(_build(spec, key, groups))
-    return _ClassicAggregate(spec, key, groups)
+        return wrap(_build(spec, key, groups, inputs))
+    return _ClassicAggregate(spec, key, groups, inputs)
 
 
 def spec_of(obj: object) -> object:
@@ -243,20 +268,56 @@ def spec_of(obj: object) -> object:
     Privacy:
         None: unwraps a public spec.
     """
-    return obj.spec if isinstance(obj, _Aggregate) else obj
+    if not isinstance(obj, _Aggregate):
+        return obj
+    if obj.inputs.value is not None or obj.inputs.eps is not None:
+        msg = (f"`{obj.spec.name}` reads a Column expression: it works as a Column aggregator "
+               "(df.agg(...), df.groupBy(...).agg(...)); the release API (hs.agg) takes "
+               "column names: add the expression as a column first (df.withColumn).")
+        raise ParameterError(msg)
+    return obj.spec
 
 
-def hdp_mean(column: str, *, keys: str | None = None, **kwargs: Any) -> Column:
+def _input(c: ColumnOrName, role: str) -> tuple[str, Any]:
+    """(the name the spec and its outputs use, the expression or None) of a column."""
+    if isinstance(c, str):
+        return c, None
+    if not isinstance(c, Column):
+        msg = f"`{role}` must be a column name or a Spark Column, got {type(c).__name__}."
+        raise ParameterError(msg)
+    if isinstance(c, ClassicColumn):  # the JVM Column's text ("/(salary, 1000)")
+        return str(c._jc.toString()), c  # type: ignore[operator]
+    return repr(c._expr), c  # type: ignore[attr-defined]  # Spark Connect: the same text
+
+
+def hdp_mean(
+    column: ColumnOrName,
+    *,
+    eps: ColumnOrName,
+    lower: float,
+    upper: float,
+    method: MeanMethod = "adpm",
+    beta: float = 0.05,
+    clip_output: bool | None = None,
+    fill: float | None = None,
+    eps_grid: EpsGrid | None = None,
+    alias: str | None = None,
+    keys: str | None = None,
+) -> Column:
     """The heterogeneous-DP mean as a Spark Column aggregator (and a spec for ``agg``).
 
-    Same arguments and rules as :func:`hdp_spark.pandas.hdp_mean`. Use it as
-    ``df.agg(hdp_mean(...))`` or, declaring the grouping values public,
-    ``df.groupBy(...).agg(hdp_mean(..., keys="public").alias(...))``: one struct column with
-    the fields the release API publishes (``estimate``, ``noise_scale``, ``ci_low``,
-    ``ci_high``, ``n``, ``tau``, ``method``, ``fallback``, ``eps_levels``). In a grouped
-    aggregate without ``keys="public"`` the query fails at analysis: which groups appear is
-    a privacy decision (a public key list or private selection: the release API's
-    ``keys=``). ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec.
+    Same arguments and rules as :func:`hdp_spark.pandas.hdp_mean`, and ``column`` and
+    ``eps`` may be Spark Columns (``F.col("salary") / 1000``, ``df.salary``,
+    ``F.coalesce("eps", F.lit(0.0))``), as ``pyspark.sql.functions`` take them; the output
+    is then named after the expression's text. Use it as ``df.agg(hdp_mean(...))`` or,
+    declaring the grouping values public, ``df.groupBy(...).agg(hdp_mean(...,
+    keys="public").alias(...))``: one struct column with the fields the release API
+    publishes (``estimate``, ``noise_scale``, ``ci_low``, ``ci_high``, ``n``, ``tau``,
+    ``method``, ``fallback``, ``eps_levels``). In a grouped aggregate without
+    ``keys="public"`` the query fails at analysis: which groups appear is a privacy
+    decision (a public key list or private selection: the release API's ``keys=``).
+    ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec (column names
+    only).
 
     Privacy:
         Each row is protected at its own ε_i (less where the weights give privacy for free);
@@ -268,15 +329,29 @@ def hdp_mean(column: str, *, keys: str | None = None, **kwargs: Any) -> Column:
     from hdp_spark.specs import hdp_mean as spec_mean
 
     groups = _groups(keys)
-    return column_of(spec_mean(column, **kwargs), groups=groups)
+    (name, value), (eps_name, eps_expr) = _input(column, "column"), _input(eps, "eps")
+    spec = spec_mean(name, eps=eps_name, lower=lower, upper=upper, method=method, beta=beta,
+                     clip_output=clip_output, fill=fill, eps_grid=eps_grid, alias=alias)
+    return column_of(spec, groups=groups, inputs=Inputs(value, eps_expr))
 
 
-def hdp_histogram(column: str, *, keys: str | None = None, **kwargs: Any) -> Column:
+def hdp_histogram(
+    column: ColumnOrName,
+    *,
+    eps: ColumnOrName,
+    categories: Sequence[str] | Sequence[int],
+    method: HistogramMethod = "hpf-a",
+    beta: float = 0.05,
+    other: str | int | None = "other",
+    eps_grid: EpsGrid | None = None,
+    alias: str | None = None,
+    keys: str | None = None,
+) -> Column:
     """The heterogeneous-DP histogram as a Spark Column aggregator (and a spec for ``agg``).
 
     Same arguments and rules as :func:`hdp_spark.pandas.hdp_histogram`; the struct's fields
-    are the release API's histogram fields (``bins`` holds the released bins). ``keys`` as
-    in :func:`hdp_mean`.
+    are the release API's histogram fields (``bins`` holds the released bins). ``column``,
+    ``eps`` and ``keys`` as in :func:`hdp_mean`.
 
     Privacy:
         As :func:`hdp_mean`: each row at its own ε_i, the ε column public, the grouping
@@ -285,4 +360,7 @@ def hdp_histogram(column: str, *, keys: str | None = None, **kwargs: Any) -> Col
     from hdp_spark.histograms import hdp_histogram as spec_histogram
 
     groups = _groups(keys)
-    return column_of(spec_histogram(column, **kwargs), groups=groups)
+    (name, value), (eps_name, eps_expr) = _input(column, "column"), _input(eps, "eps")
+    spec = spec_histogram(name, eps=eps_name, categories=categories, method=method, beta=beta,
+                          other=other, eps_grid=eps_grid, alias=alias)
+    return column_of(spec, groups=groups, inputs=Inputs(value, eps_expr))

@@ -32,7 +32,7 @@ def query_key(frame: Any, col: Any, by: tuple[str, ...] = ()) -> Any:
     finalize around it). Tests pass it to the release API as ``unsafe_seed``."""
     from hdp_spark.spark.columns import cells_of
 
-    cells = frame.groupBy(*by).agg(cells_of(col.spec, col.groups).alias("c"))
+    cells = frame.groupBy(*by).agg(cells_of(col.spec, col.groups, col.inputs).alias("c"))
     fingerprints = {r[0] for r in cells.select("c.query").collect()}
     assert len(fingerprints) == 1, fingerprints  # one query: one fingerprint for all groups
     return col.key.for_query(fingerprints.pop())
@@ -111,7 +111,19 @@ def run(spark: Any) -> dict[str, Any]:
         "bins": [[b["frequency"] for b in r["region_histogram"]["bins"]] for r in rows],
         "ref_bins": [[b["frequency"] for b in r["region_histogram"]] for r in ref_hist],
         "attacks": attacks(spark),
+        "expression_n": expression_n(df),
     }
+
+
+def expression_n(df: Any) -> int:
+    """A Column over expressions for value and ε (as pyspark.sql.functions take them)."""
+    from pyspark.sql import functions as F
+
+    from hdp_spark.spark import hdp_mean
+
+    col = hdp_mean(F.col("salary") / 1000, eps=F.coalesce("eps", F.lit(0.0)), lower=0,
+                   upper=250)
+    return int(df.agg(col).collect()[0][0]["n"])
 
 
 def write_table(spark: Any) -> str:

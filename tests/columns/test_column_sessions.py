@@ -46,6 +46,7 @@ def _check(got: dict[str, Any]) -> None:
     # nodes canonicalize away) under the same seed: the same release, the same numbers
     assert got["mean"] == got["sql"]
     assert got["bins"] == got["ref_bins"]
+    assert got["expression_n"] == 4000
     attacks = got["attacks"]
     assert attacks == {
         "sql_missing_id_repeats": False, "sql_present_id_differs": True,

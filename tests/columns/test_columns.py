@@ -503,3 +503,38 @@ def test_fingerprint_tells_queries_apart_and_repeats_for_the_same_query(
     jvm = s._jvm.org.hdpspark.QueryFingerprint
     for frame in (fa.filter("id != 17").join(local, "id"), local, case.groupBy("g").count()):
         assert jvm.opaqueParts(frame._jdf.queryExecution().analyzed()) == ""
+
+
+def test_columns_and_expressions_are_accepted_for_value_and_eps(spark: object) -> None:
+    """``hdp_mean(F.col("salary") / 1000, ...)``, ``df.salary``, an ε expression: the
+    Column reads the expression natively and releases what the release API releases on a
+    table with that expression as a column (same query key, same cells)."""
+    import inspect
+
+    df = spark.createDataFrame(_table(n=500, seed=17)).repartition(2)  # type: ignore[attr-defined]
+    col = hs.hdp_mean(F.col("salary") / 1000, eps=F.coalesce("eps", F.lit(0.0)), lower=0,
+                      upper=250).unsafe_seed(2)  # type: ignore[attr-defined]
+    got = df.agg(col).collect()[0][0]
+    spec = col.spec
+    # named after the expression's text (classic: "/(salary, 1000)", as its JVM Column
+    # prints it)
+    assert "salary" in spec.column
+    assert "1000" in spec.column
+    assert spec.eps == "coalesce(eps, 0.0)"
+    wide = df.withColumn(spec.column, F.col("salary") / 1000).withColumn(
+        spec.eps, F.coalesce("eps", F.lit(0.0)))
+    want = hs.agg(wide, spec, unsafe_seed=query_key(df, col)).collect()[0]
+    assert got["estimate"] == want[f"{spec.name}"]
+    assert got["n"] == want[f"{spec.name}_n"] == 500
+    by_attr = df.agg(hs.hdp_mean(df.salary, eps=df.eps, lower=0, upper=250_000)).collect()  # type: ignore[attr-defined]
+    assert by_attr[0][0]["n"] == 500
+    hist = hs.hdp_histogram(F.upper("region"), eps="eps", categories=["NORTH", "SOUTH"])
+    assert df.agg(hist).collect()[0][0]["n"] == 500
+    with pytest.raises(ParameterError, match="reads a Column expression"):
+        hs.agg(df, col)
+    with pytest.raises(ParameterError, match="`eps` must be a column name or a Spark Column"):
+        hs.hdp_mean("salary", eps=1.0, lower=0, upper=1)  # type: ignore[arg-type]
+    with pytest.raises(Exception, match="must be numeric, got string"):
+        df.agg(hs.hdp_mean(F.upper("region"), eps="eps", lower=0, upper=1)).collect()
+    params = inspect.signature(hs.hdp_mean).parameters
+    assert {"eps", "lower", "upper", "method", "beta", "keys"} <= set(params)
