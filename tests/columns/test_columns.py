@@ -166,11 +166,13 @@ def test_reevaluation_gives_the_same_numbers(spark: object) -> None:
         df.unpersist()
     # another query: another partitioning of the input is kept in the fingerprint
     other = numbers(df.repartition(9).groupBy("dept").agg(col.alias("s")).orderBy("dept"))
-    assert all(x != y for x, y in zip(other, first, strict=True))
+    # independent noise: 4 groups tie all at once with probability below (2e-6)**4
+    # (exact sampler's grid, see column_job.attacks); the old keying repeated all 4
+    assert other != first
     fresh = numbers(df.groupBy("dept").agg(
         hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys="public").alias("s")
     ).orderBy("dept"))
-    assert all(x != y for x, y in zip(fresh, first, strict=True))  # a new Column: a new key
+    assert fresh != first  # a new Column: a new key
 
 
 def test_grouped_column_without_a_group_decision_is_refused(spark: object) -> None:
