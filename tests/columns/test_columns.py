@@ -307,6 +307,11 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
                   unsafe_seed=key).orderBy("dept").collect()
     assert [r["s"]["estimate"] for r in got] == [r["salary_mean"] for r in want]
     assert [r["s"]["n"] for r in got] == [r["salary_mean_n"] for r in want]
+    for bad, rule in (("250000, 0", "`lower` must be < `upper`, got \\(250000, 0\\)"),
+                      ("0, 1e308 * 10", "must be finite"),
+                      ("-1e308, 1e308", "`upper - lower` must be a finite float")):
+        with pytest.raises(Exception, match=rule):  # at analysis: no job runs
+            spark.sql(f"SELECT hdp_mean(salary, eps, {bad}) FROM hdp_sql_employees")  # type: ignore[attr-defined]
     with pytest.raises(Exception, match="lower` and `upper` must be constants"):
         spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]
 

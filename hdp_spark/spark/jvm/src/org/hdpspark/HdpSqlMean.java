@@ -41,6 +41,30 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
         DataTypes.createArrayType(DataTypes.DoubleType, false));
   }
 
+  /**
+   * The release API's bound rules (hdp_spark.core.mean.spec.check_bounds), checked when the
+   * query is analyzed so that a bad call fails before any job runs, in the same words.
+   */
+  static void checkBounds(double lo, double hi, String lowerSql, String upperSql) {
+    String got = " got (" + lowerSql + ", " + upperSql + ").";
+    if (Double.isNaN(lo) || Double.isInfinite(lo) || Double.isNaN(hi) || Double.isInfinite(hi)) {
+      throw new IllegalArgumentException("ParameterError: `lower` and `upper` must be finite,"
+          + got);
+    }
+    if (!(lo < hi)) {
+      throw new IllegalArgumentException("ParameterError: `lower` must be < `upper`," + got);
+    }
+    if (Double.isInfinite(hi - lo)) {
+      throw new IllegalArgumentException("ParameterError: `upper - lower` must be a finite "
+          + "float; the bounds are too far apart," + got);
+    }
+    if (Double.isInfinite(hi + lo)) {
+      throw new IllegalArgumentException("ParameterError: `lower + upper` must be a finite "
+          + "float (the midpoint (lower + upper) / 2 is the default fill); the bounds are too "
+          + "large," + got);
+    }
+  }
+
   @Override
   public Expression apply(Seq<Expression> args) {
     List<Expression> in = CollectionConverters.asJava(args);
@@ -59,6 +83,7 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     }
     double lo = HdpCells.real(lower.eval(null));
     double hi = HdpCells.real(upper.eval(null));
+    checkBounds(lo, hi, lower.sql(), upper.sql());
     List<Expression> cells = new ArrayList<>();
     cells.add(eps);
     cells.add(Literal.create(0, DataTypes.IntegerType));
