@@ -1,9 +1,6 @@
 package org.hdpspark;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
-import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 
@@ -11,20 +8,11 @@ import org.apache.spark.sql.types.DataTypes;
  * Stands for "the grouping values of the enclosing aggregate" inside {@link HdpCells} until
  * {@link HdpGroupRule} replaces it. Never evaluated: a plan that still holds it fails.
  */
-public final class HdpGroup extends Expression implements java.io.Serializable {
+public final class HdpGroup extends Placeholder {
 
   private static final long serialVersionUID = 1L;
 
-  @Override
-  public scala.collection.immutable.Seq<Expression> children() {
-    return HdpCells.seq(new java.util.ArrayList<>());
-  }
 
-
-  @Override
-  public boolean nullable() {
-    return true;
-  }
 
   @Override
   public DataType dataType() {
@@ -38,22 +26,8 @@ public final class HdpGroup extends Expression implements java.io.Serializable {
         + "build the session with hdp_spark.spark.configure(builder)");
   }
 
-  @Override
-  public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
-    throw new IllegalStateException("hdp_spark: HdpGroup cannot be code-generated");
-  }
 
-  @Override
-  public Expression withNewChildrenInternal(
-      scala.collection.immutable.IndexedSeq<Expression>
-          newChildren) {
-    return this;
-  }
 
-  @Override
-  public boolean foldable() {
-    return false;
-  }
 
   @Override
   public int productArity() {

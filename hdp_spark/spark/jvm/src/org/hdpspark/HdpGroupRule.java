@@ -26,32 +26,12 @@ public final class HdpGroupRule extends Rule<LogicalPlan> {
     return "org.hdpspark.HdpGroupRule";
   }
 
-  static boolean holds(Expression e) {
-    if (e instanceof HdpGroup) {
-      return true;
-    }
-    for (Expression c : CollectionConverters.asJava(e.children())) {
-      if (holds(c)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
     return plan.transformUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
       @Override
       public boolean isDefinedAt(LogicalPlan p) {
-        if (!(p instanceof Aggregate) || !p.resolved()) {
-          return false;
-        }
-        for (NamedExpression e : CollectionConverters.asJava(((Aggregate) p).aggregateExpressions())) {
-          if (holds((Expression) e)) {
-            return true;
-          }
-        }
-        return false;
+        return Placeholder.aggregateHolding(p, HdpGroup.class);
       }
 
       @Override

@@ -1,9 +1,6 @@
 package org.hdpspark;
 
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
-import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 
@@ -23,7 +20,7 @@ import org.apache.spark.sql.types.DataTypes;
  * <p>Evaluates to null when no analyzer rule replaced it (a session built without the
  * extension's analyzer rule); the Python finalize refuses a null fingerprint.
  */
-public final class HdpQuery extends Expression implements java.io.Serializable {
+public final class HdpQuery extends Placeholder {
 
   private static final long serialVersionUID = 1L;
 
@@ -42,16 +39,6 @@ public final class HdpQuery extends Expression implements java.io.Serializable {
   }
 
   @Override
-  public scala.collection.immutable.Seq<Expression> children() {
-    return HdpCells.seq(new java.util.ArrayList<>());
-  }
-
-  @Override
-  public boolean nullable() {
-    return true;
-  }
-
-  @Override
   public DataType dataType() {
     return DataTypes.StringType;
   }
@@ -59,22 +46,6 @@ public final class HdpQuery extends Expression implements java.io.Serializable {
   @Override
   public Object eval(InternalRow input) {
     return null;
-  }
-
-  @Override
-  public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
-    throw new IllegalStateException("hdp_spark: HdpQuery cannot be code-generated");
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(
-      scala.collection.immutable.IndexedSeq<Expression> newChildren) {
-    return this;
-  }
-
-  @Override
-  public boolean foldable() {
-    return false;
   }
 
   @Override

@@ -66,32 +66,12 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
     return "org.hdpspark.HdpQueryRule";
   }
 
-  static boolean holds(Expression e) {
-    if (e instanceof HdpQuery) {
-      return true;
-    }
-    for (Expression c : CollectionConverters.asJava(e.children())) {
-      if (holds(c)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   @Override
   public LogicalPlan apply(LogicalPlan plan) {
     return plan.resolveOperatorsUp(new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
       @Override
       public boolean isDefinedAt(LogicalPlan p) {
-        if (!(p instanceof Aggregate) || !p.resolved()) {
-          return false;
-        }
-        for (NamedExpression e : CollectionConverters.asJava(((Aggregate) p).aggregateExpressions())) {
-          if (holds((Expression) e)) {
-            return true;
-          }
-        }
-        return false;
+        return Placeholder.aggregateHolding(p, HdpQuery.class);
       }
 
       @Override
@@ -106,7 +86,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                 public boolean isDefinedAt(Expression x) {
                   return x instanceof AggregateExpression
                       && ((AggregateExpression) x).aggregateFunction() instanceof HdpCells
-                      && holds(x);
+                      && Placeholder.holds(x, HdpQuery.class);
                 }
 
                 @Override
