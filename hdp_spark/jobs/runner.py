@@ -89,14 +89,11 @@ from hdp_spark.ledger._fs import atomic_write
 from hdp_spark.ledger.base import CommitRecord, new_commit_id
 
 __all__ = [
-    "JobCheck",
     "JobRun",
-    "ReleasePlan",
     "ReleaseRun",
-    "check_job",
-    "plan_job",
     "quality_dir",
     "run_job",
+    "typed",
 ]
 
 log = logging.getLogger("hdp_spark.jobs")
@@ -773,12 +770,9 @@ def _resolve(job: JobSpec | str | Path, engine: EngineName | None) -> JobSpec:
     return load_job(job, engine=engine)
 
 
-def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
-    """Checks of public inputs that need no data, before anything is read or written.
-
-    Loads the schema (its column types become casts on load), checks that the ledger path
-    is of its backend's kind and that the engine can start (Java for Spark).
-    """
+def typed(spec: JobSpec) -> JobSpec:
+    """The job with the column types its input is read with: the schema's, then numeric
+    casts of the value columns the aggregators read (both enter the input fingerprint)."""
     if spec.input.schema is not None:
         try:
             from hdp_spark.schema import load_schema
@@ -799,6 +793,16 @@ def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
         for c in get_kind(a.kind).numeric_columns(a.spec)
     ]
     spec = replace(spec, input=spec.input.with_value_types(numeric))
+    return spec
+
+
+def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
+    """Checks of public inputs that need no data, before anything is read or written.
+
+    Loads the schema (its column types become casts on load), checks that the ledger path
+    is of its backend's kind and that the engine can start (Java for Spark).
+    """
+    spec = typed(spec)
     if spec.budget.allocation != "sequential":
         from hdp_spark.jobs.planning import release_models
 
@@ -918,83 +922,3 @@ def run_job(
              sum(r.status == "republished" for r in runs))
     return JobRun(spec, fingerprint, tuple(runs), distribution, manifest, report,
                   dict(timer.seconds), allocation)
-
-
-@dataclass(frozen=True, slots=True)
-class ReleasePlan:
-    """What :func:`run_job` would do with one release (from :func:`plan_job`).
-
-    Attributes:
-        release_id: the release.
-        committed: True if it is committed already (a run would re-publish it).
-        rows_in_release: rows whose key is in the public key set.
-        users_over_budget: users in the release whose remaining budget is below its demand
-            (capped, excluded or refused according to ``[budget] policy``).
-    """
-
-    release_id: str
-    committed: bool
-    rows_in_release: int
-    users_over_budget: int
-
-
-@dataclass(frozen=True, slots=True)
-class JobCheck:
-    """Result of :func:`check_job`: for the trusted operator, never published.
-
-    Attributes:
-        quality: data-quality counts (schema rule violations, user-id and budget checks).
-        plans: the budget situation of each release.
-        quality_report: the data-quality report written beside the ledger.
-    """
-
-    quality: Mapping[str, Any]
-    plans: tuple[ReleasePlan, ...]
-    quality_report: Path
-
-
-def plan_job(
-    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
-) -> list[ReleasePlan]:
-    """Dry run: validate the input and report the budget situation of each release.
-
-    Reads the ledger without locking it; computes nothing private (no noise, no charge).
-    Later releases of the same run are not accounted for: each plan assumes the ledger as
-    it is now. :func:`check_job` also returns the data-quality counts.
-
-    Privacy:
-        Only counts derived from the ε vectors and budgets (public in this model).
-    """
-    return list(check_job(job, engine=engine, spark=spark).plans)
-
-
-def check_job(
-    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
-) -> JobCheck:
-    """Dry run for the operator: data-quality counts and each release's budget situation.
-
-    Writes the data-quality report beside the ledger (:func:`quality_dir`); computes nothing
-    private otherwise (no noise, no charge).
-
-    Privacy:
-        The quality counts (nulls, out-of-bounds values per rule) are functions of private
-        data: they are for the trusted operator (this result, the ``check`` command's
-        output, the report beside the ledger), never for publication. The plans hold only
-        counts derived from the ε vectors and budgets (public in this model).
-    """
-    spec = _preflight(_resolve(job, engine), spark)
-    adapter = make_adapter(spec.engine, spark, spec.spark_conf)
-    df, before = _load(adapter, spec)
-    quality, quality_report = _validate(adapter, df, spec)
-    ledger = _open_ledger(spec)
-    fingerprint = _fingerprint(adapter, spec, df, before, ledger)
-    prepared = adapter.prepare(df, spec.input.user_id, spec.budget, ledger.spent(adapter.io))
-    plans = []
-    for rel in spec.releases:
-        key = idempotency_key(spec.name, rel.id, fingerprint, _definition(rel))
-        capped = _capped(adapter, prepared, rel, "fail")
-        n = len(capped) if spec.engine == "pandas" else int(capped.count())
-        plans.append(
-            ReleasePlan(rel.id, ledger.find(key) is not None, n, adapter.count_over(capped))
-        )
-    return JobCheck(quality, tuple(plans), quality_report)

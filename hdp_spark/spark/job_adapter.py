@@ -70,7 +70,10 @@ def _session(spark: Any, conf: Sequence[tuple[str, str]]) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName("hdp_spark-jobs")
+    # Spark's progress bars (`[Stage 3:==>  (1 + 1) / 2]`) would bury the job's log lines;
+    # a job's `[spark]` table may turn them back on.
+    builder = SparkSession.builder.appName("hdp_spark-jobs").config(
+        "spark.ui.showConsoleProgress", "false")
     for k, v in conf:
         builder = builder.config(k, v)
     return builder.getOrCreate()
