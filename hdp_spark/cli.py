@@ -3,6 +3,8 @@
 Commands::
 
     run JOB.toml [--engine pandas|spark]    validate, check budgets, compute, publish, charge
+                                            (each command also takes --ledger PATH and
+                                            --output DIR instead of the job's)
     check JOB.toml [--engine pandas|spark]  dry run: data quality and budget situation only;
                                             writes nothing
     plan JOB.toml [--plot PNG] [--users CSV]  predicted accuracy, charges and budget
@@ -59,6 +61,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("job", help="the TOML job file")
         p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
+        _place_flags(p)
         _log_flags(p)
     text = ("predict every release's accuracy and each user's charge under each budget "
             "allocation, from the public columns only; charges nothing, writes nothing to "
@@ -70,10 +73,36 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    "interval widths (default: plan-<job name>.png in the job's [output] path; "
                    "the only file plan writes without --plot/--users)")
     p.add_argument("--no-plot", action="store_true", help="do not write the plot")
+    _place_flags(p)
     p.add_argument("--users", metavar="CSV", help="also write the per-user table (user id, "
                    "budget before, charge per release, budget after): for the operator only")
     _log_flags(p)
     return parser
+
+
+def _place_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", metavar="PATH", help="use this ledger instead of the job's "
+                   "`[ledger] path` (relative to the current directory), e.g. a fresh one "
+                   "for a trial run")
+    p.add_argument("--output", metavar="DIR", help="write the outputs here instead of the "
+                   "job's `[output] path` (relative to the current directory)")
+
+
+def _job(args: argparse.Namespace) -> Any:
+    """The job file, or its spec with ``--ledger`` / ``--output`` applied."""
+    if not (args.ledger or args.output):
+        return args.job
+    from dataclasses import replace
+    from pathlib import Path
+
+    from hdp_spark.jobs.spec import load_job
+
+    spec = load_job(args.job, engine=args.engine)
+    if args.ledger:
+        spec = replace(spec, ledger=replace(spec.ledger, path=Path(args.ledger).resolve()))
+    if args.output:
+        spec = replace(spec, output=replace(spec.output, path=Path(args.output).resolve()))
+    return spec
 
 
 def _log_flags(p: argparse.ArgumentParser) -> None:
@@ -160,7 +189,7 @@ def _plan(args: argparse.Namespace) -> int:
         write_user_table,
     )
 
-    plan = plan_budget(args.job, engine=args.engine)
+    plan = plan_budget(_job(args), engine=args.engine)
     sys.stdout.write(render_plan(plan))
     if not args.no_plot and not plan.releases:
         print("plot: none (nothing to predict)")
@@ -198,14 +227,16 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
         if args.command == "plan":
             return _plan(args)
         if args.command == "run":
-            result = run_job(args.job, engine=args.engine)
+            result = run_job(_job(args), engine=args.engine)
             for r in result.releases:
-                print(f"{r.release_id}: {r.status} {r.record.commit_id} -> {r.path}")
+                how = (f"computed by engine {r.computed_by}" if r.status == "committed" else
+                       f"computed earlier by engine {r.computed_by}, nothing charged now")
+                print(f"{r.release_id}: {r.status} {r.record.commit_id} ({how}) -> {r.path}")
             print(f"manifest: {result.manifest}")
             if result.report is not None:
                 print(f"report: {result.report}")
         else:
-            checked = check_job(args.job, engine=args.engine)
+            checked = check_job(_job(args), engine=args.engine)
             _print_quality(checked.quality)
             print("nothing written (dry run): no ledger, no data-quality report, no output")
             for plan in checked.plans:

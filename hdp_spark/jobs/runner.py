@@ -120,6 +120,12 @@ class ReleaseRun:
     path: Path
     seconds: float
 
+    @property
+    def computed_by(self) -> str:
+        """The engine that computed the release (``"pandas"`` or ``"spark"``): this run's
+        for a release committed now, an earlier run's for a re-published one."""
+        return str(self.record.outcome_data().get("engine", "unknown"))
+
 
 @dataclass(frozen=True, slots=True)
 class JobRun:
@@ -237,6 +243,17 @@ def _capped(adapter: Any, prepared: Any, rel: ReleaseSpec, policy: str) -> Any:
     return adapter.cap(scoped, _eps_columns(rel), policy)
 
 
+def _public_rows(adapter: Any, prepared: Any, rel: ReleaseSpec) -> int:
+    """Rows of the release with ε = +∞ in the data (public rows, capped or excluded by the
+    budget rule like any row over budget); 0 for partition selection (clipped at c) and
+    for one-global-ε kinds (their ε is a parameter)."""
+    if rel.selection is not None:
+        return 0
+    helpers = {c for c, _ in _person_columns(rel)}
+    columns = [c for c, _ in _eps_columns(rel) if c not in helpers]
+    return int(adapter.count_public(adapter.restrict(prepared, rel.by, rel.keys), columns))
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dt.date | dt.datetime | dt.time):
         return value.isoformat()
@@ -299,7 +316,7 @@ def _compute_selected(
 
 def _outcome(
     job: JobSpec, rel: ReleaseSpec, result: KindResult, summary: ChargeSummary,
-    classes: list[list[float]] | None = None,
+    classes: list[list[float]] | None = None, public_rows: int = 0,
 ) -> str:
     aggregators = []
     for a in rel.aggregators:
@@ -307,7 +324,8 @@ def _outcome(
         aggregators.append(
             {"kind": a.kind, "name": kind.output_name(a.spec),
              "definition": dict(kind.describe(a.spec)),
-             "intervals": [[i.label, i.estimate, i.low, i.high] for i in kind.intervals(a.spec)]}
+             "intervals": [[i.label, i.estimate, i.low, i.high] for i in kind.intervals(a.spec)],
+             **({"unit": a.unit} if a.unit else {})}
         )
     tau = {
         name: [[list(_plain(list(key))), t] for key, t in per.items()]
@@ -341,6 +359,9 @@ def _outcome(
                 "eps_charged_max": summary.units_max * UNIT,
                 "users_capped": summary.users_capped,
                 "users_excluded": summary.users_excluded,
+                # rows with ε = +inf in the data (public rows; the ε column is public):
+                # always capped or excluded, since budgets are finite
+                "public_rows": public_rows,
                 **({"delta": float(rel.selection.delta)} if rel.selection is not None
                    else {}),
             },
@@ -662,8 +683,9 @@ def _run_release(
             path = ensure_published(out, record, ledger.ledger_id)
         except OSError as exc:
             raise output_error(out, "re-publishing a committed release", exc) from exc
-        log.info("release %s: already committed as %s; re-published, nothing charged",
-                 rel.id, record.commit_id)
+        log.info("release %s: already committed as %s (computed earlier by engine %s); "
+                 "re-published, nothing charged", rel.id, record.commit_id,
+                 record.outcome_data().get("engine", "unknown"))
         return ReleaseRun(rel.id, "republished", record, path, time.perf_counter() - t0)
 
     found = ledger.find(key)
@@ -681,6 +703,7 @@ def _run_release(
                     if share is not None:  # the allocation's cap: see jobs/allocation.py
                         prepared = adapter.limit_remaining(prepared, share)
                     capped = _capped(adapter, prepared, rel, job.budget.policy)
+                    public_rows = _public_rows(adapter, prepared, rel)
                     if job.budget.policy == "fail":
                         over = adapter.count_over(capped)
                         if over:
@@ -723,7 +746,7 @@ def _run_release(
                 record = CommitRecord(
                     key=key, job=job.name, release_id=rel.id, fingerprint=fingerprint,
                     committed_at=dt.datetime.now(dt.UTC).isoformat(),
-                    outcome=_outcome(job, rel, result, summary, classes),
+                    outcome=_outcome(job, rel, result, summary, classes, public_rows),
                     users_charged=summary.users_charged, units_charged=summary.units_charged,
                     commit_id=new_commit_id(),  # random: names the published directory
                 )
@@ -901,6 +924,7 @@ def run_job(
                     "committed_at": r.record.committed_at,
                     "path": str(r.path.relative_to(out)),
                     "values": str((r.path / "values.parquet").relative_to(out)),
+                    "computed_by": r.computed_by,
                 }
                 for r in runs
             },

@@ -304,6 +304,17 @@ class SparkAdapter:
         """Rows whose ε had to be capped or excluded."""
         return int(df.where(F.col(STATUS) != F.lit(FULL)).count())
 
+    def count_public(self, df: DataFrame, columns: Sequence[str]) -> int:
+        """Rows whose ε is +∞ (public rows) in any of ``columns`` (before :meth:`cap`)."""
+        if not columns:
+            return 0
+        inf = F.lit(_INF).cast("double")
+        public = [F.col(c).cast("double") == inf for c in columns]
+        cond = public[0]
+        for c in public[1:]:
+            cond = cond | c
+        return int(df.where(cond).count())
+
     def charges(
         self,
         df: DataFrame,
