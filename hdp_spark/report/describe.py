@@ -143,17 +143,17 @@ def accuracy_words(agg: dict[str, Any], values: list[ValueRow], level: str) -> s
     shares = [s for s in map(share_of, real) if math.isfinite(s)]
     unit = half_unit(agg)
     biased = [v.bias for v in real if v.bias > 0]
+    share = f" ({fmt_span(min(shares), max(shares), fmt_pct)} of the value)" if shares else ""
     if biased:
         text = (f"with {level} probability each value is within "
-                f"± {fmt_span(min(totals), max(totals), fh)}{unit} of the value without "
-                f"privacy: the noise moves it by at most ± {fmt_span(min(halves), max(halves), fh)}"
-                f"{unit}, and weighting people by their ε may shift it by at most "
-                f"± {fmt_span(min(biased), max(biased), fh)}{unit} more (a bound for any data)")
+                f"± {fmt_span(min(totals), max(totals), fh)}{unit}{share} of the value "
+                f"without privacy: the noise moves it by at most "
+                f"± {fmt_span(min(halves), max(halves), fh)}{unit}, and weighting people by "
+                f"their ε may shift it by at most ± {fmt_span(min(biased), max(biased), fh)}"
+                f"{unit} more, on any data")
     else:
         text = (f"with {level} probability the noise moves each value by at most "
-                f"± {fmt_span(min(halves), max(halves), fh)}{unit}")
-    if shares:
-        text += f" ({fmt_span(min(shares), max(shares), fmt_pct)} of the value)"
+                f"± {fmt_span(min(halves), max(halves), fh)}{unit}{share}")
     skipped = len(values) - len(real)
     if skipped:
         text += (f"; {skipped} value(s) fell back to the middle of the range (too little "

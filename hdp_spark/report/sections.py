@@ -118,7 +118,8 @@ def values_section(
         plots.path(rid, name), labels,
         {name: ([v.estimate for v in values], lows, highs)},
         title=what, ylabel=ylabel, level=level, interval=interval)
-    lines += plots.link(png, f"{what}, with {level} {interval}s")
+    plural = "error bounds (noise + bias)" if biased else "intervals"
+    lines += plots.link(png, f"{what}, with {level} {plural}")
     if has_base:
         half = [v.baseline if v.baseline is not None else math.nan for v in values]
         base_lo = [max(v.estimate - h, lo_bound) for v, h in zip(values, half, strict=True)]
