@@ -658,6 +658,12 @@ def render_plan(plan: JobBudgetPlan) -> str:
           ["", f"predicted below: the {len(plan.releases)} release(s) a run would compute and "
            "charge"] if plan.committed else []),
         *([""] if plan.committed else []),
+    ]
+    if not plan.releases:
+        state = _budget_state(plan, plan.selected)
+        now = state[0].replace("remaining budget before:", "remaining budget now:")
+        return "\n".join([*lines, "budgets (a run leaves them as they are):", now]) + "\n"
+    lines += [
         "allocation methods side by side (share = part of each user's budget left at the "
         "start a release may use; error = weight x predicted variance / range^2):",
     ]

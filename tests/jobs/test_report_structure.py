@@ -89,7 +89,15 @@ def test_all_kinds_report_structure(engine: Any, tmp_path: Path) -> None:
     assert run.report is not None
     parts = check_report(run.report.parent, KINDS)
     assert "nothing charged" in parts["## Release `satisfaction_ldp`"]
-    assert "percentage points" in parts["## Release `occupation_histogram`"]
+    hist = parts["## Release `occupation_histogram`"]
+    assert "percentage points" in hist
+    # a weighted histogram's total error bound (noise + bias) comes first, the noise-only
+    # interval after it as a detail, in the accuracy line and in the values table
+    accuracy = next(ln for ln in hist.splitlines() if ln.startswith("- **Accuracy"))
+    assert accuracy.index("of the value without privacy") < accuracy.index("the noise moves")
+    header = next(t for t in tables(hist) if t[0][0] == "category")[0]
+    assert header[2] == "95% error bound (noise + bias)", header
+    assert header.index("noise only: 95% interval") > 2
     assert "left out for lack of budget" in parts["## Release `attribute_counts`"]
     # two aggregators on the same ε: their charges add up per person
     assert "may use up to a person's ε" in parts["## Release `income_by_region`"]
