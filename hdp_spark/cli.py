@@ -63,9 +63,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
         _place_flags(p)
         _log_flags(p)
-    text = ("predict every release's accuracy and each user's charge under each budget "
-            "allocation, from the public columns only; charges nothing, writes nothing to "
-            "the ledger")
+    text = ("predict the accuracy and each user's charge of what `run` would compute, under "
+            "each budget allocation, from the public columns only (releases committed already "
+            "are marked 'committed: re-published, charges nothing'); charges nothing, writes "
+            "nothing to the ledger; writes its plot under the job's [output] path")
     p = sub.add_parser("plan", help=text, description=text)
     p.add_argument("job", help="the TOML job file")
     p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
