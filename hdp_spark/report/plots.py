@@ -142,11 +142,12 @@ def plot_comparison(
     ylabel: str,
     level: str,
     baseline_label: str,
+    interval: str = "interval",
 ) -> Path | None:
-    """Our interval beside the single-ε baseline's, both around the released estimate
-    (``ours`` and ``baseline`` are ``(lows, highs)``). The baseline is not a release: it is
-    drawn without an estimate's dot, dashed, and labelled as a comparison in the plot
-    itself. None without matplotlib."""
+    """Our interval (``interval`` names it) beside the single-ε baseline's, both around
+    the released estimate (``ours`` and ``baseline`` are ``(lows, highs)``). The baseline
+    is not a release: it is drawn without an estimate's dot, dashed, and labelled as a
+    comparison in the plot itself. None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
@@ -155,7 +156,7 @@ def plot_comparison(
     seen: list[float] = list(estimates)
     tops: list[float] = []
     for dx, (lows, highs), color, label, fmt in (
-        (-0.15, ours, _OURS, f"this release: estimate and {level} interval", "o"),
+        (-0.15, ours, _OURS, f"this release: estimate and {level} {interval}", "o"),
         (0.15, baseline, _BASE, baseline_label, "none"),
     ):
         lo = [_gap(e, v) for e, v in zip(estimates, lows, strict=True)]
@@ -166,7 +167,8 @@ def plot_comparison(
         if fmt == "none":
             for line in bars[2]:
                 line.set_linestyle("--")
-            tops = [_f(h) for h in highs]
+        tops = [t if not math.isfinite(_f(h)) else max(t, _f(h)) if math.isfinite(t) else _f(h)
+                for t, h in zip(tops or [math.nan] * len(xs), highs, strict=True)]
     _xticks(ax, groups)
     ax.set_xlim(-0.7, len(groups) - 0.3)
     _zero_based(ax, seen)

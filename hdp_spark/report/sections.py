@@ -128,7 +128,7 @@ def values_section(
             plots.path(rid, name + "__vs_single_eps"), labels, [v.estimate for v in values],
             (lows, highs), (base_lo, base_hi),
             title=f"{level} {interval}: this release vs one ε for everyone", ylabel=ylabel,
-            level=level,
+            level=level, interval=interval,
             baseline_label=f"one ε for all ({base_eps}): the {level} interval a single-ε\n"
                            "library would publish, drawn around this estimate")
         lines += plots.link(png, f"{level} {interval} of this release beside a single-ε "
