@@ -49,3 +49,23 @@ def test_a_job_run_logs_only_its_own_lines(tmp_path: Path) -> None:
     # -v -v lets the libraries talk: the filter above is what keeps them out
     loud = _run(job, "-v", "-v")
     assert any(n.startswith("great_expectations") for _, n in _third_party(loud))
+
+
+def test_a_spark_session_the_job_creates_shows_no_progress_bars(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark's console progress bars (`[Stage 3:==> (1 + 1) / 2]`) are off for the session a
+    job creates; a job's `[spark]` table may turn them back on. (No JVM: the builder's
+    options are read instead of starting a session.)"""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    from hdp_spark.spark import job_adapter
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", lambda self: dict(self._options))
+    options = job_adapter._session(None, [("spark.sql.shuffle.partitions", "4")])
+    assert options["spark.ui.showConsoleProgress"] == "false"
+    assert options["spark.sql.shuffle.partitions"] == "4"
+    options = job_adapter._session(None, [("spark.ui.showConsoleProgress", "true")])
+    assert options["spark.ui.showConsoleProgress"] == "true"
