@@ -114,27 +114,27 @@ def _log_flags(p: argparse.ArgumentParser) -> None:
 
 
 class _OwnLines(logging.Filter):
-    """Lets every record of ``hdp_spark`` through, and another library's only from
-    ``floor`` up (their INFO lines would bury the job's own)."""
+    """Lets the records of ``hdp_spark`` through from ``own`` up, and another library's only
+    from ``others`` up (their INFO lines would bury the job's own)."""
 
-    def __init__(self, floor: int) -> None:
+    def __init__(self, own: int, others: int) -> None:
         super().__init__()
-        self.floor = floor
+        self.own, self.others = own, others
 
     def filter(self, record: logging.LogRecord) -> bool:
-        own = record.name == "hdp_spark" or record.name.startswith("hdp_spark.")
-        return own or record.levelno >= self.floor
+        mine = record.name == "hdp_spark" or record.name.startswith("hdp_spark.")
+        return record.levelno >= (self.own if mine else self.others)
 
 
 def _logging(verbose: int, quiet: bool) -> None:
     """stderr logging: the job's own lines at INFO (DEBUG with ``-v``, WARNING with ``-q``);
     other libraries' lines from WARNING up, whatever level they set for themselves, unless
-    ``-v -v``."""
+    ``-v -v``. Only the root logger's level and its one handler of this CLI are set."""
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     others = logging.DEBUG if verbose >= 2 and not quiet else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_OwnLines(others))
+    handler.addFilter(_OwnLines(level, others))
     root = logging.getLogger()
     for old in list(root.handlers):
         if getattr(old, "_hdp_cli", False):
@@ -142,7 +142,6 @@ def _logging(verbose: int, quiet: bool) -> None:
     handler._hdp_cli = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(min(level, others))
-    logging.getLogger("hdp_spark").setLevel(level)
 
 
 def _exit_code(exc: HdpError) -> int:
