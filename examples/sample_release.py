@@ -1,6 +1,9 @@
 """Release private mean salaries per department from the bundled sample table (pandas).
 
-Run: bash scripts/run-sample.sh
+Run (from the repository root, after `bash scripts/run-sample.sh` or `bash scripts/test.sh`
+created .venv): .venv/bin/python examples/sample_release.py
+
+(`bash scripts/run-sample.sh` runs the scheduled job on the same table instead: see README.)
 """
 
 from __future__ import annotations

@@ -3,9 +3,15 @@
 Commands::
 
     run JOB.toml [--engine pandas|spark]    validate, check budgets, compute, publish, charge
-    check JOB.toml [--engine pandas|spark]  dry run: data quality and budget situation only
+                                            (each command also takes --ledger PATH and
+                                            --output DIR instead of the job's)
+    check JOB.toml [--engine pandas|spark]  dry run: data quality and budget situation only;
+                                            writes nothing
     plan JOB.toml [--plot PNG] [--users CSV]  predicted accuracy, charges and budget
-                                            allocations; charges and writes nothing
+                                            allocations of what ``run`` would compute
+                                            (committed releases are marked); charges
+                                            nothing; writes only its plot (default under
+                                            the job's ``[output] path``)
 
 Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
 ``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
@@ -49,35 +55,93 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("run", "run a job: validate, check budgets, compute, publish, charge the ledger"),
-        ("check", "dry run: validate the input and show each release's budget situation"),
+        ("check", "dry run: validate the input and show each release's budget situation; "
+                  "writes nothing (no ledger, no data-quality report, no output file)"),
     ):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("job", help="the TOML job file")
         p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
-        p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-        p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
-    text = ("predict every release's accuracy and each user's charge under each budget "
-            "allocation, from the public columns only; charges nothing, writes nothing to "
-            "the ledger")
+        _place_flags(p)
+        _log_flags(p)
+    text = ("predict the accuracy and each user's charge of what `run` would compute, under "
+            "each budget allocation, from the public columns only (releases committed already "
+            "are marked 'committed: re-published, charges nothing'); charges nothing, writes "
+            "nothing to the ledger; writes its plot under the job's [output] path")
     p = sub.add_parser("plan", help=text, description=text)
     p.add_argument("job", help="the TOML job file")
     p.add_argument("--engine", choices=("pandas", "spark"), help="override the job's engine")
     p.add_argument("--plot", metavar="PNG", help="where to write the plot of predicted "
-                   "interval widths (default: plan-<job name>.png in the current directory)")
+                   "interval widths (default: plan-<job name>.png in the job's [output] path; "
+                   "the only file plan writes without --plot/--users)")
     p.add_argument("--no-plot", action="store_true", help="do not write the plot")
+    _place_flags(p)
     p.add_argument("--users", metavar="CSV", help="also write the per-user table (user id, "
                    "budget before, charge per release, budget after): for the operator only")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    _log_flags(p)
     return parser
 
 
-def _logging(verbose: bool, quiet: bool) -> None:
+def _place_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", metavar="PATH", help="use this ledger instead of the job's "
+                   "`[ledger] path` (relative to the current directory), e.g. a fresh one "
+                   "for a trial run")
+    p.add_argument("--output", metavar="DIR", help="write the outputs here instead of the "
+                   "job's `[output] path` (relative to the current directory)")
+
+
+def _job(args: argparse.Namespace) -> Any:
+    """The job file, or its spec with ``--ledger`` / ``--output`` applied."""
+    if not (args.ledger or args.output):
+        return args.job
+    from dataclasses import replace
+    from pathlib import Path
+
+    from hdp_spark.jobs.spec import load_job
+
+    spec = load_job(args.job, engine=args.engine)
+    if args.ledger:
+        spec = replace(spec, ledger=replace(spec.ledger, path=Path(args.ledger).resolve()))
+    if args.output:
+        spec = replace(spec, output=replace(spec.output, path=Path(args.output).resolve()))
+    return spec
+
+
+def _log_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="debug logging of hdp_spark; twice (-v -v) also lets the libraries' "
+                   "own INFO and DEBUG lines through (great_expectations, py4j, pyspark, ...)")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+
+
+class _OwnLines(logging.Filter):
+    """Lets the records of ``hdp_spark`` through from ``own`` up, and another library's only
+    from ``others`` up (their INFO lines would bury the job's own)."""
+
+    def __init__(self, own: int, others: int) -> None:
+        super().__init__()
+        self.own, self.others = own, others
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mine = record.name == "hdp_spark" or record.name.startswith("hdp_spark.")
+        return record.levelno >= (self.own if mine else self.others)
+
+
+def _logging(verbose: int, quiet: bool) -> None:
+    """stderr logging: the job's own lines at INFO (DEBUG with ``-v``, WARNING with ``-q``);
+    other libraries' lines from WARNING up, whatever level they set for themselves, unless
+    ``-v -v``. Only the root logger's level and its one handler of this CLI are set."""
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    others = logging.DEBUG if verbose >= 2 and not quiet else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_OwnLines(level, others))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_hdp_cli", False):
+            root.removeHandler(old)
+    handler._hdp_cli = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(min(level, others))
 
 
 def _exit_code(exc: HdpError) -> int:
@@ -125,10 +189,13 @@ def _plan(args: argparse.Namespace) -> int:
         write_user_table,
     )
 
-    plan = plan_budget(args.job, engine=args.engine)
+    plan = plan_budget(_job(args), engine=args.engine)
     sys.stdout.write(render_plan(plan))
-    if not args.no_plot:
-        target = Path(args.plot) if args.plot else Path(f"plan-{plan.job.name}.png")
+    if not args.no_plot and not plan.releases:
+        print("plot: none (nothing to predict)")
+    elif not args.no_plot:
+        target = (Path(args.plot) if args.plot
+                  else plan.job.output.path / f"plan-{plan.job.name}.png")
         written = write_plan_plot(plan, target)
         print(f"plot: {written}" if written else "plot: skipped (matplotlib is not installed)")
     if args.users:
@@ -153,22 +220,25 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
     """
     args = _parser(prog).parse_args(argv)
     _logging(args.verbose, args.quiet)
-    from hdp_spark.jobs.runner import check_job, run_job
+    from hdp_spark.jobs.dry_run import check_job
+    from hdp_spark.jobs.runner import run_job
 
     try:
         if args.command == "plan":
             return _plan(args)
         if args.command == "run":
-            result = run_job(args.job, engine=args.engine)
+            result = run_job(_job(args), engine=args.engine)
             for r in result.releases:
-                print(f"{r.release_id}: {r.status} {r.record.commit_id} -> {r.path}")
+                how = (f"computed by engine {r.computed_by}" if r.status == "committed" else
+                       f"computed earlier by engine {r.computed_by}, nothing charged now")
+                print(f"{r.release_id}: {r.status} {r.record.commit_id} ({how}) -> {r.path}")
             print(f"manifest: {result.manifest}")
             if result.report is not None:
                 print(f"report: {result.report}")
         else:
-            checked = check_job(args.job, engine=args.engine)
+            checked = check_job(_job(args), engine=args.engine)
             _print_quality(checked.quality)
-            print(f"data-quality report (operator only): {checked.quality_report}")
+            print("nothing written (dry run): no ledger, no data-quality report, no output")
             for plan in checked.plans:
                 state = "committed (would re-publish)" if plan.committed else "new"
                 print(

@@ -7,6 +7,13 @@ described in ``docs/jobs.md``.
 
 from __future__ import annotations
 
+from hdp_spark.jobs.dry_run import (
+    JobCheck,
+    ReleasePlan,
+    check_job,
+    committed_releases,
+    plan_job,
+)
 from hdp_spark.jobs.planning import JobBudgetPlan, plan_budget
 from hdp_spark.jobs.registry import (
     AggregatorKind,
@@ -18,12 +25,8 @@ from hdp_spark.jobs.registry import (
 )
 from hdp_spark.jobs.runner import (
     AllocationSummary,
-    JobCheck,
     JobRun,
-    ReleasePlan,
     ReleaseRun,
-    check_job,
-    plan_job,
     quality_dir,
     run_job,
 )
@@ -57,6 +60,7 @@ __all__ = [
     "ReleaseRun",
     "ReleaseSpec",
     "check_job",
+    "committed_releases",
     "get_kind",
     "kinds",
     "load_job",

@@ -218,6 +218,13 @@ class PandasAdapter:
         """Rows whose ε had to be capped or excluded."""
         return int((df[STATUS].to_numpy() != FULL).sum())
 
+    def count_public(self, df: pd.DataFrame, columns: Sequence[str]) -> int:
+        """Rows whose ε is +∞ (public rows) in any of ``columns`` (before :meth:`cap`)."""
+        public = np.zeros(len(df), dtype=bool)
+        for c in columns:
+            public |= np.isposinf(_floats(df, c, "ε"))
+        return int(public.sum())
+
     def charges(
         self,
         df: pd.DataFrame,

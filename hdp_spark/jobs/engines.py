@@ -159,6 +159,9 @@ class EngineAdapter(Protocol):
     def count_over(self, df: Any) -> int:
         """Rows whose ``__status`` is not full (after :meth:`cap`)."""
 
+    def count_public(self, df: Any, columns: Sequence[str]) -> int:
+        """Rows whose ε is +∞ (public rows) in any of ``columns`` (before :meth:`cap`)."""
+
     def charges(
         self, df: Any, by: tuple[str, ...], aggs: Sequence[AggCharge], mode: ChargeMode
     ) -> tuple[Any, ChargeSummary]:

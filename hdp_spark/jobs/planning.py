@@ -8,13 +8,15 @@ under each allocation method. Nothing is charged, no noise is drawn, nothing is 
 the ledger; the plan prints a table and writes a plot (and, on request, the per-user
 table for the operator).
 
-Like :func:`~hdp_spark.jobs.runner.check_job`, the plan assumes the ledger as it is now
-and every release new: run it before the job (a re-run re-publishes committed releases
-and charges nothing).
+Like :func:`~hdp_spark.jobs.dry_run.check_job`, the plan assumes the ledger as it is now.
+Releases committed already for the current input (a run re-publishes them and charges
+nothing: :func:`~hdp_spark.jobs.dry_run.committed_releases`) are listed as such and left
+out of the prediction, which covers only what ``run`` would compute and charge.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,6 +111,8 @@ class JobBudgetPlan:
         user_rows: each user's profile row.
         predictions: per release, the predicted accuracy of its kinds other than
             ``mean``/``histogram`` with the job's allocation (:class:`Prediction`).
+        committed: the job's releases committed already (in job order): a run re-publishes
+            them and charges nothing; ``job`` and ``releases`` hold only the others.
 
     Privacy:
         Everything here is a function of public facts (ε values, group keys, budgets,
@@ -125,6 +129,7 @@ class JobBudgetPlan:
     user_ids: np.ndarray[Any, Any]
     user_rows: np.ndarray[Any, Any]
     predictions: tuple[tuple[Prediction, ...], ...] = ()
+    committed: tuple[str, ...] = ()
 
     @property
     def selected(self) -> Allocation:
@@ -400,14 +405,20 @@ def plan_budget(
         EpsilonColumnError: an ε column holds an invalid ε (as a run would raise).
 
     Privacy:
-        Reads only the public columns (user ids, ε, group keys, budgets) and the ledger's
-        spends; charges nothing, draws no noise and writes nothing to the ledger. The
+        Reads only the public columns (user ids, ε, group keys, budgets), the ledger's
+        spends and which releases it holds for this input (keyed fingerprint of the input
+        files, as ``check``); charges nothing, draws no noise and writes nothing to the ledger. The
         output is a function of those public facts: two tables that differ only in their
         value columns give the same plan.
     """
+    from hdp_spark.jobs.dry_run import committed_releases
+
     spec = job if isinstance(job, JobSpec) else load_job(job, engine=engine)
     if engine is not None and isinstance(job, JobSpec):
         spec = spec.with_engine(engine)
+    done = committed_releases(spec, spark=spark)
+    committed = tuple(rel.id for rel in spec.releases if rel.id in done)
+    spec = _to_compute(spec, done)
     allocatable = all(a.kind in _ALLOCATED_KINDS and rel.selection is None
                       for rel in spec.releases for a in rel.aggregators)
     models = release_models(spec, plan_only=spec.budget.allocation == "sequential")
@@ -432,7 +443,18 @@ def plan_budget(
                                                   chosen.simulation.releases, strict=True))
     )
     return JobBudgetPlan(spec, int(once.sum()), models, allocations, spec.budget.allocation,
-                         profile, uid[once].to_numpy(), user_rows, predictions)
+                         profile, uid[once].to_numpy(), user_rows, predictions, committed)
+
+
+def _to_compute(spec: JobSpec, committed: frozenset[str]) -> JobSpec:
+    """The plan's view of the job: only the releases a run would compute (possibly none,
+    which a job file may not declare, hence no ``replace``: that would re-validate)."""
+    if not committed:
+        return spec
+    view = copy.copy(spec)
+    object.__setattr__(view, "releases",
+                       tuple(r for r in spec.releases if r.id not in committed))
+    return view
 
 
 def _explain_keys(rel: ReleaseSpec) -> dict[str, Any]:
@@ -623,11 +645,25 @@ def render_plan(plan: JobBudgetPlan) -> str:
     """The plan as a readable text table (its size does not grow with the users)."""
     job = plan.job
     lines = [
-        f"plan of job {job.name}: {plan.users:,} user(s), {len(plan.releases)} release(s); "
+        f"plan of job {job.name}: {plan.users:,} user(s), "
+        f"{len(plan.releases) + len(plan.committed)} release(s); "
         f"budget policy {job.budget.policy}, charge {job.budget.charge}, allocation "
         f"{plan.chosen}",
         "nothing is charged; the ledger is read, never written",
         "",
+        *(f"release {rid}: committed: re-published, charges nothing" for rid in
+          plan.committed),
+        *(["", "a run would compute nothing and charge nothing: every release is committed"]
+          if plan.committed and not plan.releases else
+          ["", f"predicted below: the {len(plan.releases)} release(s) a run would compute and "
+           "charge"] if plan.committed else []),
+        *([""] if plan.committed else []),
+    ]
+    if not plan.releases:
+        state = _budget_state(plan, plan.selected)
+        now = state[0].replace("remaining budget before:", "remaining budget now:")
+        return "\n".join([*lines, "budgets (a run leaves them as they are):", now]) + "\n"
+    lines += [
         "allocation methods side by side (share = part of each user's budget left at the "
         "start a release may use; error = weight x predicted variance / range^2):",
     ]

@@ -89,14 +89,11 @@ from hdp_spark.ledger._fs import atomic_write
 from hdp_spark.ledger.base import CommitRecord, new_commit_id
 
 __all__ = [
-    "JobCheck",
     "JobRun",
-    "ReleasePlan",
     "ReleaseRun",
-    "check_job",
-    "plan_job",
     "quality_dir",
     "run_job",
+    "typed",
 ]
 
 log = logging.getLogger("hdp_spark.jobs")
@@ -122,6 +119,12 @@ class ReleaseRun:
     record: CommitRecord
     path: Path
     seconds: float
+
+    @property
+    def computed_by(self) -> str:
+        """The engine that computed the release (``"pandas"`` or ``"spark"``): this run's
+        for a release committed now, an earlier run's for a re-published one."""
+        return str(self.record.outcome_data().get("engine", "unknown"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +248,17 @@ def _capped(adapter: Any, prepared: Any, rel: ReleaseSpec, policy: str) -> Any:
     return adapter.cap(scoped, _eps_columns(rel), policy)
 
 
+def _public_rows(adapter: Any, prepared: Any, rel: ReleaseSpec) -> int:
+    """Rows of the release with ε = +∞ in the data (public rows, capped or excluded by the
+    budget rule like any row over budget); 0 for partition selection (clipped at c) and
+    for one-global-ε kinds (their ε is a parameter)."""
+    if rel.selection is not None:
+        return 0
+    helpers = {c for c, _ in _person_columns(rel)}
+    columns = [c for c, _ in _eps_columns(rel) if c not in helpers]
+    return int(adapter.count_public(adapter.restrict(prepared, rel.by, rel.keys), columns))
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dt.date | dt.datetime | dt.time):
         return value.isoformat()
@@ -307,7 +321,7 @@ def _compute_selected(
 
 def _outcome(
     job: JobSpec, rel: ReleaseSpec, result: KindResult, summary: ChargeSummary,
-    classes: list[list[float]] | None = None,
+    classes: list[list[float]] | None = None, public_rows: int = 0,
 ) -> str:
     aggregators = []
     for a in rel.aggregators:
@@ -315,7 +329,8 @@ def _outcome(
         aggregators.append(
             {"kind": a.kind, "name": kind.output_name(a.spec),
              "definition": dict(kind.describe(a.spec)),
-             "intervals": [[i.label, i.estimate, i.low, i.high] for i in kind.intervals(a.spec)]}
+             "intervals": [[i.label, i.estimate, i.low, i.high] for i in kind.intervals(a.spec)],
+             **({"unit": a.unit} if a.unit else {})}
         )
     tau = {
         name: [[list(_plain(list(key))), t] for key, t in per.items()]
@@ -349,6 +364,9 @@ def _outcome(
                 "eps_charged_max": summary.units_max * UNIT,
                 "users_capped": summary.users_capped,
                 "users_excluded": summary.users_excluded,
+                # rows with ε = +inf in the data (public rows; the ε column is public):
+                # always capped or excluded, since budgets are finite
+                "public_rows": public_rows,
                 **({"delta": float(rel.selection.delta)} if rel.selection is not None
                    else {}),
             },
@@ -670,8 +688,9 @@ def _run_release(
             path = ensure_published(out, record, ledger.ledger_id)
         except OSError as exc:
             raise output_error(out, "re-publishing a committed release", exc) from exc
-        log.info("release %s: already committed as %s; re-published, nothing charged",
-                 rel.id, record.commit_id)
+        log.info("release %s: already committed as %s (computed earlier by engine %s); "
+                 "re-published, nothing charged", rel.id, record.commit_id,
+                 record.outcome_data().get("engine", "unknown"))
         return ReleaseRun(rel.id, "republished", record, path, time.perf_counter() - t0)
 
     found = ledger.find(key)
@@ -689,6 +708,7 @@ def _run_release(
                     if share is not None:  # the allocation's cap: see jobs/allocation.py
                         prepared = adapter.limit_remaining(prepared, share)
                     capped = _capped(adapter, prepared, rel, job.budget.policy)
+                    public_rows = _public_rows(adapter, prepared, rel)
                     if job.budget.policy == "fail":
                         over = adapter.count_over(capped)
                         if over:
@@ -731,7 +751,7 @@ def _run_release(
                 record = CommitRecord(
                     key=key, job=job.name, release_id=rel.id, fingerprint=fingerprint,
                     committed_at=dt.datetime.now(dt.UTC).isoformat(),
-                    outcome=_outcome(job, rel, result, summary, classes),
+                    outcome=_outcome(job, rel, result, summary, classes, public_rows),
                     users_charged=summary.users_charged, units_charged=summary.units_charged,
                     commit_id=new_commit_id(),  # random: names the published directory
                 )
@@ -778,12 +798,9 @@ def _resolve(job: JobSpec | str | Path, engine: EngineName | None) -> JobSpec:
     return load_job(job, engine=engine)
 
 
-def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
-    """Checks of public inputs that need no data, before anything is read or written.
-
-    Loads the schema (its column types become casts on load), checks that the ledger path
-    is of its backend's kind and that the engine can start (Java for Spark).
-    """
+def typed(spec: JobSpec) -> JobSpec:
+    """The job with the column types its input is read with: the schema's, then numeric
+    casts of the value columns the aggregators read (both enter the input fingerprint)."""
     if spec.input.schema is not None:
         try:
             from hdp_spark.schema import load_schema
@@ -804,6 +821,16 @@ def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
         for c in get_kind(a.kind).numeric_columns(a.spec)
     ]
     spec = replace(spec, input=spec.input.with_value_types(numeric))
+    return spec
+
+
+def _preflight(spec: JobSpec, spark: Any) -> JobSpec:
+    """Checks of public inputs that need no data, before anything is read or written.
+
+    Loads the schema (its column types become casts on load), checks that the ledger path
+    is of its backend's kind and that the engine can start (Java for Spark).
+    """
+    spec = typed(spec)
     if spec.budget.allocation != "sequential":
         from hdp_spark.jobs.planning import release_models
 
@@ -902,6 +929,7 @@ def run_job(
                     "committed_at": r.record.committed_at,
                     "path": str(r.path.relative_to(out)),
                     "values": str((r.path / "values.parquet").relative_to(out)),
+                    "computed_by": r.computed_by,
                 }
                 for r in runs
             },
@@ -923,83 +951,3 @@ def run_job(
              sum(r.status == "republished" for r in runs))
     return JobRun(spec, fingerprint, tuple(runs), distribution, manifest, report,
                   dict(timer.seconds), allocation)
-
-
-@dataclass(frozen=True, slots=True)
-class ReleasePlan:
-    """What :func:`run_job` would do with one release (from :func:`plan_job`).
-
-    Attributes:
-        release_id: the release.
-        committed: True if it is committed already (a run would re-publish it).
-        rows_in_release: rows whose key is in the public key set.
-        users_over_budget: users in the release whose remaining budget is below its demand
-            (capped, excluded or refused according to ``[budget] policy``).
-    """
-
-    release_id: str
-    committed: bool
-    rows_in_release: int
-    users_over_budget: int
-
-
-@dataclass(frozen=True, slots=True)
-class JobCheck:
-    """Result of :func:`check_job`: for the trusted operator, never published.
-
-    Attributes:
-        quality: data-quality counts (schema rule violations, user-id and budget checks).
-        plans: the budget situation of each release.
-        quality_report: the data-quality report written beside the ledger.
-    """
-
-    quality: Mapping[str, Any]
-    plans: tuple[ReleasePlan, ...]
-    quality_report: Path
-
-
-def plan_job(
-    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
-) -> list[ReleasePlan]:
-    """Dry run: validate the input and report the budget situation of each release.
-
-    Reads the ledger without locking it; computes nothing private (no noise, no charge).
-    Later releases of the same run are not accounted for: each plan assumes the ledger as
-    it is now. :func:`check_job` also returns the data-quality counts.
-
-    Privacy:
-        Only counts derived from the ε vectors and budgets (public in this model).
-    """
-    return list(check_job(job, engine=engine, spark=spark).plans)
-
-
-def check_job(
-    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
-) -> JobCheck:
-    """Dry run for the operator: data-quality counts and each release's budget situation.
-
-    Writes the data-quality report beside the ledger (:func:`quality_dir`); computes nothing
-    private otherwise (no noise, no charge).
-
-    Privacy:
-        The quality counts (nulls, out-of-bounds values per rule) are functions of private
-        data: they are for the trusted operator (this result, the ``check`` command's
-        output, the report beside the ledger), never for publication. The plans hold only
-        counts derived from the ε vectors and budgets (public in this model).
-    """
-    spec = _preflight(_resolve(job, engine), spark)
-    adapter = make_adapter(spec.engine, spark, spec.spark_conf)
-    df, before = _load(adapter, spec)
-    quality, quality_report = _validate(adapter, df, spec)
-    ledger = _open_ledger(spec)
-    fingerprint = _fingerprint(adapter, spec, df, before, ledger)
-    prepared = adapter.prepare(df, spec.input.user_id, spec.budget, ledger.spent(adapter.io))
-    plans = []
-    for rel in spec.releases:
-        key = idempotency_key(spec.name, rel.id, fingerprint, _definition(rel))
-        capped = _capped(adapter, prepared, rel, "fail")
-        n = len(capped) if spec.engine == "pandas" else int(capped.count())
-        plans.append(
-            ReleasePlan(rel.id, ledger.find(key) is not None, n, adapter.count_over(capped))
-        )
-    return JobCheck(quality, tuple(plans), quality_report)

@@ -288,10 +288,13 @@ class OutputSpec:
 
 @dataclass(frozen=True, slots=True)
 class AggregatorEntry:
-    """One aggregator of a release: its registered kind and its validated spec."""
+    """One aggregator of a release: its registered kind, its validated spec and the unit
+    of its values (``unit = "years"``: for the report's words and axes only; none claimed
+    when absent)."""
 
     kind: str
     spec: Any
+    unit: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,7 +516,10 @@ def _release(
         if not isinstance(agg, Mapping) or not isinstance(agg.get("kind"), str):
             _reject(f"{at}: kind", "must name an aggregator kind", agg)
         kind = get_kind(str(agg["kind"]), setting=f"{at}: kind")
-        params = {k: v for k, v in agg.items() if k != "kind"}
+        params = {k: v for k, v in agg.items() if k not in ("kind", "unit")}
+        unit = agg.get("unit")
+        if unit is not None and (not isinstance(unit, str) or not unit.strip()):
+            _reject(f"{at}: unit", "must be a non-empty text (e.g. \"years\")", unit)
         if "eps" not in params and default_eps is not None:
             params["eps"] = default_eps
         if kind.unit == "user" and "user" not in params:
@@ -526,7 +532,7 @@ def _release(
         except TypeError as exc:
             msg = f"{at} ({kind.name}): unknown or missing parameter ({exc})."
             raise JobError(msg) from exc
-        entries.append(AggregatorEntry(kind.name, spec))
+        entries.append(AggregatorEntry(kind.name, spec, unit))
     _check_kinds(where, entries, tuple(by))
     selection = None
     if "select_keys" in raw:

@@ -39,21 +39,21 @@ def slug(heading: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escape, then code spans, bold, italics and links (code spans are left alone)."""
-    parts = re.split(r"(`[^`]*`)", text)
-    out = []
-    for part in parts:
-        if part.startswith("`") and part.endswith("`") and len(part) >= 2:
-            out.append(f"<code>{html.escape(part[1:-1])}</code>")
-            continue
-        s = html.escape(part, quote=False)
-        s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
-        s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", s)
-        s = re.sub(r"(?<![\w])_(?!\s)(.+?)(?<!\s)_(?![\w])", r"<em>\1</em>", s)
-        s = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)",
-                   lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', s)
-        out.append(s)
-    return "".join(out)
+    """Escape, then code spans, bold, italics and links (code spans are left alone, and
+    may sit inside bold or a link: ``**Accuracy (`x`):**``)."""
+    codes: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        codes.append(f"<code>{html.escape(m.group(1))}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    s = html.escape(re.sub(r"`([^`]*)`", hold, text), quote=False)
+    s = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", s)
+    s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", s)
+    s = re.sub(r"(?<![\w])_(?!\s)(.+?)(?<!\s)_(?![\w])", r"<em>\1</em>", s)
+    s = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)",
+               lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', s)
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], s)
 
 
 def _cells(line: str) -> list[str]:

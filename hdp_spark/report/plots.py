@@ -83,34 +83,51 @@ def plot_estimates(
     title: str,
     ylabel: str,
     level: str,
+    interval: str = "interval",
 ) -> Path | None:
     """Estimates with their intervals per group as error bars, one series per estimate
     (``label -> (estimates, lows, highs)``); the y axis starts at 0 when every value and
-    interval end is non-negative. None without matplotlib."""
+    interval end is non-negative. Below it, a second zero-based panel shows each interval's
+    ± (half-width) per group, so that an interval too narrow to see on the first panel is
+    read on the second. ``interval`` names the interval ("interval", "error bound (noise +
+    bias)"). None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(groups) + 2), 3.4))
+    fig, (ax, pm) = plt.subplots(
+        2, 1, sharex=True, figsize=(max(5.0, 0.9 * len(groups) + 2), 5.0),
+        gridspec_kw={"height_ratios": [3, 1.6], "hspace": 0.3})
     xs = list(range(len(groups)))
     width = 0.8 / max(len(series), 1)
     seen: list[float] = []
+    halves: list[float] = []
     for j, (label, (estimates, lows, highs)) in enumerate(series.items()):
         est = [_f(v) for v in estimates]
         lo_v, hi_v = [_f(v) for v in lows], [_f(v) for v in highs]
         seen += est + lo_v + hi_v
         lo = [_gap(e, v) for e, v in zip(est, lo_v, strict=True)]
         hi = [_gap(v, e) for e, v in zip(est, hi_v, strict=True)]
+        half = [(a + b) / 2 for a, b in zip(lo, hi, strict=True)]
+        halves += half
         offset = (j - (len(series) - 1) / 2) * width if len(series) > 1 else 0.0
+        color = None if len(series) > 1 else _OURS
         ax.errorbar([x + offset for x in xs], est, yerr=[lo, hi], fmt="o", capsize=4,
-                    color=None if len(series) > 1 else _OURS,
-                    label=label if len(series) > 1 else f"estimate with its {level} interval")
-    _xticks(ax, groups)
+                    color=color,
+                    label=label if len(series) > 1 else f"estimate with its {level} {interval}")
+        pm.bar([x + offset for x in xs], half, width=min(width, 0.5) * 0.9, color=color or _OURS)
+    _xticks(pm, groups)
+    pm.set_xlim(-0.6, len(groups) - 0.4)
     _zero_based(ax, seen)
+    _zero_based(pm, halves)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
+    pm.set_ylabel(f"± ({level})")
+    pm.set_title(f"± of each {level} {interval} (half its width; axis from 0)",
+                 fontsize="small", loc="left")
+    for a in (ax, pm):
+        a.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              title=f"bars: {level} interval" if len(series) > 1 else None)
+              title=f"bars: {level} {interval}" if len(series) > 1 else None)
     return _save(plt, fig, path)
 
 
@@ -125,26 +142,44 @@ def plot_comparison(
     ylabel: str,
     level: str,
     baseline_label: str,
+    interval: str = "interval",
 ) -> Path | None:
-    """Our interval beside the single-ε baseline's, both around the released estimate
-    (``ours`` and ``baseline`` are ``(lows, highs)``). None without matplotlib."""
+    """Our interval (``interval`` names it) beside the single-ε baseline's, both around
+    the released estimate (``ours`` and ``baseline`` are ``(lows, highs)``). The baseline
+    is not a release: it is drawn without an estimate's dot, dashed, and labelled as a
+    comparison in the plot itself. None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(groups) + 2), 3.6))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(groups) + 2), 3.8))
     xs = list(range(len(groups)))
     seen: list[float] = list(estimates)
-    for dx, (lows, highs), color, label in (
-        (-0.15, ours, _OURS, f"this release ({level} interval)"),
-        (0.15, baseline, _BASE, baseline_label),
+    tops: list[float] = []
+    for dx, (lows, highs), color, label, fmt in (
+        (-0.15, ours, _OURS, f"this release: estimate and {level} {interval}", "o"),
+        (0.15, baseline, _BASE, baseline_label, "none"),
     ):
         lo = [_gap(e, v) for e, v in zip(estimates, lows, strict=True)]
         hi = [_gap(v, e) for e, v in zip(estimates, highs, strict=True)]
         seen += list(lows) + list(highs)
-        ax.errorbar([x + dx for x in xs], list(estimates), yerr=[lo, hi], fmt="o",
-                    capsize=5, color=color, label=label)
+        bars = ax.errorbar([x + dx for x in xs], list(estimates), yerr=[lo, hi], fmt=fmt,
+                           capsize=5, color=color, label=label, elinewidth=1.6)
+        if fmt == "none":
+            for line in bars[2]:
+                line.set_linestyle("--")
+        tops = [t if not math.isfinite(_f(h)) else max(t, _f(h)) if math.isfinite(t) else _f(h)
+                for t, h in zip(tops or [math.nan] * len(xs), highs, strict=True)]
     _xticks(ax, groups)
+    ax.set_xlim(-0.7, len(groups) - 0.3)
     _zero_based(ax, seen)
+    finite = [(x, t) for x, t in zip(xs, tops, strict=False) if math.isfinite(t)]
+    if finite:  # say in the plot what the dashed bars are
+        x0, top = finite[0]
+        ax.annotate("one ε for all:\ncomparison,\nnot a release", (x0 + 0.15, top),
+                    xytext=(0, 5), textcoords="offset points", fontsize="x-small",
+                    color=_BASE, va="bottom", ha="center")
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, max(high, top + 0.22 * (high - low)))
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
@@ -166,7 +201,8 @@ def plot_levels(
     ax.bar(xs, list(free), bottom=list(full), color=_FREE,
            label="charged less (privacy for free)")
     _xticks(ax, labels)
-    ax.set_ylim(bottom=0)
+    tallest = max((a + b for a, b in zip(full, free, strict=True)), default=0)
+    ax.set_ylim(bottom=0, top=tallest * 1.12 if tallest > 0 else 1)  # headroom above it
     ax.set_xlabel("ε allowed for this release")
     ax.set_ylabel("people")
     ax.set_title(title)
@@ -184,7 +220,7 @@ def plot_remaining(path: Path, edges: Sequence[float], counts: Sequence[int]) ->
     widths = [b - a for a, b in itertools.pairwise(edges)]
     ax.bar(list(edges[:-1]), list(counts), width=widths, align="edge", color=_FREE,
            edgecolor="white")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0, top=max(max(counts, default=0) * 1.12, 1))
     ax.set_xlabel("ε left to spend (per person)")
     ax.set_ylabel("people")
     ax.set_title("Privacy budget left per person after this run")

@@ -92,7 +92,12 @@ class EpsRange:
 
 @dataclass(frozen=True, slots=True)
 class ValueRow:
-    """One released value with its interval (and a single-ε baseline half-width)."""
+    """One released value with its noise interval (and a single-ε baseline half-width).
+
+    ``bias`` bounds how far the estimator's reweighting may move the value on any data
+    (a histogram's ``bias_bound``, a function of ε only; 0 for unbiased estimators): the
+    total error bound is ``[low - bias, high + bias]``.
+    """
 
     label: str
     estimate: float
@@ -100,6 +105,7 @@ class ValueRow:
     high: float
     baseline: float | None
     fallback: bool
+    bias: float = 0.0
 
 
 def _f(v: Any) -> float:
@@ -424,6 +430,7 @@ def value_rows(
         for label, est, low, high in intervals:
             text = group if len(intervals) == 1 else (
                 label if not by else f"{group} · {label}")
+            bias = _f(r.get(f"{name}_bias_bound")) if kind == "histogram" else 0.0
             out.append(ValueRow(text, _f(r.get(est)), _f(r.get(low)), _f(r.get(high)), base,
-                                fallback))
+                                fallback, 0.0 if fallback or not bias > 0 else bias))
     return out

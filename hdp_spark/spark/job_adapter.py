@@ -70,7 +70,10 @@ def _session(spark: Any, conf: Sequence[tuple[str, str]]) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName("hdp_spark-jobs")
+    # Spark's progress bars (`[Stage 3:==>  (1 + 1) / 2]`) would bury the job's log lines;
+    # a job's `[spark]` table may turn them back on.
+    builder = SparkSession.builder.appName("hdp_spark-jobs").config(
+        "spark.ui.showConsoleProgress", "false")
     for k, v in conf:
         builder = builder.config(k, v)
     return builder.getOrCreate()
@@ -300,6 +303,17 @@ class SparkAdapter:
     def count_over(self, df: DataFrame) -> int:
         """Rows whose ε had to be capped or excluded."""
         return int(df.where(F.col(STATUS) != F.lit(FULL)).count())
+
+    def count_public(self, df: DataFrame, columns: Sequence[str]) -> int:
+        """Rows whose ε is +∞ (public rows) in any of ``columns`` (before :meth:`cap`)."""
+        if not columns:
+            return 0
+        inf = F.lit(_INF).cast("double")
+        public = [F.col(c).cast("double") == inf for c in columns]
+        cond = public[0]
+        for c in public[1:]:
+            cond = cond | c
+        return int(df.where(cond).count())
 
     def charges(
         self,

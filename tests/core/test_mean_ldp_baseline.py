@@ -165,7 +165,7 @@ def test_audit_real_release_path_with_fresh_keys(method: str) -> None:
 
 
 def test_report_names_the_local_baselines() -> None:
-    from hdp_spark.report.markdown import _method_words
+    from hdp_spark.report.words import method_words as _method_words
 
     for method in (*LDP_BASE_METHOD, "k-rappor-c", "k-rappor-w"):
         assert _method_words(method).startswith("the local-DP baseline")

@@ -45,17 +45,25 @@ def _run(code: str) -> dict[str, Any]:
     return scope
 
 
-def test_pandas_quickstart_runs_as_printed() -> None:
+def test_pandas_quickstart_runs_as_printed(capsys: pytest.CaptureFixture[str]) -> None:
     scope = _run(_quickstart_blocks()["pandas"])
     table = scope["table"]
     assert len(table) == 5000
     assert table["eps"].dtype.kind == "f"
+    # run as a script, the snippets print their results (three releases, one per call)
+    printed = capsys.readouterr().out
+    assert printed.count("salary_mean") >= 3
+    assert "engineering" in printed
+    assert "region_histogram" in printed
 
 
 def test_spark_quickstart_prints_both_sessions() -> None:
     code = _quickstart_blocks()["spark"]
     assert CLASSIC in code
     assert "# " + CONNECT in code
+    # every result it computes is shown
+    for name in ("out", "total", "per_dept"):
+        assert re.search(rf"^{name}(\.select\(.*\))?\.show\(", code, flags=re.MULTILINE), name
 
 
 @pytest.mark.spark

@@ -225,12 +225,18 @@ def test_check_prints_quality_counts_for_the_operator(
     checked = check_job(job)
     count = checked.quality["schema"]["violations"]["salary:in_bounds"]
     assert count >= 5
-    assert checked.quality_report.parent == tmp_path / "quality"
     assert main(["check", str(job), "-q"]) == 0
     out = capsys.readouterr().out
     assert f"salary:in_bounds: {count} violation(s)" in out
     assert "operator only" in out
     assert "salary_by_dept: new" in out
+    # a dry run writes nothing: no quality report, no ledger, no output directory
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "job.toml"]
+    run_job(job)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    assert main(["check", str(job), "-q"]) == 0
+    assert "salary_by_dept: committed (would re-publish)" in capsys.readouterr().out
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
 def test_ledger_inside_the_output_dir_is_refused(tmp_path: Path) -> None:

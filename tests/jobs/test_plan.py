@@ -103,8 +103,9 @@ def test_plan_without_plot(tmp_path: Path, capsys: Any, monkeypatch: Any) -> Non
     assert main(["plan", str(job), "--no-plot"]) == 0
     assert "plot:" not in capsys.readouterr().out
     assert list(tmp_path.glob("*.png")) == []
-    assert main(["plan", str(job)]) == 0  # default: plan-<job name>.png here
-    assert (tmp_path / "plan-t_job.png").exists()
+    assert main(["plan", str(job)]) == 0  # default: plan-<job name>.png in the output dir
+    assert list(tmp_path.glob("*.png")) == []
+    assert (tmp_path / "out" / "plan-t_job.png").exists()
 
 
 # -- charges nothing, predicts the run exactly ----------------------------------------------
@@ -140,6 +141,34 @@ def test_plan_predicts_the_run_and_touches_no_ledger(
     start = dict(zip(second.user_ids, second.profile.remaining[second.user_rows], strict=True))
     budget = int(1.0 / UNIT)
     assert all(start[u] == budget - spent.get(u, 0) for u in start)
+
+
+def test_plan_after_a_run_marks_committed_releases_and_predicts_only_the_rest(
+    tmp_path: Path, capsys: Any
+) -> None:
+    first = write_job(tmp_path, budget="default = 1.0", releases=GROUPED_RELEASE)
+    assert "charges nothing" not in render_plan(plan_budget(first))
+    run_job(first)
+    done = spent_by_user(first)
+    # the same job plus a new release: only the new one is predicted, and charged
+    job = write_job(tmp_path, "both.toml", budget="default = 1.0", releases=THREE)
+    plan = plan_budget(job)
+    assert plan.committed == ("salary_by_dept",)
+    assert [r.id for r in plan.releases] == ["salary_by_region", "tenure_overall"]
+    text = render_plan(plan)
+    assert "release salary_by_dept: committed: re-published, charges nothing" in text
+    assert "release salary_by_dept (share" not in text  # no prediction for it
+    predicted = _plan_units(plan)
+    run_job(job)
+    after = spent_by_user(job)
+    assert {u: n for u, n in predicted.items() if n} == {
+        u: n - done.get(u, 0) for u, n in after.items() if n - done.get(u, 0)}
+    # everything committed: the plan says a run charges nothing, and draws no plot
+    assert main(["plan", str(job)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("committed: re-published, charges nothing") == 3
+    assert "a run would compute nothing and charge nothing" in out
+    assert "plot: none" in out
 
 
 def test_sequential_plan_equals_todays_charges(tmp_path: Path) -> None:

@@ -163,3 +163,23 @@ keys = ["engineering", "finance", "operations", "research", "sales"]
     assert "### Values of `tenure_years_mean`" in text
     assert "| engineering · analyst |" in text
     assert "Each of the release's 2 aggregators may use up to a person's ε" in text
+
+
+def test_run_on_another_ledger_and_output_says_which_engine_computed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--ledger` / `--output` (the README's Spark trial command) leave the job's own
+    ledger and outputs alone; each release line says which engine computed it."""
+    job = write_job(tmp_path)
+    trial, ledger = tmp_path / "trial", tmp_path / "trial-ledger.sqlite"
+    args = ["run", str(job), "--ledger", str(ledger), "--output", str(trial), "-q"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("(computed by engine pandas)") == 2
+    assert ledger.is_file()
+    assert (trial / "manifest.json").is_file()
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "ledger.sqlite").exists()
+    assert main(args) == 0
+    assert capsys.readouterr().out.count(
+        "(computed earlier by engine pandas, nothing charged now)") == 2

@@ -11,14 +11,16 @@ jobs, and the numbers of its first screen checked against the ledger and the lib
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from job_helpers import DATA, GROUPED_RELEASE, spent_by_user, write_job
+from job_helpers import DATA, GROUPED_RELEASE, REPO, spent_by_user, write_job
 from report_helpers import check_report, sample_job, tables
 
 from hdp_spark.core.ledger import UNIT
@@ -55,10 +57,30 @@ def test_sample_job_report_structure(engine: Any, tmp_path: Path) -> None:
         assert "a total, not one person's loss" in body
         assert f"All charges added up: {total:,.0f} ε" in body or \
             f"All charges added up: {total:.4g} ε" in body
-    # accuracy in the value's units and as a share of it, and the single-ε comparison
-    assert "`salary` units" in text
+    # accuracy in the unit the job declares (none claimed for salary), as a share of the
+    # value, and the single-ε comparison
+    assert "`salary` units" not in text
+    assert "± 0.1226 years" in text or re.search(r"± [0-9.]+ years \(", text), text
     assert "% of the value)" in text
     assert "± with one ε for all (ε = 0.1)" in text
+    # public rows (ε = +inf in the data) are named and counted apart; nobody else was capped
+    # on this first run on a fresh ledger
+    dept = parts["## Release `salary_by_dept`"]
+    public = int((pd.read_csv(DATA)["eps"] == float("inf")).sum())
+    assert public > 0
+    assert f"{public:,} public rows (ε = ∞ in the data), capped to the budget" in dept
+    assert "had their ε lowered" not in dept
+    # the page can be sent as it is: no absolute local path
+    for local in (str(tmp_path), str(REPO), str(Path.home())):
+        assert local not in text
+    assert "`../out/ledger/employees.sqlite` (relative to the job file)" in text
+    assert f"engine of this run | {engine.name}" in text
+    assert f"Computed by engine {engine.name} and charged in this run" in text
+    # the budget left: a sentence and a histogram, not a table of independent quantiles
+    budget = parts["## Budget left after this run"]
+    assert "share of people" not in budget
+    assert "Half of them have at least" in budget
+    assert "plots/remaining_budget.png" in budget
 
 
 def test_all_kinds_report_structure(engine: Any, tmp_path: Path) -> None:
@@ -67,7 +89,15 @@ def test_all_kinds_report_structure(engine: Any, tmp_path: Path) -> None:
     assert run.report is not None
     parts = check_report(run.report.parent, KINDS)
     assert "nothing charged" in parts["## Release `satisfaction_ldp`"]
-    assert "percentage points" in parts["## Release `occupation_histogram`"]
+    hist = parts["## Release `occupation_histogram`"]
+    assert "percentage points" in hist
+    # a weighted histogram's total error bound (noise + bias) comes first, the noise-only
+    # interval after it as a detail, in the accuracy line and in the values table
+    accuracy = next(ln for ln in hist.splitlines() if ln.startswith("- **Accuracy"))
+    assert accuracy.index("of the value without privacy") < accuracy.index("the noise moves")
+    header = next(t for t in tables(hist) if t[0][0] == "category")[0]
+    assert header[2] == "95% error bound (noise + bias)", header
+    assert header.index("noise only: 95% interval") > 2
     assert "left out for lack of budget" in parts["## Release `attribute_counts`"]
     # two aggregators on the same ε: their charges add up per person
     assert "may use up to a person's ε" in parts["## Release `income_by_region`"]
@@ -94,9 +124,20 @@ def test_report_of_an_empty_release_and_of_a_republished_one(tmp_path: Path) -> 
     assert rerun.report is not None
     assert [r.status for r in rerun.releases] == ["republished", "republished"]
     text = rerun.report.read_text()
-    assert text.count("_Computed in an earlier run and published again (nothing charged "
-                      "now)._") == 2
+    assert text.count("_Computed in an earlier run by engine pandas and published again "
+                      "(nothing charged now)._") == 2
     assert text.count("- **Cost (charged once, when it was first computed; nothing now):**") == 2
+    # the same re-publication by a Spark run says that pandas computed the values
+    from hdp_spark.report.markdown import render_report
+
+    assert rerun.distribution is not None
+    spark_text = render_report(tmp_path / "out", rerun.job.with_engine("spark"),
+                               rerun.releases, rerun.distribution, plots=False)
+    assert ("engine of this run | spark (releases re-published from earlier runs were "
+            "computed by pandas") in spark_text
+    assert spark_text.count("_Computed in an earlier run by engine pandas") == 2
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert {r["computed_by"] for r in manifest["releases"].values()} == {"pandas"}
 
 
 def test_charge_distribution_is_the_ledgers(tmp_path: Path) -> None:

@@ -39,6 +39,9 @@ def test_sample_job_parses() -> None:
     assert isinstance(spec, MeanSpec)
     assert (spec.column, spec.eps, spec.lower, spec.upper) == ("salary", "eps", 20000, 250000)
     assert job.with_engine("spark").ledger_backend == "sqlite"  # chosen by the path
+    # a declared unit is presentation only: kept beside the spec, not passed to the kind
+    assert first.aggregators[0].unit is None
+    assert job.releases[2].aggregators[0].unit == "years"
 
 
 def _job(tmp: Path, text: str) -> Path:
@@ -64,6 +67,7 @@ def _job(tmp: Path, text: str) -> Path:
         ('user_id = "user_id"', 'user_id = "user_id"\nbogus = 1', r"`\[input\]` accepts only"),
         ('types = { eps = "double" }', 'types = { eps = "decimal" }', r"input.types\] eps"),
         ('column = "salary"', 'column = "salary"\nmystery = 3', r"unknown or missing parameter"),
+        ('column = "salary"', 'column = "salary"\nunit = 3', r"aggregator #1: unit` must be"),
     ],
 )
 def test_rules_name_setting_and_value(tmp_path: Path, old: str, new: str, match: str) -> None:
