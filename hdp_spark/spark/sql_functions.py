@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import functions as F
 
+from hdp_spark.core.histogram.spec import HISTOGRAM_METHODS
 from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.mean.spec import MEAN_METHODS
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
 from hdp_spark.spark.engine import spark_type
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 
-__all__ = ["register_sql"]
+__all__ = ["HISTOGRAM_METHODS_CONF", "MEAN_METHODS_CONF", "register_sql"]
+
+MEAN_METHODS_CONF = "hdp_spark.sql.meanMethods"
+HISTOGRAM_METHODS_CONF = "hdp_spark.sql.histogramMethods"
 
 
 def _number(v: Any) -> float:
@@ -31,18 +37,42 @@ def _struct(spec: Any, main: str) -> tuple[list[str], Any]:
     return [n for n, _ in fields], rtype
 
 
+def _options(method: pd.Series, beta: pd.Series) -> dict[str, Any]:
+    """The SQL call's method and beta (empty and NaN: the defaults) as spec keywords."""
+    m, b = str(method.iloc[0]), float(beta.iloc[0])
+    options: dict[str, Any] = {}
+    if m:
+        options["method"] = m
+    if not math.isnan(b):
+        options["beta"] = b
+    return options
+
+
+def _call_key(key: ReleaseKey, spec: Any, default: Any) -> ReleaseKey:
+    """The registration's key for a call with ``spec``'s method and beta: a choice other
+    than the defaults derives its own key, so two calls of one registration that differ
+    only in method or beta (equal cells, hence equal query fingerprints) never share
+    noise; the defaults, written or not, keep the registration's key."""
+    if (spec.method, spec.beta) == (default.method, default.beta):
+        return key
+    return key.for_query(f"sql-options:{spec.method}:{spec.beta!r}")
+
+
 def _histogram_finalize(key: ReleaseKey, kind: str, names: list[str]) -> Any:
     from hdp_spark.histograms import hdp_histogram as spec_histogram
 
     def histogram_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
-                           categories: pd.Series) -> pd.DataFrame:
+                           categories: pd.Series, method: pd.Series,
+                           beta: pd.Series) -> pd.DataFrame:
         if len(cells) == 0:
             return pd.DataFrame(columns=names)
         labels = list(categories.iloc[0])
         domain = [str(c) for c in labels] if kind == "str" else [int(c) for c in labels]
-        spec = spec_histogram(str(column.iloc[0]), eps=str(eps.iloc[0]), categories=domain,
-                              other="other" if kind == "str" else None)
-        return finalize_batch(spec, key, "bins", cells)
+        args: dict[str, Any] = {"eps": str(eps.iloc[0]), "categories": domain,
+                "other": "other" if kind == "str" else None}
+        spec = spec_histogram(str(column.iloc[0]), **args, **_options(method, beta))
+        default = spec_histogram(str(column.iloc[0]), **args)
+        return finalize_batch(spec, _call_key(key, spec, default), "bins", cells)
 
     return histogram_finalize
 
@@ -58,9 +88,12 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     extension wrapped in a finalize registered here (``hdp_mean_finalize``,
     ``hdp_histogram_finalize_str``, ``hdp_histogram_finalize_int``).
 
-    In a grouped query the call needs a last argument ``'public'`` that declares the
-    grouping values public (``hdp_mean(salary, eps, 0, 250000, 'public')``); without it the
-    query fails at analysis. Needs a session built with :func:`configure`.
+    Optional trailing arguments, as Spark's ``percentile_approx(col, p, accuracy)``:
+    ``hdp_mean(value, eps, lower, upper[, method[, beta]][, 'public'])`` and
+    ``hdp_histogram(category, eps, array(...)[, method[, beta]][, 'public'])``, checked at
+    analysis. In a grouped query the call needs the last argument ``'public'``, which
+    declares the grouping values public (``hdp_mean(salary, eps, 0, 250000, 'public')``);
+    without it the query fails at analysis. Needs a session built with :func:`configure`.
 
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
@@ -79,16 +112,22 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     install(session)
     if not analyzer_ready(session):
         raise ExtensionMissingError(NO_FINGERPRINT)
+    # the method names the SQL functions check at analysis (SqlOptions in the extension)
+    session.conf.set(MEAN_METHODS_CONF, ",".join(MEAN_METHODS))
+    session.conf.set(HISTOGRAM_METHODS_CONF, ",".join(HISTOGRAM_METHODS))
     key = ReleaseKey.resolve(unsafe_seed)
     mean_names, mean_type = _struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
 
     def mean_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
-                      lower: pd.Series, upper: pd.Series) -> pd.DataFrame:
+                      lower: pd.Series, upper: pd.Series, method: pd.Series,
+                      beta: pd.Series) -> pd.DataFrame:
         if len(cells) == 0:
             return pd.DataFrame(columns=mean_names)
-        spec = spec_mean(str(column.iloc[0]), eps=str(eps.iloc[0]),
-                         lower=_number(lower.iloc[0]), upper=_number(upper.iloc[0]))
-        return finalize_batch(spec, key, "estimate", cells)
+        args: dict[str, Any] = {"eps": str(eps.iloc[0]), "lower": _number(lower.iloc[0]),
+                "upper": _number(upper.iloc[0])}
+        spec = spec_mean(str(column.iloc[0]), **args, **_options(method, beta))
+        default = spec_mean(str(column.iloc[0]), **args)
+        return finalize_batch(spec, _call_key(key, spec, default), "estimate", cells)
 
     udf = F.pandas_udf(mean_finalize, mean_type)  # type: ignore[attr-defined]  # design-ok: per group batch
     session.udf.register("hdp_mean_finalize", udf)

@@ -307,6 +307,26 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
                   unsafe_seed=key).orderBy("dept").collect()
     assert [r["s"]["estimate"] for r in got] == [r["salary_mean"] for r in want]
     assert [r["s"]["n"] for r in got] == [r["salary_mean_n"] for r in want]
+    # optional method and beta: the defaults written out are the same call; another choice
+    # is the release API's with that method and its own derived key
+    q = ("SELECT dept, hdp_mean(salary, eps, 0, 250000{}) AS s FROM hdp_sql_employees "
+         "GROUP BY dept ORDER BY dept")
+    same = spark.sql(q.format(", 'adpm', 0.05, 'public'")).collect()  # type: ignore[attr-defined]
+    assert [r["s"]["estimate"] for r in same] == [r["s"]["estimate"] for r in got]
+    other = spark.sql(q.format(", 'uniform', 0.1, 'public'")).collect()  # type: ignore[attr-defined]
+    uniform = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, method="uniform",
+                          beta=0.1)
+    want = hs.agg(df, uniform, by="dept", keys=["hr", "it", "ops", "rnd"],
+                  unsafe_seed=key.for_query("sql-options:uniform:0.1")).orderBy("dept").collect()
+    assert [r["s"]["estimate"] for r in other] == [r["salary_mean"] for r in want]
+    assert [r["s"]["method"] for r in other] == ["uniform"] * 4
+    assert [r["s"]["ci_high"] - r["s"]["ci_low"] for r in other] == [
+        r["salary_mean_ci_high"] - r["salary_mean_ci_low"] for r in want]
+    for bad, rule in (("'nope'", "`method` must be one of adpm, "),
+                      ("'adpm', 2.0", r"`beta` must be in \(0, 1\), got 2.0"),
+                      ("'adpm', 0.1, 0.2, 'public'", "at most a method, a beta and 'public'")):
+        with pytest.raises(Exception, match=rule):  # at analysis
+            spark.sql(q.format(", " + bad))  # type: ignore[attr-defined]
     for bad, rule in (("250000, 0", "`lower` must be < `upper`, got \\(250000, 0\\)"),
                       ("0, 1e308 * 10", "must be finite"),
                       ("-1e308, 1e308", "`upper - lower` must be a finite float")):

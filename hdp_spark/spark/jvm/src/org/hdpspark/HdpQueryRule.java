@@ -50,17 +50,6 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
     return v.toString();
   }
 
-  /** The group decision of a SQL call's optional last argument: only 'public' is accepted
-   * (the default is no decision, refused when grouped). */
-  static HdpQuery sqlGroups(Expression e) {
-    String g = constantText(e, "groups");
-    if (!HdpQuery.PUBLIC.equals(g)) {
-      throw new IllegalArgumentException("hdp_spark: the last argument declares the groups "
-          + "and must be 'public' (the grouping values are public), got '" + g + "'");
-    }
-    return new HdpQuery(g);
-  }
-
   @Override
   public String ruleName() {
     return "org.hdpspark.HdpQueryRule";

@@ -24,8 +24,8 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The SQL function {@code hdp_histogram(category, eps, array(...)[, 'public'])} (see
- * {@link HdpSqlMean} for the last argument): the native
+ * The SQL function {@code hdp_histogram(category, eps, array(...)[, method[, beta]][,
+ * 'public'])} (see {@link SqlOptions}): the native
  * {@link HdpCells} aggregate over the public domain {@code array(...)} (strings, or integers)
  * wrapped in the Python finalize {@code hdp_histogram_finalize_str} or
  * {@code hdp_histogram_finalize_int} that {@code hdp_spark.spark.register_sql(spark)}
@@ -37,16 +37,18 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
   private static final long serialVersionUID = 1L;
   static final String FUNCTION = "hdp_histogram";
   static final String FINALIZE = "hdp_histogram_finalize_";
+  /** The session conf where register_sql lists the histogram's method names. */
+  static final String METHODS_CONF = "hdp_spark.sql.histogramMethods";
 
   @Override
   public Expression apply(Seq<Expression> args) {
     List<Expression> in = CollectionConverters.asJava(args);
-    if (in.size() != 3 && in.size() != 4) {
+    if (in.size() < 3) {
       throw new IllegalArgumentException("hdp_histogram takes (category, eps, categories[, "
-          + "'public']), got " + in.size() + " arguments");
+          + "method[, beta]][, 'public']), got " + in.size() + " arguments");
     }
-    HdpQuery query = in.size() == 4 ? HdpQueryRule.sqlGroups(in.get(3))
-        : new HdpQuery(HdpQuery.NONE);
+    SqlOptions options = SqlOptions.parse(in, 3, "hdp_histogram", METHODS_CONF);
+    HdpQuery query = options.query;
     Expression category = in.get(0);
     Expression eps = in.get(1);
     Literal domain = domain(in.get(2));
@@ -66,6 +68,7 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
         DataTypes.StringType));
     fin.add(Literal.create(UTF8String.fromString(SqlFinalize.name(eps)), DataTypes.StringType));
     fin.add(domain);
+    SqlFinalize.addOptions(fin, options);
     return SqlFinalize.call(FUNCTION, FINALIZE + (text ? "str" : "int"), fin);
   }
 

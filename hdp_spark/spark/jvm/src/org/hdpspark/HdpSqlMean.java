@@ -14,8 +14,9 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The SQL function {@code hdp_mean(value, eps, lower, upper[, 'public'])} (the last argument
- * declares the grouping values public; without it a grouped query is refused): the native {@link HdpCells}
+ * The SQL function {@code hdp_mean(value, eps, lower, upper[, method[, beta]][, 'public'])}
+ * (see {@link SqlOptions}; 'public' declares the grouping values public, without it a
+ * grouped query is refused): the native {@link HdpCells}
  * aggregate wrapped in the Python finalize that {@code hdp_spark.spark.register_sql(spark)}
  * registers as {@code hdp_mean_finalize} (which holds the release key).
  *
@@ -29,6 +30,8 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
   private static final long serialVersionUID = 1L;
   static final String FUNCTION = "hdp_mean";
   static final String FINALIZE = "hdp_mean_finalize";
+  /** The session conf where register_sql lists the mean's method names. */
+  static final String METHODS_CONF = "hdp_spark.sql.meanMethods";
   static final double[] RULES = {-1.0, -2.0, 1e-100, 1e100, 2147483648.0};
 
   /** The level rules as the constant array {@code hdp_cells} takes. */
@@ -68,12 +71,12 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
   @Override
   public Expression apply(Seq<Expression> args) {
     List<Expression> in = CollectionConverters.asJava(args);
-    if (in.size() != 4 && in.size() != 5) {
-      throw new IllegalArgumentException("hdp_mean takes (value, eps, lower, upper[, "
-          + "'public']), got " + in.size() + " arguments");
+    if (in.size() < 4) {
+      throw new IllegalArgumentException("hdp_mean takes (value, eps, lower, upper[, method[, "
+          + "beta]][, 'public']), got " + in.size() + " arguments");
     }
-    HdpQuery query = in.size() == 5 ? HdpQueryRule.sqlGroups(in.get(4))
-        : new HdpQuery(HdpQuery.NONE);
+    SqlOptions options = SqlOptions.parse(in, 4, "hdp_mean", METHODS_CONF);
+    HdpQuery query = options.query;
     Expression x = in.get(0);
     Expression eps = in.get(1);
     Expression lower = in.get(2);
@@ -103,6 +106,7 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     fin.add(Literal.create(UTF8String.fromString(SqlFinalize.name(eps)), DataTypes.StringType));
     fin.add(lower);  // as written: an integer bound stays an integer, as in the Python spec
     fin.add(upper);
+    SqlFinalize.addOptions(fin, options);
     return SqlFinalize.call(FUNCTION, FINALIZE, fin);
   }
 }

@@ -23,6 +23,16 @@ final class SqlFinalize {
     return e instanceof NamedExpression ? ((NamedExpression) e).name() : e.sql();
   }
 
+  /** The options as the finalize's last two arguments: the method ('' for the default) and
+   * beta (NaN for the default). */
+  static void addOptions(List<Expression> fin, SqlOptions options) {
+    fin.add(org.apache.spark.sql.catalyst.expressions.Literal.create(
+        org.apache.spark.unsafe.types.UTF8String.fromString(options.method),
+        org.apache.spark.sql.types.DataTypes.StringType));
+    fin.add(org.apache.spark.sql.catalyst.expressions.Literal.create(options.beta,
+        org.apache.spark.sql.types.DataTypes.DoubleType));
+  }
+
   static Expression call(String function, String finalize, List<Expression> args) {
     org.apache.spark.sql.classic.SparkSession session =
         (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.classic.SparkSession.active();

@@ -1,0 +1,74 @@
+package org.hdpspark;
+
+import java.util.Arrays;
+import java.util.List;
+
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.types.NumericType;
+import org.apache.spark.sql.types.StringType;
+
+/**
+ * The optional trailing arguments of the SQL functions, after the required ones:
+ * {@code [, method [, beta]] [, 'public']}, e.g. {@code hdp_mean(salary, eps, 0, 250000,
+ * 'adpm', 0.1, 'public')}. Checked when the query is analyzed, with the release API's words:
+ * the method against the names {@code hdp_spark.spark.register_sql} put in the session
+ * conf, beta in (0, 1). An empty method and a NaN beta stand for the defaults.
+ */
+final class SqlOptions {
+
+  final HdpQuery query;
+  final String method;
+  final double beta;
+
+  private SqlOptions(HdpQuery query, String method, double beta) {
+    this.query = query;
+    this.method = method;
+    this.beta = beta;
+  }
+
+  static SqlOptions parse(List<Expression> in, int required, String function, String conf) {
+    int n = in.size();
+    HdpQuery query = new HdpQuery(HdpQuery.NONE);
+    if (n > required && isText(in.get(n - 1))
+        && HdpQuery.PUBLIC.equals(HdpQueryRule.constantText(in.get(n - 1), "groups"))) {
+      query = new HdpQuery(HdpQuery.PUBLIC);
+      n--;
+    }
+    if (n - required > 2) {
+      throw new IllegalArgumentException(function + " takes at most a method, a beta and "
+          + "'public' after its " + required + " arguments, got " + in.size() + " arguments");
+    }
+    String method = "";
+    double beta = Double.NaN;
+    if (n > required) {
+      Expression m = in.get(required);
+      if (!isText(m)) {
+        throw new IllegalArgumentException("ParameterError: `method` must be a constant "
+            + "string (or the last argument 'public'), got " + m.sql() + ".");
+      }
+      method = HdpQueryRule.constantText(m, "method");
+      String known = org.apache.spark.sql.internal.SQLConf.get().getConfString(conf, "");
+      if (!known.isEmpty() && !Arrays.asList(known.split(",")).contains(method)) {
+        throw new IllegalArgumentException("ParameterError: `method` must be one of "
+            + known.replace(",", ", ") + "; got '" + method + "'.");
+      }
+    }
+    if (n > required + 1) {
+      Expression b = in.get(required + 1);
+      if (!b.foldable() || !(b.dataType() instanceof NumericType) || b.eval(null) == null) {
+        throw new IllegalArgumentException("ParameterError: `beta` must be a number in (0, 1), "
+            + "got " + b.sql() + ".");
+      }
+      beta = HdpCells.real(b.eval(null));
+      if (!(beta > 0 && beta < 1)) {
+        throw new IllegalArgumentException("ParameterError: `beta` must be in (0, 1), got "
+            + b.sql() + ".");
+      }
+    }
+    return new SqlOptions(query, method, beta);
+  }
+
+  private static boolean isText(Expression e) {
+    return e.foldable() && e.dataType() instanceof StringType;
+  }
+}
