@@ -135,3 +135,20 @@ def published(out: Path) -> dict[str, dict[str, Any]]:
             continue
         found[values.parent.name] = json.loads(values.read_text())
     return found
+
+
+def unseal_to_v3(path: Path) -> None:
+    """Turn a sealed (format 4) SQLite ledger into what format 3 wrote: no MAC columns, no
+    sealed state (as an older version of hdp_spark left it)."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            for table, columns in (("commits", ("key_mac", "mac")), ("users", ("mac",)),
+                                   ("charges", ("mac",)), ("totals", ("mac",))):
+                for column in columns:
+                    conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+            conn.execute("DELETE FROM meta WHERE name = 'state'")
+            conn.execute("UPDATE meta SET value = 'hdp_spark.ledger.sqlite/3' "
+                         "WHERE name = 'format'")
+    finally:
+        conn.close()
