@@ -34,31 +34,50 @@ def busy(path: Path, timeout: float) -> LedgerBusyError:
     return LedgerBusyError(msg)
 
 
+_DAMAGE = ("malformed", "not a database", "corrupt", "decode", "no such table",
+           "no such column", "datatype mismatch")
+
+
+def _cause(exc: sqlite3.Error) -> str:
+    """SQLite's message without any stored value it may quote (a text that does not decode
+    is quoted by Python's sqlite3: never shown)."""
+    text = str(exc).split(" with text", 1)[0].split(":", 1)[0]
+    return "".join(ch for ch in text[:80] if ch.isprintable())
+
+
 def translate(exc: sqlite3.Error, path: Path, doing: str, timeout: float) -> HdpError:
-    """SQLite's error as its true cause in one line (SQLite's messages hold no data)."""
+    """SQLite's error as its true cause in one line (never a stored value)."""
     text = str(exc).lower()
+    cause = _cause(exc)
     restore = "restore it from a backup (docs/jobs.md, \"Backup and restore\")"
     if "full" in text:
         msg = (
-            f"the SQLite ledger `{path}`: the disk is full ({doing}: {exc}); nothing was "
+            f"the SQLite ledger `{path}`: the disk is full ({doing}: {cause}); nothing was "
             "committed. Free space and run again."
         )
         return StorageError(msg)
     if "readonly" in text or "read-only" in text or "read only" in text:
         msg = (
-            f"the SQLite ledger `{path}` is read-only ({doing}: {exc}); nothing was "
+            f"the SQLite ledger `{path}` is read-only ({doing}: {cause}); nothing was "
             "committed. Make the file and its directory writable by this user."
         )
         return StorageError(msg)
-    if any(word in text for word in ("malformed", "not a database", "corrupt", "decode")):
-        msg = f"the SQLite ledger `{path}` is corrupt ({doing}: {exc}); {restore}."
+    damage = any(word in text for word in _DAMAGE) or (
+        isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+        and not isinstance(exc, sqlite3.IntegrityError)
+    )
+    if damage:
+        msg = (
+            f"the ledger `{path}` is damaged: SQLite reports \"{cause}\" ({doing}). Nothing "
+            f"was computed or charged; {restore}."
+        )
         return LedgerDamagedError(msg)
     if is_busy(exc):
         return busy(path, timeout)
     if "unable to open" in text or "disk i/o" in text or "permission" in text:
-        msg = f"cannot use the SQLite ledger `{path}` ({doing}: {exc})."
+        msg = f"cannot use the SQLite ledger `{path}` ({doing}: {cause})."
         return StorageError(msg)
-    return LedgerError(f"the SQLite ledger `{path}`: {exc} ({doing}).")
+    return LedgerError(f"the SQLite ledger `{path}`: {cause} ({doing}).")
 
 
 @contextmanager

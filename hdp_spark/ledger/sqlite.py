@@ -276,14 +276,8 @@ class SqliteLedger:
         lock; only a ledger of an older version (no secret or id yet, or an older format)
         takes the lock once, to upgrade it."""
         c = conn.raw
-        rows = [str(r[0]) for r in c.execute("PRAGMA quick_check").fetchall()]
-        if rows != ["ok"]:
-            msg = (
-                f"the SQLite ledger `{self.path}` fails SQLite's integrity check (PRAGMA "
-                "quick_check: corrupt file); restore it from a backup (docs/jobs.md, "
-                "\"Backup and restore\")."
-            )
-            raise LedgerDamagedError(msg)
+        if not _check(c, "quick_check"):
+            raise damaged(str(self.path), "it fails SQLite's PRAGMA quick_check (corrupt file)")
         fmt, meta = self._format(c)
         if fmt != _FORMAT:
             self._upgrade(c)
@@ -480,12 +474,21 @@ class SqliteLedger:
             c = conn.raw
 
             def integrity() -> None:
-                rows = [str(r[0]) for r in c.execute("PRAGMA integrity_check").fetchall()]
-                if rows != ["ok"]:
+                if not _check(c, "integrity_check"):
                     raise damaged(where, "it fails SQLite's PRAGMA integrity_check")
 
             with reading(c):
                 return store.verify_all(c, self._sealer, where, store.meta(c), integrity)
+
+
+def _check(c: sqlite3.Connection, pragma: str) -> bool:
+    """Whether SQLite's ``PRAGMA quick_check`` / ``integrity_check`` says ok (its report,
+    which may quote damaged bytes, is never shown; a report that is not even text is not
+    "ok")."""
+    try:
+        return [r[0] for r in c.execute(f"PRAGMA {pragma}").fetchall()] == ["ok"]
+    except UnicodeDecodeError:
+        return False
 
 
 class _Conn:
