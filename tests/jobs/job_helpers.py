@@ -152,3 +152,14 @@ def unseal_to_v3(path: Path) -> None:
                          "WHERE name = 'format'")
     finally:
         conn.close()
+
+
+def unseal_parquet_to_v1(root: Path) -> None:
+    """Turn a sealed (format 2) parquet ledger into what format 1 wrote: manifests without
+    file hashes and MAC."""
+    for manifest in (root / "_manifests").iterdir():
+        doc = json.loads(manifest.read_text())
+        doc.pop("files", None)
+        doc.pop("mac", None)
+        doc["format"] = "hdp_spark.ledger.parquet/1"
+        manifest.write_text(json.dumps(doc))

@@ -141,8 +141,8 @@ def test_zero_byte_parquet_delta_is_refused(tmp_path: Path,
     root = load_job(job).ledger.path
     part = next((root / "spent").glob("delta-*/part-*.parquet"))
     part.write_bytes(b"")
-    _refused(job, capsys, "truncated or empty file")
-    with pytest.raises(LedgerDamagedError, match="truncated or empty"):
+    _refused(job, capsys, "is truncated or grew")
+    with pytest.raises(LedgerDamagedError, match="truncated or grew"):
         ParquetLedger(root).spent(PandasIO())
 
 
