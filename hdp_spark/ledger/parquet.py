@@ -160,7 +160,7 @@ class ParquetLedger:
             publish_exclusive(path, (new_secret_hex() + "\n").encode(), self.root / "_tmp",
                               mode=0o600)
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("ascii", "replace")  # garbled: malformed below
         except OSError as exc:
             msg = f"the MAC secret of the parquet ledger `{self.root}` is unreadable."
             raise LedgerError(msg) from exc
@@ -173,7 +173,7 @@ class ParquetLedger:
             if self._sealed():
                 raise damaged(str(self.root), "its id file `_id` is missing")
             publish_exclusive(path, (new_ledger_id() + "\n").encode(), self.root / "_tmp")
-        text = path.read_text().strip()
+        text = path.read_bytes().decode("ascii", "replace").strip()
         if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
             msg = (
                 f"the parquet ledger `{self.root}` holds a malformed id file `_id` (corrupt "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import random
 import shutil
 import sqlite3
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from job_helpers import RELEASES, write_job
+from job_helpers import GLOBAL_RELEASE, RELEASES, write_job
 
 from hdp_spark.cli import main
 from hdp_spark.jobs import load_job
@@ -77,6 +78,15 @@ def _cli(args: list[str]) -> tuple[int | None, str]:
     return code, err.getvalue()
 
 
+def _job(tmp: Path, backend: str, filename: str = "job.toml", **kwargs: Any) -> Path:
+    """A job file whose ledger folds deltas into a snapshot every 2 commits (so that a
+    parquet ledger has a snapshot, archived deltas and a current delta)."""
+    job = write_job(tmp, filename=filename, backend=backend, **kwargs)
+    job.write_text(job.read_text().replace("lock_timeout = 60", "lock_timeout = 60\n"
+                                           "compact_every = 2"))
+    return job
+
+
 def _tree_digest(path: Path) -> str:
     digest = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
@@ -105,8 +115,11 @@ class Sweep:
         self.backend = backend
         self.base = work / "base"
         self.base.mkdir(parents=True)
-        job = write_job(self.base, backend=backend, releases=RELEASES)
+        job = _job(self.base, backend, releases=RELEASES)
         code, err = _cli(["run", str(job)])
+        assert code == 0, err
+        other = _job(self.base, backend, "other.toml", name="t_other", releases=GLOBAL_RELEASE)
+        code, err = _cli(["run", str(other)])
         assert code == 0, err
         spec = load_job(job)
         self.ledger_rel = spec.ledger.path.relative_to(self.base)
@@ -146,8 +159,9 @@ class Sweep:
 
     def _copy(self, name: str) -> Path:
         case = self.work / name
-        shutil.copytree(self.base, case, ignore=shutil.ignore_patterns("job.toml", "quality"))
-        return write_job(case, backend=self.backend, releases=RELEASES + EXTRA_RELEASE)
+        shutil.copytree(self.base, case,
+                        ignore=shutil.ignore_patterns("*.toml", "quality", "_lock"))
+        return _job(case, self.backend, releases=RELEASES + EXTRA_RELEASE)
 
     def case(self, name: str, damage: Damage) -> Outcome:
         """Copy the baseline, apply ``damage`` to the copy's ledger, run, classify."""
@@ -317,10 +331,71 @@ def sqlite_cases(sweep: Sweep, per_kind: int, seed: int) -> Iterator[tuple[str, 
                     yield f"{kind} copy {j}: hex digit #{i}", hex_digit(rng, start, stop - start)
 
 
+# -- parquet ------------------------------------------------------------------------------
+def parquet_files(root: Path) -> dict[str, Path]:
+    """One file of each kind of a parquet ledger (relative kind name -> path)."""
+    manifests = sorted((root / "_manifests").iterdir())
+    doc = json.loads(manifests[-1].read_text())
+    kinds = {"_secret": root / "_secret", "_id": root / "_id", "_head": root / "_head",
+             "manifest newest": manifests[-1], "manifest older": manifests[0],
+             "commit record": root / doc["commits"][0]["file"]}
+    for kind, rel in (("snapshot", doc["snapshot"]), ("delta", (doc["deltas"] or [None])[0]),
+                      ("archived delta", (doc.get("archived") or [None])[0])):
+        if rel:
+            for f in sorted((root / rel).iterdir()):
+                kinds.setdefault(f"{kind} {f.suffix or f.name}", f)
+    return kinds
+
+
+def _in_ledger(rel: Path, damage: Damage) -> Damage:
+    return lambda root: damage(root / rel)
+
+
+def _extra_file(rel: Path) -> Damage:
+    def damage(root: Path) -> None:
+        shutil.copy(root / rel, (root / rel).with_name("part-99999-extra.parquet"))
+    return damage
+
+
+def parquet_cases(sweep: Sweep, per_kind: int, seed: int) -> Iterator[tuple[str, Damage]]:
+    """The damage of a parquet ledger: each kind of file deleted, truncated, flipped (1 and
+    10 bytes), an extra file in each spend directory, a hex digit of each stored key kind in
+    every file that stores it."""
+    rng = random.Random(seed)
+    root = sweep.ledger
+    files = parquet_files(root)
+    for kind, path in sorted(files.items()):
+        rel = path.relative_to(root)
+        size = path.stat().st_size
+        yield f"{kind}: delete", _in_ledger(rel, delete)
+        yield f"{kind}: truncate", _in_ledger(rel, truncate(0.5))
+        for count in (1, 10):
+            for i in range(per_kind):
+                yield f"{kind}: flip {count} #{i}", _in_ledger(rel, flip(rng, 0, size, count))
+        if path.suffix == ".parquet":
+            yield f"{kind}: extra file", _extra_file(rel)
+    keys: dict[str, list[str]] = {"ledger id": [(root / "_id").read_text().strip()],
+                                  "secret": [(root / "_secret").read_text().strip()]}
+    ledger = open_ledger("parquet", root)
+    for r in ledger.records():
+        keys.setdefault("idempotency key", []).append(r.key)
+        keys.setdefault("commit id", []).append(r.commit_id)
+        keys.setdefault("fingerprint", []).append(r.fingerprint.split(":")[-1])
+    for kind, path in sorted(files.items()):
+        data = path.read_bytes()
+        for key_kind, values in sorted(keys.items()):
+            for value in values[:1]:
+                for at in list(occurrences(data, value.encode()))[:2]:
+                    for i in range(max(1, per_kind // 5)):
+                        yield (f"{kind}: {key_kind} hex digit #{i}",
+                               _in_ledger(path.relative_to(root),
+                                          hex_digit(rng, at, len(value))))
+
+
 def run_sweep(work: Path, backend: str, per_kind: int, seed: int = 29) -> Sweep:
     """Run every case of ``backend`` with ``per_kind`` positions per kind."""
     sweep = Sweep(work, backend)
-    cases = sqlite_cases(sweep, per_kind, seed) if backend == "sqlite" else iter(())
+    cases = (sqlite_cases if backend == "sqlite" else parquet_cases)(sweep, per_kind, seed)
     for name, damage in cases:
         sweep.case(name, damage)
     return sweep

@@ -23,24 +23,26 @@ from ledger_sweep import EXTRA_RELEASE, _cli, flip, run_sweep, sqlite_regions
 
 from hdp_spark.core.ledger import UNIT
 from hdp_spark.jobs import load_job
-from hdp_spark.ledger import SqliteLedger
+from hdp_spark.ledger import SqliteLedger, open_ledger
 from hdp_spark.ledger._columnar import encode_totals
+from hdp_spark.ledger.io import PandasIO
 
 
 def _report(sweep_counts: dict[str, int], failures: list[object]) -> str:
     return f"{dict(sweep_counts)}; failures: {failures[:5]}"
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("backend", ["sqlite", "parquet"])
 def test_fast_sweep_refuses_every_damage(backend: str, tmp_path: Path) -> None:
     sweep = run_sweep(tmp_path, backend, per_kind=1, seed=29)
     assert sum(sweep.counts.values()) >= 40
     assert sweep.failures() == [], _report(sweep.counts, sweep.failures())
     assert sweep.counts["refused"] >= 30  # the sweep really damages what runs read
+    assert sweep.counts["found by verify"] >= 3  # and what only `verify` reads
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("backend", ["sqlite", "parquet"])
 def test_full_sweep_refuses_every_damage(backend: str, tmp_path: Path) -> None:
     sweep = run_sweep(tmp_path, backend, per_kind=50, seed=2029)
     print(f"\n{backend} sweep: {sum(sweep.counts.values())} cases: {dict(sweep.counts)}")
@@ -91,3 +93,43 @@ def test_a_damaged_ledger_never_lets_anyone_exceed_the_budget(tmp_path: Path) ->
     code, err = _cli(["run", str(more)])
     assert code == 0, err
     assert _spend_over_budget(path, 1.0) == 0
+
+
+def test_a_damaged_parquet_ledger_never_lets_anyone_exceed_the_budget(tmp_path: Path) -> None:
+    """Issue 29's first finding: one deleted part file of a delta (its directory kept) made
+    a release's charges vanish, and later releases overspent. Now it, a flipped byte and a
+    forged, well-formed part file (every spend 0) are refused; nobody exceeds the budget."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    budget = "default = 1.0"
+    job = write_job(tmp_path, backend="parquet", budget=budget, releases=RELEASES)
+    code, err = _cli(["run", str(job)])
+    assert code == 0, err
+    root = load_job(job).ledger.path
+    more = write_job(tmp_path, filename="more.toml", backend="parquet", budget=budget,
+                     releases=RELEASES + EXTRA_RELEASE)
+    parts = sorted(root.glob("spent/delta-*/*.parquet"))
+    assert parts
+    saved = {p: p.read_bytes() for p in parts}
+
+    def restore() -> None:
+        for p, data in saved.items():
+            p.write_bytes(data)
+
+    def forge(p: Path) -> None:
+        table = pq.read_table(p)
+        zeros = pa.array([1] * table.num_rows, pa.int64())
+        pq.write_table(table.set_column(1, "units", zeros), p)
+
+    rng = random.Random(3)
+    for damage in (lambda p: p.unlink(), forge,
+                   lambda p: flip(rng, 0, p.stat().st_size, 1)(p)):
+        damage(parts[0])
+        code, err = _cli(["run", str(more)])
+        assert code == 6, err
+        restore()
+    code, err = _cli(["run", str(more)])
+    assert code == 0, err
+    frame = open_ledger("parquet", root).spent(PandasIO())
+    assert max(int(u) for u in frame["units"]) * UNIT <= 1.0 + 1e-9
