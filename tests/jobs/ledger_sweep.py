@@ -299,7 +299,8 @@ def sqlite_regions(path: Path) -> dict[str, list[tuple[int, int]]]:
         for item in items:
             needle = item[:48] if len(item) > 48 else item
             for at in occurrences(data, needle):
-                out.setdefault(kind, []).append((at, at + min(len(item), 3000)))
+                stop = min(at + len(item), at + 3000, len(data))  # a blob may overflow
+                out.setdefault(kind, []).append((at, stop))
     return out
 
 
