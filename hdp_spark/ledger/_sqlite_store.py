@@ -45,13 +45,12 @@ from hdp_spark.ledger._columnar import (
 )
 from hdp_spark.ledger._secret import LedgerKey
 from hdp_spark.ledger.base import CommitRecord
-from hdp_spark.ledger.integrity import Sealer, damaged
+from hdp_spark.ledger.integrity import Sealer, VerifyReport, damaged
 
 __all__ = [
     "COLUMNS",
     "State",
     "Store",
-    "VerifyReport",
     "check_state",
     "insert_commit",
     "key_map",
@@ -437,19 +436,6 @@ def seal(c: sqlite3.Connection, path: str) -> None:
     key = LedgerKey(values["mac_secret"], path)
     seal_all(c, key.sealer(), values["ledger_id"])
     verify_all(c, key.sealer(), path, meta(c), lambda: None)
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    """What a full verification checked (counts only; nothing stored)."""
-
-    path: str
-    backend: str
-    commits: int
-    users: int
-    charges: int
-    items: int
-    """Rows (SQLite) or files (parquet) whose checksum was checked."""
 
 
 def verify_all(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hdp_spark.errors import LedgerDamagedError
 
-__all__ = ["Field", "Sealer", "damaged", "file_digest"]
+__all__ = ["Field", "FileDigest", "Sealer", "VerifyReport", "damaged", "file_digest"]
 
 Field = int | str | bytes | float | None
 """One stored value as SQLite returns it."""
@@ -90,6 +90,19 @@ class FileDigest:
 
     size: int
     sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What a full verification checked (counts only; nothing stored)."""
+
+    path: str
+    backend: str
+    commits: int
+    users: int
+    charges: int
+    items: int
+    """Rows (SQLite) or files (parquet) whose checksum was checked."""
 
 
 def file_digest(path: Path) -> FileDigest:

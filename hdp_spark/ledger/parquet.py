@@ -81,9 +81,8 @@ from hdp_spark.ledger._parquet_session import (
     storage_error,
 )
 from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
-from hdp_spark.ledger._sqlite_store import VerifyReport
 from hdp_spark.ledger.base import CommitRecord, FrameIO
-from hdp_spark.ledger.integrity import Sealer, damaged
+from hdp_spark.ledger.integrity import Sealer, VerifyReport, damaged
 
 __all__ = ["ParquetLedger"]
 

@@ -65,10 +65,10 @@ from hdp_spark.ledger._columnar import charge_arrays, intern
 from hdp_spark.ledger._fs import DISK_FULL_ENV, fsync_dir, is_orphan, tmp_name
 from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
 from hdp_spark.ledger._sqlite_errors import is_busy, reading, translate, translated
-from hdp_spark.ledger._sqlite_store import State, VerifyReport
+from hdp_spark.ledger._sqlite_store import State
 from hdp_spark.ledger._sqlite_upgrade import ADD_MACS, MIGRATE_V1, SCHEMA, migrate_v2
 from hdp_spark.ledger.base import CommitRecord, FrameIO
-from hdp_spark.ledger.integrity import Sealer, damaged
+from hdp_spark.ledger.integrity import Sealer, VerifyReport, damaged
 
 __all__ = ["SqliteLedger"]
 
