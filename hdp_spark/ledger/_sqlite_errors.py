@@ -16,7 +16,7 @@ from hdp_spark.errors import (
     StorageError,
 )
 
-__all__ = ["busy", "is_busy", "reading", "translate", "translated"]
+__all__ = ["busy", "is_busy", "pragma_ok", "reading", "translate", "translated"]
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -98,3 +98,13 @@ def reading(c: sqlite3.Connection) -> Iterator[None]:
     finally:
         if c.in_transaction:
             c.execute("COMMIT")
+
+
+def pragma_ok(c: sqlite3.Connection, pragma: str) -> bool:
+    """Whether SQLite's ``PRAGMA quick_check`` / ``integrity_check`` says ok (its report,
+    which may quote damaged bytes, is never shown; a report that is not even text is not
+    "ok")."""
+    try:
+        return [r[0] for r in c.execute(f"PRAGMA {pragma}").fetchall()] == ["ok"]
+    except UnicodeDecodeError:
+        return False

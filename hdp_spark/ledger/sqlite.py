@@ -64,7 +64,13 @@ from hdp_spark.ledger import _sqlite_store as store
 from hdp_spark.ledger._columnar import charge_arrays, intern
 from hdp_spark.ledger._fs import DISK_FULL_ENV, fsync_dir, is_orphan, tmp_name
 from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
-from hdp_spark.ledger._sqlite_errors import is_busy, reading, translate, translated
+from hdp_spark.ledger._sqlite_errors import (
+    is_busy,
+    pragma_ok,
+    reading,
+    translate,
+    translated,
+)
 from hdp_spark.ledger._sqlite_store import State
 from hdp_spark.ledger._sqlite_upgrade import ADD_MACS, MIGRATE_V1, SCHEMA, migrate_v2
 from hdp_spark.ledger.base import CommitRecord, FrameIO
@@ -276,7 +282,7 @@ class SqliteLedger:
         lock; only a ledger of an older version (no secret or id yet, or an older format)
         takes the lock once, to upgrade it."""
         c = conn.raw
-        if not _check(c, "quick_check"):
+        if not pragma_ok(c, "quick_check"):
             raise damaged(str(self.path), "it fails SQLite's PRAGMA quick_check (corrupt file)")
         fmt, meta = self._format(c)
         if fmt != _FORMAT:
@@ -474,21 +480,11 @@ class SqliteLedger:
             c = conn.raw
 
             def integrity() -> None:
-                if not _check(c, "integrity_check"):
+                if not pragma_ok(c, "integrity_check"):
                     raise damaged(where, "it fails SQLite's PRAGMA integrity_check")
 
             with reading(c):
                 return store.verify_all(c, self._sealer, where, store.meta(c), integrity)
-
-
-def _check(c: sqlite3.Connection, pragma: str) -> bool:
-    """Whether SQLite's ``PRAGMA quick_check`` / ``integrity_check`` says ok (its report,
-    which may quote damaged bytes, is never shown; a report that is not even text is not
-    "ok")."""
-    try:
-        return [r[0] for r in c.execute(f"PRAGMA {pragma}").fetchall()] == ["ok"]
-    except UnicodeDecodeError:
-        return False
 
 
 class _Conn:
