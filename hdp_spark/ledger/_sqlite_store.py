@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from hdp_spark.errors import LedgerDamagedError, LedgerError
 from hdp_spark.ledger._columnar import (
     PART_ROWS,
     decode_charges,
@@ -434,7 +435,13 @@ def seal(c: sqlite3.Connection, path: str) -> None:
     the snapshot, in the caller's transaction."""
     values = meta(c)
     key = LedgerKey(values["mac_secret"], path)
-    seal_all(c, key.sealer(), values["ledger_id"])
+    try:
+        seal_all(c, key.sealer(), values["ledger_id"])
+    except (ValueError, TypeError, KeyError, LedgerError) as exc:
+        if isinstance(exc, LedgerDamagedError):
+            raise
+        # a row of the old format that is not what that format wrote (it had no checksums)
+        raise damaged(path, "a row of its older format cannot be read (while sealing it)") from exc
     verify_all(c, key.sealer(), path, meta(c), lambda: None)
 
 

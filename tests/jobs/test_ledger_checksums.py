@@ -195,3 +195,17 @@ def test_a_format_1_parquet_ledger_is_sealed_on_first_open(tmp_path: Path) -> No
     assert _spent("parquet", root) == spent
     code, err = _cli(["run", str(job)])
     assert code == 0, err
+
+
+def test_an_unreadable_row_of_an_old_format_is_damage_not_sealed(tmp_path: Path) -> None:
+    """Format 3 had no checksums: a blob that does not decode is refused by the upgrade
+    (never sealed as if it were sound), and the file stays in format 3."""
+    _job, path = _ran(tmp_path, "sqlite")
+    unseal_to_v3(path)
+    _sql(path, "UPDATE users SET data = ?", (b"PAR1 not parquet PAR1",))
+    with pytest.raises(LedgerDamagedError, match="cannot be decoded"):
+        SqliteLedger(path)
+    conn = sqlite3.connect(path)
+    fmt = conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()[0]
+    conn.close()
+    assert fmt == "hdp_spark.ledger.sqlite/3"
