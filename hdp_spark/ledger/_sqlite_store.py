@@ -26,6 +26,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import numpy as np
@@ -128,7 +129,7 @@ def check_state(
         doc = json.loads(meta["state"])
         counts = [int(v) for v in doc["counts"]]
         mac = doc["mac"]
-        if len(counts) != len(State.__slots__) or any(  # type: ignore[attr-defined]
+        if len(counts) != len(dataclass_fields(State)) or any(
             not isinstance(v, int) for v in doc["counts"]
         ):
             raise ValueError
@@ -141,8 +142,8 @@ def check_state(
         raise damaged(where, "meta `totals_seq` differs from the sealed state")
     actual = _counts(c, state.totals_seq)
     if actual != state:
-        changed = [name for name in State.__slots__  # type: ignore[attr-defined]
-                   if getattr(actual, name) != getattr(state, name)]
+        changed = [f.name for f in dataclass_fields(State)
+                   if getattr(actual, f.name) != getattr(state, f.name)]
         raise damaged(where, f"rows were lost or added ({', '.join(changed)} differ from "
                       "the sealed state)")
     return state

@@ -15,7 +15,9 @@ write lock is exactly the "check then charge" critical section the ledger needs:
 Keep the file on a local disk: SQLite's locks are unreliable on network file systems (use the
 parquet ledger there).
 
-Format 3 (compact at scale; see :mod:`hdp_spark.ledger._columnar`): ``meta(name, value)``
+Format 4 is format 3 with a keyed MAC on every row and a sealed ``meta.state``
+(:mod:`hdp_spark.ledger._sqlite_store`), checked before use. Format 3 (compact at scale; see
+:mod:`hdp_spark.ledger._columnar`): ``meta(name, value)``
 (the format, the ledger's MAC secret and id, ``totals_seq``), ``commits(seq, key, commit_id,
 job, release_id, fingerprint, committed_at, outcome, users_charged, units_charged)`` (one row
 per committed release; ``seq`` interns its 64-character key), and three tables of blobs:
@@ -28,13 +30,10 @@ per committed release; ``seq`` interns its 64-character key), and three tables o
   folds them into a new snapshot once they hold as many charges as there are users (or
   ``compact_every`` commits), so that work stays proportional to the charges committed.
 
-Ledgers of formats 1 and 2 (one SQL row per charge, text user ids) are upgraded in place on
-their first open, in one transaction under the write lock (see :meth:`SqliteLedger._upgrade`).
-
-The MAC secret (:mod:`hdp_spark.ledger._secret`) is created from OS entropy in the same
-transaction that creates the tables, and the file of a new ledger is created with mode
-``0600`` (SQLite gives its ``-wal``/``-shm`` files the same mode). A ledger written by an
-older version without a secret gets one on its first open, under the write lock.
+Ledgers of formats 1-3 are upgraded (and sealed) in place on their first open, in one
+transaction under the write lock (:meth:`SqliteLedger._upgrade`). The MAC secret
+(:mod:`hdp_spark.ledger._secret`) is created from OS entropy with the tables (file mode
+``0600``); a sealed ledger that lost it is damaged, never given a new one.
 """
 
 from __future__ import annotations
