@@ -49,6 +49,7 @@ def _remove_entry(entry: Path) -> None:
 
 
 def remove_unreferenced(directory: Path, keep: set[str]) -> int:
+    """Delete the entries of ``directory`` not named in ``keep``; returns how many."""
     removed = 0
     for entry in directory.iterdir():
         if entry.name not in keep:
@@ -58,6 +59,7 @@ def remove_unreferenced(directory: Path, keep: set[str]) -> int:
 
 
 def remove_older(directory: Path, cutoff: float) -> int:
+    """Delete the entries of ``directory`` last changed before ``cutoff``; returns how many."""
     removed = 0
     for entry in directory.iterdir():
         with suppress(FileNotFoundError):
