@@ -12,8 +12,12 @@ the next session, the ledger's size on disk after each release (a SQLite ledger 
 checkpoint), and bytes per charge:
 overall (users, totals and audit log together), and of the last release alone.
 
-Targets (issue 18, reported, never asserted): <= 16 bytes per charge and a commit of 10M
-charges in <= 30 s.
+Also: a run's open-and-verify (open the ledger, then read the spend in a session with
+every checksum checked) and ``verify`` (every checksum of the ledger: audit log, archived
+deltas, SQLite's ``integrity_check``).
+
+Targets (issues 18 and 29, reported, never asserted): <= 16 bytes per charge, a commit of
+10M charges in <= 30 s, open-and-verify <= 2 s at 10M users, verify <= 10 s per 10M charges.
 
 Run: .venv/bin/python benchmarks/bench_ledger.py [--users 10000000] [--releases 3]
 [--backends sqlite,parquet] [--ids random|seq] [--smoke]
@@ -94,11 +98,25 @@ def run_backend(backend: str, users: int, releases: int, root: Path, ids: str) -
     spent = ledger.spent(io)
     read_s.append(time.perf_counter() - t0)
     assert len(spent) == users
+    # what a run does before it computes: open (checks the file / manifest and the sealed
+    # state) and, in its session, read the spend (every part's checksum checked)
+    t0, c0 = time.perf_counter(), time.process_time()
+    reopened = open_ledger(backend, path, create=False)  # type: ignore[arg-type]
+    with reopened.session(io) as session:
+        session.spent()
+    open_verify_s, open_verify_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    reopened.verify()
+    verify_s, verify_cpu = time.perf_counter() - t0, time.process_time() - c0
     last = sizes[-1] - sizes[-2] if releases > 1 else sizes[-1]
     return {
         "commit_seconds": commit_s,
         "commit_cpu_seconds": commit_cpu,
         "read_spent_seconds": read_s,
+        "open_and_verify_seconds": open_verify_s,
+        "open_and_verify_cpu_seconds": open_verify_cpu,
+        "verify_seconds": verify_s,
+        "verify_cpu_seconds": verify_cpu,
         "size_bytes": sizes,
         "bytes_per_charge": sizes[-1] / (users * releases),
         "bytes_per_charge_last_release": last / users,
@@ -131,6 +149,9 @@ def main() -> None:
             backend, fmt(max(result["commit_seconds"]), 3),
             fmt(max(result["commit_cpu_seconds"]), 3),
             fmt(max(result["read_spent_seconds"]), 3),
+            f"{fmt(result['open_and_verify_seconds'], 3)} "
+            f"({fmt(result['open_and_verify_cpu_seconds'], 3)} CPU)",
+            f"{fmt(result['verify_seconds'], 3)} ({fmt(result['verify_cpu_seconds'], 3)} CPU)",
             fmt(result["size_bytes"][-1] / 2**20, 4), fmt(result["bytes_per_charge"], 3),
             fmt(result["bytes_per_charge_last_release"], 3),
         ])
@@ -139,10 +160,12 @@ def main() -> None:
         f"{os.getloadavg()[0]:.2f} at the end)",
         "",
         md_table(["backend", "slowest commit (s)", "its CPU time (s, all threads)",
-                  "slowest spend read (s)", "size (MiB)",
+                  "slowest spend read (s)", "open + checked spend read (s)",
+                  "verify, all checksums (s)", "size (MiB)",
                   "bytes/charge", "bytes/charge, last release"], rows),
         "",
-        "Targets (issue 18): <= 16 bytes per charge, a commit of 10M charges in <= 30 s.",
+        "Targets (issues 18, 29): <= 16 bytes per charge, a commit of 10M charges in <= 30 s, "
+        "open-and-verify <= 2 s at 10M users, verify <= 10 s per 10M charges.",
     ])
     import resource
 

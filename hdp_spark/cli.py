@@ -12,6 +12,8 @@ Commands::
                                             (committed releases are marked); charges
                                             nothing; writes only its plot (default under
                                             the job's ``[output] path``)
+    verify LEDGER [--backend sqlite|parquet]  check every checksum of a ledger (audit log and
+                                            archived deltas included); upgrades an old ledger
 
 Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
 ``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
@@ -31,7 +33,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from hdp_spark.errors import (
     BudgetExceededError,
@@ -77,6 +79,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     _place_flags(p)
     p.add_argument("--users", metavar="CSV", help="also write the per-user table (user id, "
                    "budget before, charge per release, budget after): for the operator only")
+    _log_flags(p)
+    text = ("check everything a ledger keeps, in one pass: every file's and value set's "
+            "checksum, the audit log and archived deltas included (exit code 6 if damaged); "
+            "a ledger of an older format is upgraded (sealed) first")
+    p = sub.add_parser("verify", help=text, description=text)
+    p.add_argument("ledger", help="the ledger: a SQLite file or a parquet directory")
+    p.add_argument("--backend", choices=("sqlite", "parquet"),
+                   help="default: parquet for a directory, sqlite otherwise")
     _log_flags(p)
     return parser
 
@@ -203,6 +213,23 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hdp_spark.ledger import open_ledger
+
+    path = Path(args.ledger)
+    backend: Literal["sqlite", "parquet"] = "parquet" if path.is_dir() else "sqlite"
+    if args.backend == "sqlite" or args.backend == "parquet":
+        backend = args.backend
+    ledger = open_ledger(backend, path, create=False)
+    report = ledger.verify()
+    print(f"ledger {path} ({backend}) verified: {report.commits} commit(s), {report.users} "
+          f"user(s), {report.charges} charge(s) in the audit log, {report.items} checksum(s) "
+          "checked; nothing damaged")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int:
     """Entry point of ``hdp-release`` and ``python -m hdp_spark.jobs``.
 
@@ -224,6 +251,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
     from hdp_spark.jobs.runner import run_job
 
     try:
+        if args.command == "verify":
+            return _verify(args)
         if args.command == "plan":
             return _plan(args)
         if args.command == "run":

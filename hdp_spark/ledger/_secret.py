@@ -18,6 +18,7 @@ import secrets
 from typing import Any
 
 from hdp_spark.errors import LedgerDamagedError
+from hdp_spark.ledger.integrity import Sealer
 
 __all__ = ["SECRET_BYTES", "LedgerKey", "new_ledger_id", "new_secret_hex"]
 
@@ -63,6 +64,12 @@ class LedgerKey:
     def mac(self, message: bytes) -> str:
         """``HMAC-SHA256(secret, domain || message)`` as 64 hex digits."""
         return hmac.new(self._key, _DOMAIN + message, hashlib.sha256).hexdigest()
+
+    def sealer(self) -> Sealer:
+        """The MAC key of the ledger's value sets, derived from the secret (its own domain:
+        a row MAC is never equal to an input fingerprint)."""
+        derived = hmac.new(self._key, b"hdp_spark/ledger-seal-key/v1", hashlib.sha256)
+        return Sealer(derived.digest())
 
     def __repr__(self) -> str:
         return "LedgerKey(<secret>)"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hdp_spark.errors import LedgerDamagedError, LedgerError
+from hdp_spark.ledger.integrity import VerifyReport
 
 __all__ = [
     "UNITS_COLUMN",
@@ -219,3 +220,10 @@ class Ledger(Protocol):
 
     def commit_ids(self) -> set[str]:
         """The public ids of every committed release."""
+
+    def verify(self) -> VerifyReport:
+        """Check every checksum of the ledger (``docs/jobs.md``, "Checksums").
+
+        Raises:
+            LedgerDamagedError: anything is damaged.
+        """

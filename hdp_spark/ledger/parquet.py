@@ -48,11 +48,10 @@ import json
 import logging
 import os
 import re
-import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,13 +62,11 @@ from hdp_spark.errors import (
     LedgerConflictError,
     LedgerDamagedError,
     LedgerError,
-    StorageError,
 )
+from hdp_spark.ledger import _parquet_integrity as integrity
 from hdp_spark.ledger._fs import (
     atomic_write,
-    fault_disk_full,
     fsync_dir,
-    fsync_tree,
     host_id,
     pid_namespace,
     publish_exclusive,
@@ -77,22 +74,25 @@ from hdp_spark.ledger._fs import (
     same_namespace_dead,
     tmp_name,
 )
+from hdp_spark.ledger._parquet_session import ParquetSession as _ParquetSession
+from hdp_spark.ledger._parquet_session import (
+    remove_older,
+    remove_unreferenced,
+    storage_error,
+)
 from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
 from hdp_spark.ledger.base import CommitRecord, FrameIO
+from hdp_spark.ledger.integrity import Sealer, VerifyReport, damaged
 
 __all__ = ["ParquetLedger"]
 
 log = logging.getLogger("hdp_spark.ledger")
 
-_FORMAT = "hdp_spark.ledger.parquet/1"
+_FORMAT = integrity.FORMAT
 _MANIFEST = re.compile(r"^(\d{20})\.json$")
 
 
-def _storage(root: Path, doing: str, exc: OSError) -> StorageError:
-    """A file-system error of the ledger as its cause in one line."""
-    cause = StorageError.cause(exc)
-    msg = f"the parquet ledger `{root}`: {cause} ({doing}); nothing was committed."
-    return StorageError(msg)
+_storage = storage_error
 
 
 def _empty_manifest() -> dict[str, Any]:
@@ -140,17 +140,26 @@ class ParquetLedger:
         except OSError as exc:
             raise _storage(self.root, "opening it", exc) from exc
         # damage is found on open, also by runs that only re-publish: a lost newest
-        # manifest, a truncated or 0-byte parquet file of the current spend
-        self._check_parquet(self._spent_paths(self._latest()))
+        # manifest, a missing, extra, truncated or altered file of the current spend
+        manifest = self._latest()
+        if manifest.get("format") == integrity.FORMAT_V1:
+            manifest = self._upgrade()
+        if manifest["version"] and manifest.get("ledger_id") != self.ledger_id:
+            raise damaged(str(self.root), "its `_id` differs from the id its manifest holds")
+        self._check_parquet(self._spent_paths(manifest), manifest)
 
     def _load_key(self) -> LedgerKey:
         """Read the MAC secret, creating it (once, atomically, mode 0600) if absent."""
         path = self.root / "_secret"
         if not path.exists():
+            if self._sealed():
+                raise damaged(str(self.root), "its MAC secret `_secret` is missing (a sealed "
+                              "ledger never loses it; a new secret would re-charge and "
+                              "re-publish committed releases)")
             publish_exclusive(path, (new_secret_hex() + "\n").encode(), self.root / "_tmp",
                               mode=0o600)
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("ascii", "replace")  # garbled: malformed below
         except OSError as exc:
             msg = f"the MAC secret of the parquet ledger `{self.root}` is unreadable."
             raise LedgerError(msg) from exc
@@ -160,8 +169,10 @@ class ParquetLedger:
         """The ledger's public random id, created once (atomically) with the ledger."""
         path = self.root / "_id"
         if not path.exists():
+            if self._sealed():
+                raise damaged(str(self.root), "its id file `_id` is missing")
             publish_exclusive(path, (new_ledger_id() + "\n").encode(), self.root / "_tmp")
-        text = path.read_text().strip()
+        text = path.read_bytes().decode("ascii", "replace").strip()
         if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
             msg = (
                 f"the parquet ledger `{self.root}` holds a malformed id file `_id` (corrupt "
@@ -169,6 +180,18 @@ class ParquetLedger:
             )
             raise LedgerDamagedError(msg)
         return str(text)
+
+    def _sealed(self) -> bool:
+        """Whether a manifest of format 2 (sealed) is on disk (any version)."""
+        folder = self.root / "_manifests"
+        return folder.is_dir() and any(
+            b'"format": "' + integrity.FORMAT.encode() + b'"' in p.read_bytes()
+            for p in folder.iterdir() if _MANIFEST.match(p.name)
+        )
+
+    @property
+    def _sealer(self) -> Sealer:
+        return self._key.sealer()
 
     def mac(self, message: bytes) -> str:
         """``HMAC-SHA256`` of ``message`` under this ledger's secret (64 hex digits).
@@ -184,11 +207,14 @@ class ParquetLedger:
         """The newest version ever committed (``_head``, written after each commit; 0 if
         absent). Only ever behind the manifests (a crash right after a commit), never ahead."""
         try:
-            return int((self.root / "_head").read_text().strip() or "0")
+            text = (self.root / "_head").read_bytes()
         except FileNotFoundError:
             return 0
-        except (OSError, ValueError):
-            return 0
+        except OSError as exc:
+            raise damaged(str(self.root), "its head version `_head` cannot be read") from exc
+        if not re.fullmatch(rb"[0-9]{1,19}\n?", text):
+            raise damaged(str(self.root), "its head version `_head` is garbled")
+        return int(text)
 
     def _latest(self) -> dict[str, Any]:
         versions = [
@@ -212,26 +238,28 @@ class ParquetLedger:
         except (OSError, ValueError) as exc:
             msg = f"the ledger manifest `{path}` is unreadable (corrupt ledger)."
             raise LedgerDamagedError(msg) from exc
-        if data.get("format") != _FORMAT or data.get("version") != newest:
-            msg = f"`{path}` is not a manifest of format {_FORMAT}."
-            raise LedgerDamagedError(msg)
+        if not isinstance(data, dict) or data.get("format") not in (
+            _FORMAT, integrity.FORMAT_V1
+        ) or data.get("version") != newest:
+            raise damaged(str(self.root), f"`{path.name}` is not a manifest of format "
+                          f"{integrity.FORMAT_V1} or {_FORMAT}")
+        if data["format"] == _FORMAT:
+            integrity.check_manifest(self._sealer, data, str(self.root), path.name)
         return data
 
-    def _check_parquet(self, paths: list[str]) -> None:
-        """Every referenced parquet file is whole (parquet's ``PAR1`` magic at both ends).
-
-        Deltas are fsynced before the manifest that lists them is published, so a
-        truncated or 0-byte one is damage (a restore, a copy gone wrong), never a crash.
-        """
+    def _check_parquet(self, paths: list[str], manifest: dict[str, Any]) -> None:
+        """Every referenced directory holds exactly the files its (sealed) manifest lists,
+        each with the listed size and SHA-256; under a manifest of format 1 (before the
+        upgrade) every parquet file is at least whole (``PAR1`` magic at both ends)."""
+        where = str(self.root)
         for p in paths:
-            directory = Path(p)
-            if not directory.is_dir():
-                msg = (
-                    f"the parquet ledger `{self.root}` lost `{directory.name}` (listed by its "
-                    "manifest); restore it from a backup (docs/jobs.md, \"Backup and restore\")."
-                )
-                raise LedgerDamagedError(msg)
-            for f in directory.iterdir():
+            rel = str(Path(p).relative_to(self.root))
+            if manifest.get("format") == _FORMAT:
+                integrity.check_dir(self.root, manifest, rel, where)
+                continue
+            if not Path(p).is_dir():
+                raise damaged(where, f"`{rel}` (listed by its manifest) is missing")
+            for f in Path(p).iterdir():
                 if f.suffix != ".parquet" or f.name.startswith(("_", ".")):
                     continue
                 size = f.stat().st_size
@@ -242,12 +270,7 @@ class ParquetLedger:
                         fh.seek(size - 4)
                         ok = head == b"PAR1" and fh.read(4) == b"PAR1"
                 if not ok:
-                    msg = (
-                        f"the parquet ledger `{self.root}` holds a truncated or empty file "
-                        f"`{directory.name}/{f.name}` ({size} bytes); restore it from a backup "
-                        "(docs/jobs.md, \"Backup and restore\")."
-                    )
-                    raise LedgerDamagedError(msg)
+                    raise damaged(where, f"`{rel}/{f.name}` is a truncated or empty file")
 
     def _spent_paths(self, manifest: dict[str, Any]) -> list[str]:
         rel = ([manifest["snapshot"]] if manifest["snapshot"] else []) + list(manifest["deltas"])
@@ -255,22 +278,23 @@ class ParquetLedger:
 
     def _read_spent(self, io: FrameIO, manifest: dict[str, Any]) -> Any:
         paths = self._spent_paths(manifest)
-        self._check_parquet(paths)
+        self._check_parquet(paths, manifest)
         return io.read_parquet(paths)
 
     def _find_in(self, manifest: dict[str, Any], key: str) -> CommitRecord | None:
         for entry in manifest["commits"]:
             if entry["key"] == key:
-                return self._read_record(entry["file"])
+                return self._read_record(manifest, entry["file"])
         return None
 
-    def _read_record(self, rel: str) -> CommitRecord:
+    def _read_record(self, manifest: dict[str, Any], rel: str) -> CommitRecord:
+        if manifest.get("format") == _FORMAT:
+            integrity.check_file(self.root, manifest, rel, str(self.root))
         try:
-            text = (self.root / rel).read_text()
-        except OSError as exc:
-            msg = f"the ledger commit record `{rel}` is missing (corrupt ledger)."
-            raise LedgerDamagedError(msg) from exc
-        return CommitRecord.from_json(text)
+            return CommitRecord.from_json((self.root / rel).read_text())
+        except (OSError, ValueError, LedgerError) as exc:
+            raise damaged(str(self.root), f"the commit record `{rel}` is missing or "
+                          "unreadable") from exc
 
     # -- read-only API ---------------------------------------------------------------
     def find(self, key: str) -> CommitRecord | None:
@@ -286,15 +310,74 @@ class ParquetLedger:
         manifest = self._latest()
         for entry in manifest["commits"]:
             if job is None or entry["job"] == job:
-                yield self._read_record(entry["file"])
+                yield self._read_record(manifest, entry["file"])
 
     def commit_ids(self) -> set[str]:
         """The public ids of every committed release (to check outputs against the ledger)."""
         ids = set()
-        for entry in self._latest()["commits"]:
+        manifest = self._latest()
+        for entry in manifest["commits"]:
             cid = entry.get("commit_id")
-            ids.add(str(cid) if cid else self._read_record(entry["file"]).commit_id)
+            ids.add(str(cid) if cid else self._read_record(manifest, entry["file"]).commit_id)
         return ids
+
+    def verify(self) -> VerifyReport:
+        """Check everything the ledger keeps, in one pass: the MAC of every manifest still
+        on disk, and every file (size and SHA-256; no missing or extra file) of the current
+        spend, of every archived delta and snapshot, and of every commit record.
+
+        Raises:
+            LedgerDamagedError: anything fails (exit code 6 of ``hdp-release verify``).
+        """
+        where = str(self.root)
+        manifest = self._latest()
+        for p in sorted((self.root / "_manifests").iterdir()):
+            if _MANIFEST.match(p.name):
+                try:
+                    older = json.loads(p.read_text())
+                except (OSError, ValueError) as exc:
+                    raise damaged(where, f"the manifest `{p.name}` is unreadable") from exc
+                if isinstance(older, dict) and older.get("format") == _FORMAT:
+                    integrity.check_manifest(self._sealer, older, where, p.name)
+        dirs = [*self._spent_paths(manifest),
+                *(str(self.root / a) for a in manifest.get("archived", []))]
+        self._check_parquet(dirs, manifest)
+        for entry in manifest["commits"]:
+            self._read_record(manifest, entry["file"])
+        files = len(manifest.get("files", {}))
+        return VerifyReport(where, "parquet", len(manifest["commits"]), 0, 0, files)
+
+    def _upgrade(self) -> dict[str, Any]:
+        """Seal a ledger of format 1, once, under its lock: a manifest of format 2 listing
+        every file's size and SHA-256 (after checking each parquet file is whole), MAC'd."""
+        with self._locked():
+            old = self._latest()
+            if old.get("format") == _FORMAT:
+                return old
+            dirs = [*self._spent_paths(old),
+                    *(str(self.root / a) for a in old.get("archived", []))]
+            self._check_parquet(dirs, old)
+            for entry in old["commits"]:
+                self._read_record(old, entry["file"])
+            rels = [str(Path(d).relative_to(self.root)) for d in dirs]
+            version = int(old["version"]) + 1
+            manifest = integrity.seal_manifest(self._sealer, {
+                **old, "format": _FORMAT, "version": version, "ledger_id": self.ledger_id,
+                "files": integrity.digests(self.root, [*rels, *(e["file"] for e in
+                                                                 old["commits"])]),
+            })
+            target = self.root / "_manifests" / f"{version:020d}.json"
+            try:
+                if not publish_exclusive(target, json.dumps(manifest).encode(),
+                                         self.root / "_tmp"):
+                    msg = f"the parquet ledger `{self.root}` changed during its upgrade."
+                    raise LedgerConflictError(msg)
+                atomic_write(self.root / "_head", f"{version}\n".encode())
+            except OSError as exc:
+                raise _storage(self.root, "upgrading it", exc) from exc
+            log.info("ledger %s: upgraded to %s (every file listed with its SHA-256)",
+                     self.root, _FORMAT)
+            return manifest
 
     @property
     def version(self) -> int:
@@ -453,158 +536,11 @@ class ParquetLedger:
         keep_spent = {Path(p).name for p in self._spent_paths(manifest)}
         keep_spent |= {Path(p).name for p in manifest.get("archived", [])}
         keep_commits = {Path(e["file"]).name for e in manifest["commits"]}
-        removed = _remove_unreferenced(self.root / "spent", keep_spent)
-        removed += _remove_unreferenced(self.root / "commits", keep_commits)
+        removed = remove_unreferenced(self.root / "spent", keep_spent)
+        removed += remove_unreferenced(self.root / "commits", keep_commits)
         removed += remove_orphans(self.root / "_tmp")
-        removed += _remove_older(self.root / "_tmp", time.time() - 2 * self.lease_seconds)
+        removed += remove_older(self.root / "_tmp", time.time() - 2 * self.lease_seconds)
         if removed:
             log.info("ledger: removed %d file(s) of uncommitted attempts", removed)
 
 
-def _remove_entry(entry: Path) -> None:
-    if entry.is_dir():
-        shutil.rmtree(entry, ignore_errors=True)
-    else:
-        with suppress(FileNotFoundError):
-            entry.unlink()
-
-
-def _remove_unreferenced(directory: Path, keep: set[str]) -> int:
-    removed = 0
-    for entry in directory.iterdir():
-        if entry.name not in keep:
-            _remove_entry(entry)
-            removed += 1
-    return removed
-
-
-def _remove_older(directory: Path, cutoff: float) -> int:
-    removed = 0
-    for entry in directory.iterdir():
-        with suppress(FileNotFoundError):
-            if entry.lstat().st_mtime < cutoff:
-                _remove_entry(entry)
-                removed += 1
-    return removed
-
-
-class _ParquetSession:
-    """One release under the parquet ledger's lease (see :meth:`ParquetLedger.session`)."""
-
-    def __init__(
-        self, ledger: ParquetLedger, io: FrameIO, manifest: dict[str, Any], token: str
-    ) -> None:
-        self._ledger = ledger
-        self._io = io
-        self._manifest = manifest
-        self._token = token
-        self._spent: Any = None
-        self.done = False
-
-    def find(self, key: str) -> CommitRecord | None:
-        return self._ledger._find_in(self._manifest, key)
-
-    def spent(self) -> Any:
-        if self._spent is None:
-            self._spent = self._ledger._read_spent(self._io, self._manifest)
-        return self._spent
-
-    def commit(
-        self,
-        record: CommitRecord,
-        charges: Any,
-        before_commit: Callable[[], None] | None = None,
-    ) -> None:
-        if self.done:
-            msg = "a ledger session commits at most once."
-            raise LedgerError(msg)
-        root = self._ledger.root
-        written: list[Path] = []
-        try:
-            self._commit(record, charges, before_commit, written)
-        except OSError as exc:
-            _discard(written)
-            raise _storage(root, "committing", exc) from exc
-        except BaseException:
-            # nothing of this attempt is visible; its files (the record holds a noisy
-            # outcome that was never charged) must not stay on disk
-            _discard(written)
-            raise
-        self.done = True
-        try:
-            atomic_write(root / "_head", f"{self._manifest_version}\n".encode())
-        except OSError as exc:  # committed already; _head may lag behind, never lead
-            log.warning("ledger: could not record the head version (%s)", exc.strerror)
-        log.debug("ledger version %d committed (%s)", self._manifest_version, record.commit_id)
-
-    def _write(self, frame: Any, scratch: Path, final: Path, written: list[Path]) -> None:
-        """Write a parquet directory, flush it (files and directory) and move it in place."""
-        written.append(scratch)
-        self._io.write_parquet(frame, str(scratch))
-        fsync_tree(scratch)
-        written.append(final)
-        os.rename(scratch, final)
-
-    def _commit(
-        self,
-        record: CommitRecord,
-        charges: Any,
-        before_commit: Callable[[], None] | None,
-        written: list[Path],
-    ) -> None:
-        root = self._ledger.root
-        old = self._manifest
-        version = int(old["version"]) + 1
-        self._manifest_version = version
-        tag = f"{version:020d}-{record.commit_id}-{tmp_name()}"
-        snapshot, deltas = old["snapshot"], list(old["deltas"])
-        archived = list(old.get("archived", []))
-        fault_disk_full("ledger")
-        if record.users_charged > 0:
-            delta = f"spent/delta-{tag}"
-            self._write(charges, root / "_tmp" / f"delta-{tag}", root / delta, written)
-            deltas.append(delta)
-            if len(deltas) >= self._ledger.compact_every:
-                snap = f"spent/snap-{tag}"
-                self._write(self._io.add(self.spent(), charges), root / "_tmp" / f"snap-{tag}",
-                            root / snap, written)
-                archived += [*([snapshot] if snapshot else []), *deltas]
-                snapshot, deltas = snap, []
-            fsync_dir(root / "spent")
-        commit_file = f"commits/{tag}.json"
-        written.append(root / commit_file)
-        atomic_write(root / commit_file, record.to_json().encode())
-        manifest = {
-            "format": _FORMAT,
-            "ledger_id": self._ledger.ledger_id,
-            "version": version,
-            "snapshot": snapshot,
-            "deltas": deltas,
-            "archived": archived,
-            "commits": [
-                *old["commits"],
-                {"key": record.key, "file": commit_file, "job": record.job,
-                 "release_id": record.release_id, "commit_id": record.commit_id},
-            ],
-            "created_at": datetime.now(UTC).isoformat(),
-        }
-        if before_commit is not None:
-            before_commit()
-        if not self._ledger._holds(self._token):
-            msg = (
-                f"release `{record.release_id}`: this run's ledger lease expired before its "
-                "commit (another run may have taken over); nothing of this run was committed."
-            )
-            raise LedgerConflictError(msg)
-        target = root / "_manifests" / f"{version:020d}.json"
-        if not publish_exclusive(target, json.dumps(manifest).encode(), root / "_tmp"):
-            msg = (
-                f"release `{record.release_id}`: another run committed ledger version "
-                f"{version} first; nothing of this run was committed."
-            )
-            raise LedgerConflictError(msg)
-
-
-def _discard(paths: list[Path]) -> None:
-    for path in paths:
-        _remove_entry(path)

@@ -135,3 +135,31 @@ def published(out: Path) -> dict[str, dict[str, Any]]:
             continue
         found[values.parent.name] = json.loads(values.read_text())
     return found
+
+
+def unseal_to_v3(path: Path) -> None:
+    """Turn a sealed (format 4) SQLite ledger into what format 3 wrote: no MAC columns, no
+    sealed state (as an older version of hdp_spark left it)."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            for table, columns in (("commits", ("key_mac", "mac")), ("users", ("mac",)),
+                                   ("charges", ("mac",)), ("totals", ("mac",))):
+                for column in columns:
+                    conn.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+            conn.execute("DELETE FROM meta WHERE name = 'state'")
+            conn.execute("UPDATE meta SET value = 'hdp_spark.ledger.sqlite/3' "
+                         "WHERE name = 'format'")
+    finally:
+        conn.close()
+
+
+def unseal_parquet_to_v1(root: Path) -> None:
+    """Turn a sealed (format 2) parquet ledger into what format 1 wrote: manifests without
+    file hashes and MAC."""
+    for manifest in (root / "_manifests").iterdir():
+        doc = json.loads(manifest.read_text())
+        doc.pop("files", None)
+        doc.pop("mac", None)
+        doc["format"] = "hdp_spark.ledger.parquet/1"
+        manifest.write_text(json.dumps(doc))

@@ -103,7 +103,7 @@ def test_truncated_sqlite_ledger_is_refused(tmp_path: Path,
     path = load_job(job).ledger.path
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])  # a partial copy
-    _refused(job, capsys, "SQLite ledger")
+    _refused(job, capsys, "is damaged")
 
 
 def test_bytes_corrupted_in_the_middle_are_detected(
@@ -117,7 +117,7 @@ def test_bytes_corrupted_in_the_middle_are_detected(
     middle = (len(data) // page // 2) * page
     data[middle + 8: middle + 408] = os.urandom(400)  # inside a b-tree page, past its header
     path.write_bytes(bytes(data))
-    _refused(job, capsys, "SQLite ledger")
+    _refused(job, capsys, "is damaged")
 
 
 def test_deleted_newest_parquet_manifest_is_refused(
@@ -141,8 +141,8 @@ def test_zero_byte_parquet_delta_is_refused(tmp_path: Path,
     root = load_job(job).ledger.path
     part = next((root / "spent").glob("delta-*/part-*.parquet"))
     part.write_bytes(b"")
-    _refused(job, capsys, "truncated or empty file")
-    with pytest.raises(LedgerDamagedError, match="truncated or empty"):
+    _refused(job, capsys, "is truncated or grew")
+    with pytest.raises(LedgerDamagedError, match="truncated or grew"):
         ParquetLedger(root).spent(PandasIO())
 
 

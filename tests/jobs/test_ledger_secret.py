@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from job_helpers import DATA, records, write_job
+from job_helpers import DATA, records, unseal_parquet_to_v1, unseal_to_v3, write_job
 
 from hdp_spark.errors import JobError, LedgerError, SchemaError
 from hdp_spark.jobs import check_job, load_job, quality_dir, run_job
@@ -107,11 +107,13 @@ def _legacy(backend: str, path: Path) -> CommitRecord:
     with ledger.session(PandasIO()) as s:
         s.commit(old, PandasIO().from_pairs([], []))
     if backend == "sqlite":
+        unseal_to_v3(path)  # format 3 had a secret; older ones did not
         conn = sqlite3.connect(path)
         conn.execute("DELETE FROM meta WHERE name = 'mac_secret'")
         conn.commit()
         conn.close()
     else:
+        unseal_parquet_to_v1(path)  # format 1 knew no file hashes
         (path / "_secret").unlink()
         for f in (path / "commits").iterdir():
             d = json.loads(f.read_text())

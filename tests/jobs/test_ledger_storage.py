@@ -140,7 +140,7 @@ def test_reading_never_waits_for_the_sqlite_write_lock(
 def test_parquet_deltas_are_flushed_before_the_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hdp_spark.ledger.parquet as pq_ledger
+    import hdp_spark.ledger._parquet_session as pq_ledger
 
     events: list[str] = []
     real_tree, real_publish = pq_ledger.fsync_tree, pq_ledger.publish_exclusive
