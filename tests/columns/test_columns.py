@@ -193,7 +193,7 @@ def test_grouped_column_without_a_group_decision_is_refused(spark: object) -> No
     with pytest.raises(Exception, match="which groups appear is a privacy decision"):
         spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1) FROM hdp_undecided "  # type: ignore[attr-defined]
                   "GROUP BY dept").collect()
-    with pytest.raises(Exception, match="must be 'public'"):
+    with pytest.raises(Exception, match="got 'data' \\(a last argument 'public' declares"):
         spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1, 'data') FROM hdp_undecided "  # type: ignore[attr-defined]
                   "GROUP BY dept").collect()
     with pytest.raises(ParameterError, match="`keys` of a Column aggregator must be 'public'"):

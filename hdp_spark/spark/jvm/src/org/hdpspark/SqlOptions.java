@@ -50,7 +50,8 @@ final class SqlOptions {
       String known = org.apache.spark.sql.internal.SQLConf.get().getConfString(conf, "");
       if (!known.isEmpty() && !Arrays.asList(known.split(",")).contains(method)) {
         throw new IllegalArgumentException("ParameterError: `method` must be one of "
-            + known.replace(",", ", ") + "; got '" + method + "'.");
+            + known.replace(",", ", ") + "; got '" + method + "' (a last argument 'public' "
+            + "declares the grouping values public).");
       }
     }
     if (n > required + 1) {
