@@ -28,7 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from audit_stats import ALPHA, assert_audit, audit_bound, cp_power, power_floor
+from audit_stats import ALPHA, assert_audit, audit_bound, cp_power, key, power_floor
 from mean_oracles import INF, exact_statistic, spec, stats_of
 
 import hdp_spark.core.mean.finalize as mean_module
@@ -95,7 +95,7 @@ def test_audit_floor_is_derived() -> None:
 @pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp"])
 def test_audit_real_release_path(method: str) -> None:
     k1, k2 = _audit(spec(method),
-                    lambda side, i: ReleaseKey.from_unsafe_seed(f"audit-{method}-{side}-{i}"))
+                    lambda side, i: key(f"audit-{method}-{side}-{i}"))
     assert_audit(k1, k2, N_PER_SIDE, 1.0, power_floor(N_PER_SIDE, P1, P2))
 
 

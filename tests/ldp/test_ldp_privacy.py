@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from audit_stats import seed
 from ldp_helpers import TWO64, audit_counts, binom_ok, ratio_at_most_exp
 
 import hdp_spark.ldp as L
@@ -105,23 +106,25 @@ def test_cp_audit_finds_no_violation(eps: float) -> None:
     n = 4000
     checks = []
     # Laplace, neighbours 1 and -1, event {y > 0}
-    y1 = L.laplace(np.ones(n), eps, unsafe_seed=f"cp-lap-1-{eps}")
-    y2 = L.laplace(-np.ones(n), eps, unsafe_seed=f"cp-lap-2-{eps}")
+    y1 = L.laplace(np.ones(n), eps, unsafe_seed=seed(f"cp-lap-1-{eps}"))
+    y2 = L.laplace(-np.ones(n), eps, unsafe_seed=seed(f"cp-lap-2-{eps}"))
     checks.append((int((y1 > 0).sum()), int((y2 > 0).sum())))
     # RR, event {y = +1}
-    r1 = L.randomized_response(np.ones(n), eps, unsafe_seed=f"cp-rr-1-{eps}")
-    r2 = L.randomized_response(-np.ones(n), eps, unsafe_seed=f"cp-rr-2-{eps}")
+    r1 = L.randomized_response(np.ones(n), eps, unsafe_seed=seed(f"cp-rr-1-{eps}"))
+    r2 = L.randomized_response(-np.ones(n), eps, unsafe_seed=seed(f"cp-rr-2-{eps}"))
     checks.append((int((r1 > 0).sum()), int((r2 > 0).sum())))
     # Duchi d = 3, x = ±e_1, event {Y_1 > 0}
     e1 = np.zeros((n, 3))
     e1[:, 0] = 1.0
-    d1 = L.duchi(e1, eps, unsafe_seed=f"cp-duchi-1-{eps}")
-    d2 = L.duchi(-e1, eps, unsafe_seed=f"cp-duchi-2-{eps}")
+    d1 = L.duchi(e1, eps, unsafe_seed=seed(f"cp-duchi-1-{eps}"))
+    d2 = L.duchi(-e1, eps, unsafe_seed=seed(f"cp-duchi-2-{eps}"))
     checks.append((int((d1[:, 0] > 0).sum()), int((d2[:, 0] > 0).sum())))
     # frequency oracle (Hadamard, d = 4), x = 1 vs 2, event {b = s(j, 1)}
     oracle = L.FrequencyOracle.plan(np.full(n, eps), 4, projection="hadamard", phi_seed=0)
-    f1 = L.jl_frequency_report(np.full(n, 1), eps, oracle=oracle, unsafe_seed=f"cp-fo-1-{eps}")
-    f2 = L.jl_frequency_report(np.full(n, 2), eps, oracle=oracle, unsafe_seed=f"cp-fo-2-{eps}")
+    f1 = L.jl_frequency_report(np.full(n, 1), eps, oracle=oracle,
+                                unsafe_seed=seed(f"cp-fo-1-{eps}"))
+    f2 = L.jl_frequency_report(np.full(n, 2), eps, oracle=oracle,
+                                unsafe_seed=seed(f"cp-fo-2-{eps}"))
     s1 = oracle.signs(f1.index, 1)
     s2 = oracle.signs(f2.index, 1)
     checks.append((int((f1.sign == s1).sum()), int((f2.sign == s2).sum())))

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from audit_stats import key
 from scipy import stats
 
-from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.selection import select_keys
 from hdp_spark.core.selection.mechanism import noisy_weight
 
@@ -34,8 +34,7 @@ def _cp(k: int, n: int) -> tuple[float, float]:
 def _released(weight: int, tag: str, trials: int = TRIALS) -> int:
     threshold = SEL.threshold
     return sum(
-        noisy_weight(SEL, weight, ReleaseKey.from_unsafe_seed(f"sel-audit-{tag}-{i}"),
-                     ("g",)) >= threshold
+        noisy_weight(SEL, weight, key(f"sel-audit-{tag}-{i}"), ("g",)) >= threshold
         for i in range(trials)
     )
 

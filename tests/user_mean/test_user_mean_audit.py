@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from audit_stats import assert_private, audit_bound
+from audit_stats import assert_private, audit_bound, key
 
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.encoding import FIXED_ONE
@@ -39,8 +39,8 @@ Mech = Callable[[object, ReleaseKey], bool]
 
 def _audit(mech: Mech, d1: object, d2: object, tag: str) -> tuple[int, int]:
     """Event counts over N draws per side, each with its own seeded key."""
-    k1 = sum(mech(d1, ReleaseKey.from_unsafe_seed(f"um-{tag}-D-{i}")) for i in range(N))
-    k2 = sum(mech(d2, ReleaseKey.from_unsafe_seed(f"um-{tag}-D'-{i}")) for i in range(N))
+    k1 = sum(mech(d1, key(f"um-{tag}-D-{i}")) for i in range(N))
+    k2 = sum(mech(d2, key(f"um-{tag}-D'-{i}")) for i in range(N))
     return k1, k2
 
 
