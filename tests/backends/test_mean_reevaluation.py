@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from mean_backend_helpers import run_agg, spark_frame
 
 from hdp_spark import hdp_mean
@@ -29,6 +30,7 @@ def test_spark_result_is_materialized(spark: Any, capsys: Any) -> None:
     assert out.toPandas()["m"].iloc[0] == first[0]["m"]
 
 
+@pytest.mark.statistical
 def test_separate_releases_without_seed_get_fresh_noise(engine: Any) -> None:
     a = run_agg(engine, ROWS, SPEC)["m"].iloc[0]
     b = run_agg(engine, ROWS, SPEC)["m"].iloc[0]

@@ -37,6 +37,8 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import laplace_mechanism
 from hdp_spark.core.stats import GroupStats
 
+pytestmark = pytest.mark.statistical
+
 N_PER_SIDE = 3000
 V = [1.0, 2.0, 5.0, INF]
 M = [1, 3, 2, 2]

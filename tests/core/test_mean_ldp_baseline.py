@@ -70,6 +70,7 @@ def test_weights_and_privacy_are_those_of_the_hpm_method(method: str) -> None:
     assert max(lv.eps_effective / lv.eps for lv in plan.levels if math.isfinite(lv.eps)) == 1.0
 
 
+@pytest.mark.statistical
 def test_noise_has_the_law_of_the_ldp_baseline() -> None:
     table = stats_of(V, M, unit_totals(M, UNIT))
     w = mean_module.mean_weights(spec("ldp-wp"), V, M)
@@ -95,6 +96,7 @@ def test_noise_has_the_law_of_the_ldp_baseline() -> None:
     assert hpm.var() < 0.5 * var
 
 
+@pytest.mark.statistical
 def test_noise_scale_and_interval() -> None:
     big = [20 * c for c in M]  # enough rows that the interval is not cut by [0, 1]
     table = stats_of(V, big, unit_totals(big, UNIT))
@@ -129,6 +131,7 @@ def test_figures_are_functions_of_the_eps_histogram() -> None:
     assert ldp_noise_figures([INF], [4], [0.25], Fraction(0), Fraction(0), 0.05) == (0.0, 0.0)
 
 
+@pytest.mark.statistical
 def test_noise_is_keyed_to_the_release_and_the_data() -> None:
     key = _key("keyed")
     table = stats_of(V, M, unit_totals(M, UNIT))
@@ -171,6 +174,7 @@ def _event_probabilities(method: str) -> tuple[float, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("method", ["ldp-cp", "ldp-wp"])
 def test_audit_real_release_path(method: str) -> None:
     """Neighbours differ in the single row of the most private level (ε = 1, loss bound

@@ -119,6 +119,7 @@ def test_mechanism_without_noise_returns_the_value_exactly() -> None:
     assert draw.half_width(0.05) == 0.0
 
 
+@pytest.mark.statistical
 def test_half_width_covers_the_noise() -> None:
     """P(|noise| > half_width(β)) <= β; check β = 0.05 on 4,000 seeded draws (binomial)."""
     key = ReleaseKey.from_unsafe_seed("ci")
@@ -154,6 +155,7 @@ def _in_child(fn: object) -> object:
     return pickle.loads(data)
 
 
+@pytest.mark.statistical
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_fork_gives_fresh_keys_and_replays_shared_ones() -> None:
     """Fresh keys are the point. False failure: two 32-byte keys collide w.p. 2^-256, and
@@ -176,6 +178,7 @@ def test_fork_gives_fresh_keys_and_replays_shared_ones() -> None:
     assert child_shared == before  # same key and context: identical, in any process
 
 
+@pytest.mark.statistical
 def test_keyed_stream_is_deterministic_per_key_and_context() -> None:
     k1, k2 = ReleaseKey.from_unsafe_seed(1), ReleaseKey.from_unsafe_seed(2)
 

@@ -95,6 +95,7 @@ def test_projection_and_counts_views() -> None:
     assert proj["count"].sum() == pytest.approx(len(pdf))
 
 
+@pytest.mark.statistical
 def test_replay_and_fresh_noise() -> None:
     spec = hdp_histogram("c", eps="eps", categories=["a", "b", "c", "d"])
     pdf = frame()

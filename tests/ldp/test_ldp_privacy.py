@@ -101,6 +101,7 @@ def test_rr_flip_rate_matches_realized_probability() -> None:
     assert binom_ok(int(np.count_nonzero(y != x)), n, (TWO64 - k) / TWO64)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("eps", [0.5, 1.0])
 def test_cp_audit_finds_no_violation(eps: float) -> None:
     n = 4000
@@ -133,6 +134,7 @@ def test_cp_audit_finds_no_violation(eps: float) -> None:
         assert not flagged
 
 
+@pytest.mark.statistical
 def test_cp_audit_flags_an_overspent_mechanism() -> None:
     """The audit has power: RR run at 1.6 ε but claimed at ε is flagged (seeded; with fresh
     keys the miss probability is 1 - cp_power(6000, 0.832, 0.168, 1, α/4) < 1e-15)."""

@@ -33,7 +33,7 @@ from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.mwem import hdp_mwem, run_mwem
 from hdp_spark.core.partial.projection import finalize_marginals, hdp_marginals
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.statistical]
 
 ALPHA = 1e-6  # total miss probability of the two one-sided bounds
 DELTA = 1e-6

@@ -18,6 +18,8 @@ from scipy import stats
 from hdp_spark.core.selection import select_keys
 from hdp_spark.core.selection.mechanism import noisy_weight
 
+pytestmark = pytest.mark.statistical
+
 TRIALS = 20_000
 ALPHA = 5e-7  # two-sided risk of a false alarm per interval
 

@@ -44,6 +44,7 @@ def _discrete_sd(scale: Fraction) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("parts", [1, 2])
 def test_mean_numerator_noise_has_the_analysed_scale(parts: int) -> None:
     # 400 rows at ε = 1 (4 steps each), all at x̄ = ½: N = 0 exactly
@@ -61,6 +62,7 @@ def test_mean_numerator_noise_has_the_analysed_scale(parts: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.statistical
 def test_histogram_count_noise_has_the_analysed_scale() -> None:
     stats = GroupStats((LevelRow(1.0, 100, (60, 40, 0)),))  # codes a, b, unmatched
     selected = Selected(SEL, 400, 1)
@@ -77,6 +79,7 @@ def test_histogram_count_noise_has_the_analysed_scale() -> None:
     assert abs(corr) < 0.08  # bins draw independent noise
 
 
+@pytest.mark.statistical
 def test_streams_differ_per_statistic_and_group() -> None:
     """Same key: the mean numerator of two groups with equal statistics, and the mean and
     histogram of one group, get unrelated noise (contexts hold group and statistic)."""

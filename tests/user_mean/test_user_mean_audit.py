@@ -31,6 +31,8 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import FinalCell, MeanCell, VarUser, hdp_user_mean
 from hdp_spark.core.user_mean import steps as um_steps
 
+pytestmark = pytest.mark.statistical
+
 N = 2000
 PROBE = ReleaseKey.from_unsafe_seed("um-audit-probe")  # the probes read public figures only
 
