@@ -96,10 +96,14 @@ def cp_power(n: int, p1: float, p2: float, eps: float, a: float) -> float:
     return float(np.sum(stats.binom.pmf(k, n, p1) * stats.binom.cdf(kmax, n, p2)))
 
 
-def power_floor(n: int, p1: float, p2: float, alpha: float = ALPHA, miss: float = MISS) -> float:
+def power_floor(n: int, p1: float, p2: float, alpha: float = ALPHA, miss: float = MISS,
+                directions: int = 4) -> float:
     """The largest f (to 1e-4, rounded down) such that the audit's best bound exceeds f with
-    probability >= 1 - miss when the event probabilities are p1 (D) and p2 (D')."""
-    a = alpha / 4
+    probability >= 1 - miss when the event probabilities are p1 (D) and p2 (D').
+
+    ``directions``: 4 for :func:`audit_bound`; 1 for a single-direction audit, whose bound is
+    ``eps_lower_bound(k1, k2, n, alpha)`` (the event and its direction fixed in advance)."""
+    a = alpha / directions
     lo, hi = -5.0, math.log(p1 / p2) if p2 > 0 else 50.0
     if cp_power(n, p1, p2, lo, a) < 1 - miss:
         return -math.inf
