@@ -125,6 +125,7 @@ def test_exact_neighbour_audit(method: str, other: str | None) -> None:
         assert worst >= 1 - Fraction(1, 10**5)
 
 
+@pytest.mark.statistical
 def test_empirical_audit_lower_bound_stays_below_eps() -> None:
     """Two rows: a private one (ε = 1) in bin a, a public one in bin b; the neighbour moves
     the private row to bin b. The event {y_a >= a_a, y_b <= a_b} has probability ratio

@@ -177,6 +177,7 @@ def test_public_rows_report_exactly_and_zero_rows_are_never_read(method: str) ->
     assert huge.levels[1].eps_effective == 1e200
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("method", RAPPOR_METHODS)
 def test_empirical_audit_lower_bound_stays_below_eps(method: str) -> None:
     """A private row (ε = 1) in bin a and a public row in bin b; the neighbour moves the

@@ -364,6 +364,7 @@ def test_turbo_noise_is_laplace_of_the_claimed_scale(method: str) -> None:
         assert sst.kstest(folded, sst.expon(scale=factor * scale).cdf).pvalue < ALPHA
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("method", ["hpf-ct", "hpf-wt"])
 def test_turbo_empirical_audit_lower_bound_stays_below_eps(method: str) -> None:
     """One private row (ε = 1) in bin a, one public row in bin b; the neighbour moves the
