@@ -17,6 +17,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from audit_stats import ALPHA, assert_private, eps_lower_bound, power_floor
+from audit_stats import key as audit_key
 from histogram_testlib import stats_from_rows
 
 from hdp_spark.core.histogram.finalize import (
@@ -142,7 +143,7 @@ def test_empirical_audit_lower_bound_stays_below_eps() -> None:
     def hits(stats: object, tag: str) -> int:
         count = 0
         for t in range(trials):
-            r = finalize_histogram(spec, stats, ReleaseKey.from_unsafe_seed(f"{tag}{t}"), (),  # type: ignore[arg-type]
+            r = finalize_histogram(spec, stats, audit_key(f"hist-audit-{tag}{t}"), (),  # type: ignore[arg-type]
                                    weights)
             count += int(r.noisy[0] >= thresholds[0] and r.noisy[1] <= thresholds[1])
         return count

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from audit_stats import ALPHA as AUDIT_ALPHA
 from audit_stats import assert_private, eps_lower_bound, power_floor
+from audit_stats import key as audit_key
 from histogram_testlib import engines_agree, stats_from_rows, true_frequencies
 from scipy import stats as sst
 
@@ -195,7 +196,7 @@ def test_empirical_audit_lower_bound_stays_below_eps(method: str) -> None:
     def hits(stats: Any, tag: str) -> int:
         count = 0
         for t in range(trials):
-            r = finalize_histogram(spec, stats, ReleaseKey.from_unsafe_seed(f"{tag}{t}"), (),
+            r = finalize_histogram(spec, stats, audit_key(f"hist-audit-{tag}{t}"), (),
                                    weights)
             count += int(r.noisy[0] > 0 and r.noisy[1] < w_pub)
         return count

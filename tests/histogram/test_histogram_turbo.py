@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from audit_stats import ALPHA as AUDIT_ALPHA
 from audit_stats import assert_private, eps_lower_bound, power_floor
+from audit_stats import key as audit_key
 from histogram_testlib import (
     engines_agree,
     max_abs_laplace_quantile,
@@ -44,7 +45,6 @@ from hdp_spark.core.mean.weights import (
     solve_clip_level,
     turbo_weights,
 )
-from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK
 from hdp_spark.errors import InternalError
 from hdp_spark.histograms import hdp_histogram
@@ -383,7 +383,7 @@ def test_turbo_empirical_audit_lower_bound_stays_below_eps(method: str) -> None:
     def hits(stats: Any, tag: str) -> int:
         count = 0
         for t in range(trials):
-            r = finalize_histogram(spec, stats, ReleaseKey.from_unsafe_seed(f"{tag}{t}"), (),
+            r = finalize_histogram(spec, stats, audit_key(f"hist-audit-{tag}{t}"), (),
                                    weights)
             count += int(r.noisy[0] >= thresholds[0] and r.noisy[1] <= thresholds[1])
         return count
