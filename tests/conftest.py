@@ -12,11 +12,22 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Spark's Python workers (used only by the LDP simulation helper) must run this interpreter,
 # which has pyarrow and randomgen; the system python3 may have neither.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+# Property tests draw their examples from a fixed seed (derandomize), so a run's outcome never
+# depends on chance, and never fail on timing (no deadline, no too_slow health check: the
+# machines are shared). HYPOTHESIS_PROFILE=explore draws new examples each run: use it when
+# writing or changing a property, then add any counterexample it finds as an explicit case.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def _java_available() -> bool:

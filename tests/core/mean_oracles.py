@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.mean.finalize import mean_weights
@@ -204,37 +204,6 @@ def bruteforce_min_rc2(eps: Sequence[float], big_l: float) -> tuple[float, float
     w = lp_min_l1(best_s, eps)[1]
     point = r_c2(w, eps, big_l) if w is not None else math.inf
     return h(best_s), point
-
-
-# ---------------------------------------------------------------- Clopper-Pearson audit
-
-
-def cp_lower(k: int, n: int, a: float) -> float:
-    """One-sided (1 - a) Clopper-Pearson lower bound on a binomial proportion."""
-    return 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
-
-
-def cp_upper(k: int, n: int, a: float) -> float:
-    """One-sided (1 - a) Clopper-Pearson upper bound on a binomial proportion."""
-    return 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
-
-
-def eps_lower_bound(k1: int, k2: int, n: int, a: float) -> float:
-    """A lower confidence bound on ln(p1/p2) (valid with probability >= 1 - a)."""
-    lo, up = cp_lower(k1, n, a / 2), cp_upper(k2, n, a / 2)
-    return math.log(lo / up) if lo > 0 else -math.inf
-
-
-def cp_power(n: int, p1: float, p2: float, eps: float, a: float) -> float:
-    """Exact probability that the one-direction test (reject iff L1 > e^eps U2, each bound at
-    a/2) rejects when the counts are Binomial(n, p1) and Binomial(n, p2)."""
-    k = np.arange(n + 1)
-    with np.errstate(all="ignore"):
-        low = np.where(k == 0, 0.0, stats.beta.ppf(a / 2, k, n - k + 1))
-        up = np.where(k == n, 1.0, stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    # for each k1: reject iff up[k2] < low[k1] e^-eps, i.e. k2 <= kmax(k1) (up is increasing)
-    kmax = np.searchsorted(up, low * math.exp(-eps), side="left") - 1
-    return float(np.sum(stats.binom.pmf(k, n, p1) * stats.binom.cdf(kmax, n, p2)))
 
 
 def exact_statistic(w: Weights, totals: Sequence[int]) -> Fraction:

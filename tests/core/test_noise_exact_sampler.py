@@ -119,6 +119,7 @@ def test_mechanism_without_noise_returns_the_value_exactly() -> None:
     assert draw.half_width(0.05) == 0.0
 
 
+@pytest.mark.statistical
 def test_half_width_covers_the_noise() -> None:
     """P(|noise| > half_width(β)) <= β; check β = 0.05 on 4,000 seeded draws (binomial)."""
     key = ReleaseKey.from_unsafe_seed("ci")
@@ -154,8 +155,11 @@ def _in_child(fn: object) -> object:
     return pickle.loads(data)
 
 
+@pytest.mark.statistical
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_fork_gives_fresh_keys_and_replays_shared_ones() -> None:
+    """Fresh keys are the point. False failure: two 32-byte keys collide w.p. 2^-256, and
+    three draws of scale 10^6/7 all agree w.p. < (1/(2·1.4e5))^3 < 1e-16."""
     parent_key = ReleaseKey.fresh()
     ctx = encode_context(("fork", 1))
     before = [_draw(parent_key, ctx + bytes([i])) for i in range(3)]
@@ -174,6 +178,7 @@ def test_fork_gives_fresh_keys_and_replays_shared_ones() -> None:
     assert child_shared == before  # same key and context: identical, in any process
 
 
+@pytest.mark.statistical
 def test_keyed_stream_is_deterministic_per_key_and_context() -> None:
     k1, k2 = ReleaseKey.from_unsafe_seed(1), ReleaseKey.from_unsafe_seed(2)
 
@@ -186,6 +191,7 @@ def test_keyed_stream_is_deterministic_per_key_and_context() -> None:
     assert bits(ReleaseKey(k1.material), b"ctx") == a  # the key material is all that matters
     assert bits(k1, b"ctx2") != a
     assert bits(k2, b"ctx") != a
+    # fresh keys are the point: 40 x 61 bits agree by chance w.p. 2^-2440
     assert bits(ReleaseKey.fresh(), b"ctx") != bits(ReleaseKey.fresh(), b"ctx")
     s = k1.stream(b"x")
     assert s.getrandbits(0) == 0

@@ -12,6 +12,7 @@ import math
 from decimal import Decimal, localcontext
 
 import numpy as np
+from audit_stats import ALPHA, audit_bound
 from scipy import stats
 
 Z_MAX = 4.5
@@ -34,28 +35,15 @@ def ratio_at_most_exp(num: int, den: int, eps: float) -> bool:
         return Decimal(num) / Decimal(den) <= exp_decimal(eps) * (1 - Decimal(10) ** -70)
 
 
-def cp_lower(k: int, n: int, a: float) -> float:
-    return 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
-
-
-def cp_upper(k: int, n: int, a: float) -> float:
-    return 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
-
-
-def audit_counts(k1: int, k2: int, n: int, eps: float, alpha: float = 1e-6) -> tuple[bool, float]:
-    """Four-direction CP event test (noise-and-audit §3.2, Bonferroni α/4).
+def audit_counts(k1: int, k2: int, n: int, eps: float, alpha: float = ALPHA) -> tuple[bool, float]:
+    """Four-direction CP event test (noise-and-audit §3.2, Bonferroni α/4; ``audit_stats``).
 
     Sound for any ε-DP mechanism when the event is fixed in advance and the 2n draws are
-    independent (fresh keys). Returns (violation found, best lower bound on ε).
+    independent (one key per draw, or one seeded call whose rows draw from distinct
+    contexts). Returns (violation found, best lower bound on ε).
     """
-    best = -math.inf
-    flagged = False
-    for a, b in ((k1, k2), (k2, k1), (n - k1, n - k2), (n - k2, n - k1)):
-        low, up = cp_lower(a, n, alpha / 8), cp_upper(b, n, alpha / 8)
-        lb = math.log(low / up) if low > 0 else -math.inf
-        best = max(best, lb)
-        flagged |= lb > eps
-    return flagged, best
+    best = audit_bound(k1, k2, n, alpha)
+    return best > eps, best
 
 
 def binom_ok(k: int, n: int, p: float) -> bool:

@@ -15,6 +15,10 @@ import hdp_spark.ldp as L
 from hdp_spark.core.noise.rows import RowStreams, chacha20_blocks
 from hdp_spark.errors import ParameterError, SchemaError
 
+# these tables have rows with ε > 1 on purpose; the warning itself is tested in
+# test_ldp_estimators
+pytestmark = pytest.mark.filterwarnings("ignore::hdp_spark.core.ldp.common.LdpEpsilonWarning")
+
 
 def _frame(n: int = 200) -> pd.DataFrame:
     rng = np.random.default_rng(3)  # design-ok: synthetic test data

@@ -2,14 +2,16 @@
 corrections, #6 and #9).
 
 Each audit fixes two neighbouring inputs of one step (they differ in ONE user) and an output
-event chosen analytically before sampling, draws ``N`` outputs per side with a FRESH release
-key per draw (i.i.d.; a fixed seed would replay one draw), and runs the one-sided
-Clopper-Pearson test in four directions (both orders, event and complement, α/4 each),
+event chosen analytically before sampling, draws ``N`` outputs per side with its own release
+key per draw (i.i.d.; one key would replay one draw), and runs the one-sided Clopper-Pearson
+test in four directions (both orders, event and complement, α/4 each; ``audit_stats``),
 against that user's own ε_i. Pure ε-DP, so the rejection rule is L1 > e^ε U2.
 
-False-failure budget: 5 soundness audits at α = 2e-5 each (1e-4 in total, Bonferroni).
-The power check (a mechanism with half the noise, true loss 2ε, must be flagged) misses with
-probability < 1e-10 at N = 1500 (exact power of the CP test, noise-and-audit A.3).
+The keys are seeded, one per (test, side, draw): the counts are the same on every run. With
+fresh keys each soundness audit would fail a correct mechanism with probability <= α = 1e-6.
+The power check (a mechanism with half the noise, true loss 2ε, must be flagged) would miss
+with probability ~6e-14 at N = 2000 and ε = 1 (event probabilities 1/2 and e^-2/2, each moved
+1e-3 against the test; exact power of the CP test, ``audit_stats.cp_power``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import stats
+from audit_stats import assert_private, audit_bound, key
 
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.encoding import FIXED_ONE
@@ -29,31 +31,18 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import FinalCell, MeanCell, VarUser, hdp_user_mean
 from hdp_spark.core.user_mean import steps as um_steps
 
-ALPHA = 2e-5
-N = 1500
+pytestmark = pytest.mark.statistical
+
+N = 2000
+PROBE = ReleaseKey.from_unsafe_seed("um-audit-probe")  # the probes read public figures only
+
+Mech = Callable[[object, ReleaseKey], bool]
 
 
-def _cp_lower(k: int, n: int, a: float) -> float:
-    return 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
-
-
-def _cp_upper(k: int, n: int, a: float) -> float:
-    return 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
-
-
-def _violation(k1: int, k2: int, n: int, eps: float, alpha: float) -> tuple[bool, float]:
-    """Four-direction CP event test; returns (violation found, best lower bound on ε)."""
-    best = -math.inf
-    for a, b in ((k1, k2), (k2, k1), (n - k1, n - k2), (n - k2, n - k1)):
-        lo, up = _cp_lower(a, n, alpha / 8), _cp_upper(b, n, alpha / 8)
-        if lo > 0:
-            best = max(best, math.log(lo / up))
-    return best > eps, best
-
-
-def _audit(mech: Callable[[object], bool], d1: object, d2: object) -> tuple[int, int]:
-    k1 = sum(mech(d1) for _ in range(N))
-    k2 = sum(mech(d2) for _ in range(N))
+def _audit(mech: Mech, d1: object, d2: object, tag: str) -> tuple[int, int]:
+    """Event counts over N draws per side, each with its own seeded key."""
+    k1 = sum(mech(d1, key(f"um-{tag}-D-{i}")) for i in range(N))
+    k2 = sum(mech(d2, key(f"um-{tag}-D'-{i}")) for i in range(N))
     return k1, k2
 
 
@@ -88,9 +77,9 @@ def _neighbours(design: core.FinalDesign, cells: list[FinalCell], index: int
     return low, high
 
 
-def _final_mech(design: core.FinalDesign, threshold: Fraction) -> Callable[[object], bool]:
-    def mech(cells: object) -> bool:
-        out = core.final_step(design, cells, 0.05, ReleaseKey.fresh(), ("audit",))  # type: ignore[arg-type]
+def _final_mech(design: core.FinalDesign, threshold: Fraction) -> Mech:
+    def mech(cells: object, key: ReleaseKey) -> bool:
+        out = core.final_step(design, cells, 0.05, key, ("audit",))  # type: ignore[arg-type]
         return Fraction(out.value) <= threshold
 
     return mech
@@ -98,13 +87,12 @@ def _final_mech(design: core.FinalDesign, threshold: Fraction) -> Callable[[obje
 
 def test_final_step_equal_eps() -> None:
     design, cells = _final_setup({1: 1.0, 3: 1.0, 9: 1.0, 27: 1.0, 81: 1.0})
-    probe = core.final_step(design, cells, 0.05, ReleaseKey.fresh(), ("audit",))
+    probe = core.final_step(design, cells, 0.05, PROBE, ("audit",))
     index = max(range(len(cells)), key=lambda i: probe.classes[i].eps_effective)
     low, high = _neighbours(design, cells, index)
     mech = _final_mech(design, _statistic(design, low))
-    k1, k2 = _audit(mech, low, high)
-    flagged, bound = _violation(k1, k2, N, probe.classes[index].eps_effective, ALPHA)
-    assert not flagged, bound
+    k1, k2 = _audit(mech, low, high, "final-equal")
+    assert_private(audit_bound(k1, k2, N), probe.classes[index].eps_effective)
 
 
 @pytest.mark.parametrize("which", ["low", "high"])
@@ -112,28 +100,27 @@ def test_final_step_each_user_gets_its_own_eps(which: str) -> None:
     """§6.4-E1: audit a user of the ε = 0.5 class and one of the ε = 2 class, each against
     its own ε_i (a bug that gave everyone the same loss would breach the ε = 0.5 user)."""
     design, cells = _final_setup({1: 2.0, 3: 0.5, 9: 2.0, 27: 0.5, 81: 2.0})
-    probe = core.final_step(design, cells, 0.05, ReleaseKey.fresh(), ("audit",))
+    probe = core.final_step(design, cells, 0.05, PROBE, ("audit",))
     target_eps = 0.5 if which == "low" else 2.0
     index = max((i for i in range(len(cells)) if cells[i].eps == target_eps),
                 key=lambda i: probe.classes[i].eps_effective)
     low, high = _neighbours(design, cells, index)
-    k1, k2 = _audit(_final_mech(design, _statistic(design, low)), low, high)
-    flagged, bound = _violation(k1, k2, N, target_eps, ALPHA)
-    assert not flagged, bound
+    k1, k2 = _audit(_final_mech(design, _statistic(design, low)), low, high, f"own-{which}")
+    assert_private(audit_bound(k1, k2, N), target_eps)
 
 
 def test_audit_flags_a_mechanism_with_half_the_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Power check of the harness: halving the final noise (true loss 2ε) is detected."""
     design, cells = _final_setup({1: 1.0, 3: 1.0, 9: 1.0, 27: 1.0, 81: 1.0})
-    probe = core.final_step(design, cells, 0.05, ReleaseKey.fresh(), ("audit",))
+    probe = core.final_step(design, cells, 0.05, PROBE, ("audit",))
     index = max(range(len(cells)), key=lambda i: probe.classes[i].eps_effective)
     low, high = _neighbours(design, cells, index)
     real = um_steps.laplace_mechanism
     monkeypatch.setattr(um_steps, "laplace_mechanism",
                         lambda v, s, d, rng: real(v, s / 2, d, rng))
-    k1, k2 = _audit(_final_mech(design, _statistic(design, low)), low, high)
-    flagged, bound = _violation(k1, k2, N, probe.classes[index].eps_effective, ALPHA)
-    assert flagged, bound
+    k1, k2 = _audit(_final_mech(design, _statistic(design, low)), low, high, "half")
+    bound = audit_bound(k1, k2, N)
+    assert bound > probe.classes[index].eps_effective, bound  # flagged
 
 
 def test_initial_step_heterogeneous_eps() -> None:
@@ -142,20 +129,19 @@ def test_initial_step_heterogeneous_eps() -> None:
             MeanCell(1, 1.5, 40, 25 * FIXED_ONE)]
     hi_cell = MeanCell(1, 1.5, 40, 26 * FIXED_ONE)
     d1, d2 = base, [base[0], base[1], hi_cell]
-    probe = core.initial_step(d1, 0.05, ReleaseKey.fresh(), ("a",))
+    probe = core.initial_step(d1, 0.05, PROBE, ("a",))
     eff = next(c.eps_effective for c in probe.classes if c.eps == 1.5)
     eps_levels = [0.3, 1.5]
     phi, tau = solve_clip_level(eps_levels, [40, 40], 8.0)
     weights = normalize(eps_levels, [40, 40], phi, tau)
     stat = (weights.w[0] * Fraction(10 * 2 + 8, 2) + weights.w[1] * 25)  # Σ w p̂ of d1
 
-    def mech(cells: object) -> bool:  # p_init is clipped: post-processing, same event test
-        out = core.initial_step(cells, 0.05, ReleaseKey.fresh(), ("a",))  # type: ignore[arg-type]
+    def mech(cells: object, key: ReleaseKey) -> bool:  # p_init is clipped: post-processing
+        out = core.initial_step(cells, 0.05, key, ("a",))  # type: ignore[arg-type]
         return out.p_init <= float(stat)
 
-    k1, k2 = _audit(mech, d1, d2)
-    flagged, bound = _violation(k1, k2, N, eff, ALPHA)
-    assert not flagged, bound
+    k1, k2 = _audit(mech, d1, d2, "initial")
+    assert_private(audit_bound(k1, k2, N), eff)
 
 
 def test_variance_step_exponential_mechanism() -> None:
@@ -185,11 +171,10 @@ def test_variance_step_exponential_mechanism() -> None:
     t0 = int(np.argmax(np.abs(np.log(p1[:-1] / p2[:-1]))))
     assert abs(math.log(p1[t0] / p2[t0])) <= eps + 1e-12  # exact probabilities obey ε
 
-    def mech(us: object) -> bool:
-        out = core.variance_step(us, k, ReleaseKey.fresh(), ("v",))  # type: ignore[arg-type]
+    def mech(us: object, key: ReleaseKey) -> bool:
+        out = core.variance_step(us, k, key, ("v",))  # type: ignore[arg-type]
         t = round(math.log2(core.KAPPA_V / (2 * core.CHI2_MEDIAN * out.s2)))
         return t <= t0
 
-    k1, k2 = _audit(mech, d1, d2)
-    flagged, bound = _violation(k1, k2, N, eps, ALPHA)
-    assert not flagged, bound
+    k1, k2 = _audit(mech, d1, d2, "variance")
+    assert_private(audit_bound(k1, k2, N), eps)
