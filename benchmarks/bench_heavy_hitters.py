@@ -64,7 +64,7 @@ def main() -> None:
     repeats = 1 if args.smoke else args.repeats
 
     from hdp_spark.core.partial import hdp_heavy_hitters
-    from hdp_spark.spark._heavy_hitters import heavy_hitters
+    from hdp_spark.spark import heavy_hitters
 
     spark = spark_session()
     df = make_data(spark, rows).cache()

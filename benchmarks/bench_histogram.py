@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from hdp_spark.histograms import hdp_histogram
-from hdp_spark.spark._histogram import histogram, histogram_tables
+from hdp_spark.spark import histogram, histogram_tables
 from hdp_spark.spark.expressions import level_expr
 
 EPS_LEVELS = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, float("inf"), 0.02, 10.0, 20.0, 50.0]

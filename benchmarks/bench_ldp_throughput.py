@@ -109,8 +109,8 @@ def aggregators(n: int, repeats: int) -> dict[str, Any]:
     import pandas as pd
     from pyspark.sql import functions as F
 
-    from hdp_spark.pandas import ldp as pdl
-    from hdp_spark.spark import ldp as sl
+    import hdp_spark.pandas as pdl
+    import hdp_spark.spark as sl
 
     warnings.simplefilter("ignore", L.LdpEpsilonWarning)
     eps_levels = [0.1, 0.25, 0.5, 1.0, 2.0]

@@ -75,7 +75,8 @@ from hdp_spark.core.user_mean import (
 )
 from hdp_spark.core.user_mean import steps as um_steps
 from hdp_spark.pandas import agg as hdp_agg
-from hdp_spark.pandas._user_mean import PandasUsers, _cells, user_mean
+from hdp_spark.pandas import user_mean
+from hdp_spark.pandas._user_mean import PandasUsers, _cells
 from hdp_spark.specs import hdp_mean
 
 BETA = 0.05

@@ -54,7 +54,7 @@ import pandas as pd  # noqa: E402
 import hdp_spark.ldp as L  # noqa: E402
 from hdp_spark.core.ldp.common import duchi_scale, rr_factor  # noqa: E402
 from hdp_spark.core.ldp.mean import level_weights  # noqa: E402
-from hdp_spark.pandas.ldp import ldp_agg  # noqa: E402
+from hdp_spark.pandas import ldp_agg  # noqa: E402
 
 N, D, BETA = 1000, 10, 0.05
 EPS_LOW, EPS_HIGH = 0.1, 1.0

@@ -53,17 +53,9 @@ def agg(df: Any, *specs: MeanSpec, **kwargs: Any) -> Any:
     Privacy:
         See :func:`hdp_spark.hdp_mean`.
     """
-    module = type(df).__module__
-    if module.startswith("pandas"):
-        from hdp_spark import pandas as backend_pd
+    from hdp_spark.front.dispatch import backend_of
 
-        return backend_pd.agg(df, *specs, **kwargs)
-    if module.startswith("pyspark"):
-        from hdp_spark import spark as backend_spark
-
-        return backend_spark.agg(df, *specs, **kwargs)
-    msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
-    raise EngineNotSupportedError(msg)
+    return backend_of(df).agg(df, *specs, **kwargs)
 
 from hdp_spark.core.user_mean import UserMeanSpec, hdp_user_mean  # noqa: E402
 

@@ -7,7 +7,6 @@ from typing import Any, cast
 
 from hdp_spark.core.histogram.spec import HistogramMethod, HistogramSpec
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.errors import EngineNotSupportedError
 
 __all__ = ["hdp_histogram", "histogram"]
 
@@ -126,14 +125,6 @@ def histogram(df: Any, spec: HistogramSpec, **kwargs: Any) -> Any:
     Privacy:
         See :func:`hdp_spark.hdp_histogram`.
     """
-    module = type(df).__module__
-    if module.startswith("pandas"):
-        from hdp_spark.pandas._histogram import histogram as run_pandas
+    from hdp_spark.front.dispatch import backend_of
 
-        return run_pandas(df, spec, **kwargs)
-    if module.startswith("pyspark"):
-        from hdp_spark.spark._histogram import histogram as run_spark
-
-        return run_spark(df, spec, **kwargs)
-    msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
-    raise EngineNotSupportedError(msg)
+    return backend_of(df).histogram(df, spec, **kwargs)

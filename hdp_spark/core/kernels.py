@@ -34,6 +34,7 @@ from hdp_spark.core.partial.heavy_hitters import (
     HeavyHittersResult,
     run_heavy_hitters,
 )
+from hdp_spark.core.partial.histograms import HISTOGRAM_COLUMNS
 from hdp_spark.core.partial.mwem import (
     MWEM_COLUMNS,
     MwemResult,
@@ -72,6 +73,7 @@ from hdp_spark.core.user_mean import UserMeanResult, UserMeanSpec, run_user_mean
 from hdp_spark.errors import ParameterError
 
 __all__ = [
+    "ATTRIBUTE_HISTOGRAM_FIELDS",
     "HISTOGRAM_BIN_ITEMS",
     "HeavyHittersKernel",
     "HistogramKernel",
@@ -211,6 +213,15 @@ class UserMeanKernel:
 
     def values(self, spec: UserMeanSpec, r: UserMeanResult) -> tuple[Any, ...]:
         return tuple(r.as_row("").values())
+
+
+ATTRIBUTE_HISTOGRAM_FIELDS: tuple[OutputField, ...] = tuple(
+    OutputField(name, kind, nullable=name == "value")
+    for name, kind in zip(HISTOGRAM_COLUMNS, ("str", "str", "int", "int", "int", "int"),
+                          strict=True)
+)
+"""The long table of ``attribute_histograms``: attribute, value (null for the extra
+"other" category), code, noisy_count, count_ci_low, count_ci_high."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,8 @@ key is outside the set are left out of the release.
 Key sets must be public inputs from OUTSIDE the data (a list of departments from the HR
 catalogue, a calendar of dates). A key set computed from the released table itself (its
 distinct values) reveals which keys occur, whatever noise the release adds: the backends
-reject the cases they can detect (:func:`hdp_spark.pandas._common.release_keys`,
-:func:`hdp_spark.spark._common.release_keys`), but a list of values collected from the data
-cannot be told apart from a public list.
+reject the cases they can detect (their ``release_keys``), but a list of values
+collected from the data cannot be told apart from a public list.
 
 Grouping columns must be public attributes too: :func:`check_by_public` rejects a ``by``
 column that a spec of the call reads as a value, ε, category, report or user column.
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,9 +28,11 @@ from hdp_spark.errors import ParameterError
 __all__ = [
     "KEYS_FROM_DATA_MESSAGE",
     "check_by_public",
+    "check_key_columns",
     "normalize_by",
     "normalize_key",
     "normalize_keys",
+    "public_keys",
     "sort_keys",
 ]
 
@@ -238,3 +239,63 @@ def context_key(key: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(
         k if isinstance(k, str | int | float | bool) else f"{type(k).__name__}:{k}" for k in key
     )
+
+
+KeyTableRows = Callable[[object, tuple[str, ...]], "list[tuple[object, ...]] | None"]
+"""An engine's reader of a key table: the ``by`` columns' rows of ``keys`` when it is a
+table (DataFrame) of that engine, None when it is not a table."""
+
+
+def check_key_columns(columns: Iterable[object], by: tuple[str, ...]) -> None:
+    """A key table must hold every ``by`` column.
+
+    Raises:
+        ParameterError: a ``by`` column is missing (names only, never values).
+    """
+    present = {str(c) for c in columns}
+    missing = [c for c in by if c not in present]
+    if missing:
+        msg = f"`keys` must have the `by` columns; missing {missing!r}."
+        raise ParameterError(msg)
+
+
+def public_keys(keys: object, by: tuple[str, ...], table_rows: KeyTableRows
+                ) -> tuple[tuple[object, ...], ...] | None:
+    """The public key set of a grouped release as normalized tuples (None when global).
+
+    Args:
+        keys: a list of keys (tuples for several ``by`` columns) or a key table that
+            ``table_rows`` reads.
+        by: the normalized group-by columns.
+        table_rows: the engine's key-table reader (see :data:`KeyTableRows`).
+
+    Raises:
+        ParameterError: keys without ``by``, ``by`` without keys, a string, a key table
+            without the ``by`` columns, or keys of the wrong width.
+
+    Privacy:
+        The keys come from the caller, never from the data, so a grouped release does not
+        reveal which keys exist (the engines also refuse key sets detectably derived from
+        the released table before calling this).
+    """
+    if not by:
+        if keys is not None:
+            msg = "`keys` needs `by`: a global release has no group keys."
+            raise ParameterError(msg)
+        return None
+    if keys is None:
+        msg = (
+            "a grouped release needs `keys`, the public key set: releasing the keys found "
+            "in the data would reveal which keys exist."
+        )
+        raise ParameterError(msg)
+    rows = table_rows(keys, by)
+    if rows is not None:
+        keys = rows
+    if isinstance(keys, str | bytes):
+        msg = "`keys` must be a list of keys or a DataFrame, got a string."
+        raise ParameterError(msg)
+    if not isinstance(keys, Iterable):
+        msg = f"`keys` must be a list of keys or a DataFrame, got {type(keys).__name__}."
+        raise ParameterError(msg)
+    return normalize_keys(keys, len(by))

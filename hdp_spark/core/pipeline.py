@@ -28,7 +28,7 @@ from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
-from hdp_spark.core.partial.spec import CodedSpec
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
@@ -170,6 +170,15 @@ class Engine(Protocol):
 
     def tree_counter(self, spec: CodedSpec) -> AbstractContextManager[TreeCounter]:
         """The exact attribute counts of the partial-DP releases (released on exit)."""
+        ...
+
+    def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
+        """The exact per-attribute counts ``{code: rows}`` of ``attribute_histograms``."""
+        ...
+
+    def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> Engine:
+        """An engine over ``columns`` only (those present) plus constant double columns:
+        ``explain``'s public projection (ε, group and id columns; values never read)."""
         ...
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],

@@ -25,7 +25,6 @@ from hdp_spark.core.ldp.common import LDP_EPS_MIN, LdpEpsilonWarning, sphere_con
 from hdp_spark.core.ldp.oracle import FrequencyOracle
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.errors import EngineNotSupportedError
 from hdp_spark.ldp.aggregators import ldp_distribution, ldp_mean, ldp_mean_vector
 from hdp_spark.ldp.randomizers import (
     DuchiRandomizer,
@@ -68,17 +67,9 @@ __all__ = [
 
 
 def _backend(df: Any) -> Any:
-    module = type(df).__module__
-    if module.startswith("pandas"):
-        from hdp_spark.pandas import ldp as backend_pd
+    from hdp_spark.front.dispatch import backend_of
 
-        return backend_pd
-    if module.startswith("pyspark"):
-        from hdp_spark.spark import ldp as backend_spark
-
-        return backend_spark
-    msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
-    raise EngineNotSupportedError(msg)
+    return backend_of(df)
 
 
 def agg(

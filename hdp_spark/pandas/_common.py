@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.keys import KEYS_FROM_DATA_MESSAGE, normalize_keys
+from hdp_spark.core.keys import KEYS_FROM_DATA_MESSAGE, check_key_columns, public_keys
 from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = [
@@ -18,9 +18,9 @@ __all__ = [
     "KeysLike",
     "check_key_types",
     "check_keys_not_derived",
+    "key_table_rows",
     "mark_unsafe",
     "numeric_column",
-    "public_keys",
     "release_keys",
 ]
 
@@ -64,33 +64,13 @@ def mark_unsafe(frame: pd.DataFrame, unsafe: bool) -> pd.DataFrame:
     return frame
 
 
-def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
-    """The public key set of a grouped release as normalized tuples (None when global).
-
-    Privacy: the keys come from the caller, never from the data, so a grouped release does
-    not reveal which keys exist.
-    """
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global release has no group keys."
-            raise ParameterError(msg)
+def key_table_rows(keys: object, by: tuple[str, ...]) -> list[tuple[object, ...]] | None:
+    """The ``by`` rows of a pandas key table; None when ``keys`` is not a DataFrame
+    (see :func:`hdp_spark.core.keys.public_keys`)."""
+    if not isinstance(keys, pd.DataFrame):
         return None
-    if keys is None:
-        msg = (
-            "a grouped release needs `keys`, the public key set: releasing the keys found "
-            "in the data would reveal which keys exist."
-        )
-        raise ParameterError(msg)
-    if isinstance(keys, pd.DataFrame):
-        missing = [c for c in by if c not in keys.columns]
-        if missing:
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        keys = list(keys[list(by)].itertuples(index=False, name=None))
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(keys, len(by))
+    check_key_columns(keys.columns, by)
+    return list(keys[list(by)].itertuples(index=False, name=None))
 
 
 def _arrays(obj: object) -> list[npt.NDArray[Any]]:
@@ -186,12 +166,13 @@ def release_keys(
     """The public key set of a release on ``df``: normalized, and typed like its columns.
 
     Raises:
-        ParameterError: see :func:`check_keys_not_derived`, :func:`public_keys` and
+        ParameterError: see :func:`check_keys_not_derived`,
+            :func:`hdp_spark.core.keys.public_keys` and
             :func:`check_key_types`.
     """
     if keys is not None:
         check_keys_not_derived(df, keys)
-    key_t = public_keys(keys, by)
+    key_t = public_keys(keys, by, key_table_rows)
     if key_t is not None and isinstance(df, pd.DataFrame):
         check_key_types(df, by, key_t)
     return key_t

@@ -10,46 +10,18 @@ The driver logic is :mod:`hdp_spark.core.partial`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.kernels import HeavyHittersKernel, MarginalsKernel, release_specs
-from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
-from hdp_spark.core.partial.heavy_hitters import (
-    HeavyHittersResult,
-)
-from hdp_spark.core.partial.histograms import (
-    HISTOGRAM_COLUMNS,
-    HistogramResult,
-    finalize_histograms,
-)
-from hdp_spark.core.partial.mwem import MwemSpec, hdp_mwem
-from hdp_spark.core.partial.mwem_release import release_mwem
-from hdp_spark.core.partial.output import PartialRelease
-from hdp_spark.core.partial.projection import MarginalsResult, MarginalsSpec, hdp_marginals
-from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHittersSpec
+from hdp_spark.core.partial.spec import AttributeDomain, AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas._common import mark_unsafe, real_dtype
-from hdp_spark.pandas.engine import PandasEngine
+from hdp_spark.pandas._common import real_dtype
 
-__all__ = [
-    "PandasTreeCounter",
-    "attribute_histograms",
-    "hdp_heavy_hitters",
-    "hdp_marginals",
-    "hdp_mwem",
-    "heavy_hitters",
-    "marginals",
-    "mwem",
-    "release_heavy_hitters",
-]
+__all__ = ["PandasTreeCounter", "attribute_counts", "check_unit", "encode_codes"]
 
 _DENSE_FACTOR = 4
 """Count by bincount when a key space is at most this many times the number of rows."""
@@ -182,211 +154,18 @@ class PandasTreeCounter:
         return dict(zip(uniq[keep].tolist(), cnt[keep].tolist(), strict=True))
 
 
-def release_heavy_hitters(
-    df: pd.DataFrame,
-    spec: HeavyHittersSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> HeavyHittersResult:
-    """Run one heavy-hitters release and return the engine-neutral result."""
-    if not isinstance(spec, HeavyHittersSpec):
-        msg = f"`spec` must come from hdp_heavy_hitters(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    r = release_specs(PandasEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
-    result: HeavyHittersResult = r.results[spec.name][()]
-    return result
-
-
-def _table(
-    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], types: Mapping[str, str]
-) -> pd.DataFrame:
-    data = {c: pd.array([r[c] for r in rows], dtype=types[c])  # type: ignore[call-overload]
-            for c in columns}
-    return pd.DataFrame(data, columns=list(columns))
-
-
-def heavy_hitters(
-    df: pd.DataFrame,
-    spec: HeavyHittersSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> PartialRelease:
-    """Release the partial-DP heavy hitters of a pandas DataFrame.
-
-    Args:
-        df: one row per person, with the attribute columns of ``spec``.
-        spec: from :func:`hdp_spark.hdp_heavy_hitters`.
-        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
-            anyone who knows the seed can remove the noise.
-        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: the attribute
-            columns (and ``privacy_unit``) must be declared, and its blocking rules run
-            first (counts only), before any noise is drawn.
-
-    Returns:
-        ``.table``: one row per released key, sorted by key (domain order): the attribute
-        columns (null for the extra "other" category), ``noisy_count``,
-        ``count_ci_low``, ``count_ci_high`` (null when ``count_fraction`` is 0);
-        ``.report``: the public :class:`~hdp_spark.core.partial.HeavyHittersReport`.
+def attribute_counts(df: object, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
+    """Exact per-attribute counts ``{code: rows}`` of ``attribute_histograms`` (one pass).
 
     Privacy:
-        See :func:`hdp_spark.hdp_heavy_hitters`: ε₀ per attribute, the report's
-        ``eps_person`` per person (replacement neighbours, n public). Each call is one
-        release with fresh noise; calling twice spends twice. The table is materialized.
+        NOT a release: exact counts for the finalizer (noise is added there); never
+        publish them.
     """
-    result = release_heavy_hitters(df, spec, unsafe_seed=unsafe_seed, schema=schema)
-    kernel = HeavyHittersKernel()
-    columns = [(f.suffix, f) for f in kernel.items(spec)]
-    table = PandasEngine(df).materialize((), columns, kernel.table_rows(spec, result),
-                                   result.report.unsafe_seed)
-    return PartialRelease(table, result.report)
-
-
-def release_histograms(
-    df: pd.DataFrame,
-    cols: Sequence[str],
-    *,
-    domains: Mapping[str, Sequence[object]],
-    eps0: float,
-    other: Mapping[str, object] | None = None,
-    beta: float = 0.05,
-    privacy_unit: str | None = None,
-    unsafe_seed: int | str | bytes | None = None,
-) -> HistogramResult:
-    """Engine-neutral result of :func:`attribute_histograms`."""
-    spec = attribute_histogram_spec(
-        cols, domains=domains, eps0=eps0, other=other, beta=beta, privacy_unit=privacy_unit
-    )
-    df = _check_frame(df)
-    codes = encode_codes(df, spec.domains)
-    check_unit(df, spec.privacy_unit)
+    frame = _check_frame(df)
+    codes = encode_codes(frame, spec.domains)
+    check_unit(frame, spec.privacy_unit)
     counts = []
     for j, dom in enumerate(spec.domains):
         cnt = np.bincount(codes[:, j], minlength=dom.size)
         counts.append({c: int(v) for c, v in enumerate(cnt.tolist()) if v})
-    return finalize_histograms(spec, counts, ReleaseKey.resolve(unsafe_seed))
-
-
-def attribute_histograms(
-    df: pd.DataFrame,
-    cols: Sequence[str],
-    *,
-    domains: Mapping[str, Sequence[object]],
-    eps0: float,
-    other: Mapping[str, object] | None = None,
-    beta: float = 0.05,
-    privacy_unit: str | None = None,
-    unsafe_seed: int | str | bytes | None = None,
-) -> PartialRelease:
-    """Release each attribute's histogram over its public domain under per-attribute ε₀.
-
-    Args:
-        df: one row per person.
-        cols: attribute columns.
-        domains: public values of every attribute (``{col: [values...]}``).
-        eps0: per-attribute budget ε₀ (pure DP).
-        other: ``{col: value}``: the declared value absorbing null/out-of-domain values;
-            other columns get an extra "other" category (``value`` null).
-        beta: the count intervals hold the noise with probability >= 1 - beta.
-        privacy_unit: optional id column checked to be unique and non-null.
-        unsafe_seed: reproducible noise for tests. UNSAFE in production.
-
-    Returns:
-        ``.table``: long format, one row per (attribute, domain value), every value of
-        every domain included: ``attribute``, ``value`` (the domain value as text, null
-        for the extra category), ``code``, ``noisy_count``, ``count_ci_low``,
-        ``count_ci_high``; ``.report``: :class:`~hdp_spark.core.partial.HistogramReport`.
-
-    Privacy:
-        Protected unit: one attribute of one person, ε₀ (each histogram has L1
-        sensitivity 2 under a change of its attribute and reads no other attribute:
-        parallel composition, Lemma 10). Per person (whole record): the report's
-        ``eps_person`` = d·ε₀ pure, or ``rho_person`` = d·ε₀²/2 zCDP. ε₀ enters only
-        through the noise scale 2/ε₀ (rounded up). Public: cols, domains, other, n.
-        Null/out-of-domain values are recoded, never raised on.
-    """
-    result = release_histograms(
-        df, cols, domains=domains, eps0=eps0, other=other, beta=beta,
-        privacy_unit=privacy_unit, unsafe_seed=unsafe_seed,
-    )
-    types = {"attribute": "object", "value": "object", "code": "int64", "noisy_count": "int64",
-             "count_ci_low": "int64", "count_ci_high": "int64"}
-    table = _table(result.rows, HISTOGRAM_COLUMNS, types)
-    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
-
-
-def release_marginals(
-    df: pd.DataFrame,
-    spec: MarginalsSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> MarginalsResult:
-    """Run one marginals release and return the engine-neutral result."""
-    if not isinstance(spec, MarginalsSpec):
-        msg = f"`spec` must come from hdp_marginals(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    r = release_specs(PandasEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
-    result: MarginalsResult = r.results[spec.name][()]
-    return result
-
-
-def marginals(
-    df: pd.DataFrame,
-    spec: MarginalsSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> PartialRelease:
-    """Release partial-DP marginals of a pandas DataFrame (the projection mechanism).
-
-    Args:
-        df: one row per person, with the attribute columns of ``spec``.
-        spec: from :func:`hdp_spark.hdp_marginals`.
-        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production.
-        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df`` (blocking rules
-            run first).
-
-    Returns:
-        ``.table``: long format, one row per (marginal, cell), every cell of every
-        marginal: ``marginal`` (its columns joined by ``,``), one column per attribute
-        (the cell's value; null outside the marginal or for the extra "other" category),
-        ``noisy_count`` (exact count + discrete Gaussian), ``projected_count`` and
-        ``projected_fraction`` (the consistent marginals after projection);
-        ``.report``: the :class:`~hdp_spark.core.partial.projection.MarginalsReport`.
-
-    Privacy:
-        See :func:`hdp_spark.hdp_marginals`: ρ_j = deg(j)/σ² <= ½ε₀² per attribute j,
-        |W|/σ² per person (zCDP; replacement neighbours, n public). Each call is one
-        release with fresh noise. The table is materialized.
-    """
-    result = release_marginals(df, spec, unsafe_seed=unsafe_seed, schema=schema)
-    kernel = MarginalsKernel()
-    columns = [(f.suffix, f) for f in kernel.items(spec)]
-    table = PandasEngine(df).materialize((), columns, kernel.table_rows(spec, result),
-                                   result.report.unsafe_seed)
-    return PartialRelease(table, result.report)
-
-
-def mwem(
-    df: pd.DataFrame,
-    spec: MwemSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-) -> PartialRelease:
-    """Release the answers of a partial-DP MWEM synthetic distribution (§4.2).
-
-    One aggregation pass counts every cell of every marginal (native, as for
-    ``marginals``); the rounds run on the driver over the public domain.
-
-    Returns:
-        ``.table``: one row per (marginal, cell): ``marginal``, one column per attribute
-        (null outside the marginal or for the extra "other" category), ``mwem_fraction``;
-        ``.report``: a dict (budget, T, ε_T, the selected query tuples).
-
-    Privacy:
-        See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
-        (zCDP; replacement neighbours, n public). Each call is one release.
-    """
-    return release_mwem(PandasEngine(df), spec, unsafe_seed)
+    return counts

@@ -9,7 +9,6 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -17,25 +16,19 @@ import numpy.typing as npt
 import pandas as pd
 
 from hdp_spark.core.histogram.release import (
-    HistogramRelease,
     build_histogram_groups,
-    check_histogram_options,
 )
 from hdp_spark.core.histogram.spec import MAX_INT_LABEL, HistogramSpec
-from hdp_spark.core.kernels import HistogramKernel, release_specs
-from hdp_spark.core.keys import normalize_by, normalize_key
+from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.levels import levels_numpy
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
-    KeysLike,
     numeric_column,
     real_dtype,
 )
-from hdp_spark.pandas.engine import PandasEngine
 
-__all__ = ["category_codes", "histogram", "histogram_release", "histogram_tables"]
+__all__ = ["category_codes", "histogram_tables"]
 
 
 def _string_codes(series: pd.Series, spec: HistogramSpec) -> npt.NDArray[np.int64]:
@@ -162,85 +155,3 @@ def histogram_tables(
     return build_histogram_groups(spec, cells)
 
 
-def histogram_release(
-    df: pd.DataFrame,
-    spec: HistogramSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    project: bool = False,
-    counts: bool = False,
-    schema: TableSchema | None = None,
-) -> HistogramRelease:
-    """Run one histogram release and return the engine-neutral result.
-
-    See :func:`histogram` for the arguments.
-
-    Privacy:
-        One release, exactly as :func:`histogram` (fresh noise unless ``unsafe_seed``).
-    """
-    by_t = normalize_by(by, [spec])
-    check_histogram_options(spec, by_t, project, counts)
-    r = release_specs(PandasEngine(df), [spec], by=by_t or None, keys=keys, schema=schema,
-                      unsafe_seed=unsafe_seed, kernels={0: HistogramKernel(project)})
-    return HistogramRelease(r.by, r.keys, spec, r.results[spec.name], project, counts,
-                            r.unsafe_seed)
-
-
-def histogram(
-    df: pd.DataFrame,
-    spec: HistogramSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    project: bool = False,
-    counts: bool = False,
-    schema: TableSchema | None = None,
-) -> pd.DataFrame:
-    """Release a heterogeneous-DP histogram of a pandas DataFrame.
-
-    Args:
-        df: the input table, one row per user (ε column included).
-        spec: from ``hdp_histogram(column, eps=..., categories=[...])``.
-        by: optional group-by column(s), public grouping attributes only: a column a
-            spec reads as data (value, category, report or user id column) or as its ε
-            column is refused, as grouping by it would publish exact per-value counts
-            through ``_n``.
-        keys: the public key set of a grouped release (list of values, list of tuples for
-            several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
-            all bins; rows with other keys are left out.
-            Key sets must be public inputs from outside the data; the rules, what is
-            refused and the output order are those of :func:`hdp_spark.pandas.agg`.
-        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
-            anyone who knows the seed can remove the noise.
-        project: release the Euclidean projection of each group's noisy vector onto the
-            probability simplex instead of per-bin clipping (post-processing; needs an
-            ``other`` bin).
-        counts: add the counts view ``count``, ``count_ci_low``, ``count_ci_high``
-            (frequency columns × n; n is public).
-        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: its release
-            rules run first (one aggregate pass, counts only) and a violation raises
-            before any noise is drawn, so a rejected release spends nothing.
-
-    Returns:
-        A long table, one row per (group, released bin); the columns are documented in
-        :func:`hdp_spark.hdp_histogram`. ``category`` has the type of the labels.
-
-    Privacy:
-        Each call is one release with fresh noise; calling it twice spends the budget
-        twice. The returned frame is materialized: reading it again never redraws noise.
-        Protected unit: one row; its privacy loss is at most its level's
-        ``eps_effective`` <= ε_i. Public: ε_i (the per-group ε histogram and n are in the
-        output), the domain, the ``other`` rule and the key set. See
-        :func:`hdp_spark.hdp_histogram`.
-    """
-    result = histogram_release(
-        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts,
-        schema=schema,
-    )
-    out: pd.DataFrame = PandasEngine(df).materialize(
-        result.by, result.fields(), result.tuples(), result.unsafe_seed
-    )
-    return out

@@ -15,9 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hdp_spark.core.encoding import encode_numpy
-from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL, levels_numpy
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import check_cell_rows
 from hdp_spark.core.user_mean import (
     Census,
@@ -28,20 +26,16 @@ from hdp_spark.core.user_mean import (
     MeanCell,
     OrderKey,
     RankQuery,
-    UserMeanRelease,
     UserMeanSpec,
     VarUser,
-    hdp_user_mean,
     order_key,
 )
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import (
-    KeysLike,
     numeric_column,
 )
-from hdp_spark.pandas.engine import PandasEngine
 
-__all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
+__all__ = ["PandasUsers"]
 
 
 def _user_kind(df: pd.DataFrame, column: str) -> str:
@@ -249,72 +243,3 @@ class PandasUsers:
         return {g: tuple(v) for g, v in out.items()}
 
 
-def user_mean_release(
-    df: pd.DataFrame,
-    spec: UserMeanSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> UserMeanRelease:
-    """Run one user-level release and return the engine-neutral result.
-
-    See :func:`user_mean` for the arguments.
-
-    Privacy:
-        Same release as :func:`user_mean` (one user = one unit; n, k_i, ε_i, ids and groups
-        public); the result holds only released values, never pre-noise statistics.
-    """
-    if not isinstance(spec, UserMeanSpec):
-        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    r = release_specs(PandasEngine(df), [spec], by=by, keys=keys, schema=schema,
-                      unsafe_seed=unsafe_seed)
-    return UserMeanRelease(r.by, r.keys, spec, r.results[spec.name], r.unsafe_seed)
-
-
-def user_mean(
-    df: pd.DataFrame,
-    spec: UserMeanSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> pd.DataFrame:
-    """Release a user-level heterogeneous-DP mean of a pandas DataFrame.
-
-    Args:
-        df: the input table, several rows per user (user, value and ε columns).
-        spec: from :func:`hdp_spark.hdp_user_mean`.
-        by: optional group-by column(s); each user must fall into one group. Public
-            grouping attributes only: the value, user id and ε columns are refused.
-        keys: the public key set of a grouped release (list of values, list of tuples for
-            several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
-            a row; rows with other keys are left out.
-            Key sets must be public inputs from outside the data; the rules, what is
-            refused and the output order are those of :func:`hdp_spark.pandas.agg`.
-        unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
-            anyone who knows the seed can remove the noise.
-        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: its release
-            rules run first (one aggregate pass, counts only) and a violation raises
-            before any noise is drawn, so a rejected release spends nothing.
-
-    Returns:
-        One row per group (one row for a global release) with the columns of
-        ``docs/user_mean.md``.
-
-    Privacy:
-        Protected unit: one user (all rows). Each call is one release with fresh noise;
-        calling it twice spends each user's ε_i twice. Public: n, every k_i, the ε_i, the
-        user ids and each user's group. See :func:`hdp_spark.hdp_user_mean`.
-    """
-    if not isinstance(spec, UserMeanSpec):
-        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    engine = PandasEngine(df)
-    out: pd.DataFrame = release_specs(
-        engine, [spec], by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed
-    ).materialize(engine)
-    return out

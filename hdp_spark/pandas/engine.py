@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hdp_spark.core.partial.spec import CodedSpec
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
     CellRequest,
     Keys,
@@ -85,6 +85,19 @@ class PandasEngine:
         counter = PandasTreeCounter.from_frame(df, spec)
         check_unit(df, spec.privacy_unit)
         yield counter
+
+    def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
+        from hdp_spark.pandas._heavy_hitters import attribute_counts
+
+        return attribute_counts(self.df, spec)
+
+    def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> PandasEngine:
+        frame = self._frame()
+        out = pd.DataFrame({c: frame[c] for c in dict.fromkeys(columns) if c in frame.columns},
+                           index=frame.index)
+        for name, value in constants.items():
+            out[name] = float(value)
+        return PandasEngine(out)
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
                     rows: list[tuple[Any, ...]], unsafe: bool) -> pd.DataFrame:

@@ -13,7 +13,6 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.ldp.common import (
     duchi_report_bound,
@@ -25,15 +24,12 @@ from hdp_spark.core.ldp.common import (
 from hdp_spark.core.ldp.oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp.release import (
     REPORT_MARKS_ATTR,
-    LdpReleaseResult,
     count_kind,
-    validate_ldp_specs,
 )
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp.stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import (
     DuchiRandomizer,
@@ -44,22 +40,11 @@ from hdp_spark.ldp.randomizers import (
     run_randomizer,
 )
 from hdp_spark.pandas._common import (
-    KeysLike,
     mark_unsafe,
     numeric_column,
 )
-from hdp_spark.pandas.engine import PandasEngine
 
-__all__ = [
-    "id_bytes",
-    "ldp_agg",
-    "ldp_oracle",
-    "ldp_release",
-    "ldp_simulate",
-    "ldp_tables",
-    "report_marks",
-    "simulate_frame",
-]
+__all__ = ["id_bytes", "ldp_oracle", "ldp_simulate", "ldp_tables", "report_marks", "simulate_frame"]
 
 
 def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
@@ -239,65 +224,6 @@ def report_marks(df: pd.DataFrame) -> dict[str, str]:
     if not isinstance(marks, dict):
         return {}
     return {str(c): str(m) for c, m in marks.items() if c in df.columns}
-
-
-def ldp_release(
-    df: pd.DataFrame,
-    *specs: LdpSpec,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    already_randomized: bool = False,
-    schema: TableSchema | None = None,
-) -> LdpReleaseResult:
-    """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
-    checked = validate_ldp_specs(specs)
-    r = release_specs(PandasEngine(df), checked, by=by, keys=keys, schema=schema,
-                      already_randomized=already_randomized)
-    return LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
-
-
-def ldp_agg(
-    df: pd.DataFrame,
-    *specs: LdpSpec,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    already_randomized: bool = False,
-    schema: TableSchema | None = None,
-) -> pd.DataFrame:
-    """Aggregate local-DP reports of a pandas DataFrame.
-
-    Args:
-        df: one row per report, with its ε column.
-        *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
-        by: optional group-by column(s), public grouping attributes only: a column a
-            spec reads as data (report column) or as its ε column is refused, as grouping
-            by it would publish exact per-value counts through ``_n``.
-        keys: the public key set of a grouped aggregation; every key gets a row.
-            Key sets must be public inputs from outside the data; the rules, what is
-            refused and the output order are those of :func:`hdp_spark.pandas.agg`.
-        already_randomized: declare that the report columns already hold ε_i-LDP reports
-            made outside this library (on the devices, the production case). Without it,
-            every report column must carry the marker :func:`ldp_simulate` writes
-            (``df.attrs["hdp_ldp_reports"]``, kept by copies, slices and
-            ``to_parquet``/``read_parquet``): ``ldp_agg`` adds no noise, so raw values
-            would be released exactly. ``ParameterError`` otherwise.
-        schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``: every spec's ε
-            column must be the schema's, the report columns must be declared, and the
-            blocking rules run first (counts only).
-
-    Returns:
-        One row per group; columns documented in the spec constructors.
-
-    Privacy:
-        Adds no noise and needs no key: the reports are already ε_i-LDP and the output
-        is post-processing (deterministic; repeated calls give the same numbers).
-    """
-    checked = validate_ldp_specs(specs)
-    engine = PandasEngine(df)
-    out: pd.DataFrame = release_specs(
-        engine, checked, by=by, keys=keys, schema=schema, already_randomized=already_randomized
-    ).materialize(engine)
-    return out
 
 
 def ldp_oracle(

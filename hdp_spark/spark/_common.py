@@ -13,7 +13,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from hdp_spark.core.keys import KEYS_FROM_DATA_MESSAGE, normalize_key, normalize_keys
+from hdp_spark.core.keys import (
+    KEYS_FROM_DATA_MESSAGE,
+    check_key_columns,
+    normalize_key,
+    public_keys,
+)
 from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = [
@@ -27,9 +32,9 @@ __all__ = [
     "field",
     "is_dataframe",
     "key_frame",
+    "key_table_rows",
     "local_frame",
     "mark_unsafe",
-    "public_keys",
 ]
 
 UNSAFE_SEED_MARK = "hdp_unsafe_seed"
@@ -62,44 +67,20 @@ def field(schema: T.StructType, column: str, role: str, numeric: bool = False) -
     raise SchemaError(msg)
 
 
-def public_keys(keys: KeysLike, by: tuple[str, ...]) -> tuple[tuple[object, ...], ...] | None:
-    """The public key set of a grouped release as normalized tuples (None when global).
-
-    Accepts a list of keys, a Spark DataFrame (collected: the key set is public and small)
-    or a pandas DataFrame.
-
-    Privacy: the keys come from the caller, never from the data, so a grouped release does
-    not reveal which keys exist.
-    """
-    if not by:
-        if keys is not None:
-            msg = "`keys` needs `by`: a global release has no group keys."
-            raise ParameterError(msg)
-        return None
-    if keys is None:
-        msg = (
-            "a grouped release needs `keys`, the public key set: releasing the keys found "
-            "in the data would reveal which keys exist."
-        )
-        raise ParameterError(msg)
+def key_table_rows(keys: object, by: tuple[str, ...]) -> list[tuple[object, ...]] | None:
+    """The ``by`` rows of a key table: a Spark DataFrame (collected: the key set is public
+    and small) or a pandas DataFrame; None for anything else (see
+    :func:`hdp_spark.core.keys.public_keys`)."""
     # A Connect DataFrame answers every attribute name with a Column (``hasattr`` is always
     # True), so it must be recognised as a Spark DataFrame first, and pandas by its type.
-    is_spark = is_dataframe(keys)
-    is_pandas = not is_spark and isinstance(keys, pd.DataFrame)
-    if is_spark or is_pandas:
-        kdf: Any = keys
-        missing = [c for c in by if c not in kdf.columns]
-        if missing:
-            msg = f"`keys` must have the `by` columns; missing {missing!r}."
-            raise ParameterError(msg)
-        if is_pandas:
-            keys = list(kdf[list(by)].itertuples(index=False, name=None))
-        else:
-            keys = [tuple(r) for r in kdf.select(*by).collect()]
-    if isinstance(keys, str | bytes):
-        msg = "`keys` must be a list of keys or a DataFrame, got a string."
-        raise ParameterError(msg)
-    return normalize_keys(keys, len(by))  # type: ignore[arg-type]
+    kdf: Any = keys
+    if is_dataframe(keys):
+        check_key_columns(kdf.columns, by)
+        return [tuple(r) for r in kdf.select(*by).collect()]
+    if isinstance(keys, pd.DataFrame):
+        check_key_columns(kdf.columns, by)
+        return list(kdf[list(by)].itertuples(index=False, name=None))
+    return None
 
 
 MAX_PLAN_NODES = 10_000
@@ -423,11 +404,12 @@ def release_keys(
     keys meet the data, :func:`check_key_types`).
 
     Raises:
-        ParameterError: see :func:`check_keys_not_derived` and :func:`public_keys`.
+        ParameterError: see :func:`check_keys_not_derived` and
+            :func:`hdp_spark.core.keys.public_keys`.
     """
     if keys is not None:
         check_keys_not_derived(df, keys)
-    key_t = public_keys(keys, by)
+    key_t = public_keys(keys, by, key_table_rows)
     if key_t is not None and is_dataframe(df):
         key_t = coerce_keys(df.schema, by, key_t)  # type: ignore[attr-defined]
     return key_t

@@ -21,47 +21,19 @@ The driver logic is :mod:`hdp_spark.core.partial`.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.kernels import HeavyHittersKernel, MarginalsKernel, release_specs
-from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
-from hdp_spark.core.partial.heavy_hitters import (
-    HeavyHittersResult,
-)
-from hdp_spark.core.partial.histograms import (
-    HISTOGRAM_COLUMNS,
-    HistogramResult,
-    finalize_histograms,
-)
-from hdp_spark.core.partial.mwem import MwemSpec, hdp_mwem
-from hdp_spark.core.partial.mwem_release import release_mwem
-from hdp_spark.core.partial.output import PartialRelease
-from hdp_spark.core.partial.projection import MarginalsResult, MarginalsSpec, hdp_marginals
-from hdp_spark.core.partial.spec import AttributeDomain, CodedSpec, HeavyHittersSpec
+from hdp_spark.core.partial.spec import AttributeDomain, AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
-from hdp_spark.spark._common import INTEGRAL, NUMERIC, mark_unsafe
-from hdp_spark.spark.engine import SparkEngine
+from hdp_spark.spark._common import INTEGRAL, NUMERIC
 
-__all__ = [
-    "SparkTreeCounter",
-    "attribute_histograms",
-    "hdp_heavy_hitters",
-    "hdp_marginals",
-    "hdp_mwem",
-    "heavy_hitters",
-    "marginals",
-    "mwem",
-    "release_heavy_hitters",
-]
+__all__ = ["SparkTreeCounter", "attribute_counts", "check_unit", "encode_codes"]
 
 LOOKUP_JOIN_MIN = 64
 """Domains with more values than this are recoded by a broadcast join, not a literal scan."""
@@ -289,68 +261,17 @@ class SparkTreeCounter:
         return {int(r["k"]): int(r["count"]) for r in rows}
 
 
-def release_heavy_hitters(
-    df: DataFrame,
-    spec: HeavyHittersSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> HeavyHittersResult:
-    """Run one heavy-hitters release and return the engine-neutral result."""
-    if not isinstance(spec, HeavyHittersSpec):
-        msg = f"`spec` must come from hdp_heavy_hitters(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    r = release_specs(SparkEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
-    result: HeavyHittersResult = r.results[spec.name][()]
-    return result
-
-
-def heavy_hitters(
-    df: DataFrame,
-    spec: HeavyHittersSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> PartialRelease:
-    """Release the partial-DP heavy hitters of a Spark DataFrame.
-
-    Same arguments, output columns and report as :func:`hdp_spark.pandas.heavy_hitters`.
-    Runs one Spark job per tree level over the rows, one small job over the root's
-    aggregate for the released counts (and one more pass with ``privacy_unit``), and
-    returns a DataFrame built from the released rows:
-    ``show()`` then ``collect()`` return the same numbers.
+def attribute_counts(df: object, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
+    """Exact per-attribute counts ``{code: rows}`` of ``attribute_histograms``: one Spark
+    job (plus one with ``privacy_unit``).
 
     Privacy:
-        See :func:`hdp_spark.hdp_heavy_hitters`. Each call is one release with fresh
-        noise; calling twice spends twice.
+        NOT a release: exact counts for the finalizer (noise is added there); never
+        publish them.
     """
-    result = release_heavy_hitters(df, spec, unsafe_seed=unsafe_seed, schema=schema)
-    kernel = HeavyHittersKernel()
-    columns = [(f.suffix, f) for f in kernel.items(spec)]
-    table = SparkEngine(df).materialize((), columns, kernel.table_rows(spec, result),
-                                   result.report.unsafe_seed)
-    return PartialRelease(table, result.report)
-
-
-def release_histograms(
-    df: DataFrame,
-    cols: Sequence[str],
-    *,
-    domains: Mapping[str, Sequence[object]],
-    eps0: float,
-    other: Mapping[str, object] | None = None,
-    beta: float = 0.05,
-    privacy_unit: str | None = None,
-    unsafe_seed: int | str | bytes | None = None,
-) -> HistogramResult:
-    """Engine-neutral result of :func:`attribute_histograms` (one Spark job, plus one
-    with ``privacy_unit``)."""
-    spec = attribute_histogram_spec(
-        cols, domains=domains, eps0=eps0, other=other, beta=beta, privacy_unit=privacy_unit
-    )
-    df = _check_frame(df)
-    codes = encode_codes(df, spec.domains)
-    check_unit(df, spec.privacy_unit)
+    frame = _check_frame(df)
+    codes = encode_codes(frame, spec.domains)
+    check_unit(frame, spec.privacy_unit)
     pairs = F.array(*[
         F.struct(F.lit(j).alias("a"), F.col(f"__c{j}").alias("c"))
         for j in range(len(spec.domains))
@@ -365,106 +286,4 @@ def release_histograms(
     counts: list[dict[int, int]] = [{} for _ in spec.domains]
     for r in rows:
         counts[int(r["a"])][int(r["c"])] = int(r["count"])
-    return finalize_histograms(spec, counts, ReleaseKey.resolve(unsafe_seed))
-
-
-_HIST_SCHEMA = T.StructType([
-    T.StructField("attribute", T.StringType(), False),
-    T.StructField("value", T.StringType(), True),
-    T.StructField("code", T.LongType(), False),
-    T.StructField("noisy_count", T.LongType(), False),
-    T.StructField("count_ci_low", T.LongType(), False),
-    T.StructField("count_ci_high", T.LongType(), False),
-])
-
-
-def attribute_histograms(
-    df: DataFrame,
-    cols: Sequence[str],
-    *,
-    domains: Mapping[str, Sequence[object]],
-    eps0: float,
-    other: Mapping[str, object] | None = None,
-    beta: float = 0.05,
-    privacy_unit: str | None = None,
-    unsafe_seed: int | str | bytes | None = None,
-) -> PartialRelease:
-    """Release each attribute's histogram under per-attribute ε₀ (Spark).
-
-    Same arguments, output columns and report as
-    :func:`hdp_spark.pandas.attribute_histograms`.
-
-    Privacy:
-        See :func:`hdp_spark.pandas.attribute_histograms`: ε₀ per attribute (L1
-        sensitivity 2 per histogram, parallel composition), d·ε₀ per person.
-    """
-    result = release_histograms(
-        df, cols, domains=domains, eps0=eps0, other=other, beta=beta,
-        privacy_unit=privacy_unit, unsafe_seed=unsafe_seed,
-    )
-    rows: list[Any] = [tuple(r[c] for c in HISTOGRAM_COLUMNS) for r in result.rows]
-    table = df.sparkSession.createDataFrame(rows, schema=_HIST_SCHEMA)
-    return PartialRelease(mark_unsafe(table, result.report.unsafe_seed), result.report)
-
-
-def release_marginals(
-    df: DataFrame,
-    spec: MarginalsSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> MarginalsResult:
-    """Run one marginals release and return the engine-neutral result."""
-    if not isinstance(spec, MarginalsSpec):
-        msg = f"`spec` must come from hdp_marginals(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    r = release_specs(SparkEngine(df), [spec], schema=schema, unsafe_seed=unsafe_seed)
-    result: MarginalsResult = r.results[spec.name][()]
-    return result
-
-
-def marginals(
-    df: DataFrame,
-    spec: MarginalsSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> PartialRelease:
-    """Release partial-DP marginals of a Spark DataFrame (the projection mechanism).
-
-    Same arguments, output columns and report as :func:`hdp_spark.pandas.marginals`. One
-    Spark job aggregates every marginal's cells (native ``groupBy`` count, no per-row
-    Python); noise and the projection run on the driver over the aggregated cells.
-
-    Privacy:
-        See :func:`hdp_spark.hdp_marginals`. Each call is one release with fresh noise.
-    """
-    result = release_marginals(df, spec, unsafe_seed=unsafe_seed, schema=schema)
-    kernel = MarginalsKernel()
-    columns = [(f.suffix, f) for f in kernel.items(spec)]
-    table = SparkEngine(df).materialize((), columns, kernel.table_rows(spec, result),
-                                   result.report.unsafe_seed)
-    return PartialRelease(table, result.report)
-
-
-def mwem(
-    df: DataFrame,
-    spec: MwemSpec,
-    *,
-    unsafe_seed: int | str | bytes | None = None,
-) -> PartialRelease:
-    """Release the answers of a partial-DP MWEM synthetic distribution (§4.2).
-
-    One aggregation pass counts every cell of every marginal (native, as for
-    ``marginals``); the rounds run on the driver over the public domain.
-
-    Returns:
-        ``.table``: one row per (marginal, cell): ``marginal``, one column per attribute
-        (null outside the marginal or for the extra "other" category), ``mwem_fraction``;
-        ``.report``: a dict (budget, T, ε_T, the selected query tuples).
-
-    Privacy:
-        See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
-        (zCDP; replacement neighbours, n public). Each call is one release.
-    """
-    return release_mwem(SparkEngine(df), spec, unsafe_seed)
+    return counts

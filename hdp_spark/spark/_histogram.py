@@ -21,7 +21,6 @@ categories are in ``benchmarks/log/histogram.md``: ``when`` chains, literal maps
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,31 +29,24 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from hdp_spark.core.histogram.release import (
-    HistogramRelease,
     build_histogram_groups,
-    check_histogram_options,
 )
 from hdp_spark.core.histogram.spec import HistogramSpec
-from hdp_spark.core.kernels import HistogramKernel, release_specs
-from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.levels import levels_numpy
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import SchemaError
 from hdp_spark.spark._common import (
     INTEGRAL,
-    KeysLike,
     collect_cells,
     dataframe_schema,
     field,
 )
-from hdp_spark.spark.columns import native_cells, spec_of
-from hdp_spark.spark.engine import SparkEngine
+from hdp_spark.spark.columns import native_cells
 from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.extension import native_ready
 from hdp_spark.spark.sql_text import ident
 
-__all__ = ["category_expr", "histogram", "histogram_release", "histogram_tables"]
+__all__ = ["category_expr", "histogram_tables"]
 
 _FRACTIONAL = (T.FloatType, T.DoubleType, T.DecimalType)
 
@@ -164,63 +156,3 @@ def _native_histogram(
     return build_histogram_groups(spec, cells)
 
 
-def histogram_release(
-    df: DataFrame,
-    spec: HistogramSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    project: bool = False,
-    counts: bool = False,
-    schema: TableSchema | None = None,
-) -> HistogramRelease:
-    """Run one histogram release and return the engine-neutral result.
-
-    See :func:`histogram` for the arguments.
-
-    Privacy:
-        One release, exactly as :func:`histogram` (fresh noise unless ``unsafe_seed``).
-    """
-    spec = spec_of(spec)  # type: ignore[assignment]  # a Column aggregator carries its spec
-    by_t = normalize_by(by, [spec])
-    check_histogram_options(spec, by_t, project, counts)
-    r = release_specs(SparkEngine(df), [spec], by=by_t or None, keys=keys, schema=schema,
-                      unsafe_seed=unsafe_seed, kernels={0: HistogramKernel(project)})
-    return HistogramRelease(r.by, r.keys, spec, r.results[spec.name], project, counts,
-                            r.unsafe_seed)
-
-
-def histogram(
-    df: DataFrame,
-    spec: HistogramSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    project: bool = False,
-    counts: bool = False,
-    schema: TableSchema | None = None,
-) -> DataFrame:
-    """Release a heterogeneous-DP histogram of a Spark DataFrame.
-
-    Same arguments and output columns as :func:`hdp_spark.pandas.histogram`. Runs one
-    Spark job and returns a DataFrame built from the released rows: ``show()`` then
-    ``collect()`` return the same numbers, because nothing downstream re-runs the
-    mechanism.
-
-    Privacy:
-        Each call is one release with fresh noise; calling it twice spends the budget
-        twice. Protected unit: one row; its privacy loss is at most its level's
-        ``eps_effective`` <= ε_i. Public: ε_i (the per-group ε histogram and n are in the
-        output), the domain, the ``other`` rule and the key set. See
-        :func:`hdp_spark.hdp_histogram`.
-    """
-    result = histogram_release(
-        df, spec, by=by, keys=keys, unsafe_seed=unsafe_seed, project=project, counts=counts,
-        schema=schema,
-    )
-    out: DataFrame = SparkEngine(df).materialize(
-        result.by, result.fields(), result.tuples(), result.unsafe_seed
-    )
-    return out

@@ -28,9 +28,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, INVALID_LEVEL
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import (
     HASH_HEX,
     Census,
@@ -41,24 +39,20 @@ from hdp_spark.core.user_mean import (
     MeanCell,
     OrderKey,
     RankQuery,
-    UserMeanRelease,
     UserMeanSpec,
     VarUser,
-    hdp_user_mean,
     order_key,
 )
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import (
     INTEGRAL,
     NUMERIC,
-    KeysLike,
     field,
     is_dataframe,
 )
-from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import encode_expr, level_expr
 
-__all__ = ["hdp_user_mean", "user_mean", "user_mean_release"]
+__all__ = ["SparkUsers"]
 
 
 RADIX_BITS = 12
@@ -383,56 +377,3 @@ class SparkUsers:
         return {g: tuple(sorted(v, key=lambda c: (c.k, c.eps))) for g, v in out.items()}
 
 
-def user_mean_release(
-    df: DataFrame,
-    spec: UserMeanSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> UserMeanRelease:
-    """Run one user-level release and return the engine-neutral result.
-
-    See :func:`user_mean` for the arguments.
-
-    Privacy:
-        Same release as :func:`user_mean` (one user = one unit; n, k_i, ε_i, ids and groups
-        public); the result holds only released values, never pre-noise statistics.
-    """
-    if not isinstance(spec, UserMeanSpec):
-        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    r = release_specs(SparkEngine(df), [spec], by=by, keys=keys, schema=schema,
-                      unsafe_seed=unsafe_seed)
-    return UserMeanRelease(r.by, r.keys, spec, r.results[spec.name], r.unsafe_seed)
-
-
-def user_mean(
-    df: DataFrame,
-    spec: UserMeanSpec,
-    *,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    unsafe_seed: int | str | bytes | None = None,
-    schema: TableSchema | None = None,
-) -> DataFrame:
-    """Release a user-level heterogeneous-DP mean of a Spark DataFrame.
-
-    Same arguments and output columns as :func:`hdp_spark.pandas.user_mean`. Runs a few
-    small Spark jobs over a persisted per-user table and returns a DataFrame built from the
-    released rows: ``show()`` then ``collect()`` return the same numbers.
-
-    Privacy:
-        Protected unit: one user (all rows). Each call is one release with fresh noise.
-        Public: n, every k_i, the ε_i, the user ids and each user's group. See
-        :func:`hdp_spark.hdp_user_mean`.
-    """
-    if not isinstance(spec, UserMeanSpec):
-        msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
-        raise ParameterError(msg)
-    engine = SparkEngine(df)
-    out: DataFrame = release_specs(
-        engine, [spec], by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed
-    ).materialize(engine)
-    return out

@@ -66,7 +66,7 @@ from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
 __all__ = ["GROUPS", "ColumnOrName", "Inputs", "cells_of", "column_of", "hdp_histogram",
-           "hdp_mean", "native_cells", "spec_of"]
+           "hdp_mean", "native_cells"]
 
 
 _MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
@@ -187,6 +187,16 @@ class _Aggregate:
     groups: str
     inputs: Inputs
 
+    def __hdp_spec__(self) -> Any:
+        """The spec for the release API (``hs.agg``): see :func:`hdp_spark.front.spec_of`."""
+        if self.inputs.value is not None or self.inputs.eps is not None:
+            msg = (f"`{self.spec.name}` reads a Column expression: it works as a Column "
+                   "aggregator (df.agg(...), df.groupBy(...).agg(...)); the release API "
+                   "(hs.agg) takes column names: add the expression as a column first "
+                   "(df.withColumn).")
+            raise ParameterError(msg)
+        return self.spec
+
     def unsafe_seed(self, seed: int | str | bytes) -> Column:
         """The same aggregator with noise from a caller's seed (tests only: not private)."""
         return column_of(self.spec, ReleaseKey.resolve(seed), self.groups, self.inputs)
@@ -260,22 +270,6 @@ def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none",
 
         return wrap(_build(spec, key, groups, inputs))
     return _ClassicAggregate(spec, key, groups, inputs)
-
-
-def spec_of(obj: object) -> object:
-    """The spec inside a Column aggregator; anything else unchanged (for the release API).
-
-    Privacy:
-        None: unwraps a public spec.
-    """
-    if not isinstance(obj, _Aggregate):
-        return obj
-    if obj.inputs.value is not None or obj.inputs.eps is not None:
-        msg = (f"`{obj.spec.name}` reads a Column expression: it works as a Column aggregator "
-               "(df.agg(...), df.groupBy(...).agg(...)); the release API (hs.agg) takes "
-               "column names: add the expression as a column first (df.withColumn).")
-        raise ParameterError(msg)
-    return obj.spec
 
 
 def _input(c: ColumnOrName, role: str) -> tuple[str, Any]:

@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.partial.spec import CodedSpec
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
     CellRequest,
     Keys,
@@ -101,6 +102,19 @@ class SparkEngine:
         with SparkTreeCounter.from_frame(df, spec) as counter:
             check_unit(df, spec.privacy_unit)
             yield counter
+
+    def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
+        from hdp_spark.spark._heavy_hitters import attribute_counts
+
+        return attribute_counts(self.df, spec)
+
+    def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> SparkEngine:
+        df = self.df
+        dataframe_schema(df)  # a Spark DataFrame, or ParameterError
+        out = df.select(*[c for c in dict.fromkeys(columns) if c in df.columns])
+        for name, value in constants.items():
+            out = out.withColumn(name, F.lit(float(value)).cast("double"))
+        return SparkEngine(out)
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
                     rows: list[tuple[Any, ...]], unsafe: bool) -> DataFrame:

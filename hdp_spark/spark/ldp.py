@@ -21,34 +21,28 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.keys import normalize_key
 from hdp_spark.core.ldp.common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
 from hdp_spark.core.ldp.oracle import FrequencyOracle, Projection
 from hdp_spark.core.ldp.release import (
     REPORT_MARK,
-    LdpReleaseResult,
     count_kind,
-    validate_ldp_specs,
 )
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp.stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 from hdp_spark.ldp.randomizers import DuchiRandomizer, JLRandomizer, Randomizer, resolve_key
 from hdp_spark.spark._common import (
-    KeysLike,
     dataframe_schema,
     field,
     is_dataframe,
     key_frame,
     mark_unsafe,
 )
-from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import level_expr
 
-__all__ = ["ldp_agg", "ldp_oracle", "ldp_release", "ldp_simulate", "ldp_tables", "report_marks"]
+__all__ = ["ldp_oracle", "ldp_simulate", "ldp_tables", "report_marks"]
 
 
 _INF = float("inf")
@@ -220,50 +214,6 @@ def report_marks(schema: T.StructType) -> dict[str, str]:
         mark = (f.metadata or {}).get(REPORT_MARK)
         if isinstance(mark, str):
             out[f.name] = mark
-    return out
-
-
-def ldp_release(
-    df: DataFrame,
-    *specs: LdpSpec,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    already_randomized: bool = False,
-    schema: TableSchema | None = None,
-) -> LdpReleaseResult:
-    """Aggregate LDP reports and return the engine-neutral result (see :func:`ldp_agg`)."""
-    checked = validate_ldp_specs(specs)
-    r = release_specs(SparkEngine(df), checked, by=by, keys=keys, schema=schema,
-                      already_randomized=already_randomized)
-    return LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
-
-
-def ldp_agg(
-    df: DataFrame,
-    *specs: LdpSpec,
-    by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-    already_randomized: bool = False,
-    schema: TableSchema | None = None,
-) -> DataFrame:
-    """Aggregate local-DP reports of a Spark DataFrame.
-
-    Same arguments and output columns as :func:`hdp_spark.pandas.ldp_agg`. One Spark job
-    per aggregator (native expressions and aggregates only); the result is materialized
-    on the driver, so re-reading it never re-runs anything. Without
-    ``already_randomized=True`` every report column must carry the field metadata
-    ``{"hdp_ldp_report": mechanism}`` that :func:`ldp_simulate` writes (it survives
-    ``select`` and parquet round trips).
-
-    Privacy:
-        Adds no noise and needs no key: the reports are already ε_i-LDP and the output
-        is post-processing.
-    """
-    checked = validate_ldp_specs(specs)
-    engine = SparkEngine(df)
-    out: DataFrame = release_specs(
-        engine, checked, by=by, keys=keys, schema=schema, already_randomized=already_randomized
-    ).materialize(engine)
     return out
 
 

@@ -18,7 +18,7 @@ import hdp_spark.pandas as hpd
 import hdp_spark.spark as hs
 from hdp_spark import EpsGrid
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark.columns import spec_of
+from hdp_spark.front import spec_of
 from hdp_spark.spark.extension import ExtensionMissingError, install
 
 sys.path.insert(0, str(Path(__file__).parent))

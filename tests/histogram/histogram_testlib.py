@@ -24,8 +24,8 @@ from hdp_spark.core.stats import GroupStats, LevelRow
 
 
 def backend(engine_name: str) -> ModuleType:
-    """The histogram module of an engine (the package attribute may be the function)."""
-    return importlib.import_module(f"hdp_spark.{engine_name}._histogram")
+    """The backend package of an engine."""
+    return importlib.import_module(f"hdp_spark.{engine_name}")
 
 
 def run_histogram(engine: Any, pdf: pd.DataFrame, spec: HistogramSpec, **kwargs: Any) -> Any:

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 import hdp_spark.ldp as L
+import hdp_spark.pandas as pdl
 from hdp_spark.errors import EpsilonColumnError
-from hdp_spark.pandas import ldp as pdl
 
 # Spark's Python workers must run this interpreter (numpy, pandas, pyarrow, randomgen);
 # set before the session fixture starts the JVM (modules are imported at collection).
@@ -83,7 +83,7 @@ def _same(a: object, b: object) -> bool:
 @pytest.mark.spark
 def test_pandas_and_spark_agree_exactly(spark: Any) -> None:
     warnings.simplefilter("ignore", L.LdpEpsilonWarning)
-    from hdp_spark.spark import ldp as sl
+    import hdp_spark.spark as sl
 
     pdf, oracle = _reports()
     specs = _specs(oracle)
@@ -125,7 +125,7 @@ def test_invalid_eps_is_rejected_with_counts(engine: Any) -> None:
 
 @pytest.mark.spark
 def test_spark_simulation_replays_and_aggregates(spark: Any) -> None:
-    from hdp_spark.spark import ldp as sl
+    import hdp_spark.spark as sl
 
     rng = np.random.default_rng(1)  # design-ok: synthetic test data
     n = 2000

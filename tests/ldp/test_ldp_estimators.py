@@ -17,7 +17,7 @@ from ldp_helpers import Z_MAX, z_ok
 import hdp_spark.ldp as L
 from hdp_spark.core.ldp.common import duchi_scale, rr_factor, weight_phi
 from hdp_spark.core.ldp.mean import laplace_radius, laplace_radius_eq29, level_weights
-from hdp_spark.pandas.ldp import ldp_agg as _ldp_agg
+from hdp_spark.pandas import ldp_agg as _ldp_agg
 
 TRIALS = 300
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import hdp_spark.ldp as L
+import hdp_spark.pandas as pdl
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
-from hdp_spark.pandas import ldp as pdl
 
 
 def test_randomizer_eps_errors_count_rows_and_hide_values() -> None:

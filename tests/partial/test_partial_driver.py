@@ -16,7 +16,8 @@ from hdp_spark.core.partial import hdp_heavy_hitters, run_heavy_hitters
 from hdp_spark.core.partial.heavy_hitters import count_half_width
 from hdp_spark.core.partial.tree import NodeRequest
 from hdp_spark.errors import ParameterError
-from hdp_spark.pandas._heavy_hitters import encode_codes, release_heavy_hitters
+from hdp_spark.pandas import release_heavy_hitters
+from hdp_spark.pandas._heavy_hitters import encode_codes
 
 
 class ReferenceCounter:

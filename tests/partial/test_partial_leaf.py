@@ -360,7 +360,7 @@ def _hh_spec(**kw):
 def test_large_domain_needs_leaf_thresholding(engine) -> None:
     """Without level 0 the level-1 product (M² = 9e6) hits max_candidates; with it the
     planted records are found, on both engines, with the report's per-person cost."""
-    mod = importlib.import_module(f"hdp_spark.{engine.name}._heavy_hitters")
+    mod = importlib.import_module(f"hdp_spark.{engine.name}")
     pdf = _frame()
     with pytest.raises(ParameterError, match="max_candidates"):
         mod.heavy_hitters(engine.frame(pdf), _hh_spec(leaf_thresholding=False), unsafe_seed=1)
@@ -374,8 +374,8 @@ def test_large_domain_needs_leaf_thresholding(engine) -> None:
 
 def test_leaf_release_identical_across_engines(spark) -> None:
     """Oracle 13 with level 0: same seed, same table on pandas (two row orders) and Spark."""
-    ph = importlib.import_module("hdp_spark.pandas._heavy_hitters")
-    sh = importlib.import_module("hdp_spark.spark._heavy_hitters")
+    ph = importlib.import_module("hdp_spark.pandas")
+    sh = importlib.import_module("hdp_spark.spark")
     pdf = _frame(seed=4)
     spec = _hh_spec()
     a = ph.heavy_hitters(pdf, spec, unsafe_seed=5).table
@@ -387,7 +387,7 @@ def test_leaf_release_identical_across_engines(spark) -> None:
 
 
 def test_leaf_report_is_data_independent() -> None:
-    ph = importlib.import_module("hdp_spark.pandas._heavy_hitters")
+    ph = importlib.import_module("hdp_spark.pandas")
     spec = _hh_spec()
     r1 = ph.heavy_hitters(_frame(seed=1), spec).report
     r2 = ph.heavy_hitters(_frame(n=3000, seed=9), spec).report

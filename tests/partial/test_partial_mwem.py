@@ -173,7 +173,7 @@ def test_default_rounds_from_public_n() -> None:
 
 
 def test_release_on_engine(engine) -> None:
-    mod = importlib.import_module(f"hdp_spark.{engine.name}._heavy_hitters")
+    mod = importlib.import_module(f"hdp_spark.{engine.name}")
     rng = np.random.default_rng(3)
     pdf = pd.DataFrame({"a": rng.integers(0, 3, 500), "b": rng.choice(["x", "y"], 500),
                         "c": rng.random(500) < 0.3})
@@ -184,7 +184,7 @@ def test_release_on_engine(engine) -> None:
     table = out.table if engine.name == "pandas" else out.table.toPandas()
     assert list(table.columns) == ["marginal", "a", "b", "c", "mwem_fraction"]
     assert len(table) == 6 + 6 + 4
-    ref = importlib.import_module("hdp_spark.pandas._heavy_hitters").mwem(
+    ref = importlib.import_module("hdp_spark.pandas").mwem(
         pdf, spec, unsafe_seed=4).table
     assert np.allclose(table["mwem_fraction"], ref["mwem_fraction"])
 
@@ -201,7 +201,7 @@ def test_agg_equals_the_mwem_function(engine) -> None:
     df = engine.frame(pdf)
     out = mod.agg(df, spec, unsafe_seed=6)
     row = (out if engine.name == "pandas" else out.toPandas()).iloc[0]
-    ref = importlib.import_module("hdp_spark.pandas._heavy_hitters").mwem(
+    ref = importlib.import_module("hdp_spark.pandas").mwem(
         pdf, spec, unsafe_seed=6).table
     assert [c["marginal"] for c in row["m"]] == list(ref["marginal"])
     assert np.allclose([c["mwem_fraction"] for c in row["m"]], ref["mwem_fraction"])

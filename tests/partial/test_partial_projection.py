@@ -163,7 +163,7 @@ def test_released_counts_meet_reported_zcdp(d: int, k: int) -> None:
 def test_conversions_in_report() -> None:
     pdf = pd.DataFrame({"a0": [0, 1] * 50, "a1": [1, 1, 0, 0] * 25, "a2": [0] * 100})
     spec = _binary_spec(3, 2, eps0=0.7, delta=1e-5)
-    ph = importlib.import_module("hdp_spark.pandas._heavy_hitters")
+    ph = importlib.import_module("hdp_spark.pandas")
     r = ph.marginals(pdf, spec, unsafe_seed=2).report
     b = spec.budget
     assert r.eps_delta_person_cks20 == pytest.approx(accounting.eps_cks20(b.rho_person, 1e-5))
@@ -306,7 +306,7 @@ def test_noise_keyed_to_the_counts() -> None:
 
 
 def test_release_on_engine(engine) -> None:
-    mod = importlib.import_module(f"hdp_spark.{engine.name}._heavy_hitters")
+    mod = importlib.import_module(f"hdp_spark.{engine.name}")
     pdf = _frame()
     out = mod.marginals(engine.frame(pdf), _spec(), unsafe_seed=3)
     table = out.table if engine.name == "pandas" else out.table.toPandas()
@@ -324,8 +324,8 @@ def test_release_on_engine(engine) -> None:
 
 
 def test_release_identical_across_engines(spark) -> None:
-    ph = importlib.import_module("hdp_spark.pandas._heavy_hitters")
-    sh = importlib.import_module("hdp_spark.spark._heavy_hitters")
+    ph = importlib.import_module("hdp_spark.pandas")
+    sh = importlib.import_module("hdp_spark.spark")
     pdf = _frame(seed=2)
     spec = _spec()
     a = ph.marginals(pdf, spec, unsafe_seed=8).table
@@ -338,7 +338,7 @@ def test_release_identical_across_engines(spark) -> None:
 
 
 def test_budget_is_data_independent() -> None:
-    ph = importlib.import_module("hdp_spark.pandas._heavy_hitters")
+    ph = importlib.import_module("hdp_spark.pandas")
     spec = _spec()
     r1 = ph.marginals(_frame(seed=1), spec).report.as_dict()
     r2 = ph.marginals(_frame(n=500, seed=4), spec).report.as_dict()

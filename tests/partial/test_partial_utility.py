@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from hdp_spark.core.partial import hdp_heavy_hitters
-from hdp_spark.pandas._heavy_hitters import release_heavy_hitters
+from hdp_spark.pandas import release_heavy_hitters
 
 
 def _binary_spec(d: int, **kw):

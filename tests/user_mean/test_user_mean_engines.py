@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from um_data import Recorder, example1
 
+import hdp_spark.pandas as hpd
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import hdp_user_mean
@@ -81,12 +82,12 @@ def test_engines_agree_on_every_pre_noise_table(
 
 @pytest.mark.spark
 def test_spark_user_mean_matches_pandas_output(spark: Any) -> None:
-    sum_ = importlib.import_module("hdp_spark.spark._user_mean")
+    from hdp_spark.spark import user_mean as hs_user_mean
 
     df = example1(250, seed=31, eps=np.where(np.arange(250) % 2 == 0, 0.5, 1.0))
     spec = hdp_user_mean("x", user="user", eps="eps", lower=0, upper=1, cap="paper")
-    out_p = pum.user_mean(df, spec, unsafe_seed=3)
-    sdf = sum_.user_mean(spark.createDataFrame(df), spec, unsafe_seed=3)
+    out_p = hpd.user_mean(df, spec, unsafe_seed=3)
+    sdf = hs_user_mean(spark.createDataFrame(df), spec, unsafe_seed=3)
     assert sdf.columns == list(out_p.columns)
     out_s = sdf.toPandas()
     out_s["x_user_mean_classes"] = out_s["x_user_mean_classes"].map(
@@ -94,4 +95,4 @@ def test_spark_user_mean_matches_pandas_output(spark: Any) -> None:
     pd.testing.assert_frame_equal(out_p, out_s, check_dtype=False)
     df.loc[df.index[:2], "eps"] = 0.7
     with pytest.raises(EpsilonColumnError, match=r"1 user\(s\) have rows with different ε"):
-        sum_.user_mean(spark.createDataFrame(df), spec)
+        hs_user_mean(spark.createDataFrame(df), spec)

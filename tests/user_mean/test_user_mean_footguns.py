@@ -3,13 +3,13 @@ and the rows-per-cell limit of the 64-bit sums (pandas)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pandas as pd
 import pytest
 
 import hdp_spark.core.stats as core_stats
+import hdp_spark.pandas as hpd
 from hdp_spark.core.user_mean import hdp_user_mean
 from hdp_spark.errors import ParameterError, SchemaError
 
@@ -61,11 +61,10 @@ def test_bounds_that_overflow_are_refused(lower: float, upper: float, match: str
 
 
 def test_cells_over_the_row_limit_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    pum = importlib.import_module("hdp_spark.pandas._user_mean")
     df = pd.concat([frame()] * 10, ignore_index=True)
     df["user"] = df["user"] + 10 * (df.index // 6)  # 30 users: k = 2, 1, 3
-    out = pum.user_mean(df, SPEC, unsafe_seed=1)
+    out = hpd.user_mean(df, SPEC, unsafe_seed=1)
     assert out["x_user_mean_users"][0] == 30  # under the real limit
     monkeypatch.setattr(core_stats, "MAX_CELL_ROWS", 5)
     with pytest.raises(SchemaError, match=r"at most 5 rows per \(group, ε level\) cell"):
-        pum.user_mean(df, SPEC, unsafe_seed=1)
+        hpd.user_mean(df, SPEC, unsafe_seed=1)

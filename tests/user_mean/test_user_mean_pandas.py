@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from um_data import LaplaceSpy, Recorder, example1
 
+import hdp_spark.pandas as hpd
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.noise import LaplaceDraw, ReleaseKey
@@ -33,7 +34,7 @@ def _public_order(df: pd.DataFrame, salt: str = core.DEFAULT_SALT) -> list[int]:
 
 def test_output_columns_and_determinism() -> None:
     df = example1(300, seed=1)
-    out = pum.user_mean(df, SPEC, unsafe_seed=5)
+    out = hpd.user_mean(df, SPEC, unsafe_seed=5)
     assert list(out.columns) == [SPEC.name + s for s, _ in core.USER_MEAN_FIELDS]
     row = out.iloc[0]
     assert row["x_user_mean_users"] == 300
@@ -42,9 +43,9 @@ def test_output_columns_and_determinism() -> None:
     assert row["x_user_mean_users_var"] + row["x_user_mean_users_initial"] + row[
         "x_user_mean_users_final"] == 300
     assert not row["x_user_mean_fallback"]
-    again = pum.user_mean(df, SPEC, unsafe_seed=5)
+    again = hpd.user_mean(df, SPEC, unsafe_seed=5)
     pd.testing.assert_frame_equal(out, again)
-    other = pum.user_mean(df, SPEC, unsafe_seed=6)
+    other = hpd.user_mean(df, SPEC, unsafe_seed=6)
     assert other.iloc[0]["x_user_mean"] != row["x_user_mean"]
 
 
@@ -54,7 +55,7 @@ def test_equal_k_reduces_to_the_clipped_mean(monkeypatch: pytest.MonkeyPatch) ->
     n, k, eps, beta = 300, 10, 0.8, SPEC.beta
     df = example1(n, seed=2, k=np.full(n, k), eps=eps)
     spy = LaplaceSpy().install(monkeypatch)
-    row = pum.user_mean(df, SPEC, unsafe_seed=3).iloc[0]
+    row = hpd.user_mean(df, SPEC, unsafe_seed=3).iloc[0]
     order = _public_order(df)
     big_l, hi = math.ceil(math.log(n)), (9 * n) // 10
     g_mean, g_fin = order[hi:], order[big_l:hi]
@@ -96,7 +97,7 @@ def test_sensitivity_bound(monkeypatch: pytest.MonkeyPatch) -> None:
         runs = []
         for frame in (lo_df, hi_df):
             spy = LaplaceSpy().install(monkeypatch)
-            row = pum.user_mean(frame, SPEC, unsafe_seed=11).iloc[0]
+            row = hpd.user_mean(frame, SPEC, unsafe_seed=11).iloc[0]
             runs.append((spy.calls, row))
             monkeypatch.undo()
         (calls_a, row_a), (calls_b, row_b) = runs
@@ -140,9 +141,9 @@ def test_membership_depends_on_public_data_only() -> None:
 def test_zero_eps_users_are_never_read() -> None:
     df = example1(300, seed=7)
     df["eps"] = np.where(df["user"] % 10 == 0, 0.0, 1.0)
-    out_a = pum.user_mean(df, SPEC, unsafe_seed=2)
+    out_a = hpd.user_mean(df, SPEC, unsafe_seed=2)
     df.loc[df["user"] % 10 == 0, "x"] = 1 - df.loc[df["user"] % 10 == 0, "x"]
-    out_b = pum.user_mean(df, SPEC, unsafe_seed=2)
+    out_b = hpd.user_mean(df, SPEC, unsafe_seed=2)
     pd.testing.assert_frame_equal(out_a, out_b)
     assert out_a.iloc[0]["x_user_mean_users_excluded"] == 30
 
@@ -151,7 +152,7 @@ def test_nulls_and_out_of_range_values_are_clamped_not_rejected() -> None:
     df = example1(200, seed=8)
     df.loc[::7, "x"] = np.nan
     df.loc[1::7, "x"] = 40.0
-    out = pum.user_mean(df, SPEC, unsafe_seed=1).iloc[0]
+    out = hpd.user_mean(df, SPEC, unsafe_seed=1).iloc[0]
     assert 0 <= out["x_user_mean_initial"] <= 1
     assert out["x_user_mean_rows"] == len(df)
 
@@ -162,19 +163,19 @@ def test_grouped_release_with_public_keys() -> None:
     b["user"] += 10_000
     a["g"], b["g"] = "a", "b"
     df = pd.concat([a, b, example1(30, seed=11).assign(user=lambda d: d.user + 20_000, g="z")])
-    out = pum.user_mean(df, SPEC, by="g", keys=["a", "b", "c"], unsafe_seed=4)
+    out = hpd.user_mean(df, SPEC, by="g", keys=["a", "b", "c"], unsafe_seed=4)
     assert list(out["g"]) == ["a", "b", "c"]
     assert list(out["x_user_mean_users"]) == [300, 40, 0]
     assert list(out["x_user_mean_fallback"]) == [False, False, True]
     c = out.iloc[2]
     assert (c["x_user_mean"], c["x_user_mean_noise_scale"]) == (0.5, 0.0)
-    alone = pum.user_mean(a, SPEC, unsafe_seed=4).iloc[0]
+    alone = hpd.user_mean(a, SPEC, unsafe_seed=4).iloc[0]
     assert alone["x_user_mean_users_final"] == out.iloc[0]["x_user_mean_users_final"]
 
 
 def test_public_variance_skips_the_variance_step(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = hdp_user_mean("x", user="user", eps="eps", lower=0, upper=1, public_variance=0.01)
-    row = pum.user_mean(example1(300, seed=12), spec, unsafe_seed=1).iloc[0]
+    row = hpd.user_mean(example1(300, seed=12), spec, unsafe_seed=1).iloc[0]
     assert row["x_user_mean_users_var"] == 0
     assert row["x_user_mean_eps_var"] == 0
     assert row["x_user_mean_user_var"] == pytest.approx(0.01)
@@ -182,7 +183,7 @@ def test_public_variance_skips_the_variance_step(monkeypatch: pytest.MonkeyPatch
 
 
 def test_fewer_than_twenty_users_fall_back() -> None:
-    row = pum.user_mean(example1(19, seed=1), SPEC, unsafe_seed=1).iloc[0]
+    row = hpd.user_mean(example1(19, seed=1), SPEC, unsafe_seed=1).iloc[0]
     assert row["x_user_mean_fallback"]
     assert row["x_user_mean"] == 0.5
     assert (row["x_user_mean_ci_low"], row["x_user_mean_ci_high"]) == (0.0, 1.0)
@@ -193,7 +194,7 @@ def test_error_mixed_eps_counts_users_not_values() -> None:
     df.loc[df.index[:3], "eps"] = 0.987654  # user 0 has rows with two ε
     df.loc[df["user"] == 5, "eps"] = np.nan
     with pytest.raises(EpsilonColumnError) as info:
-        pum.user_mean(df, SPEC)
+        hpd.user_mean(df, SPEC)
     text = str(info.value)
     assert "1 user(s) have a null, NaN or negative ε" in text
     assert "1 user(s) have rows with different ε" in text
@@ -206,18 +207,18 @@ def test_error_user_in_several_groups() -> None:
     df = example1(100, seed=14)
     df["g"] = np.where(df.index % 2 == 0, "a", "b")
     with pytest.raises(SchemaError, match=r"user\(s\) have rows in several groups"):
-        pum.user_mean(df, SPEC, by="g", keys=["a", "b"])
+        hpd.user_mean(df, SPEC, by="g", keys=["a", "b"])
 
 
 def test_error_schema_and_parameters() -> None:
     df = example1(50, seed=15)
     with pytest.raises(SchemaError, match="user column `uid` is not in the table"):
-        pum.user_mean(df, hdp_user_mean("x", user="uid", eps="eps", lower=0, upper=1))
+        hpd.user_mean(df, hdp_user_mean("x", user="uid", eps="eps", lower=0, upper=1))
     with pytest.raises(SchemaError, match="must hold integers or strings"):
-        pum.user_mean(df.assign(user=df.user * 0.5), SPEC)
+        hpd.user_mean(df.assign(user=df.user * 0.5), SPEC)
     with pytest.raises(SchemaError, match=r"must not be null; 5 row\(s\)"):
-        pum.user_mean(df.assign(user=df.user.astype("Int64").mask(df.index < 5)), SPEC)
+        hpd.user_mean(df.assign(user=df.user.astype("Int64").mask(df.index < 5)), SPEC)
     with pytest.raises(ParameterError, match="needs `keys`"):
-        pum.user_mean(df.assign(g=1), SPEC, by="g")
+        hpd.user_mean(df.assign(g=1), SPEC, by="g")
     with pytest.raises(ParameterError, match="must come from hdp_user_mean"):
-        pum.user_mean(df, "x")  # type: ignore[arg-type]
+        hpd.user_mean(df, "x")  # type: ignore[arg-type]

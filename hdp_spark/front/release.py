@@ -1,17 +1,21 @@
-"""``agg`` and ``release`` of the pandas backend: thin calls into the one pipeline."""
+"""``agg``, ``release`` and ``explain``: the release API, written once for every engine.
+
+Each is ``f(engine, *specs, ...)`` over a core :class:`~hdp_spark.core.pipeline.Engine`;
+the backends bind them to their DataFrames (:mod:`hdp_spark.front.bind`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
-
 from hdp_spark.core.kernels import mean_release, release_specs
 from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.explain import (
+    EXPLAIN_FIELDS,
     LDP_CONSTANT_REPORT,
     explain_ldp_rows,
     explain_specs,
@@ -19,43 +23,45 @@ from hdp_spark.explain import (
     ldp_specs,
     user_mean_specs,
 )
-from hdp_spark.pandas._common import KeysLike
-from hdp_spark.pandas.engine import PandasEngine
+from hdp_spark.front import spec_of
+from hdp_spark.front.ldp import ldp_release
 
 __all__ = ["agg", "explain", "release"]
 
 
 def release(
-    df: pd.DataFrame,
+    engine: Engine,
     *specs: Any,
     by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
+    keys: Any = None,
     unsafe_seed: int | str | bytes | None = None,
     schema: TableSchema | None = None,
 ) -> ReleaseResult:
-    """Run one release of means on a pandas DataFrame; the engine-neutral result.
+    """Run one release of means; the engine-neutral result (:class:`ReleaseResult`).
 
     See :func:`agg` for the arguments (means only).
 
     Privacy:
         One release, exactly as :func:`agg` (fresh noise unless ``unsafe_seed``).
     """
-    return mean_release(PandasEngine(df), specs, by=by, keys=keys, schema=schema,
-                        unsafe_seed=unsafe_seed)
+    return mean_release(engine, tuple(spec_of(s) for s in specs), by=by, keys=keys,
+                        schema=schema, unsafe_seed=unsafe_seed)
 
 
 def agg(
-    df: pd.DataFrame,
+    engine: Engine,
     *specs: Any,
     by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
+    keys: Any = None,
     unsafe_seed: int | str | bytes | None = None,
     schema: TableSchema | None = None,
-) -> pd.DataFrame:
-    """Release heterogeneous-DP aggregates of a pandas DataFrame, any mix in one call.
+) -> Any:
+    """Release heterogeneous-DP aggregates of a DataFrame, any mix in one call.
 
     Args:
-        df: the input table (ε column included).
+        df: the input table (ε column included): a pandas DataFrame for
+            :mod:`hdp_spark.pandas`, a Spark (classic or Connect) DataFrame for
+            :mod:`hdp_spark.spark`.
         *specs: aggregators with unique names: ``hdp_mean``, ``hdp_histogram``,
             ``hdp_user_mean``, ``hdp_heavy_hitters`` (global only: no ``by``; at most one
             per call), ``ldp_mean``, ``ldp_mean_vector``, ``ldp_distribution`` (their
@@ -67,7 +73,8 @@ def agg(
             through ``_n``.
         keys: the public key set of a grouped release (list of values, list of tuples for
             several ``by`` columns, or a DataFrame with the ``by`` columns). Every key gets
-            a row; rows with other keys are left out.
+            a row; rows with other keys are left out. On Spark ``keys`` may also be a
+            Spark (classic or Connect) DataFrame of public keys.
             KEY SETS MUST BE PUBLIC INPUTS FROM OUTSIDE THE DATA (a catalogue, a calendar,
             a reference table): a key set computed from the released table, such as its
             distinct values, reveals which keys occur whatever noise is added. Keys that are
@@ -90,8 +97,9 @@ def agg(
             (see docs/bad_input.md). ``None`` (default) skips this step.
 
     Returns:
-        One row per group (one row for a global release): the group columns, then each
-        aggregator's fields prefixed by its name (documented in its constructor). A
+        A DataFrame of the backend's engine, materialized: one row per group (one row
+        for a global release): the group columns, then each aggregator's fields
+        prefixed by its name (documented in its constructor). A
         histogram publishes its bins as one list-of-struct column ``<name>`` (category,
         frequency, ci_low, ci_high, count, count_ci_low, count_ci_high) plus its scalar
         fields; heavy hitters one list-of-struct column of the released keys.
@@ -103,22 +111,21 @@ def agg(
         materialized: reading it again never redraws noise. What each aggregator protects
         and what is public is documented in its constructor.
     """
-    engine = PandasEngine(df)
-    out: pd.DataFrame = release_specs(engine, specs, by=by, keys=keys, schema=schema,
-                                   unsafe_seed=unsafe_seed).materialize(engine)
-    return out
+    return release_specs(engine, tuple(spec_of(s) for s in specs), by=by, keys=keys,
+                         schema=schema, unsafe_seed=unsafe_seed).materialize(engine)
 
 
 def explain(
-    df: pd.DataFrame,
+    engine: Engine,
     *specs: Any,
     by: str | Sequence[str] | None = None,
-    keys: KeysLike = None,
-) -> pd.DataFrame:
+    keys: Any = None,
+) -> Any:
     """The accuracy and per-row privacy of a release of ``specs``, before spending anything.
 
     Args:
-        df: the input table; only its ε column(s) and the ``by`` columns are read.
+        df: the input table (pandas or Spark, as in :func:`agg`); only its ε column(s),
+            the ``by`` columns and, for user-level means, the user id column are read.
         *specs: ``hdp_mean`` and ``hdp_histogram`` aggregators with unique names, or
             scalar local-DP means (:func:`hdp_spark.ldp.ldp_mean`), or user-level means
             (:func:`hdp_spark.hdp_user_mean`); each of the last two not mixed with the
@@ -161,6 +168,10 @@ def explain(
         depends on the released first estimates). Only the user id, ε and group columns
         are read (``docs/user_mean.md``, "Explain").
 
+    Engines:
+        On Spark, one job per ε column and grid (``groupBy(by..., ε level).count()``, no
+        value column); the result is a DataFrame built from local rows, like :func:`agg`.
+
     Privacy:
         Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
         per (group, ε level), read from the ε and group columns only (public in this
@@ -169,34 +180,21 @@ def explain(
         histograms, the specs and the public key set, and may be shared like the ε
         histogram itself.
     """
-    engine = PandasEngine(df)
+    specs = tuple(spec_of(s) for s in specs)
+    by_t = normalize_by(by)
     ldp = ldp_specs(specs)
-    if ldp is not None:
-        from hdp_spark.explain import EXPLAIN_FIELDS
-        from hdp_spark.pandas.ldp import ldp_release
-
-        needed = dict.fromkeys([*(s.eps for s in ldp), *normalize_by(by)])
-        public = pd.DataFrame({c: df[c] for c in needed if c in df.columns}, index=df.index)
-        for s in ldp:  # the reports are never read: one constant valid report per row
-            public[s.report] = LDP_CONSTANT_REPORT
+    if ldp is not None:  # the reports are never read: one constant valid report per row
+        public = engine.public([*(s.eps for s in ldp), *by_t],
+                               {s.report: LDP_CONSTANT_REPORT for s in ldp})
         result = ldp_release(public, *ldp, by=by, keys=keys, already_randomized=True)
-        ldp_out: pd.DataFrame = engine.materialize(
-            result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result), False)
-        return ldp_out
+        return engine.materialize(result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS],
+                                  explain_ldp_rows(result), False)
     um = user_mean_specs(specs)
-    if um is not None:
-        frame = engine._frame()
-        public_cols = dict.fromkeys([*(c for u in um for c in (u.user, u.eps)),
-                                     *normalize_by(by)])
-        public = pd.DataFrame({c: frame[c] for c in public_cols if c in frame.columns},
-                              index=frame.index)
-        for u in um:  # the values are never read: one constant per row
-            if u.column not in public_cols:
-                public[u.column] = float(u.lower)
-        by_u, columns_u, rows_u = explain_user_means(PandasEngine(public), um, by=by,
-                                                     keys=keys)
-        um_out: pd.DataFrame = engine.materialize(by_u, columns_u, rows_u, False)
-        return um_out
-    by_t, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
-    out: pd.DataFrame = engine.materialize(by_t, columns, rows, False)
-    return out
+    if um is not None:  # the values are never read: one constant per row
+        read = [*(c for u in um for c in (u.user, u.eps)), *by_t]
+        public = engine.public(read, {u.column: float(u.lower) for u in um
+                                      if u.column not in read})
+        by_u, columns_u, rows_u = explain_user_means(public, um, by=by, keys=keys)
+        return engine.materialize(by_u, columns_u, rows_u, False)
+    by_s, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
+    return engine.materialize(by_s, columns, rows, False)
