@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from hdp_spark.histograms import hdp_histogram
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.spark import histogram, histogram_tables
 from hdp_spark.spark.expressions import level_expr
 

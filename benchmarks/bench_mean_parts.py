@@ -56,8 +56,8 @@ def main() -> None:
 
     from pyspark.sql import functions as F
 
+    import hdp_spark.aggregators as hspec  # specs (hs.hdp_mean is a Column)
     import hdp_spark.spark as hs
-    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
     from hdp_spark.spark.expressions import encode_expr
 
     load_start = load_average()

@@ -110,10 +110,10 @@ def parts_for(df: Any, shape: str, repeats: int) -> dict[str, float] | None:
     import numpy as np
 
     import hdp_spark.pandas as hpd
-    from hdp_spark.core.kernels import release_specs
+    from hdp_spark.core.kernels import ReleaseResult, release_specs
     from hdp_spark.core.mean import finalize_mean
     from hdp_spark.core.noise import ReleaseKey
-    from hdp_spark.core.release import ReleaseResult, plan_levels
+    from hdp_spark.core.release import plan_levels
     from hdp_spark.core.stats import GroupStats
     from hdp_spark.pandas.engine import PandasEngine
 

@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     from common import spark_session
     from pyspark.sql import functions as F
 
+    import hdp_spark.aggregators as hspec  # specs (hs.hdp_mean is a Column)
     import hdp_spark.spark as hs
-    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
     from hdp_spark.core.release import plan_levels
 
     load_start = load_average()

@@ -37,11 +37,11 @@ def main() -> None:
 
     import numpy as np
 
+    from hdp_spark.aggregators import hdp_mean
     from hdp_spark.core.mean.finalize import finalize_mean, mean_weights
     from hdp_spark.core.mean.spec import MEAN_METHODS
     from hdp_spark.core.noise import ReleaseKey
     from hdp_spark.core.stats import GroupStats, LevelRow
-    from hdp_spark.specs import hdp_mean
 
     figures: dict[str, dict[str, dict[str, float]]] = {}
     rows = []

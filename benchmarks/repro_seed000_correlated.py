@@ -43,11 +43,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from repro_seed000_frequency import log_expm1, rappor_estimate
 
+from hdp_spark.aggregators import hdp_histogram, hdp_mean
 from hdp_spark.core.histogram.spec import histogram_weights, rappor_weights
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.mean.finalize import mean_weights
-from hdp_spark.histograms import hdp_histogram
-from hdp_spark.specs import hdp_mean
 
 BETA = 0.05
 COLUMNS = ("HP", "A", "Prop", "UNI", "SM", "LDP")

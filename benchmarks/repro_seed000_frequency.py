@@ -47,12 +47,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.finalize import finalize_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights, rappor_weights
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats, LevelRow
-from hdp_spark.histograms import hdp_histogram
 
 BETA = 0.05
 COLUMNS = ("HPF", "HPF-A", "Prop", "UNI", "SM", "LDP")

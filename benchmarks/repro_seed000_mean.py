@@ -48,8 +48,8 @@ use_repo()
 
 import numpy as np  # noqa: E402
 
+from hdp_spark.aggregators import hdp_mean  # noqa: E402
 from hdp_spark.core.mean.finalize import mean_weights  # noqa: E402
-from hdp_spark.specs import hdp_mean  # noqa: E402
 
 COLUMNS = ("HPM", "HPM-A", "Prop", "UNI", "SM", "LDP")
 SPEC_REF = {

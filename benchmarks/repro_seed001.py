@@ -43,8 +43,8 @@ use_repo()
 
 import numpy as np  # noqa: E402
 
+from hdp_spark.aggregators import hdp_mean  # noqa: E402
 from hdp_spark.core.mean.finalize import mean_weights  # noqa: E402
-from hdp_spark.specs import hdp_mean  # noqa: E402
 
 LIB_METHODS = {"ADPM": "adpm", "PropDPM": "proportional", "UNI": "uniform"}
 
@@ -256,8 +256,8 @@ def mc_spark(
     """The same on Spark: T·n rows generated natively, one grouped release over T trials."""
     from pyspark.sql import functions as F
 
+    import hdp_spark.aggregators as hspec  # specs (hs.hdp_mean is a Column)
     import hdp_spark.spark as hs
-    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
 
     n = len(eps)
     v, m = levels(eps)

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hdp_spark.aggregators import hdp_mean
 from hdp_spark.core.encoding import encode_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.user_mean import (
@@ -77,7 +78,6 @@ from hdp_spark.core.user_mean import steps as um_steps
 from hdp_spark.pandas import agg as hdp_agg
 from hdp_spark.pandas import user_mean
 from hdp_spark.pandas._user_mean import PandasUsers, _cells
-from hdp_spark.specs import hdp_mean
 
 BETA = 0.05
 P = 0.5

@@ -6,8 +6,7 @@ Engine-neutral entry points live here; the engines are :mod:`hdp_spark.pandas` a
 
 from __future__ import annotations
 
-from typing import Any
-
+from hdp_spark.aggregators import hdp_mean
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.errors import (
@@ -20,8 +19,8 @@ from hdp_spark.errors import (
     SchemaError,
     UserIdError,
 )
+from hdp_spark.front.dispatch import agg
 from hdp_spark.schema import TableSchema, ValidationReport, load_schema
-from hdp_spark.specs import hdp_mean
 
 __all__ = [
     "DuplicateUserError",
@@ -45,24 +44,14 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def agg(df: Any, *specs: MeanSpec, **kwargs: Any) -> Any:
-    """Release aggregates of a pandas or Spark DataFrame (dispatches on its type).
-
-    Same arguments as :func:`hdp_spark.pandas.agg` / :func:`hdp_spark.spark.agg`.
-
-    Privacy:
-        See :func:`hdp_spark.hdp_mean`.
-    """
-    from hdp_spark.front.dispatch import backend_of
-
-    return backend_of(df).agg(df, *specs, **kwargs)
-
-from hdp_spark.core.user_mean import UserMeanSpec, hdp_user_mean  # noqa: E402
+from hdp_spark.aggregators import hdp_user_mean
+from hdp_spark.core.user_mean import UserMeanSpec
 
 __all__ += ["UserMeanSpec", "hdp_user_mean"]
 
+from hdp_spark.aggregators import hdp_histogram  # noqa: E402
 from hdp_spark.core.histogram.spec import HistogramSpec  # noqa: E402
-from hdp_spark.histograms import hdp_histogram, histogram  # noqa: E402
+from hdp_spark.front.dispatch import histogram  # noqa: E402
 
 __all__ += ["HistogramSpec", "hdp_histogram", "histogram"]
 

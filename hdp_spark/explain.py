@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from hdp_spark.core.baseline import is_free, single_eps_half_width
 from hdp_spark.core.histogram.finalize import plan_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
@@ -56,7 +57,6 @@ from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.user_mean.explain import explain_user_mean
 from hdp_spark.core.user_mean.spec import UserMeanSpec
 from hdp_spark.errors import ParameterError
-from hdp_spark.report.summary import is_free, single_eps_half_width
 
 __all__ = [
     "EXPLAIN_FIELDS",

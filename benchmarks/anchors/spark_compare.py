@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     from common import spark_session
     from pyspark.sql import functions as F
 
+    import hdp_spark.aggregators as hspec  # specs (hs.hdp_mean is a Column)
     import hdp_spark.spark as hs
-    import hdp_spark.specs as hspec  # specs (hs.hdp_mean is a Column)
 
     warehouse = tempfile.mkdtemp(prefix="hdp-bench-warehouse-")
     spark = spark_session(conf={"spark.sql.warehouse.dir": warehouse})  # Tumult's temp tables

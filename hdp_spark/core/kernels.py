@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
@@ -64,7 +64,7 @@ from hdp_spark.core.pipeline import (
     Release,
     run_release,
 )
-from hdp_spark.core.release import ReleaseResult, plan_levels
+from hdp_spark.core.release import plan_levels
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.kernels import selected_kernel_of
 from hdp_spark.core.selection.spec import SelectKeys
@@ -81,6 +81,7 @@ __all__ = [
     "MarginalsKernel",
     "MeanKernel",
     "MwemKernel",
+    "ReleaseResult",
     "UserMeanKernel",
     "empty_cells",
     "histogram_bin_items",
@@ -384,6 +385,38 @@ _KERNELS: tuple[tuple[type | tuple[type, ...], Kernel], ...] = (
     (MwemSpec, MwemKernel()),
     ((LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec), LdpKernel()),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    """Everything one release computed.
+
+    Attributes:
+        by: group-by columns.
+        keys: group keys in output order.
+        specs: the aggregators.
+        results: ``results[spec.name][key]`` is the released value of one group.
+        unsafe_seed: True if the noise came from a caller's seed (not private).
+    """
+
+    by: tuple[str, ...]
+    keys: tuple[tuple[object, ...], ...]
+    specs: tuple[MeanSpec, ...]
+    results: Mapping[str, Mapping[tuple[object, ...], MeanResult]] = field(repr=False)
+    unsafe_seed: bool = False
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per group: group columns, then each aggregator's fields."""
+        kernel = MeanKernel()
+        out = []
+        for key in self.keys:
+            row: dict[str, Any] = dict(zip(self.by, key, strict=True))
+            for spec in self.specs:
+                values = kernel.values(spec, self.results[spec.name][key])
+                row.update((spec.name + f.suffix, v)
+                           for f, v in zip(kernel.fields(spec), values, strict=True))
+            out.append(row)
+        return out
 
 
 def kernel_of(spec: object) -> Kernel:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast, runtime_checkable
 
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.keys import normalize_by
@@ -35,7 +35,7 @@ from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.mechanism import Selected, select_groups
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.user_mean import UserBackend, UserMeanSpec
-from hdp_spark.errors import ParameterError
+from hdp_spark.errors import InternalError, ParameterError
 
 __all__ = [
     "LEVEL_ITEMS",
@@ -51,6 +51,7 @@ __all__ = [
     "NoiseContext",
     "OutputField",
     "Release",
+    "SelectionKernel",
     "check_names",
     "check_selection",
     "dispatch_cells",
@@ -199,6 +200,7 @@ class Kernel(Protocol):
         ...
 
 
+@runtime_checkable
 class CellKernel(Kernel, Protocol):
     """A kernel computed from cells: request once, finalize each group (pure)."""
 
@@ -211,6 +213,21 @@ class CellKernel(Kernel, Protocol):
         ...
 
 
+@runtime_checkable
+class SelectionKernel(Kernel, Protocol):
+    """A kernel computed from cells under partition selection (``select_keys``)."""
+
+    def request(self, spec: Any) -> CellRequest:
+        """The cells ``spec`` needs (the selection reads the first request's table)."""
+        ...
+
+    def finalize_selected(self, spec: Any, cells: GroupCells, noise: NoiseContext,
+                          selected: Selected) -> Any:
+        """One selected group's released result (κ_i weights, no exact n)."""
+        ...
+
+
+@runtime_checkable
 class InteractiveKernel(Kernel, Protocol):
     """A kernel whose mechanism asks the engine several adaptive questions."""
 
@@ -269,6 +286,15 @@ class Release:
         return engine.materialize(self.by, self.columns(), self.rows(), self.unsafe_seed)
 
 
+class _Named(Protocol):
+    name: str
+
+
+def _name(spec: object) -> str:
+    """The output name of a spec (every spec type has one; ``kernel_of`` vouched for it)."""
+    return cast(_Named, spec).name
+
+
 def check_names(specs: Sequence[object]) -> None:
     """Raise ParameterError unless there is at least one spec and the names are unique."""
     if not specs:
@@ -276,7 +302,7 @@ def check_names(specs: Sequence[object]) -> None:
         raise ParameterError(msg)
     names: set[str] = set()
     for spec in specs:
-        name = spec.name  # type: ignore[attr-defined]
+        name = _name(spec)
         if name in names:
             msg = f"two aggregators share the output name {name!r}; set `alias`."
             raise ParameterError(msg)
@@ -291,10 +317,10 @@ def check_selection(specs: Sequence[object], kernels: Sequence[Kernel],
     if not by:
         msg = "`keys=select_keys(...)` chooses group keys: it needs `by`, got None."
         raise ParameterError(msg)
-    if not all(hasattr(k, "finalize_selected") for k in kernels):
+    if not all(isinstance(k, SelectionKernel) for k in kernels):
         msg = "`keys=select_keys(...)` supports hdp_mean and hdp_histogram only."
         raise ParameterError(msg)
-    columns = {(s.eps, s.eps_grid) for s in specs}  # type: ignore[attr-defined]
+    columns = {(s.eps, s.eps_grid) for s in cast(Sequence[MeanSpec | HistogramSpec], specs)}
     if len(columns) > 1:
         msg = (
             "under `keys=select_keys(...)` every aggregator must read the same `eps` column "
@@ -356,15 +382,14 @@ def run_release(
     kernels = tuple(kernel_of(s) for s in specs)
     check_names(specs)
     by_t = normalize_by(by, specs)
-    for kernel in kernels:
-        if getattr(kernel, "global_only", False) and by_t:
-            msg = (
-                "heavy hitters and marginals (and MWEM) are released for the whole table only: "
-                "`by` must "
-                f"be None when the call includes one, got {by!r}."
-            )
-            raise ParameterError(msg)
-    if sum(1 for k in kernels if getattr(k, "global_only", False)) > 1:
+    global_only = [k for k in kernels if isinstance(k, InteractiveKernel) and k.global_only]
+    if global_only and by_t:
+        msg = (
+            "heavy hitters and marginals (and MWEM) are released for the whole table only: "
+            f"`by` must be None when the call includes one, got {by!r}."
+        )
+        raise ParameterError(msg)
+    if len(global_only) > 1:
         msg = ("a release may include at most one heavy-hitters or marginals aggregator (or "
                "MWEM); call agg twice.")
         raise ParameterError(msg)
@@ -379,8 +404,9 @@ def run_release(
         check(engine, specs, by_t)
     if schema is not None:
         engine.check_schema(schema, specs, by_t)
-    cell_specs = [(i, s) for i, s in enumerate(specs) if hasattr(kernels[i], "request")]
-    requests = [kernels[i].request(s) for i, s in cell_specs]  # type: ignore[attr-defined]
+    cell_specs = [(s, k) for s, k in zip(specs, kernels, strict=True)
+                  if isinstance(k, CellKernel | SelectionKernel)]
+    requests = [k.request(s) for s, k in cell_specs]
     merged, where = _share(requests)
     tables = engine.cells(merged, by_t, found) if merged else []
     release_key = ReleaseKey.resolve(unsafe_seed)
@@ -390,12 +416,14 @@ def run_release(
         picked = select_groups(selection, tables[0], release_key, len(specs))
         order = tuple(picked)  # sorted; unreleased candidates go no further
         tables = [{k: t[k] for k in order if k in t} for t in tables]
-    for (i, spec), (at, slot) in zip(cell_specs, where, strict=True):
-        kernel = kernels[i]
+    for (spec, kernel), (at, slot) in zip(cell_specs, where, strict=True):
         table, blank = tables[at], empty(merged[at])
-        name = spec.name  # type: ignore[attr-defined]
+        name = _name(spec)
         if picked is not None:
-            finish = kernel.finalize_selected  # type: ignore[attr-defined]
+            if not isinstance(kernel, SelectionKernel):  # check_selection refused it
+                msg = f"{type(kernel).__name__} has no selection finalize"
+                raise InternalError(msg)
+            finish = kernel.finalize_selected
             results[name] = {
                 k: finish(spec, GroupCells(table.get(k, blank), slot),
                           NoiseContext(release_key, k, name), picked[k])
@@ -405,17 +433,17 @@ def run_release(
         size = len(order)
         cells = records(GroupCells, [table.get(key, blank) for key in order], [slot] * size)
         noise = records(NoiseContext, [release_key] * size, order, [name] * size)
-        finalize = kernel.finalize  # type: ignore[attr-defined]
+        if not isinstance(kernel, CellKernel):  # selection kernels come with select_keys
+            msg = f"{type(kernel).__name__} finalizes only under `select_keys`"
+            raise InternalError(msg)
+        finalize = kernel.finalize
         results[name] = {
             key: finalize(spec, group_cells, context)
             for key, group_cells, context in zip(order, cells, noise, strict=True)
         }
-    for i, spec in enumerate(specs):
-        kernel = kernels[i]
-        if hasattr(kernel, "run"):
-            results[spec.name] = kernel.run(  # type: ignore[attr-defined]
-                spec, engine, by_t, order, release_key
-            )
+    for spec, any_kernel in zip(specs, kernels, strict=True):
+        if isinstance(any_kernel, InteractiveKernel):
+            results[_name(spec)] = any_kernel.run(spec, engine, by_t, order, release_key)
     return Release(by_t, order, specs, kernels, results, tuple(tables), release_key.unsafe,
                    selection)
 
@@ -446,7 +474,7 @@ def dispatch_cells(
             out[i] = categories(df, r.spec, by, keys)
     ldp_at = [i for i, r in enumerate(requests) if isinstance(r, LdpRequest)]
     if ldp_at:
-        ldp_specs = [requests[i].spec for i in ldp_at]  # type: ignore[union-attr]
+        ldp_specs = [r.spec for r in requests if isinstance(r, LdpRequest)]
         for i, table in zip(ldp_at, ldp(df, ldp_specs, by, keys), strict=True):
             out[i] = table
     return out

@@ -1,14 +1,15 @@
-"""``backend_of``: the engine package of a DataFrame, for the engine-neutral entry points
-(``hdp_spark.agg``, ``hdp_spark.histogram``, :mod:`hdp_spark.ldp`)."""
+"""The engine-neutral entry points: ``hdp_spark.agg`` and ``hdp_spark.histogram`` run the
+backend of the DataFrame's type (:func:`backend_of`, also used by :mod:`hdp_spark.ldp`)."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 from hdp_spark.errors import EngineNotSupportedError
 
-__all__ = ["backend_of"]
+__all__ = ["agg", "backend_of", "histogram"]
 
 
 def backend_of(df: object) -> ModuleType:
@@ -28,3 +29,26 @@ def backend_of(df: object) -> ModuleType:
         return importlib.import_module("hdp_spark.spark")
     msg = f"`df` must be a pandas or Spark DataFrame, got {type(df).__name__}."
     raise EngineNotSupportedError(msg)
+
+
+def agg(df: Any, *specs: Any, **kwargs: Any) -> Any:
+    """Release aggregates of a pandas or Spark DataFrame (dispatches on its type).
+
+    Same arguments as :func:`hdp_spark.pandas.agg` / :func:`hdp_spark.spark.agg` (one
+    function, :func:`hdp_spark.front.release.agg`).
+
+    Privacy:
+        See :func:`hdp_spark.front.release.agg`: one release, one fresh key.
+    """
+    return backend_of(df).agg(df, *specs, **kwargs)
+
+
+def histogram(df: Any, spec: Any, **kwargs: Any) -> Any:
+    """Release a histogram of a pandas or Spark DataFrame (dispatches on its type).
+
+    Same arguments as :func:`hdp_spark.front.histogram.histogram`.
+
+    Privacy:
+        See :func:`hdp_spark.hdp_histogram`.
+    """
+    return backend_of(df).histogram(df, spec, **kwargs)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hdp_spark.core.kernels import mean_release, release_specs
+from hdp_spark.core.kernels import ReleaseResult, mean_release, release_specs
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.pipeline import Engine
-from hdp_spark.core.release import ReleaseResult
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.explain import (
     EXPLAIN_FIELDS,

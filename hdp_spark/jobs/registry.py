@@ -174,7 +174,7 @@ def _grid(raw: object) -> EpsGrid | None:
 
 
 def _build_mean(params: Mapping[str, Any]) -> MeanSpec:
-    from hdp_spark.specs import hdp_mean
+    from hdp_spark.aggregators import hdp_mean
 
     p = dict(params)
     for required in ("column", "eps", "lower", "upper"):
@@ -244,7 +244,7 @@ class HistogramEntry:
 
 
 def _build_histogram(params: Mapping[str, Any]) -> HistogramEntry:
-    from hdp_spark.histograms import hdp_histogram
+    from hdp_spark.aggregators import hdp_histogram
 
     p = dict(params)
     for required in ("column", "eps", "categories"):

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hdp_spark.aggregators import ldp_distribution, ldp_mean, ldp_mean_vector
 from hdp_spark.core.ldp.common import LDP_EPS_MIN, LdpEpsilonWarning, sphere_constant
 from hdp_spark.core.ldp.oracle import FrequencyOracle
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.ldp.aggregators import ldp_distribution, ldp_mean, ldp_mean_vector
 from hdp_spark.ldp.randomizers import (
     DuchiRandomizer,
     FrequencyReports,

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hdp_spark.core.baseline import is_free, single_eps_half_width
+
 __all__ = [
     "PERSON_KINDS",
     "ChargeClass",
@@ -34,10 +36,6 @@ __all__ = [
 PERSON_KINDS = ("heavy_hitters", "attribute_histograms", "marginals", "mwem")
 #: Person kinds whose records are cells of marginals (``marginal`` + the attribute values).
 CELL_KINDS = ("marginals", "mwem")
-
-#: Relative tolerance under which a charge counts as the full ε (float noise of the solver).
-_FULL = 1e-9
-
 
 @dataclass(frozen=True, slots=True)
 class ChargeClass:
@@ -184,11 +182,6 @@ def selection_classes(outcome: Mapping[str, Any]) -> list[ChargeClass] | None:
             for e, n, k in sel.get("charges") or []]
 
 
-def _free(allowed: float, charged: float) -> bool:
-    """Charged less than allowed (public rows, ε = ∞, are not "free": nothing to protect)."""
-    return math.isfinite(allowed) and charged < allowed * (1 - _FULL)
-
-
 def _quantiles(pairs: Iterable[tuple[float, int]]) -> tuple[float, float, float]:
     """(min, median, max) of values given with multiplicities (lower median)."""
     items = sorted((v, w) for v, w in pairs if w > 0)
@@ -228,7 +221,7 @@ def release_cost(per_agg: Sequence[Sequence[ChargeClass]]) -> Cost | None:
             cell[2] += c.charged if math.isfinite(c.charged) else 0.0
     classes_out = tuple((g, e, int(u), a, ch) for (g, e), (u, a, ch) in merged.items())
     users = sum(c[2] for c in classes_out)
-    free = [(a - ch, u) for _, _, u, a, ch in classes_out if _free(a, ch) and u]
+    free = [(a - ch, u) for _, _, u, a, ch in classes_out if is_free(a, ch) and u]
     return Cost(
         users=users,
         charged=_quantiles((ch, u) for _, _, u, _, ch in classes_out),
@@ -270,7 +263,7 @@ def eps_ranges(cost: Cost, *, max_ranges: int = 8) -> list[EpsRange]:
             continue
         cell = levels.setdefault(allowed, [0, 0, math.inf, -math.inf])
         cell[0] += users
-        if _free(allowed, charged):
+        if is_free(allowed, charged):
             cell[1] += users
         cell[2], cell[3] = min(cell[2], charged), max(cell[3], charged)
     ordered = sorted(levels)
@@ -337,39 +330,6 @@ def baseline_half_width(agg: Mapping[str, Any], row: Mapping[str, Any]) -> float
     if kind == "mean":
         span = float(agg["definition"]["upper"]) - float(agg["definition"]["lower"])
     return single_eps_half_width(_levels_of(agg, row), beta, span)
-
-
-def single_eps_half_width(
-    levels: Iterable[tuple[float, int]], beta: float, span: float | None
-) -> float | None:
-    """The single-ε baseline of :func:`baseline_half_width` from a group's ε histogram.
-
-    Args:
-        levels: ``(ε level, rows)`` of the group.
-        beta: the interval's miss probability.
-        span: ``upper - lower`` of a mean; None for a histogram (frequencies).
-
-    Returns:
-        The half-width, or None when the group has no private row.
-
-    Privacy:
-        A function of public facts only: the ε histogram, the bounds and β.
-    """
-    kept = [(e, n) for e, n in levels if n > 0 and e > 0]
-    private = [e for e, _ in kept if math.isfinite(e)]
-    if not private:
-        return None
-    n, eps_min = sum(n for _, n in kept), min(private)
-    log_term = math.log(1.0 / beta)
-    if span is not None:
-        return span * log_term / (n * eps_min)
-    return 2.0 * log_term / (n * eps_min)
-
-
-def is_free(allowed: float, charged: float) -> bool:
-    """Charged less than allowed, beyond solver rounding (public rows, ε = ∞, are not
-    "free": nothing to protect)."""
-    return _free(allowed, charged)
 
 
 def smallest_eps(agg: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> float | None:

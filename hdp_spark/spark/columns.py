@@ -55,7 +55,6 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
-from hdp_spark.spark.engine import spark_type
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
@@ -63,6 +62,7 @@ from hdp_spark.spark.extension import (
     install,
 )
 from hdp_spark.spark.jvm import FUNCTION
+from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
 __all__ = ["GROUPS", "ColumnOrName", "Inputs", "cells_of", "column_of", "hdp_histogram",
@@ -320,7 +320,7 @@ def hdp_mean(
         that uses the Column is a release of its own (see this module's docstring): the ε of
         different queries add up; re-evaluating one query adds nothing.
     """
-    from hdp_spark.specs import hdp_mean as spec_mean
+    from hdp_spark.aggregators import hdp_mean as spec_mean
 
     groups = _groups(keys)
     (name, value), (eps_name, eps_expr) = _input(column, "column"), _input(eps, "eps")
@@ -351,7 +351,7 @@ def hdp_histogram(
         As :func:`hdp_mean`: each row at its own ε_i, the ε column public, the grouping
         values public only when declared with ``keys="public"``; each query a release.
     """
-    from hdp_spark.histograms import hdp_histogram as spec_histogram
+    from hdp_spark.aggregators import hdp_histogram as spec_histogram
 
     groups = _groups(keys)
     (name, value), (eps_name, eps_expr) = _input(column, "column"), _input(eps, "eps")

@@ -14,7 +14,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
@@ -26,34 +25,9 @@ from hdp_spark.core.pipeline import (
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserMeanSpec
 from hdp_spark.spark._common import dataframe_schema, local_frame, mark_unsafe, release_keys
+from hdp_spark.spark.output import spark_schema
 
-__all__ = ["SparkEngine", "spark_schema", "spark_type"]
-
-_SCALAR: dict[str, T.DataType] = {
-    "float": T.DoubleType(), "int": T.LongType(), "str": T.StringType(),
-    "bool": T.BooleanType(), "floats": T.ArrayType(T.DoubleType()),
-}
-
-
-def spark_type(f: OutputField) -> T.DataType:
-    """The Spark type of one output field."""
-    if f.kind == "list":
-        return T.ArrayType(T.StructType([
-            T.StructField(i.suffix, spark_type(i), i.nullable) for i in f.items
-        ]))
-    return _SCALAR[f.kind.rstrip("?")]
-
-
-def spark_schema(df: DataFrame, by: Sequence[str], columns: Sequence[tuple[str, OutputField]]
-                 ) -> T.StructType:
-    """Group columns typed as in ``df``, then the output fields."""
-    fields = [
-        T.StructField(f.name, f.dataType, True) for c in by for f in df.schema.fields
-        if f.name == c
-    ]
-    fields += [T.StructField(name, spark_type(f), f.nullable) for name, f in columns]
-    return T.StructType(fields)
-
+__all__ = ["SparkEngine"]
 
 class SparkEngine:
     """Engine over one Spark DataFrame."""

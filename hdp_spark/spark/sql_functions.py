@@ -14,8 +14,8 @@ from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.mean.spec import MEAN_METHODS
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
-from hdp_spark.spark.engine import spark_type
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
+from hdp_spark.spark.output import spark_type
 
 __all__ = ["HISTOGRAM_METHODS_CONF", "MEAN_METHODS_CONF", "register_sql"]
 
@@ -59,7 +59,7 @@ def _call_key(key: ReleaseKey, spec: Any, default: Any) -> ReleaseKey:
 
 
 def _histogram_finalize(key: ReleaseKey, kind: str, names: list[str]) -> Any:
-    from hdp_spark.histograms import hdp_histogram as spec_histogram
+    from hdp_spark.aggregators import hdp_histogram as spec_histogram
 
     def histogram_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
                            categories: pd.Series, method: pd.Series,
@@ -106,8 +106,8 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
         data repeats its numbers exactly when the statistics did not change: register again
         (a new key) for each scheduled run or snapshot.
     """
-    from hdp_spark.histograms import hdp_histogram as spec_histogram
-    from hdp_spark.specs import hdp_mean as spec_mean
+    from hdp_spark.aggregators import hdp_histogram as spec_histogram
+    from hdp_spark.aggregators import hdp_mean as spec_mean
 
     install(session)
     if not analyzer_ready(session):

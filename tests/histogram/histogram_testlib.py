@@ -94,8 +94,8 @@ def engines_agree(spark: Any, method: str, seed: int, ratio: float, log_eps: tup
     """O27: the same seed and data give identical grouped outputs on pandas and Spark for
     ``method`` (public ε = inf and ε = 0 rows, nulls, out-of-domain labels, a key without
     rows). Returns the pandas frame for method-specific checks."""
+    from hdp_spark.aggregators import hdp_histogram
     from hdp_spark.core.levels import EpsGrid
-    from hdp_spark.histograms import hdp_histogram
 
     rng = np.random.default_rng(seed)
     n = 300

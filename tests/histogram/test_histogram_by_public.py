@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from histogram_testlib import run_histogram
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.errors import ParameterError
-from hdp_spark.histograms import hdp_histogram
 
 
 def frame() -> pd.DataFrame:

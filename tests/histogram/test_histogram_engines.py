@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from histogram_testlib import backend, run_histogram
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.release import (
     COUNT_COLUMNS,
     HISTOGRAM_COLUMNS,
@@ -20,7 +21,6 @@ from hdp_spark.core.histogram.release import (
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.stats import GroupStats
-from hdp_spark.histograms import hdp_histogram
 
 INF = math.inf
 STRINGS = ["a", "b", "A", "a ", " a", "ä", "", None, "zz", "other", "b"]

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from histogram_testlib import backend, run_histogram
 
+from hdp_spark import hdp_histogram, histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import (
@@ -17,7 +18,6 @@ from hdp_spark.errors import (
     ParameterError,
     SchemaError,
 )
-from hdp_spark.histograms import hdp_histogram, histogram
 
 BASE: dict[str, Any] = {"eps": "eps", "categories": ["a", "b"]}
 

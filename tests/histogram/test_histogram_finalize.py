@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from histogram_testlib import backend, stats_from_rows
 
+from hdp_spark import hdp_histogram, histogram
 from hdp_spark.core.histogram.finalize import finalize_histogram, project_simplex
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.histograms import hdp_histogram, histogram
 
 F = Fraction
 hpd = backend("pandas")

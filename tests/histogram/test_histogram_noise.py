@@ -23,12 +23,12 @@ from histogram_testlib import (
 )
 from scipy import stats as sst
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
 from hdp_spark.core.mean.weights import r_c2
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats
-from hdp_spark.histograms import hdp_histogram
 
 ALPHA = 1e-4
 TRIALS = 2000

@@ -20,6 +20,7 @@ from audit_stats import ALPHA, assert_private, eps_lower_bound, power_floor
 from audit_stats import key as audit_key
 from histogram_testlib import stats_from_rows
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.finalize import (
     bin_statistics,
     finalize_histogram,
@@ -33,7 +34,6 @@ from hdp_spark.core.histogram.spec import (
 )
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK, grid_for
-from hdp_spark.histograms import hdp_histogram
 
 INF = math.inf
 

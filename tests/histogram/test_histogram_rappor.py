@@ -22,6 +22,7 @@ from audit_stats import key as audit_key
 from histogram_testlib import engines_agree, stats_from_rows, true_frequencies
 from scipy import stats as sst
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.finalize import (
     bin_statistics,
     finalize_histogram,
@@ -33,7 +34,6 @@ from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.binomial import binomial_logistic
 from hdp_spark.errors import InternalError
-from hdp_spark.histograms import hdp_histogram
 
 INF = math.inf
 ALPHA = 1e-4

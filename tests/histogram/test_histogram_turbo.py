@@ -31,6 +31,7 @@ from histogram_testlib import (
 )
 from scipy import stats as sst
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.finalize import (
     bin_statistics,
     finalize_histogram,
@@ -47,7 +48,6 @@ from hdp_spark.core.mean.weights import (
 )
 from hdp_spark.core.noise.exact import GRID_SLACK
 from hdp_spark.errors import InternalError
-from hdp_spark.histograms import hdp_histogram
 
 INF = math.inf
 ALPHA = 1e-4

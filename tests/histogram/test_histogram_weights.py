@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from histogram_testlib import run_histogram, stats_from_rows, true_frequencies
 
+from hdp_spark.aggregators import hdp_histogram
 from hdp_spark.core.histogram.finalize import finalize_histogram
 from hdp_spark.core.histogram.spec import (
     HISTOGRAM_METHODS,
@@ -23,7 +24,6 @@ from hdp_spark.core.histogram.spec import (
 from hdp_spark.core.mean.weights import r_c2, r_wc2
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK
-from hdp_spark.histograms import hdp_histogram
 
 INF = math.inf
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import hdp_spark.jobs.allocation as al
+from hdp_spark.aggregators import hdp_mean
 from hdp_spark.core.ledger import UNIT
 from hdp_spark.jobs.allocation import Profile, ReleaseModel, allocate, needs_proxy, simulate
-from hdp_spark.specs import hdp_mean
 
 
 def _profile(n: int, seed: int) -> Profile:

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from job_helpers import DATA, GLOBAL_RELEASE, GROUPED_RELEASE, REPO, spent_by_user, write_job
 
+from hdp_spark.aggregators import hdp_mean
 from hdp_spark.cli import main
 from hdp_spark.core.ledger import UNIT
 from hdp_spark.errors import EpsilonColumnError, JobError
@@ -31,7 +32,6 @@ from hdp_spark.jobs.allocation import (
     simulate,
 )
 from hdp_spark.jobs.planning import render_plan, write_user_table
-from hdp_spark.specs import hdp_mean
 
 REGION_RELEASE = """
 [[releases]]

@@ -1,4 +1,5 @@
-"""Public constructors of aggregators (engine-agnostic; both backends accept them)."""
+"""Public constructor of the heterogeneous-DP mean (engine-agnostic; both backends accept
+it)."""
 
 from __future__ import annotations
 

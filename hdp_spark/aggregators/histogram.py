@@ -1,4 +1,4 @@
-"""Public constructor of the heterogeneous-DP histogram and its engine dispatcher."""
+"""Public constructor of the heterogeneous-DP histogram (engine-agnostic)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, cast
 from hdp_spark.core.histogram.spec import HistogramMethod, HistogramSpec
 from hdp_spark.core.levels import EpsGrid
 
-__all__ = ["hdp_histogram", "histogram"]
+__all__ = ["hdp_histogram"]
 
 
 def hdp_histogram(
@@ -115,16 +115,3 @@ def hdp_histogram(
         eps_grid=eps_grid,
         alias=alias,
     )
-
-
-def histogram(df: Any, spec: HistogramSpec, **kwargs: Any) -> Any:
-    """Release a histogram of a pandas or Spark DataFrame (dispatches on its type).
-
-    Same arguments as :func:`hdp_spark.pandas.histogram` / :func:`hdp_spark.spark.histogram`.
-
-    Privacy:
-        See :func:`hdp_spark.hdp_histogram`.
-    """
-    from hdp_spark.front.dispatch import backend_of
-
-    return backend_of(df).histogram(df, spec, **kwargs)
