@@ -12,7 +12,7 @@ reports every trial; raw (unprojected) estimates; corrected Duchi radius (erratu
 Reports come from the library's exact randomizers (``hdp_spark.ldp``); weights from the
 library's driver code (``hdp_spark.core.ldp.mean.level_weights``). Estimates are computed
 with numpy from those weights; the first trials are also run through the full pandas
-aggregation path (``hdp_spark.pandas.ldp.ldp_agg``) and the largest difference is reported.
+aggregation path (``hdp_spark.pandas.ldp_agg``) and the largest difference is reported.
 "Exact" is the closed-form MSE of spec §5 T-VAR for the same weights.
 
 With ``--rates``: the (1 − β) quantile of the error of the same estimators (and of the

@@ -51,7 +51,7 @@ def ldp_agg(
             by it would publish exact per-value counts through ``_n``.
         keys: the public key set of a grouped aggregation; every key gets a row.
             Key sets must be public inputs from outside the data; the rules, what is
-            refused and the output order are those of :func:`hdp_spark.pandas.agg`.
+            refused and the output order are those of ``agg``.
         already_randomized: declare that the report columns already hold ε_i-LDP reports
             made outside this library (on the devices, the production case). Without it,
             every report column must carry the marker ``ldp_simulate`` writes (pandas:

@@ -1,6 +1,6 @@
 """pandas native cells of the mean: the per-(group, ε level) count and encoded sums.
 
-The release itself is :mod:`hdp_spark.core.pipeline` (``agg`` in :mod:`hdp_spark.pandas._agg`).
+The release itself is :mod:`hdp_spark.core.pipeline` (``agg`` in :mod:`hdp_spark.front.release`).
 """
 
 from __future__ import annotations

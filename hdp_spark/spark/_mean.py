@@ -1,6 +1,6 @@
 """Spark native cells of the mean: the per-(group, ε level) count and encoded sums.
 
-The release itself is :mod:`hdp_spark.core.pipeline` (``agg`` in :mod:`hdp_spark.spark._agg`).
+The release itself is :mod:`hdp_spark.core.pipeline` (``agg`` in :mod:`hdp_spark.front.release`).
 
 With the JVM extension (see :mod:`hdp_spark.spark.columns`), one ``hdp_cells`` aggregate
 per plan (level rules and encoding inside it). Otherwise one Spark action per plan:
