@@ -11,7 +11,7 @@ are clipped to [0, 1] (spec §4.1).
   Σ w_i x_σ(i) + Laplace(η), clipped.
 * LDP (Y_i = X_i + Laplace(1/ε_i), combined with the HPM-WP weights for P and the HPM-WE
   weights for E): simulated per user here, and shipped by the library as the methods
-  ``ldp-wp`` / ``ldp-we`` of ``hdp_mean`` (same law, run centrally; README "The mean").
+  ``ldp-wp`` / ``ldp-we`` of ``hdp_mean`` (same law, run centrally; docs/mean.md).
 * SM (Jorgensen et al.) from spec §4.1: a simulation only. It is not a library method:
   its privacy under replace-one neighbours has no per-user proof (docs/histogram.md,
   "Not shipped: the sampling mechanism (SM)").

@@ -1,6 +1,6 @@
 """The local-DP baseline methods of ``hdp_mean`` through the public API, on both engines.
 
-Output semantics (README, "The mean: methods and output"): the weights and ``eps_effective``
+Output semantics (docs/mean.md, "The mean: methods and output"): the weights and ``eps_effective``
 of the HPM method, ``noise_scale`` the standard deviation of the whole local-DP noise
 (sqrt(2 Σ_i (w_i (upper − lower)/ε_i)²)), no noise when only public rows carry weight.
 """

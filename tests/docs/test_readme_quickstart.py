@@ -1,9 +1,10 @@
 """The README's quickstarts run exactly as printed: pandas, Spark classic and Spark Connect.
 
 The snippets are read from README.md (the ```python blocks of the "Quickstart" section), so
-the README cannot drift from what works. The Spark snippet prints both session lines, the
-classic one active and the Connect one commented out; the Connect run swaps the comment and
-changes nothing else.
+the README cannot drift from what works. The pandas blocks run in order as one script, and
+so do the Spark blocks (the release, then the Column aggregators, "the same script,
+continued"). The Spark snippet prints both session lines, the classic one active and the
+Connect one commented out; the Connect run swaps the comment and changes nothing else.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _quickstart_blocks() -> dict[str, str]:
     section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     out: dict[str, str] = {}
-    for block in blocks:  # the pandas blocks run in order, as one script
+    for block in blocks:  # the blocks of each engine run in order, as one script
         name = "spark" if "hdp_spark.spark" in block else "pandas"
         out[name] = out.get(name, "") + block
     assert set(out) == {"pandas", "spark"}, "README quickstart must show pandas and Spark"

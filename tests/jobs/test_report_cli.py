@@ -168,7 +168,7 @@ keys = ["engineering", "finance", "operations", "research", "sales"]
 def test_run_on_another_ledger_and_output_says_which_engine_computed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`--ledger` / `--output` (the README's Spark trial command) leave the job's own
+    """`--ledger` / `--output` (the Spark trial command of docs/setup.md) leave the job's own
     ledger and outputs alone; each release line says which engine computed it."""
     job = write_job(tmp_path)
     trial, ledger = tmp_path / "trial", tmp_path / "trial-ledger.sqlite"
