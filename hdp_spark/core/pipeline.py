@@ -10,7 +10,8 @@ A release is: validate the specs (one :class:`Kernel` per spec type) -> the engi
 resolves the public keys and checks the schema -> the engine computes the cells the cell
 kernels ask for (one pass per :class:`CellRequest`; requests on the same ε column and grid
 share one pass) -> each kernel finalizes each group on the driver (a pure function of
-spec, group cells and noise context) while interactive kernels (user-level mean, heavy
+spec, group cells and noise context; kernels with a batch finalize take all groups of a spec
+in one call) while interactive kernels (user-level mean, heavy
 hitters) drive the engine's providers -> rows laid out by the kernels' one output
 description (:class:`OutputField`) -> the engine materializes them.
 """
@@ -39,6 +40,7 @@ from hdp_spark.errors import InternalError, ParameterError
 
 __all__ = [
     "LEVEL_ITEMS",
+    "BatchCellKernel",
     "CategoryRequest",
     "CellKernel",
     "CellRequest",
@@ -210,6 +212,17 @@ class CellKernel(Kernel, Protocol):
 
     def finalize(self, spec: Any, cells: GroupCells, noise: NoiseContext) -> Any:
         """One group's released result: a pure function of (spec, cells, noise)."""
+        ...
+
+
+@runtime_checkable
+class BatchCellKernel(CellKernel, Protocol):
+    """A cell kernel that also finalizes all groups of a spec in one call."""
+
+    def finalize_batch(self, spec: Any, stats: Sequence[Any], slot: int, key: ReleaseKey,
+                       groups: Keys, label: str) -> list[Any]:
+        """Every group's result, equal to :meth:`CellKernel.finalize` per group: ``stats[g]``
+        is group ``groups[g]``'s table, noise bound to (``key``, ``groups[g]``, ``label``)."""
         ...
 
 
@@ -429,6 +442,12 @@ def run_release(
                           NoiseContext(release_key, k, name), picked[k])
                 for k in order
             }
+            continue
+        if isinstance(kernel, BatchCellKernel):
+            # one call for every group: the same results as the per-group loop below
+            stats = [table.get(k, blank) for k in order]
+            batch = kernel.finalize_batch(spec, stats, slot, release_key, order, name)
+            results[name] = dict(zip(order, batch, strict=True))
             continue
         size = len(order)
         cells = records(GroupCells, [table.get(key, blank) for key in order], [slot] * size)

@@ -1,0 +1,293 @@
+"""Batch finalize of the heterogeneous-DP mean: many groups of one spec in one call.
+
+:func:`finalize_mean_batch` returns, for every group, the :class:`MeanResult` that
+:func:`~hdp_spark.core.mean.finalize.finalize_mean` returns for it, bit for bit (the
+scalar function is the reference; ``tests/core/test_mean_batch.py`` checks equality with
+``==`` on every float). Inputs are columnar (:class:`MeanCells`: flat per-cell arrays and
+group offsets), which the driver's ``GroupStats`` tables and an Arrow batch of aggregated
+rows on the executors both produce cheaply.
+
+What runs vectorized over groups (numpy, :mod:`.batch_weights`): the weight solver of the
+closed-form and prefix-scan methods (``adpm``, ``hpm-a``, ``uniform``, ``proportional``),
+the exact decomposition of φ into integer numerators, the choice of η's level, the
+smallest constrained weight, the empty groups and the histogram bytes of the noise
+context. What stays per group (Python integers, one short loop): the exact big-integer
+sums (Σ m·P, Σ P·q), the exact rationals η and the statistic, the noise context, the
+keyed stream and the exact sampler, and the per-level privacy figures (correctly rounded
+divisions of big integers). Methods with an iterative solver (``hpm-cp/ce/wp/we``,
+``drop``) and the local-DP baselines go through the scalar path per group (same numbers:
+it *is* the scalar path).
+
+Privacy (noise binding): the batch path is the same mechanism as the scalar one, not a
+re-implementation of it. For each group it builds the same context bytes (the shared head
+of (kind, label, method, column, bounds), then the group key, the packed ε histogram, the
+exact statistic as a reduced fraction and the value index), derives the same stream
+``HMAC-SHA256(release key, domain || context)`` through :meth:`ReleaseKey.stream`, and
+calls the same exact sampler :func:`~hdp_spark.core.noise.laplace_mechanism` with the same
+η and smallest sensitivity. Same key, same context, same sampler: the same bits, so the
+sensitivity argument of :mod:`hdp_spark.core.mean.finalize` (loss w_l/η <= ε_l per row)
+carries over unchanged, and so do the re-evaluation and differencing properties of
+:mod:`hdp_spark.core.noise.prf` (noise is a function of key, group and exact statistic).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import repeat
+
+import numpy as np
+import numpy.typing as npt
+
+from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.keys import context_key
+from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
+from hdp_spark.core.mean.finalize import (
+    LevelPrivacy,
+    MeanResult,
+    _context_head,
+    finalize_mean,
+)
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.noise import ReleaseKey, encode_context_tail, laplace_mechanism
+from hdp_spark.core.records import records
+from hdp_spark.core.stats import GroupStats, LevelRow
+from hdp_spark.errors import InternalError
+
+__all__ = ["MeanCells", "finalize_mean_batch"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+_INF = float("inf")
+_NAN = float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class MeanCells:
+    """The level tables of G groups for one mean spec, as flat arrays.
+
+    Attributes:
+        offsets: int64, G + 1 entries; group g's cells are ``[offsets[g], offsets[g+1])``.
+        levels: float64 ε level per cell, ascending within each group.
+        counts: int64 rows per cell.
+        totals: int64 exact encoded sum of the spec's value column per cell.
+    """
+
+    offsets: IntArray
+    levels: FloatArray
+    counts: IntArray
+    totals: IntArray
+
+    @property
+    def size(self) -> int:
+        """Number of groups."""
+        return int(self.offsets.shape[0]) - 1
+
+    @classmethod
+    def from_stats(cls, stats: Sequence[GroupStats], slot: int) -> MeanCells:
+        """The cells of ``stats`` (one table per group), the ``slot``-th encoded sum."""
+        offsets = np.zeros(len(stats) + 1, dtype=np.int64)
+        np.cumsum([len(s.rows) for s in stats], out=offsets[1:])
+        rows = [r for s in stats for r in s.rows]
+        return cls(
+            offsets,
+            np.array([r.level for r in rows], dtype=np.float64),
+            np.array([r.count for r in rows], dtype=np.int64),
+            np.array([r.totals[slot] for r in rows], dtype=np.int64),
+        )
+
+    def group_stats(self, g: int, slot: int) -> GroupStats:
+        """Group g as the scalar path's table (its sum at position ``slot``)."""
+        lo, hi = int(self.offsets[g]), int(self.offsets[g + 1])
+        pad = (0,) * slot
+        return GroupStats(tuple(
+            LevelRow(lv, c, (*pad, q)) for lv, c, q in zip(
+                self.levels[lo:hi].tolist(), self.counts[lo:hi].tolist(),
+                self.totals[lo:hi].tolist(), strict=True)
+        ))
+
+
+def _levels(eps: list[float], n: list[int], weight: list[float], eff: list[float]
+            ) -> list[LevelPrivacy]:
+    return records(LevelPrivacy, eps, n, weight, eff)
+
+
+def finalize_mean_batch(
+    spec: MeanSpec,
+    cells: MeanCells,
+    value_index: int,
+    key: ReleaseKey,
+    groups: Sequence[tuple[object, ...]],
+    label: str,
+) -> list[MeanResult]:
+    """Weights, estimate, noise and metadata of every group of a batch.
+
+    Args:
+        spec: the aggregator.
+        cells: the groups' level tables (``cells.size == len(groups)``).
+        value_index: the spec's position in its shared request (enters the context).
+        key: the release key.
+        groups: the group keys, in the order of ``cells``.
+        label: the aggregator's name within the release (domain separation).
+
+    Returns:
+        ``[finalize_mean(spec, stats_g, value_index, key, groups[g], label) for g]``,
+        equal bit for bit.
+
+    Raises:
+        InternalError: ``cells`` and ``groups`` disagree in size.
+
+    Privacy:
+        The same mechanism as :func:`~hdp_spark.core.mean.finalize.finalize_mean` per
+        group: weights from the public ε histogram, noise from the stream of the same
+        context (release key, spec, group key, ε histogram, exact statistic) through the
+        same exact sampler (see the module docstring). Nothing is drawn twice or shared
+        between groups.
+    """
+    size = cells.size
+    if size != len(groups):
+        msg = "finalize_mean_batch needs one group key per group of cells"
+        raise InternalError(msg)
+    if not vector_method(spec):
+        return [finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
+                              groups[g], label) for g in range(size)]
+    offsets = cells.offsets
+    table = batch_phi(spec.method, offsets, cells.levels, cells.counts)
+    mask = table.mask
+    # exact numerators P = M << (E + K), flat over the real cells
+    nums: list[int] = list(map(operator.lshift, table.mant[mask].tolist(),
+                               table.shift[mask].tolist()))
+    eps_l: list[float] = cells.levels.tolist()
+    cnt_l: list[int] = cells.counts.tolist()
+    tot_l: list[int] = cells.totals.tolist()
+    off_l: list[int] = offsets.tolist()
+    tau_l: list[float] = table.tau.tolist()
+    eta_l: list[int] = table.eta_at.tolist()
+    scalar_l: list[bool] = table.scalar.tolist()
+    # smallest positive numerator of a level with finite ε (fixes the noise grid)
+    finite = np.isfinite(np.where(mask, _padded_levels(offsets, cells.levels), 0.0))
+    constrained = (table.phi > 0) & finite
+    min_at: list[int] = np.where(
+        constrained.any(axis=1),
+        np.argmin(np.where(constrained, table.phi, _INF), axis=1) if mask.shape[1] else 0,
+        -1).tolist()
+    hist_v = cells.levels.astype(">f8").tobytes()
+    hist_m = cells.counts.astype(">i8").tobytes()
+    lower, upper = float(spec.lower), float(spec.upper)
+    span = upper - lower
+    midpoint = (lower + upper) / 2
+    method, clips, beta, adpm = spec.method, spec.clips, spec.beta, spec.method == "adpm"
+    head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
+    mul = operator.mul
+    weight_l: list[float] = []
+    eff_l: list[float] = []
+    out: list[MeanResult | None] = []
+    level_at: list[tuple[int, int]] = []  # per group: its slice of the level columns
+    for g in range(size):
+        lo, hi = off_l[g], off_l[g + 1]
+        if scalar_l[g]:
+            out.append(finalize_mean(spec, cells.group_stats(g, value_index), value_index,
+                                     key, groups[g], label))
+            level_at.append((0, 0))
+            continue
+        m = cnt_l[lo:hi]
+        n = sum(m)
+        at = len(weight_l)
+        if not n:
+            out.append(MeanResult(midpoint, 0.0, lower, upper, n, _NAN, method, True, ()))
+            level_at.append((0, 0))
+            continue
+        ps = nums[lo:hi]
+        den = sum(map(mul, m, ps))
+        tau = tau_l[g]
+        if not den:  # no row may carry weight: the midpoint (scalar: weights.trivial)
+            out.append(_fallback(midpoint, lower, upper, n, _NAN, method))
+            weight_l.extend(repeat(0.0, hi - lo))
+            eff_l.extend(repeat(0.0, hi - lo))
+            level_at.append((at, at + hi - lo))
+            continue
+        e_at = eta_l[g]
+        if e_at < 0:
+            eta = Fraction(0)
+        else:
+            c, d = eps_l[lo + e_at].as_integer_ratio()
+            eta = Fraction(ps[e_at] * d, den * c)
+        if adpm:
+            l2 = sum(map(mul, m, [p * p for p in ps])) / (den * den)
+            eta_f = eta.numerator / eta.denominator
+            if l2 / 4 + 2 * eta_f**2 > 0.25:
+                # data-independent fallback (ISIT paper, Alg. 1), as plan_mean
+                out.append(_fallback(midpoint, lower, upper, n, tau, method))
+                weight_l.extend(repeat(0.0, hi - lo))
+                eff_l.extend(repeat(0.0, hi - lo))
+                level_at.append((at, at + hi - lo))
+                continue
+        weight_l.extend([p / den for p in ps])
+        if not eta:
+            eff_l.extend([_INF if p else 0.0 for p in ps])
+        else:
+            scale_d, divisor = eta.denominator, den * eta.numerator
+            eff_l.extend([(p * scale_d) / divisor if p else 0.0 for p in ps])
+        level_at.append((at, at + hi - lo))
+        m_at = min_at[g]
+        min_sensitivity = Fraction(ps[m_at], den) if m_at >= 0 else Fraction(1)
+        statistic = Fraction(sum(map(mul, ps, tot_l[lo:hi])), den * FIXED_ONE)
+        # the scalar path's histogram struct: the levels (>f8), then the counts (>i8)
+        histogram = hist_v[8 * lo:8 * hi] + hist_m[8 * lo:8 * hi]
+        context = encode_context_tail(
+            head, (context_key(groups[g]), histogram, statistic, value_index))
+        draw = laplace_mechanism(statistic, eta, min_sensitivity, key.stream(context))
+        value, scale = draw.value, draw.scale
+        estimate = lower + span * (value.numerator / value.denominator)
+        noise_scale = span * (scale.numerator / scale.denominator)
+        half = span * draw.half_width(beta)
+        ci_lo, ci_hi = estimate - half, estimate + half
+        if clips:
+            estimate = min(max(estimate, lower), upper)
+        ci_lo, ci_hi = max(ci_lo, lower), min(ci_hi, upper)
+        out.append(MeanResult(estimate, noise_scale, min(ci_lo, estimate),
+                              max(ci_hi, estimate), n, tau, method, False, ()))
+    return _with_levels(out, level_at, cells, eps_l, cnt_l, weight_l, eff_l, off_l)
+
+
+def _padded_levels(offsets: IntArray, levels: FloatArray) -> FloatArray:
+    sizes = np.diff(offsets)
+    width = max(int(sizes.max()) if sizes.size else 0, 1)  # >= 1: argmax needs a column
+    mask = np.arange(width)[None, :] < sizes[:, None]
+    out = np.zeros(mask.shape)
+    out[mask] = levels
+    return out
+
+
+def _fallback(midpoint: float, lower: float, upper: float, n: int, tau: float, method: str
+              ) -> MeanResult:
+    """The data-independent midpoint (its levels, all weight 0, are set afterwards)."""
+    return MeanResult(midpoint, 0.0, lower, upper, n, tau, method, True, ())
+
+
+def _with_levels(out: list[MeanResult | None], level_at: list[tuple[int, int]],
+                 cells: MeanCells, eps_l: list[float], cnt_l: list[int],
+                 weight_l: list[float], eff_l: list[float], off_l: list[int]
+                 ) -> list[MeanResult]:
+    """Attach each group's per-level privacy figures (built as one column of records)."""
+    del cells
+    eps_c: list[float] = []
+    n_c: list[int] = []
+    for (start, stop), g in zip(level_at, range(len(out)), strict=True):
+        if stop > start:
+            eps_c.extend(eps_l[off_l[g]:off_l[g + 1]])
+            n_c.extend(cnt_l[off_l[g]:off_l[g + 1]])
+    built = _levels(eps_c, n_c, weight_l, eff_l)
+    result: list[MeanResult] = []
+    for r, (start, stop) in zip(out, level_at, strict=True):
+        if r is None:
+            msg = "a group of the batch was not finalized"
+            raise InternalError(msg)
+        if stop > start:
+            r = MeanResult(r.estimate, r.noise_scale, r.ci_low, r.ci_high, r.n, r.tau,
+                           r.method, r.fallback, tuple(built[start:stop]))
+        result.append(r)
+    return result

@@ -1,0 +1,137 @@
+"""The batch finalize of the mean equals the scalar finalize bit for bit (issue 31).
+
+The scalar :func:`finalize_mean` is the reference: for random batches of groups (one
+level, all public, ε = 0 rows, fallbacks, empty groups, a single group, every method),
+:func:`finalize_mean_batch` must return the same results, every float compared by its
+bits (``==`` on floats, plus NaN where the reference has NaN).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hdp_spark.core.encoding import FIXED_ONE
+from hdp_spark.core.mean.batch import MeanCells, finalize_mean_batch
+from hdp_spark.core.mean.batch_weights import VECTOR_METHODS
+from hdp_spark.core.mean.finalize import LevelPrivacy, MeanResult, finalize_mean
+from hdp_spark.core.mean.spec import MEAN_METHODS, MeanSpec
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.stats import GroupStats, LevelRow
+from hdp_spark.errors import InternalError
+
+_LEVELS = (0.0, 1e-100, 1e-7, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0, 7.5, 100.0,
+           1e100, math.inf)
+_COUNTS = (1, 2, 3, 7, 100, 5000, 2**32 - 1)
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack(">d", x)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values; floats equal by ``==`` and by their bits (NaN matches NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (a == b or (math.isnan(a) and math.isnan(b))) and _bits(a) == _bits(b)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, MeanResult | LevelPrivacy):
+        return all(_same(getattr(a, f), getattr(b, f)) for f in type(a).__slots__)
+    return bool(a == b)
+
+
+@st.composite
+def _group(draw: st.DrawFn) -> GroupStats:
+    levels = sorted(draw(st.sets(st.sampled_from(_LEVELS), max_size=6)))
+    rows = []
+    for level in levels:
+        count = draw(st.sampled_from(_COUNTS))
+        total = draw(st.integers(0, count * FIXED_ONE))
+        rows.append(LevelRow(level, count, (total, count * FIXED_ONE - total)))
+    return GroupStats(tuple(rows))
+
+
+def _check(spec: MeanSpec, stats: list[GroupStats], slot: int) -> None:
+    key = ReleaseKey(bytes(range(32)), unsafe=True)
+    groups = [(g, "k", 0.5) for g in range(len(stats))]
+    want = [finalize_mean(spec, s, slot, key, k, "lab") for s, k in zip(stats, groups,
+                                                                           strict=True)]
+    got = finalize_mean_batch(spec, MeanCells.from_stats(stats, slot), slot, key, groups,
+                              "lab")
+    assert len(got) == len(want)
+    for w, g in zip(want, got, strict=True):
+        assert _same(w, g), (w, g)
+
+
+@given(stats=st.lists(_group(), max_size=12), method=st.sampled_from(MEAN_METHODS),
+       slot=st.sampled_from((0, 1)), clip=st.sampled_from((None, True, False)))
+@settings(max_examples=120, deadline=None)
+def test_batch_equals_scalar(stats: list[GroupStats], method: str, slot: int,
+                             clip: bool | None) -> None:
+    spec = MeanSpec("x", "eps", -2.0, 3.5, method=method, clip_output=clip)  # type: ignore[arg-type]
+    _check(spec, stats, slot)
+
+
+@given(stats=st.lists(_group(), min_size=1, max_size=30),
+       method=st.sampled_from(sorted(VECTOR_METHODS)))
+@settings(max_examples=150, deadline=None)
+def test_vectorized_methods_equal_scalar(stats: list[GroupStats], method: str) -> None:
+    _check(MeanSpec("x", "eps", 0.0, 1.0, method=method), stats, 0)  # type: ignore[arg-type]
+
+
+def _rows(*cells: tuple[float, int]) -> GroupStats:
+    return GroupStats(tuple(LevelRow(lv, c, (c * FIXED_ONE // 3, 0)) for lv, c in cells))
+
+
+_EDGES = {
+    "empty": _rows(),
+    "one level": _rows((0.5, 10)),
+    "all public": _rows((math.inf, 10)),
+    "public and eps 0": _rows((0.0, 4), (math.inf, 3)),
+    "eps 0 only": _rows((0.0, 5)),
+    "eps 0 and private": _rows((0.0, 5), (1.0, 20)),
+    "adpm fallback": _rows((0.01, 2), (0.02, 1)),
+    "wide range": _rows((1e-100, 3), (1.0, 5), (1e100, 2), (math.inf, 1)),
+    "one row": _rows((2.0, 1)),
+}
+
+
+@pytest.mark.parametrize("method", MEAN_METHODS)
+def test_edge_cases_one_batch_and_alone(method: str) -> None:
+    spec = MeanSpec("x", "eps", 1.0, 9.0, method=method)  # type: ignore[arg-type]
+    _check(spec, list(_EDGES.values()), 0)
+    for stats in _EDGES.values():
+        _check(spec, [stats], 1)  # a single group
+
+
+def test_empty_batch_and_adpm_fallback_is_hit() -> None:
+    spec = MeanSpec("x", "eps", 0.0, 1.0)
+    _check(spec, [], 0)
+    key = ReleaseKey(bytes(32), unsafe=True)
+    out = finalize_mean_batch(spec, MeanCells.from_stats([_EDGES["adpm fallback"]], 0), 0,
+                              key, [()], "m")
+    assert out[0].fallback  # the edge case exercises the ADPM fallback branch
+
+
+def test_size_mismatch_is_an_internal_error() -> None:
+    cells = MeanCells(np.array([0, 1], np.int64), np.array([1.0]), np.array([3], np.int64),
+                      np.array([5], np.int64))
+    with pytest.raises(InternalError):
+        finalize_mean_batch(MeanSpec("x", "eps", 0.0, 1.0), cells, 0,
+                            ReleaseKey(bytes(32), unsafe=True), [(), ()], "m")
+
+
+def test_noise_is_per_group() -> None:
+    """Two groups with identical statistics get independent noise (their own streams)."""
+    stats = [_rows((0.5, 100), (1.0, 50))] * 2
+    out = finalize_mean_batch(MeanSpec("x", "eps", 0.0, 1.0), MeanCells.from_stats(stats, 0),
+                              0, ReleaseKey(bytes(32), unsafe=True), [("a",), ("b",)], "m")
+    assert out[0].estimate != out[1].estimate
