@@ -110,11 +110,6 @@ class MeanCells:
         ))
 
 
-def _levels(eps: list[float], n: list[int], weight: list[float], eff: list[float]
-            ) -> list[LevelPrivacy]:
-    return records(LevelPrivacy, eps, n, weight, eff)
-
-
 def finalize_mean_batch(
     spec: MeanSpec,
     cells: MeanCells,
@@ -167,6 +162,8 @@ def finalize_mean_batch(
     tau_l: list[float] = table.tau.tolist()
     eta_l: list[int] = table.eta_at.tolist()
     scalar_l: list[bool] = table.scalar.tolist()
+    unit_l: list[bool] = table.eta_unit.tolist()
+    phi_l: list[float] = table.phi[mask].tolist()
     # smallest positive numerator of a level with finite ε (fixes the noise grid)
     finite = np.isfinite(np.where(mask, _padded_levels(offsets, cells.levels), 0.0))
     constrained = (table.phi > 0) & finite
@@ -182,75 +179,111 @@ def finalize_mean_batch(
     method, clips, beta, adpm = spec.method, spec.clips, spec.beta, spec.method == "adpm"
     head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
     mul = operator.mul
-    weight_l: list[float] = []
-    eff_l: list[float] = []
-    out: list[MeanResult | None] = []
-    level_at: list[tuple[int, int]] = []  # per group: its slice of the level columns
+    # per finalized group: the MeanResult columns; per level: the LevelPrivacy columns
+    est: list[float] = []
+    noise_sd: list[float] = []
+    ci_low: list[float] = []
+    ci_high: list[float] = []
+    n_col: list[int] = []
+    tau_col: list[float] = []
+    fallback: list[bool] = []
+    spans: list[tuple[int, int]] = []
+    eps_c: list[float] = []
+    n_c: list[int] = []
+    weight_c: list[float] = []
+    eff_c: list[float] = []
+    scalar: dict[int, MeanResult] = {}
     for g in range(size):
         lo, hi = off_l[g], off_l[g + 1]
         if scalar_l[g]:
-            out.append(finalize_mean(spec, cells.group_stats(g, value_index), value_index,
-                                     key, groups[g], label))
-            level_at.append((0, 0))
+            scalar[g] = finalize_mean(spec, cells.group_stats(g, value_index), value_index,
+                                      key, groups[g], label)
             continue
         m = cnt_l[lo:hi]
         n = sum(m)
-        at = len(weight_l)
-        if not n:
-            out.append(MeanResult(midpoint, 0.0, lower, upper, n, _NAN, method, True, ()))
-            level_at.append((0, 0))
+        at = len(weight_c)
+        n_col.append(n)
+        if not n:  # no rows: the midpoint, no levels (plan_mean)
+            _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
+                      upper, _NAN)
+            spans.append((at, at))
             continue
+        eps_c.extend(eps_l[lo:hi])
+        n_c.extend(m)
+        spans.append((at, at + hi - lo))
         ps = nums[lo:hi]
         den = sum(map(mul, m, ps))
-        tau = tau_l[g]
         if not den:  # no row may carry weight: the midpoint (scalar: weights.trivial)
-            out.append(_fallback(midpoint, lower, upper, n, _NAN, method))
-            weight_l.extend(repeat(0.0, hi - lo))
-            eff_l.extend(repeat(0.0, hi - lo))
-            level_at.append((at, at + hi - lo))
+            _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
+                      upper, _NAN)
+            weight_c.extend(repeat(0.0, hi - lo))
+            eff_c.extend(repeat(0.0, hi - lo))
             continue
+        tau = tau_l[g]
         e_at = eta_l[g]
         if e_at < 0:
             eta = Fraction(0)
-        else:
+        else:  # max_l P_l/(den·ε_l) = P·d/(den·c) with ε = c/d exactly (normalize)
             c, d = eps_l[lo + e_at].as_integer_ratio()
             eta = Fraction(ps[e_at] * d, den * c)
-        if adpm:
-            l2 = sum(map(mul, m, [p * p for p in ps])) / (den * den)
-            eta_f = eta.numerator / eta.denominator
-            if l2 / 4 + 2 * eta_f**2 > 0.25:
-                # data-independent fallback (ISIT paper, Alg. 1), as plan_mean
-                out.append(_fallback(midpoint, lower, upper, n, tau, method))
-                weight_l.extend(repeat(0.0, hi - lo))
-                eff_l.extend(repeat(0.0, hi - lo))
-                level_at.append((at, at + hi - lo))
-                continue
-        weight_l.extend([p / den for p in ps])
+        if adpm and (sum(map(mul, m, [p * p for p in ps])) / (den * den) / 4
+                     + 2 * (eta.numerator / eta.denominator) ** 2 > 0.25):
+            # data-independent fallback (ISIT paper, Alg. 1), as plan_mean
+            _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
+                      upper, tau)
+            weight_c.extend(repeat(0.0, hi - lo))
+            eff_c.extend(repeat(0.0, hi - lo))
+            continue
+        weight_c.extend([p / den for p in ps])
         if not eta:
-            eff_l.extend([_INF if p else 0.0 for p in ps])
+            eff_c.extend([_INF if p else 0.0 for p in ps])
+        elif unit_l[g]:  # w_l/η = P_l/2**K = φ_l exactly (batch_weights.PhiTable)
+            eff_c.extend(phi_l[lo:hi])
         else:
             scale_d, divisor = eta.denominator, den * eta.numerator
-            eff_l.extend([(p * scale_d) / divisor if p else 0.0 for p in ps])
-        level_at.append((at, at + hi - lo))
+            eff_c.extend([(p * scale_d) / divisor if p else 0.0 for p in ps])
         m_at = min_at[g]
         min_sensitivity = Fraction(ps[m_at], den) if m_at >= 0 else Fraction(1)
         statistic = Fraction(sum(map(mul, ps, tot_l[lo:hi])), den * FIXED_ONE)
-        # the scalar path's histogram struct: the levels (>f8), then the counts (>i8)
+        # Noise: the scalar path's context, stream and sampler (module docstring). The
+        # histogram bytes are its struct: the levels (>f8), then the counts (>i8).
         histogram = hist_v[8 * lo:8 * hi] + hist_m[8 * lo:8 * hi]
         context = encode_context_tail(
             head, (context_key(groups[g]), histogram, statistic, value_index))
         draw = laplace_mechanism(statistic, eta, min_sensitivity, key.stream(context))
         value, scale = draw.value, draw.scale
         estimate = lower + span * (value.numerator / value.denominator)
-        noise_scale = span * (scale.numerator / scale.denominator)
         half = span * draw.half_width(beta)
-        ci_lo, ci_hi = estimate - half, estimate + half
+        lo_ci, hi_ci = estimate - half, estimate + half
         if clips:
             estimate = min(max(estimate, lower), upper)
-        ci_lo, ci_hi = max(ci_lo, lower), min(ci_hi, upper)
-        out.append(MeanResult(estimate, noise_scale, min(ci_lo, estimate),
-                              max(ci_hi, estimate), n, tau, method, False, ()))
-    return _with_levels(out, level_at, cells, eps_l, cnt_l, weight_l, eff_l, off_l)
+        lo_ci, hi_ci = max(lo_ci, lower), min(hi_ci, upper)
+        est.append(estimate)
+        noise_sd.append(span * (scale.numerator / scale.denominator))
+        ci_low.append(min(lo_ci, estimate))
+        ci_high.append(max(hi_ci, estimate))
+        tau_col.append(tau)
+        fallback.append(False)
+    built = records(LevelPrivacy, eps_c, n_c, weight_c, eff_c)
+    level_col = [tuple(built[a:b]) for a, b in spans]
+    done = records(MeanResult, est, noise_sd, ci_low, ci_high, n_col, tau_col,
+                   [method] * len(est), fallback, level_col)
+    if not scalar:
+        return done
+    it = iter(done)
+    return [scalar[g] if g in scalar else next(it) for g in range(size)]
+
+
+def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],
+              ci_high: list[float], tau_col: list[float], fallback: list[bool],
+              midpoint: float, lower: float, upper: float, tau: float) -> None:
+    """Append the data-independent midpoint output (plan_mean's fallback)."""
+    est.append(midpoint)
+    noise_sd.append(0.0)
+    ci_low.append(lower)
+    ci_high.append(upper)
+    tau_col.append(tau)
+    fallback.append(True)
 
 
 def _padded_levels(offsets: IntArray, levels: FloatArray) -> FloatArray:
@@ -260,34 +293,3 @@ def _padded_levels(offsets: IntArray, levels: FloatArray) -> FloatArray:
     out = np.zeros(mask.shape)
     out[mask] = levels
     return out
-
-
-def _fallback(midpoint: float, lower: float, upper: float, n: int, tau: float, method: str
-              ) -> MeanResult:
-    """The data-independent midpoint (its levels, all weight 0, are set afterwards)."""
-    return MeanResult(midpoint, 0.0, lower, upper, n, tau, method, True, ())
-
-
-def _with_levels(out: list[MeanResult | None], level_at: list[tuple[int, int]],
-                 cells: MeanCells, eps_l: list[float], cnt_l: list[int],
-                 weight_l: list[float], eff_l: list[float], off_l: list[int]
-                 ) -> list[MeanResult]:
-    """Attach each group's per-level privacy figures (built as one column of records)."""
-    del cells
-    eps_c: list[float] = []
-    n_c: list[int] = []
-    for (start, stop), g in zip(level_at, range(len(out)), strict=True):
-        if stop > start:
-            eps_c.extend(eps_l[off_l[g]:off_l[g + 1]])
-            n_c.extend(cnt_l[off_l[g]:off_l[g + 1]])
-    built = _levels(eps_c, n_c, weight_l, eff_l)
-    result: list[MeanResult] = []
-    for r, (start, stop) in zip(out, level_at, strict=True):
-        if r is None:
-            msg = "a group of the batch was not finalized"
-            raise InternalError(msg)
-        if stop > start:
-            r = MeanResult(r.estimate, r.noise_scale, r.ci_low, r.ci_high, r.n, r.tau,
-                           r.method, r.fallback, tuple(built[start:stop]))
-        result.append(r)
-    return result

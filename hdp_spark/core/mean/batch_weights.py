@@ -61,6 +61,8 @@ class PhiTable:
         mant: odd integer M of φ = M·2**E per cell (0 where φ = 0).
         shift: E + K per cell (P = M << shift; 0 where φ = 0).
         eta_at: index of the level attaining η per group (-1: η = 0, no constrained level).
+        eta_unit: η's level has φ = ε exactly. Then η = 2**K / Σ m·P and every level's
+            delivered loss w_l/η = P_l/2**K is φ_l itself (exact: no rounding).
         scalar: groups to compute with the scalar path (η undecided by floats).
     """
 
@@ -70,6 +72,7 @@ class PhiTable:
     mant: IntArray
     shift: IntArray
     eta_at: IntArray
+    eta_unit: BoolArray
     scalar: BoolArray
 
 
@@ -198,5 +201,8 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     unit = np.where(ties, phi == v, True).all(axis=1)  # every tie has the exact ratio 1
     eta_at = np.where(n_ties > 0, np.argmax(ties, axis=1), -1)
     scalar = bad_zero | ((n_ties > 1) & ~unit)
+    rows = np.arange(phi.shape[0])
+    at = np.maximum(eta_at, 0)
+    eta_unit = (n_ties > 0) & (phi[rows, at] == v[rows, at])
     return PhiTable(mask, phi, np.asarray(tau, np.float64), mant, shift,
-                    eta_at.astype(np.int64), scalar)
+                    eta_at.astype(np.int64), eta_unit, scalar)

@@ -156,7 +156,8 @@ class KeyedStream:
     __slots__ = ("_block_key", "_buffer", "_counter", "_pos")
 
     def __init__(self, key: ReleaseKey, context: bytes) -> None:
-        self._block_key = hmac.new(key.material, _DOMAIN + context, hashlib.sha256).digest()
+        # hmac.digest: the same HMAC-SHA256 bytes as hmac.new(...).digest(), in one call
+        self._block_key = hmac.digest(key.material, _DOMAIN + context, "sha256")
         self._counter = 0
         self._buffer = b""  # unread stream bytes start at self._pos
         self._pos = 0
