@@ -175,6 +175,14 @@ REGISTRY: list[Entry] = [
         "bench_solvers.py",
     ),
     Entry(
+        "finalize",
+        "Mean finalize on the driver: scalar per group against the batch (issue 31)",
+        "bench_finalize.py",
+        note="Process CPU per group (`time.process_time`, the cores are shared), median of "
+        "interleaved runs, 1,000 and 100,000 groups x 8 and 64 ε levels; the batch "
+        "finalize against the per-group scalar finalize in the same process.",
+    ),
+    Entry(
         "anchors-tumult",
         "Anchors on Spark: Tumult Analytics (homogeneous mean at ε_min)",
         "anchors/spark_compare.py",

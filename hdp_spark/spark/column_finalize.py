@@ -27,7 +27,7 @@ from hdp_spark.core.histogram.release import build_histogram_groups
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.pipeline import GroupCells, NoiseContext, OutputField
+from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, OutputField
 from hdp_spark.core.stats import GroupStats, group_stats
 from hdp_spark.errors import ParameterError
 
@@ -129,6 +129,8 @@ def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -
     """
     kernel = kernel_of(spec)
     names = [name for name, _ in struct_fields(kernel.fields(spec), main)]
+    if isinstance(kernel, BatchCellKernel):
+        return pd.DataFrame(_batch_values(kernel, spec, key, cells), columns=names)
     out = []
     keys: dict[str | None, ReleaseKey] = {}
     for text, levels, codes, counts, sums, query in zip(
@@ -144,3 +146,29 @@ def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -
         )
         out.append(kernel.values(spec, result))
     return pd.DataFrame(out, columns=names)
+
+
+def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey, cells: pd.DataFrame
+                  ) -> list[tuple[Any, ...]]:
+    """The released rows of a batch through the kernel's batch finalize: one call per query
+    fingerprint present in the batch (one, in practice), the same results as the kernel's
+    finalize per group (same key, group key, name and statistics: the same noise)."""
+    stats: list[GroupStats] = []
+    groups: list[tuple[object, ...]] = []
+    by_query: dict[str | None, list[int]] = {}
+    for i, (text, levels, codes, counts, sums, query) in enumerate(zip(
+        cells["group"], cells["level"], cells["code"], cells["n"], cells["sums"],
+        cells["query"], strict=True
+    )):
+        if query not in by_query:
+            query_key(key, query)  # refuses a missing fingerprint before any statistic
+        by_query.setdefault(query, []).append(i)
+        stats.append(_stats(spec, levels, codes, counts, sums))
+        groups.append(decode_group(text))
+    results: list[Any] = [None] * len(stats)
+    for query, rows in by_query.items():
+        done = kernel.finalize_batch(spec, [stats[i] for i in rows], 0, query_key(key, query),
+                                     tuple(groups[i] for i in rows), spec.name)
+        for i, result in zip(rows, done, strict=True):
+            results[i] = result
+    return [kernel.values(spec, r) for r in results]

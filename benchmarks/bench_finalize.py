@@ -1,0 +1,135 @@
+"""Driver CPU of the mean's finalize per group: the scalar path against the batch path.
+
+For G groups (default 1,000 and 100,000) with L ε levels each (default 8 and 64; levels
+0.05·1.1^i, 1-2,000 rows per level), times in one process, interleaved:
+
+  scalar  ``MeanKernel.finalize`` once per group (the release API's per-group loop
+          before issue 31);
+  batch   ``MeanKernel.finalize_batch`` once for all groups (columnar cells built from the
+          same ``GroupStats`` tables, included in the time);
+  batch, gc paused  the same call with Python's cyclic garbage collector paused, to show
+          what the collector costs while 100,000s of result records are built (reported,
+          not what the library does).
+
+Time is process CPU (``time.process_time``): the machine's 2 cores are shared, and wall
+time would count other people's work. The figure is µs per group, median of --repeats;
+the ratio batch/scalar comes from one run. Both paths must give the same results (checked
+on every run: equal released estimates). Targets are reported, never asserted.
+
+Run: .venv/bin/python benchmarks/bench_finalize.py [--groups 1000,100000] [--levels 8,64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_report_args, fmt, load_average, md_table, median, use_repo, write_report
+
+use_repo()
+
+TARGET_US = 15.0
+
+
+def _tables(groups: int, levels: int, seed: int) -> list[Any]:
+    from hdp_spark.core.stats import GroupStats, LevelRow
+
+    rnd = random.Random(seed)
+    eps = [0.05 * 1.1**i for i in range(levels)]
+    out = []
+    for _ in range(groups):
+        rows = []
+        for e in eps:
+            c = rnd.randint(1, 2000)
+            rows.append(LevelRow(e, c, (rnd.randint(0, c * 2**31),)))
+        out.append(GroupStats(tuple(rows)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", default="1000,100000")
+    parser.add_argument("--levels", default="8,64")
+    parser.add_argument("--method", default="adpm")
+    parser.add_argument("--repeats", type=int, default=3)
+    add_report_args(parser)
+    args = parser.parse_args()
+    groups_list = [int(x) for x in args.groups.split(",") if x]
+    levels_list = [int(x) for x in args.levels.split(",") if x]
+    if args.smoke:
+        groups_list, levels_list, args.repeats = [200], [8], 1
+
+    import logging
+
+    from hdp_spark.aggregators import hdp_mean
+    from hdp_spark.core.kernels import MeanKernel
+    from hdp_spark.core.noise import ReleaseKey
+    from hdp_spark.core.pipeline import GroupCells, NoiseContext
+
+    logging.getLogger("hdp_spark").setLevel(logging.ERROR)  # the seeded key's warning
+    load_start = load_average()
+    kernel = MeanKernel()
+    spec = hdp_mean("x", eps="eps", lower=0, upper=100, method=args.method)
+    key = ReleaseKey.from_unsafe_seed(31)
+    figures: dict[str, Any] = {}
+    rows = []
+    for g in groups_list:
+        for lv in levels_list:
+            stats = _tables(g, lv, seed=g + lv)
+            order = tuple((i,) for i in range(g))
+
+            def scalar(stats: list[Any] = stats, order: tuple[Any, ...] = order
+                       ) -> list[Any]:
+                return [kernel.finalize(spec, GroupCells(s, 0), NoiseContext(key, k, "x"))
+                        for s, k in zip(stats, order, strict=True)]
+
+            def batch(stats: list[Any] = stats, order: tuple[Any, ...] = order
+                      ) -> list[Any]:
+                return kernel.finalize_batch(spec, stats, 0, key, order, "x")
+
+            times: dict[str, list[float]] = {"scalar": [], "batch": [], "batch_nogc": []}
+            check: dict[str, list[Any]] = {}
+            for _ in range(args.repeats):
+                for name, fn, pause in (("scalar", scalar, False), ("batch", batch, False),
+                                        ("batch_nogc", batch, True)):
+                    if pause:
+                        gc.disable()
+                    t0 = time.process_time()
+                    out = fn()
+                    times[name].append(time.process_time() - t0)
+                    gc.enable()
+                    check[name] = [r.estimate for r in out]
+                    del out
+            if check["scalar"] != check["batch"]:
+                msg = "batch and scalar finalize disagree"
+                raise SystemExit(msg)
+            us = {k: median(v) / g * 1e6 for k, v in times.items()}
+            ratio = us["batch"] / us["scalar"]
+            figures[f"{g}x{lv}"] = {**{f"{k}_us_per_group": v for k, v in us.items()},
+                                    "batch_over_scalar": ratio}
+            rows.append([f"{g:,}", lv, fmt(us["scalar"]), fmt(us["batch"]),
+                         fmt(us["batch_nogc"]), fmt(ratio),
+                         fmt(us["batch"] * 100_000 / 1e6), TARGET_US])
+            print(g, lv, {k: fmt(v) for k, v in us.items()}, flush=True)
+    markdown = (
+        f"Mean finalize ({args.method}) on the driver, process CPU per group, median of "
+        f"{args.repeats} interleaved runs; batch/scalar in the same run. \"s per 100k\" "
+        "extrapolates the batch figure to 100,000 groups.\n\n"
+        + md_table(["groups", "ε levels", "scalar µs", "batch µs", "batch µs, gc paused",
+                    "batch / scalar", "batch s per 100k", "target µs"], rows)
+        + f"\n\nLoad average at start {load_start}, at end {load_average()}."
+    )
+    write_report(args.json, name="finalize", figures=figures, markdown=markdown,
+                 meta={"groups": groups_list, "levels": levels_list, "method": args.method,
+                       "repeats": args.repeats, "load_start": load_start})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The Column finalize on the executors goes through the mean's batch finalize and releases
+what the kernel's per-group finalize releases (issue 31). No Spark: the function is called
+on a pandas batch of aggregated rows, as the Arrow UDF calls it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.pipeline import GroupCells, NoiseContext
+from hdp_spark.errors import EpsilonColumnError, ParameterError
+from hdp_spark.spark.column_finalize import (
+    decode_group,
+    finalize_batch,
+    query_key,
+    struct_fields,
+)
+
+
+def _cells(queries: list[str | None]) -> pd.DataFrame:
+    rows = []
+    for g, query in enumerate(queries):
+        levels = [0.0, 0.5, 1.0 + g, math.inf][: 1 + g % 4]
+        counts = [3 + g, 10, 7 * g + 1, 2][: len(levels)]
+        sums = [(c * 2**31) // (2 + g % 3) for c in counts]
+        rows.append({"group": json.dumps([["int", str(g)], ["str", "k"]]) if g else None,
+                     "level": levels, "code": [], "n": counts, "sums": sums,
+                     "query": query})
+    rows.append({"group": json.dumps([["int", "99"]]), "level": [], "code": [], "n": [],
+                 "sums": [], "query": queries[0]})
+    return pd.DataFrame(rows)
+
+
+def _reference(spec: MeanSpec, key: ReleaseKey, cells: pd.DataFrame) -> list[tuple[Any, ...]]:
+    from hdp_spark.core.stats import group_stats
+
+    kernel = kernel_of(spec)
+    out = []
+    for text, levels, counts, sums, query in zip(cells["group"], cells["level"], cells["n"],
+                                                cells["sums"], cells["query"], strict=True):
+        stats = group_stats(spec.eps, list(levels), list(counts), list(sums))
+        result = kernel.finalize(  # type: ignore[attr-defined]
+            spec, GroupCells(stats, 0),
+            NoiseContext(query_key(key, query), decode_group(text), spec.name))
+        out.append(kernel.values(spec, result))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "uniform"])
+def test_column_finalize_batch_equals_the_per_group_finalize(method: str) -> None:
+    logging.getLogger("hdp_spark").setLevel(logging.ERROR)
+    spec = MeanSpec("x", "eps", 0.0, 10.0, method=method)  # type: ignore[arg-type]
+    key = ReleaseKey.from_unsafe_seed(7)
+    cells = _cells(["q1", "q1", "q2", "q1", "q2", "q1", "q1"])
+    got = finalize_batch(spec, key, "mean", cells)
+    names = [n for n, _ in struct_fields(kernel_of(spec).fields(spec), "mean")]
+    assert list(got.columns) == names
+    want = _reference(spec, key, cells)
+    rows = list(got.itertuples(index=False, name=None))
+    assert len(rows) == len(want)
+    for w, g in zip(want, rows, strict=True):
+        assert _same(list(w), list(g)), (w, g)
+
+
+def test_column_finalize_batch_keeps_the_errors() -> None:
+    spec = MeanSpec("x", "eps", 0.0, 10.0)
+    key = ReleaseKey.from_unsafe_seed(7)
+    with pytest.raises(ParameterError):
+        finalize_batch(spec, key, "mean", _cells([None, None]))
+    bad = _cells(["q", "q"])
+    bad.at[0, "level"] = [-1.0]
+    bad.at[0, "n"] = [1]
+    bad.at[0, "sums"] = [0]
+    with pytest.raises(EpsilonColumnError):
+        finalize_batch(spec, key, "mean", bad)
