@@ -21,14 +21,17 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hdp_spark.core.histogram.release import build_histogram_groups
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.mean.batch import MeanCells, finalize_mean_batch
+from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, OutputField
-from hdp_spark.core.stats import GroupStats, group_stats
+from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import ParameterError
 
 __all__ = ["NO_FINGERPRINT", "decode_group", "finalize_batch", "query_key", "struct_fields"]
@@ -153,8 +156,16 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey, cells: pd
     """The released rows of a batch through the kernel's batch finalize: one call per query
     fingerprint present in the batch (one, in practice), the same results as the kernel's
     finalize per group (same key, group key, name and statistics: the same noise)."""
+    queries = list(cells["query"])
+    if isinstance(spec, MeanSpec) and len(set(queries)) == 1:
+        columnar = _mean_cells(cells["level"], cells["n"], cells["sums"])
+        if columnar is not None:  # the cells as arrays, no per-group tables
+            qkey = query_key(key, queries[0])
+            groups = tuple(decode_group(text) for text in cells["group"])
+            done = finalize_mean_batch(spec, columnar, 0, qkey, groups, spec.name)
+            return [kernel.values(spec, r) for r in done]
     stats: list[GroupStats] = []
-    groups: list[tuple[object, ...]] = []
+    groups_l: list[tuple[object, ...]] = []
     by_query: dict[str | None, list[int]] = {}
     for i, (text, levels, codes, counts, sums, query) in enumerate(zip(
         cells["group"], cells["level"], cells["code"], cells["n"], cells["sums"],
@@ -164,11 +175,42 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey, cells: pd
             query_key(key, query)  # refuses a missing fingerprint before any statistic
         by_query.setdefault(query, []).append(i)
         stats.append(_stats(spec, levels, codes, counts, sums))
-        groups.append(decode_group(text))
+        groups_l.append(decode_group(text))
     results: list[Any] = [None] * len(stats)
     for query, rows in by_query.items():
         done = kernel.finalize_batch(spec, [stats[i] for i in rows], 0, query_key(key, query),
-                                     tuple(groups[i] for i in rows), spec.name)
+                                     tuple(groups_l[i] for i in rows), spec.name)
         for i, result in zip(rows, done, strict=True):
             results[i] = result
     return [kernel.values(spec, r) for r in results]
+
+
+def _mean_cells(levels: Any, counts: Any, sums: Any) -> MeanCells | None:
+    """A batch's mean cells as flat arrays, or None when some group needs the per-group
+    tables (an invalid-ε code, levels out of order, a cell too large for its sums, or not
+    one sum per cell): that path sorts or raises exactly as before (``group_stats``).
+
+    Privacy:
+        None: a change of layout; the values are the cells the native aggregate computed.
+    """
+    lv = [np.asarray(a, dtype=np.float64) for a in levels]
+    ct = [np.asarray(a, dtype=np.int64) for a in counts]
+    sm = [np.asarray(a, dtype=np.int64) for a in sums]
+    sizes = np.array([a.shape[0] for a in lv], dtype=np.int64)
+    if any(c.shape[0] != k or q.shape[0] != k
+           for c, q, k in zip(ct, sm, sizes.tolist(), strict=True)):
+        return None
+    offsets = np.zeros(len(lv) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    flat = np.concatenate(lv) if lv else np.zeros(0)
+    count = np.concatenate(ct) if ct else np.zeros(0, np.int64)
+    total = np.concatenate(sm) if sm else np.zeros(0, np.int64)
+    if not bool((flat >= 0).all()) or (count.size and int(count.max()) > MAX_CELL_ROWS):
+        return None
+    step = np.diff(flat)
+    inside = np.ones(step.shape[0], dtype=bool)  # steps within a group, not across groups
+    starts = offsets[1:-1]
+    inside[starts[(starts > 0) & (starts <= step.shape[0])] - 1] = False
+    if not bool((step[inside] >= 0).all()):
+        return None
+    return MeanCells(offsets, flat, count, total)
