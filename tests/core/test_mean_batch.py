@@ -135,3 +135,12 @@ def test_noise_is_per_group() -> None:
     out = finalize_mean_batch(MeanSpec("x", "eps", 0.0, 1.0), MeanCells.from_stats(stats, 0),
                               0, ReleaseKey(bytes(32), unsafe=True), [("a",), ("b",)], "m")
     assert out[0].estimate != out[1].estimate
+
+
+def test_inconsistent_cells_are_an_internal_error() -> None:
+    with pytest.raises(InternalError):
+        MeanCells(np.array([0, 2], np.int64), np.array([1.0]), np.array([3], np.int64),
+                  np.array([5], np.int64))
+    with pytest.raises(InternalError):
+        MeanCells(np.array([1, 1], np.int64), np.array([1.0]), np.array([3], np.int64),
+                  np.array([5], np.int64))

@@ -81,6 +81,15 @@ class MeanCells:
     counts: IntArray
     totals: IntArray
 
+    def __post_init__(self) -> None:
+        cells = int(self.offsets[-1]) if self.offsets.shape[0] else -1
+        if (self.offsets.shape[0] < 1 or int(self.offsets[0]) != 0
+                or bool((np.diff(self.offsets) < 0).any())
+                or not self.levels.shape[0] == self.counts.shape[0] == self.totals.shape[0]
+                == cells):
+            msg = "MeanCells needs offsets from 0 to the number of cells, one entry per cell"
+            raise InternalError(msg)
+
     @property
     def size(self) -> int:
         """Number of groups."""
@@ -164,13 +173,7 @@ def finalize_mean_batch(
     scalar_l: list[bool] = table.scalar.tolist()
     unit_l: list[bool] = table.eta_unit.tolist()
     phi_l: list[float] = table.phi[mask].tolist()
-    # smallest positive numerator of a level with finite ε (fixes the noise grid)
-    finite = np.isfinite(np.where(mask, _padded_levels(offsets, cells.levels), 0.0))
-    constrained = (table.phi > 0) & finite
-    min_at: list[int] = np.where(
-        constrained.any(axis=1),
-        np.argmin(np.where(constrained, table.phi, _INF), axis=1) if mask.shape[1] else 0,
-        -1).tolist()
+    min_at: list[int] = table.min_at.tolist()
     hist_v = cells.levels.astype(">f8").tobytes()
     hist_m = cells.counts.astype(">i8").tobytes()
     lower, upper = float(spec.lower), float(spec.upper)
@@ -284,12 +287,3 @@ def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],
     ci_high.append(upper)
     tau_col.append(tau)
     fallback.append(True)
-
-
-def _padded_levels(offsets: IntArray, levels: FloatArray) -> FloatArray:
-    sizes = np.diff(offsets)
-    width = max(int(sizes.max()) if sizes.size else 0, 1)  # >= 1: argmax needs a column
-    mask = np.arange(width)[None, :] < sizes[:, None]
-    out = np.zeros(mask.shape)
-    out[mask] = levels
-    return out

@@ -61,6 +61,8 @@ class PhiTable:
         mant: odd integer M of φ = M·2**E per cell (0 where φ = 0).
         shift: E + K per cell (P = M << shift; 0 where φ = 0).
         eta_at: index of the level attaining η per group (-1: η = 0, no constrained level).
+        min_at: index of the smallest φ > 0 at a finite ε per group (-1: none); its
+            numerator is the smallest sensitivity that fixes the noise grid.
         eta_unit: η's level has φ = ε exactly. Then η = 2**K / Σ m·P and every level's
             delivered loss w_l/η = P_l/2**K is φ_l itself (exact: no rounding).
         scalar: groups to compute with the scalar path (η undecided by floats).
@@ -72,6 +74,7 @@ class PhiTable:
     mant: IntArray
     shift: IntArray
     eta_at: IntArray
+    min_at: IntArray
     eta_unit: BoolArray
     scalar: BoolArray
 
@@ -204,5 +207,7 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     rows = np.arange(phi.shape[0])
     at = np.maximum(eta_at, 0)
     eta_unit = (n_ties > 0) & (phi[rows, at] == v[rows, at])
+    min_at = np.where(eligible.any(axis=1),
+                      np.argmin(np.where(eligible, phi, math.inf), axis=1), -1)
     return PhiTable(mask, phi, np.asarray(tau, np.float64), mant, shift,
-                    eta_at.astype(np.int64), eta_unit, scalar)
+                    eta_at.astype(np.int64), min_at.astype(np.int64), eta_unit, scalar)
