@@ -144,3 +144,13 @@ def test_inconsistent_cells_are_an_internal_error() -> None:
     with pytest.raises(InternalError):
         MeanCells(np.array([1, 1], np.int64), np.array([1.0]), np.array([3], np.int64),
                   np.array([5], np.int64))
+
+
+@pytest.mark.parametrize("method", sorted(VECTOR_METHODS))
+def test_groups_left_to_the_scalar_path_keep_their_place(method: str) -> None:
+    """Two cells of one level tie η's float ratio without φ = ε (uniform, hpm-a): such a
+    group is finalized by the scalar path, between vectorized ones, in order."""
+    twice = GroupStats((LevelRow(0.5, 3, (2**31, 0)), LevelRow(0.5, 4, (2**30, 0)),
+                        LevelRow(2.0, 9, (5 * 2**31, 0))))
+    stats = [_EDGES["one level"], twice, _EDGES["wide range"], twice]
+    _check(MeanSpec("x", "eps", 0.0, 4.0, method=method), stats, 0)  # type: ignore[arg-type]

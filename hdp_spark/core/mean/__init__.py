@@ -1,6 +1,8 @@
 """Heterogeneous-DP mean (HPM and ADPM): the specification and the shared parameter checks
 (:mod:`.spec`), the driver-side weight solvers (:mod:`.weights`, also used by the histogram
-and the user-level mean) and the finalize step with the privacy argument (:mod:`.finalize`)."""
+and the user-level mean) and the finalize step with the privacy argument (:mod:`.finalize`);
+the batch finalize of many groups at once (:mod:`.batch`, weights in :mod:`.batch_weights`),
+bit for bit the scalar finalize's numbers."""
 
 from __future__ import annotations
 

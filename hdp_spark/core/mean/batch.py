@@ -97,7 +97,11 @@ class MeanCells:
 
     @classmethod
     def from_stats(cls, stats: Sequence[GroupStats], slot: int) -> MeanCells:
-        """The cells of ``stats`` (one table per group), the ``slot``-th encoded sum."""
+        """The cells of ``stats`` (one table per group), the ``slot``-th encoded sum.
+
+        Privacy:
+            None: a change of layout of the pre-noise cells (never published).
+        """
         offsets = np.zeros(len(stats) + 1, dtype=np.int64)
         np.cumsum([len(s.rows) for s in stats], out=offsets[1:])
         rows = [r for s in stats for r in s.rows]
@@ -109,7 +113,11 @@ class MeanCells:
         )
 
     def group_stats(self, g: int, slot: int) -> GroupStats:
-        """Group g as the scalar path's table (its sum at position ``slot``)."""
+        """Group g as the scalar path's table (its sum at position ``slot``).
+
+        Privacy:
+            None: a change of layout of the pre-noise cells (never published).
+        """
         lo, hi = int(self.offsets[g]), int(self.offsets[g + 1])
         pad = (0,) * slot
         return GroupStats(tuple(

@@ -46,7 +46,11 @@ _ADPM_C = 8.0  # = finalize.ADPM_C (not imported: finalize imports nothing from 
 
 
 def vector_method(spec: MeanSpec) -> bool:
-    """True when ``spec``'s weights are computed here (else the scalar path, per group)."""
+    """True when ``spec``'s weights are computed here (else the scalar path, per group).
+
+    Privacy:
+        None: a function of the public method name.
+    """
     return spec.method in VECTOR_METHODS
 
 
@@ -79,7 +83,7 @@ class PhiTable:
     scalar: BoolArray
 
 
-def padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
+def _padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
            ) -> tuple[npt.NDArray[np.generic], BoolArray]:
     """``values`` (flat, segments given by ``offsets``) as a (G x L) table and its mask."""
     sizes = np.diff(offsets)
@@ -174,8 +178,8 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     Privacy:
         Reads no value and draws no noise: a function of the public ε histograms only.
     """
-    vp, mask = padded(offsets, levels, 0.0)
-    mi, _ = padded(offsets, counts, 0)
+    vp, mask = _padded(offsets, levels, 0.0)
+    mi, _ = _padded(offsets, counts, 0)
     v: FloatArray = np.asarray(vp, dtype=np.float64)
     m: FloatArray = mi.astype(np.float64)  # counts < 2**53: as exact as Python's int·float
     phi, tau = _method_phi(method, v, m)
