@@ -338,6 +338,25 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
         spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]
 
 
+@pytest.mark.spark
+def test_sql_columns_are_named_as_written(spark: object) -> None:
+    """As Spark names its own functions' columns (``avg(salary)``): the call as written, not
+    the internal finalize over the native aggregate; an alias replaces it."""
+    pdf = _table(seed=12)
+    spark.createDataFrame(pdf).createOrReplaceTempView("hdp_sql_names")  # type: ignore[attr-defined]
+    hs.register_sql(spark, unsafe_seed=33)
+    sql = spark.sql  # type: ignore[attr-defined]
+    assert sql("SELECT hdp_mean(salary, eps, 0, 250000) FROM hdp_sql_names").columns == [
+        "hdp_mean(salary, eps, 0, 250000)"]
+    assert sql("SELECT dept, hdp_histogram(region, eps, array('north', 'south'), 'public') "
+               "FROM hdp_sql_names GROUP BY dept").columns == [
+        "dept", "hdp_histogram(region, eps, array(north, south), public)"]
+    assert sql("SELECT hdp_mean(salary, eps, 0, 250000) AS s FROM hdp_sql_names").columns == ["s"]
+    plain = sql("SELECT hdp_mean(salary, eps, 0, 250000).estimate AS e FROM hdp_sql_names")
+    assert plain.columns == ["e"]
+    assert isinstance(plain.collect()[0]["e"], float)
+
+
 def test_sql_histogram_equals_the_release_api(spark: object) -> None:
     pdf = _table(seed=11)
     pdf["code"] = pdf["region"].map({"north": 1, "south": 2, "east": 3}).fillna(9).astype(int)
