@@ -67,11 +67,13 @@ class PandasIO:
 
     def from_arrow(self, table: pa.Table) -> pd.DataFrame:
         """A ledger frame from an Arrow table (user ids as Python strings)."""
-        users = table.column(USER_COLUMN).to_numpy(zero_copy_only=False)
-        return pd.DataFrame({
-            USER_COLUMN: pd.Series(np.asarray(users, dtype=object), dtype=object),
-            UNITS_COLUMN: pd.Series(table.column(UNITS_COLUMN).to_numpy(), dtype=np.int64),
-        })
+        # one pass per column, no second copy: the object array of Python strings (most of
+        # the cost at 10M users) and a writable int64 copy of the units go into the frame
+        # as they are (``copy=False``: no consolidation into pandas blocks)
+        users = np.asarray(table.column(USER_COLUMN).to_numpy(zero_copy_only=False),
+                           dtype=object)
+        units = np.array(table.column(UNITS_COLUMN).to_numpy(), dtype=np.int64)
+        return pd.DataFrame({USER_COLUMN: users, UNITS_COLUMN: units}, copy=False)
 
     def read_parquet(self, paths: list[str]) -> pd.DataFrame:
         """Per-user sum over parquet directories (files starting with ``_`` or ``.`` ignored).
