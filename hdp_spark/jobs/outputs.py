@@ -184,7 +184,11 @@ def check_writable(out: Path) -> None:
 
 
 def file_in_the_way(path: Path) -> Path | None:
-    """``path`` or its nearest existing ancestor if that is not a directory (else None)."""
+    """``path`` or its nearest existing ancestor if that is not a directory (else None).
+
+    Privacy:
+        Looks at the file system's entries only (a path from the job file), never at data.
+    """
     for entry in (path, *path.parents):
         if entry.is_dir():
             return None
@@ -200,6 +204,9 @@ def output_error(
 
     A file where the directory (or one of its parents) should be is the job's setting, not
     the storage: :class:`JobError` (exit code 2) naming the setting, the rule and the fix.
+
+    Privacy:
+        The message holds the path (a public job setting) and the cause, never data.
     """
     blocker = file_in_the_way(out) if isinstance(exc, FileExistsError | NotADirectoryError) \
         else None

@@ -105,7 +105,11 @@ takes 32 KiB, a WAL grows by pages)."""
 
 
 def no_room(path: Path) -> bool:
-    """Whether the file system holding ``path`` has (almost) no space left for this user."""
+    """Whether the file system holding ``path`` has (almost) no space left for this user.
+
+    Privacy:
+        Reads the file system's free space only (shown nowhere but as "full" or not).
+    """
     try:
         stat = os.statvfs(path.parent)
     except OSError:
