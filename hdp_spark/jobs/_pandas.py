@@ -1,4 +1,4 @@
-"""pandas implementation of :class:`~hdp_spark.jobs.engines.EngineAdapter` (vectorized)."""
+"""pandas implementation of :class:`~hdp_spark.jobs.adapter.EngineAdapter` (vectorized)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from hdp_spark.core.ledger import (
     remaining_units_numpy,
 )
 from hdp_spark.core.levels import EpsGrid, levels_numpy
+from hdp_spark.core.partial.output import PartialRelease
 from hdp_spark.errors import SchemaError
-from hdp_spark.jobs.engines import (
+from hdp_spark.jobs.adapter import (
     HIST_BINS,
     QUANTILES,
     REMAINING,
@@ -36,9 +37,10 @@ from hdp_spark.jobs.engines import (
     Key,
 )
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
+from hdp_spark.jobs.values import plain
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
 from hdp_spark.ledger.io import PandasIO
-from hdp_spark.pandas._common import real_dtype
+from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = ["PandasAdapter"]
 
@@ -53,9 +55,16 @@ def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
     return df[column]
 
 
+def _real(dtype: Any) -> bool:
+    """Numeric, not boolean, not complex (the aggregators' rule for a value column)."""
+    types = pd.api.types
+    return (types.is_numeric_dtype(dtype) and not types.is_bool_dtype(dtype)
+            and not types.is_complex_dtype(dtype))
+
+
 def _floats(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
     s = _column(df, column, role)
-    if not real_dtype(s.dtype):
+    if not _real(s.dtype):
         msg = f"{role} column `{column}` must be numeric (real), got dtype {s.dtype}."
         raise SchemaError(msg)
     return s.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -111,6 +120,26 @@ class PandasAdapter:
 
     def __init__(self) -> None:
         self.io = PandasIO()
+
+    def engine(self, df: pd.DataFrame) -> PandasEngine:
+        """The core pipeline's engine over ``df``."""
+        return PandasEngine(df)
+
+    def count(self, df: pd.DataFrame) -> int:
+        """Rows of ``df``."""
+        return len(df)
+
+    def to_records(self, table: pd.DataFrame) -> list[dict[str, Any]]:
+        """The rows of a released table (a null of a float column stays NaN, as pandas
+        holds it)."""
+        records = table.to_dict(orient="records")
+        return [{str(k): plain(v) for k, v in r.items()} for r in records]
+
+    def attribute_histograms(self, df: Any, cols: list[str], **params: Any) -> PartialRelease:
+        """``hdp_spark.pandas.attribute_histograms(df, cols, **params)``."""
+        from hdp_spark.pandas import attribute_histograms
+
+        return attribute_histograms(df, cols, **params)
 
     def load(self, spec: InputSpec) -> pd.DataFrame:
         """Read the CSV or parquet input and cast the schema's columns and ``[input.types]``.

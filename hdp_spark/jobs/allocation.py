@@ -367,7 +367,7 @@ def _user_mean(
     (profile rows are users here).
 
     The run charges a user of (group, ε level) the largest eps_effective of that cell's
-    classes (:mod:`hdp_spark.jobs.builtin_kinds`), 0 to users with ε = 0 and in fallback
+    classes (:mod:`hdp_spark.jobs.kinds_central`), 0 to users with ε = 0 and in fallback
     groups. The explain of the release (:func:`~hdp_spark.core.user_mean.explain.
     explain_user_mean` on the public per-user table) gives the variance and initial
     classes' eps_effective exactly; a final step over one ε level gives that level

@@ -29,6 +29,7 @@ import pandas as pd
 from hdp_spark.core.ledger import UNIT, BudgetPolicy, ChargeMode
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.errors import JobError
+from hdp_spark.jobs.adapter import REMAINING
 from hdp_spark.jobs.allocation import (
     Allocation,
     AllocationMethod,
@@ -38,7 +39,6 @@ from hdp_spark.jobs.allocation import (
     SelectionCharge,
     allocate,
 )
-from hdp_spark.jobs.engines import REMAINING
 from hdp_spark.jobs.registry import get_kind
 from hdp_spark.jobs.selection import clip_point, selection_eps
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
@@ -519,7 +519,7 @@ def _person_prediction(kind: str, entry: Any, name: str, read: int) -> Predictio
     from hdp_spark.core.partial.heavy_hitters import count_half_width
 
     if kind == "marginals":
-        # the job's interval of each noisy count (builtin_kinds._release_zcdp): the
+        # the job's interval of each noisy count (kinds_partial._release_zcdp): the
         # discrete Gaussian of variance σ² is σ-subgaussian (exact, parameters only)
         sigma2 = float(entry.spec.budget.sigma2)
         half = math.floor(math.sqrt(2 * sigma2 * math.log(2 / entry.params["beta"])))

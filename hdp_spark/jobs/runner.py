@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hdp_spark.core.ledger import UNIT, canonical_json, idempotency_key
+from hdp_spark.core.ledger import UNIT, BudgetPolicy, canonical_json, idempotency_key
 from hdp_spark.errors import (
     BudgetExceededError,
     HdpError,
@@ -60,6 +60,7 @@ from hdp_spark.jobs.engines import (
     AggCharge,
     BudgetDistribution,
     ChargeSummary,
+    EngineAdapter,
     check_engine,
     make_adapter,
 )
@@ -84,6 +85,7 @@ from hdp_spark.jobs.selection import (
     selection_eps,
 )
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
+from hdp_spark.jobs.values import plain
 from hdp_spark.ledger import open_ledger
 from hdp_spark.ledger._fs import atomic_write
 from hdp_spark.ledger.base import CommitRecord, new_commit_id
@@ -227,7 +229,9 @@ def _person_columns(rel: ReleaseSpec) -> list[tuple[str, float]]:
     ]
 
 
-def _capped(adapter: Any, prepared: Any, rel: ReleaseSpec, policy: str) -> Any:
+def _capped(
+    adapter: EngineAdapter, prepared: Any, rel: ReleaseSpec, policy: BudgetPolicy
+) -> Any:
     """The release's rows with their ε capped by the budget rule (and ``__status``).
 
     Kinds with one global ε per person (heavy hitters, attribute histograms) get a helper
@@ -248,7 +252,7 @@ def _capped(adapter: Any, prepared: Any, rel: ReleaseSpec, policy: str) -> Any:
     return adapter.cap(scoped, _eps_columns(rel), policy)
 
 
-def _public_rows(adapter: Any, prepared: Any, rel: ReleaseSpec) -> int:
+def _public_rows(adapter: EngineAdapter, prepared: Any, rel: ReleaseSpec) -> int:
     """Rows of the release with ε = +∞ in the data (public rows, capped or excluded by the
     budget rule like any row over budget); 0 for partition selection (clipped at c) and
     for one-global-ε kinds (their ε is a parameter)."""
@@ -259,17 +263,7 @@ def _public_rows(adapter: Any, prepared: Any, rel: ReleaseSpec) -> int:
     return int(adapter.count_public(adapter.restrict(prepared, rel.by, rel.keys), columns))
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dt.date | dt.datetime | dt.time):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _compute(adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResult:
+def _compute(adapter: EngineAdapter, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResult:
     """Run every kind of the release once on the capped table; merge rows by key."""
     by_kind: dict[str, list[Any]] = {}
     for a in rel.aggregators:
@@ -287,7 +281,7 @@ def _compute(adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResul
     for kind_name, specs in by_kind.items():
         kind = get_kind(kind_name)
         seed = f"{job.unsafe_seed}/{rel.id}/{kind_name}" if job.unsafe_seed else None
-        result = kind.release(job.engine, table, specs, rel.by, rel.keys, seed)
+        result = kind.release(adapter, table, specs, rel.by, rel.keys, seed)
         check_kind_result(kind_name, result, n_keys)
         if rows is None:
             rows = [dict(r) for r in result.rows]
@@ -300,7 +294,7 @@ def _compute(adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec) -> KindResul
 
 
 def _compute_selected(
-    adapter: Any, df: Any, job: JobSpec, rel: ReleaseSpec
+    adapter: EngineAdapter, df: Any, job: JobSpec, rel: ReleaseSpec
 ) -> tuple[KindResult, list[list[float]]]:
     """A partition-selection release: all its aggregators in one ``agg`` call.
 
@@ -313,7 +307,7 @@ def _compute_selected(
     seed = f"{job.unsafe_seed}/{rel.id}/select_keys" if job.unsafe_seed else None
     col, grid = selection_eps(rel)
     levels = adapter.level_counts(df, col, grid)
-    rows = release_selected(job.engine, adapter.release_input(df), rel, seed)
+    rows = release_selected(adapter, adapter.release_input(df), rel, seed)
     table = charge_table(rel.selection, [lv for lv, _ in levels])
     classes = [[lv, float(n), table[((), lv)]] for lv, n in levels]
     return KindResult(rows, {"": table}, {}), classes
@@ -333,7 +327,7 @@ def _outcome(
              **({"unit": a.unit} if a.unit else {})}
         )
     tau = {
-        name: [[list(_plain(list(key))), t] for key, t in per.items()]
+        name: [[plain(list(key)), t] for key, t in per.items()]
         for name, per in result.tau.items()
     }
     extra: dict[str, Any] = {}
@@ -352,7 +346,7 @@ def _outcome(
             "engine": job.engine,
             "by": list(rel.by),
             "aggregators": aggregators,
-            "rows": _plain(result.rows),
+            "rows": plain(result.rows),
             "tau": tau,
             "budget": {
                 "policy": job.budget.policy,
@@ -375,7 +369,7 @@ def _outcome(
     )
 
 
-def _load(adapter: Any, job: JobSpec) -> tuple[Any, Any]:
+def _load(adapter: EngineAdapter, job: JobSpec) -> tuple[Any, Any]:
     """Load the input; returns the frame and the input files' stats (None for a table)."""
     spec = job.input
     if spec.path is None:
@@ -384,7 +378,7 @@ def _load(adapter: Any, job: JobSpec) -> tuple[Any, Any]:
     return adapter.load(spec), before
 
 
-def _fingerprint(adapter: Any, job: JobSpec, df: Any, before: Any, ledger: Any) -> str:
+def _fingerprint(adapter: EngineAdapter, job: JobSpec, df: Any, before: Any, ledger: Any) -> str:
     """The input's keyed fingerprint: ``ledger.mac`` of an unkeyed digest that never leaves
     this process's memory.
 
@@ -486,7 +480,7 @@ def _check_ledger_location(job: JobSpec) -> None:
         raise JobError(msg)
 
 
-def _validate(adapter: Any, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path]:
+def _validate(adapter: EngineAdapter, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path]:
     """Validate the input; write the counts to the operator's data-quality report.
 
     Returns:
@@ -511,7 +505,7 @@ def _validate(adapter: Any, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path
     return quality, _write_quality(job, quality)
 
 
-def _validate_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, Any]) -> None:
+def _validate_into(adapter: EngineAdapter, df: Any, job: JobSpec, quality: dict[str, Any]) -> None:
     spec = job.input
     if spec.schema is not None:
         try:
@@ -581,7 +575,9 @@ def _row_level_kinds(job: JobSpec) -> list[str]:
     })
 
 
-def _expectations_into(adapter: Any, df: Any, job: JobSpec, quality: dict[str, Any]) -> None:
+def _expectations_into(
+    adapter: EngineAdapter, df: Any, job: JobSpec, quality: dict[str, Any]
+) -> None:
     """Run the schema's great-expectations suite (when the ``quality`` extra is installed).
 
     Its results go to the operator's data-quality report only (``quality["expectations"]``);
@@ -631,7 +627,7 @@ class AllocationSummary:
 
 
 def _allocate(
-    adapter: Any, ledger: Any, df: Any, job: JobSpec, fingerprint: str
+    adapter: EngineAdapter, ledger: Any, df: Any, job: JobSpec, fingerprint: str
 ) -> tuple[Any, dict[str, float], AllocationSummary]:
     """Shares of the releases not committed yet, and ``df`` with each user's budget left
     now (``__start``, the base of the shares).
@@ -676,7 +672,7 @@ def _public_of(job: JobSpec) -> list[str]:
 
 
 def _run_release(
-    adapter: Any, ledger: Any, df: Any, job: JobSpec, rel: ReleaseSpec, fingerprint: str,
+    adapter: EngineAdapter, ledger: Any, df: Any, job: JobSpec, rel: ReleaseSpec, fingerprint: str,
     timer: _Timer, share: float | None = None,
 ) -> ReleaseRun:
     key = idempotency_key(job.name, rel.id, fingerprint, _definition(rel))

@@ -26,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import HdpError, JobError
+from hdp_spark.jobs.kind import ReleaseAdapter
 
 if TYPE_CHECKING:
     from hdp_spark.jobs.spec import ReleaseSpec
@@ -175,38 +177,22 @@ def describe_selection(selection: SelectKeys) -> dict[str, Any]:
     }
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if hasattr(value, "asDict"):
-        return _plain(value.asDict(recursive=True))
-    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
-        return _plain(value.tolist())
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
-        return value.item()
-    return value
-
-
 def release_selected(
-    engine: str, table: Any, rel: ReleaseSpec, unsafe_seed: str | None
+    adapter: ReleaseAdapter, table: Any, rel: ReleaseSpec, unsafe_seed: str | None
 ) -> list[dict[str, Any]]:
-    """Run the release's aggregators in ONE ``agg(..., keys=select_keys(...))`` call.
+    """Run the release's aggregators in ONE ``agg(..., keys=select_keys(...))`` call, through
+    the core pipeline on the adapter's engine.
 
     Returns:
         One plain dict per RELEASED group, sorted by key (the output of ``agg``); the
         candidates never leave the call.
-    """
-    import importlib
 
+    Privacy:
+        One release with one partition selection; the candidates never leave the call.
+    """
     assert rel.selection is not None
-    mod = importlib.import_module(f"hdp_spark.{'pandas' if engine == 'pandas' else 'spark'}")
+    engine = adapter.engine(table)
     specs = [_spec(a.spec) for a in rel.aggregators]
-    out = mod.agg(table, *specs, by=list(rel.by), keys=rel.selection,
-                  unsafe_seed=unsafe_seed)
-    if engine == "pandas":
-        records = out.to_dict(orient="records")
-    else:
-        records = [r.asDict(recursive=True) for r in out.collect()]
-    return [{str(k): _plain(v) for k, v in r.items()} for r in records]
+    out = release_specs(engine, specs, by=list(rel.by), keys=rel.selection,
+                        unsafe_seed=unsafe_seed).materialize(engine)
+    return adapter.to_records(out)
