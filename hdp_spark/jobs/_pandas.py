@@ -17,7 +17,6 @@ from hdp_spark.core.ledger import (
     ChargeMode,
     budget_units_numpy,
     cap_numpy,
-    charge_units_numpy,
     remaining_units_numpy,
 )
 from hdp_spark.core.levels import EpsGrid, levels_numpy
@@ -36,6 +35,7 @@ from hdp_spark.jobs.adapter import (
     InputCheck,
     Key,
 )
+from hdp_spark.jobs.charging import charged_once, clip_demand, limit_units, row_charges
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
 from hdp_spark.jobs.values import plain
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
@@ -282,13 +282,9 @@ class PandasAdapter:
             merged = pd.DataFrame(left).merge(pd.DataFrame(lookup), how="left", on=on)
             eff = merged["__eff"].to_numpy(np.float64)
             matched |= ~np.isnan(eff)
-            units = charge_units_numpy(eff, eps, mode)
-            if agg.per_user:
-                # user-level: the user's charge once (their rows share one cell), put on
-                # the user's first row so that the per-user sum below counts it once
-                first = ~pd.Series(uids).duplicated().to_numpy()
-                most = pd.Series(units).groupby(uids, sort=False).transform("max").to_numpy()
-                units = np.where(first, most, 0)
+            units = row_charges(eff, eps, mode)
+            if agg.per_user:  # user-level: the user's charge once (their rows share a cell)
+                units = charged_once(units, uids)
             total += units
         frame = pd.DataFrame({USER_COLUMN: uids, UNITS_COLUMN: total})
         per_user = frame.groupby(USER_COLUMN, sort=False, as_index=False)[UNITS_COLUMN].sum()
@@ -353,10 +349,7 @@ class PandasAdapter:
 
     def clip_eps(self, df: pd.DataFrame, column: str, upper: float) -> pd.DataFrame:
         """The ε ``column`` lowered to ``upper`` where above it (NaN stays NaN)."""
-        eps = _floats(df, column, "ε")
-        with np.errstate(invalid="ignore"):
-            clipped = np.where(eps > upper, float(upper), eps)
-        return df.assign(**{column: clipped})
+        return df.assign(**{column: clip_demand(_floats(df, column, "ε"), upper)})
 
     def level_counts(
         self, df: pd.DataFrame, column: str, grid: EpsGrid | None
@@ -377,9 +370,8 @@ class PandasAdapter:
 
     def limit_remaining(self, prepared: pd.DataFrame, share: float) -> pd.DataFrame:
         """``__remaining`` := ``min(__remaining, floor(__start · share))``."""
-        start = prepared[START].to_numpy(np.int64).astype(np.float64)
-        part = np.floor(start * float(share)).astype(np.int64)
-        limited = np.minimum(prepared[REMAINING].to_numpy(np.int64), part)
+        limited = limit_units(prepared[REMAINING].to_numpy(np.int64),
+                              prepared[START].to_numpy(np.int64), share)
         return prepared.assign(**{REMAINING: limited})
 
     def public_frame(self, prepared: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

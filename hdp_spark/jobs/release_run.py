@@ -22,6 +22,7 @@ from typing import Any
 from hdp_spark.core.ledger import UNIT, BudgetPolicy, canonical_json, idempotency_key
 from hdp_spark.errors import BudgetExceededError, InternalError, LedgerConflictError
 from hdp_spark.jobs.adapter import AggCharge, ChargeSummary, EngineAdapter
+from hdp_spark.jobs.charging import release_policy
 from hdp_spark.jobs.faults import fault_point
 from hdp_spark.jobs.outputs import ensure_published, output_error, publish, stage
 from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
@@ -123,9 +124,7 @@ def capped_table(
     person = _person_columns(rel)
     for col, eps in person:
         scoped = adapter.with_constant(scoped, col, eps)
-    if person and policy == "cap":
-        policy = "exclude"
-    return adapter.cap(scoped, _eps_columns(rel), policy)
+    return adapter.cap(scoped, _eps_columns(rel), release_policy(policy, bool(person)))
 
 
 def _public_rows(adapter: EngineAdapter, prepared: Any, rel: ReleaseSpec) -> int:
