@@ -374,6 +374,10 @@ class PandasAdapter:
                               prepared[START].to_numpy(np.int64), share)
         return prepared.assign(**{REMAINING: limited})
 
+    def columns_frame(self, df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+        """A copy of ``columns``."""
+        return df[list(columns)].copy()
+
     def public_frame(self, prepared: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
         """The public ``columns`` and ``__remaining``."""
         out: pd.DataFrame = prepared[[*columns, REMAINING]]

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pandas as pd
+
 from hdp_spark.core.ledger import BudgetPolicy, ChargeMode
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.pipeline import Engine
@@ -207,7 +209,10 @@ class EngineAdapter(ReleaseAdapter, Protocol):
         """``__remaining`` := ``min(__remaining, floor(__start · share))`` (IEEE doubles,
         as :func:`hdp_spark.jobs.allocation.simulate`)."""
 
-    def public_frame(self, prepared: Frame, columns: Sequence[str]) -> Frame:
+    def columns_frame(self, df: Frame, columns: Sequence[str]) -> pd.DataFrame:
+        """``columns`` of ``df`` as a pandas frame (public columns only: the plan's input)."""
+
+    def public_frame(self, prepared: Frame, columns: Sequence[str]) -> pd.DataFrame:
         """``columns`` and ``__remaining`` of a :meth:`prepare`-d table as a pandas frame."""
 
     def clip_eps(self, df: Frame, column: str, upper: float) -> Frame:

@@ -33,6 +33,7 @@ from hdp_spark.jobs.allocation import (
     allocate,
 )
 from hdp_spark.jobs.budget_plan import JobBudgetPlan, Prediction
+from hdp_spark.jobs.engines import check_engine, make_adapter
 from hdp_spark.jobs.job_model import ALLOCATED_KINDS, job_profile, public_columns, release_models
 from hdp_spark.jobs.plan_render import render_plan, write_plan_plot, write_user_table
 from hdp_spark.jobs.registry import get_kind
@@ -71,8 +72,6 @@ def _spent(job: JobSpec) -> pd.DataFrame:
 
 
 def _load_public(job: JobSpec, spark: Any) -> pd.DataFrame:
-    from hdp_spark.jobs.engines import check_engine, make_adapter
-
     check_engine(job.engine, spark, job.spark_conf)
     adapter = make_adapter(job.engine, spark, job.spark_conf)
     cols = public_columns(job)
@@ -81,9 +80,7 @@ def _load_public(job: JobSpec, spark: Any) -> pd.DataFrame:
     if missing:
         msg = f"`[input]`: the table lacks the column(s) the job reads: {missing!r}."
         raise JobError(msg)
-    out: pd.DataFrame = df[cols].copy() if job.engine == "pandas" else \
-        df.select(*cols).toPandas()
-    return out
+    return adapter.columns_frame(df, cols)
 
 
 def _row_level(job: JobSpec) -> bool:

@@ -496,6 +496,10 @@ class SparkAdapter:
         part = F.floor(F.col(START).cast("double") * F.lit(float(share))).cast("long")
         return prepared.withColumn(REMAINING, F.least(F.col(REMAINING), part))
 
+    def columns_frame(self, df: DataFrame, columns: Sequence[str]) -> Any:
+        """``columns``, collected as a pandas frame."""
+        return df.select(*columns).toPandas()
+
     def public_frame(self, prepared: DataFrame, columns: Sequence[str]) -> Any:
         """The public ``columns`` and ``__remaining``, collected as a pandas frame."""
         return prepared.select(*columns, REMAINING).toPandas()
