@@ -101,6 +101,9 @@ def make_adapter(
         spark: an existing SparkSession (Spark only); otherwise the active one, or a new one
             configured with ``conf``.
         conf: Spark settings used when a session must be created.
+
+    Privacy:
+        Reads no data: the adapter only reads when the runner asks.
     """
     if engine == "pandas":
         from hdp_spark.jobs._pandas import PandasAdapter

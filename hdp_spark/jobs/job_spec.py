@@ -207,7 +207,11 @@ class JobSpec:
 
 
 def library_spec(entry_spec: Any) -> Any:
-    """The library spec of a job aggregator (a histogram entry wraps its spec)."""
+    """The library spec of a job aggregator (a histogram entry wraps its spec).
+
+    Privacy:
+        No data involved.
+    """
     return getattr(entry_spec, "spec", entry_spec)
 
 
@@ -218,6 +222,9 @@ def check_selection_release(where: str, rel: ReleaseSpec) -> None:
         JobError: no ``by``, a public ``keys`` list as well, a kind other than ``mean`` /
             ``histogram``, aggregators on different ε columns or grids, or a histogram
             with ``project = true``.
+
+    Privacy:
+        Checks public parameters of the job file only.
     """
     if not rel.by:
         msg = (f"`{where}: select_keys` chooses group keys: it needs `by`; got no `by` "

@@ -147,7 +147,11 @@ class AggregatorKind:
 
 
 def parse_grid(raw: object) -> EpsGrid | None:
-    """An ``eps_grid`` parameter of a job file (a table of ratio, lowest, highest)."""
+    """An ``eps_grid`` parameter of a job file (a table of ratio, lowest, highest).
+
+    Privacy:
+        A job-file parameter (public); the message shows the value written in the file.
+    """
     if raw is None or isinstance(raw, EpsGrid):
         return raw
     if not isinstance(raw, Mapping):
@@ -157,7 +161,11 @@ def parse_grid(raw: object) -> EpsGrid | None:
 
 
 def require(params: Mapping[str, Any], *names: str) -> None:
-    """Raise unless every one of ``names`` is a parameter."""
+    """Raise unless every one of ``names`` is a parameter.
+
+    Privacy:
+        Names a missing parameter of the job file only.
+    """
     for name in names:
         if name not in params:
             msg = f"`{name}` is required."

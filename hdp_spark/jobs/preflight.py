@@ -26,7 +26,12 @@ __all__ = ["input_fingerprint", "load", "open_job_ledger", "preflight", "resolve
 
 
 def load(adapter: EngineAdapter, job: JobSpec) -> tuple[Any, Any]:
-    """Load the input; returns the frame and the input files' stats (None for a table)."""
+    """Load the input; returns the frame and the input files' stats (None for a table).
+
+    Privacy:
+        Reads the input; a malformed private cell reads as null (the read never fails on a
+        value).
+    """
     spec = job.input
     if spec.path is None:
         return adapter.load(spec), None
@@ -42,6 +47,10 @@ def input_fingerprint(
 
     Computed once the input passed validation and the ledger is open (its secret is the
     MAC key). The files must not have changed since :func:`load` read them.
+
+    Privacy:
+        Keyed by the ledger's MAC secret; for the operator and the idempotency keys, never
+        published.
     """
     spec = job.input
     if spec.path is None:
@@ -69,6 +78,9 @@ def open_job_ledger(job: JobSpec) -> Any:
     Raises:
         LedgerDamagedError: see above (exit code 6).
         StorageError: the ledger cannot be created or written (exit code 7).
+
+    Privacy:
+        Refuses a damaged or replaced ledger before anything is computed or charged.
     """
     out = job.output.path
     ledger_ids, commit_ids = cited(out)
@@ -111,6 +123,11 @@ def _check_ledger_location(job: JobSpec) -> None:
 
 
 def resolve(job: JobSpec | str | Path, engine: EngineName | None) -> JobSpec:
+    """The job as a :class:`JobSpec` (read from its file), on ``engine`` if given.
+
+    Privacy:
+        Reads the job file only (public).
+    """
     if isinstance(job, JobSpec):
         return job.with_engine(engine) if engine else job
     return load_job(job, engine=engine)
@@ -118,7 +135,11 @@ def resolve(job: JobSpec | str | Path, engine: EngineName | None) -> JobSpec:
 
 def typed(spec: JobSpec) -> JobSpec:
     """The job with the column types its input is read with: the schema's, then numeric
-    casts of the value columns the aggregators read (both enter the input fingerprint)."""
+    casts of the value columns the aggregators read (both enter the input fingerprint).
+
+    Privacy:
+        Column types come from the schema and the job file (public), never from the data.
+    """
     if spec.input.schema is not None:
         try:
             from hdp_spark.schema import load_schema
@@ -147,6 +168,9 @@ def preflight(spec: JobSpec, spark: Any) -> JobSpec:
 
     Loads the schema (its column types become casts on load), checks that the ledger path
     is of its backend's kind and that the engine can start (Java for Spark).
+
+    Privacy:
+        Reads no data and writes nothing.
     """
     spec = typed(spec)
     if spec.budget.allocation != "sequential":

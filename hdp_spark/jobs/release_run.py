@@ -66,6 +66,11 @@ class Timer:
 
 
 def definition(rel: ReleaseSpec) -> dict[str, Any]:
+    """The release's definition: its part of the idempotency key.
+
+    Privacy:
+        A function of the job file (public).
+    """
     out: dict[str, Any] = {
         "by": list(rel.by),
         "keys": [list(k) for k in rel.keys] if rel.keys is not None else None,
@@ -116,6 +121,9 @@ def capped_table(
     kinds (checked when the job is loaded), and since a global ε cannot be lowered for one
     person, "cap" acts as "exclude" for it: a person whose remaining budget is below the
     demand gets ε 0 there, and :func:`_compute` leaves the person out of the release.
+
+    Privacy:
+        Caps each row's ε at the user's remaining budget, so no charge exceeds a budget.
     """
     scoped = adapter.restrict(prepared, rel.by, rel.keys)
     if rel.selection is not None:  # demand min(ε, c): clip first (κ_i unchanged)
@@ -248,6 +256,17 @@ def run_release(
     adapter: EngineAdapter, ledger: Any, df: Any, job: JobSpec, rel: ReleaseSpec, fingerprint: str,
     timer: Timer, share: float | None = None,
 ) -> ReleaseRun:
+    """Run one release under the ledger's lock: re-publish it if committed, otherwise cap,
+    compute, charge, commit and publish it (see the module's docstring).
+
+    Raises:
+        BudgetExceededError: ``[budget] policy = "fail"`` and some user lacks budget.
+        LedgerConflictError: the ledger changed under the run three times in a row.
+
+    Privacy:
+        Computes and charges a release once; a committed release is re-published, never
+        recomputed. Outputs are written only after the commit.
+    """
     key = idempotency_key(job.name, rel.id, fingerprint, definition(rel))
     out = job.output.path
     t0 = time.perf_counter()

@@ -58,18 +58,32 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 def reject(setting: str, rule: str, value: object) -> NoReturn:
-    """Raise the JobError of a setting that breaks its rule."""
+    """Raise the JobError of a setting that breaks its rule.
+
+    Privacy:
+        The message shows the setting's value as written in the job file (public), never data.
+    """
     msg = f"`{setting}` {rule}; got {value!r}."
     raise JobError(msg)
 
 
 def check_name(setting: str, value: object) -> None:
+    """Raise unless ``value`` is a name (letters, digits, ``_``, ``.``, ``-``).
+
+    Privacy:
+        Checks a public name of the job file.
+    """
     if not isinstance(value, str) or not _NAME.match(value):
         reject(setting, "must be a name of letters, digits, '_', '.' or '-' "
                              "(starting with a letter or digit, at most 128 characters)", value)
 
 
 def check_column(setting: str, value: object) -> None:
+    """Raise unless ``value`` is a non-empty column name.
+
+    Privacy:
+        Checks a column name of the job file (public).
+    """
     if not isinstance(value, str) or not value:
         reject(setting, "must be a non-empty column name", value)
 

@@ -80,7 +80,19 @@ def validate(adapter: EngineAdapter, df: Any, job: JobSpec) -> tuple[dict[str, A
     return quality, _write_quality(job, quality)
 
 
-def validate_into(adapter: EngineAdapter, df: Any, job: JobSpec, quality: dict[str, Any]) -> None:
+def validate_into(
+    adapter: EngineAdapter, df: Any, job: JobSpec, quality: dict[str, Any]
+) -> None:
+    """Run the validation of :func:`validate`, putting the counts into ``quality``.
+
+    Raises:
+        JobError: a public rule (user ids, budgets) is broken.
+        SchemaError: the input fails a blocking rule of its schema.
+
+    Privacy:
+        The counts are for the operator's data-quality report only; only public rules
+        raise.
+    """
     spec = job.input
     if spec.schema is not None:
         try:
