@@ -52,10 +52,7 @@ def _build_mean(params: Mapping[str, Any]) -> MeanSpec:
     from hdp_spark import hdp_mean
 
     p = dict(params)
-    for required in ("column", "eps", "lower", "upper"):
-        if required not in p:
-            msg = f"`{required}` is required."
-            raise ParameterError(msg)
+    require(p, "column", "eps", "lower", "upper")
     column, eps = p.pop("column"), p.pop("eps")
     lower, upper = p.pop("lower"), p.pop("upper")
     if "eps_grid" in p:
@@ -119,10 +116,7 @@ def _build_histogram(params: Mapping[str, Any]) -> HistogramEntry:
     from hdp_spark import hdp_histogram
 
     p = dict(params)
-    for required in ("column", "eps", "categories"):
-        if required not in p:
-            msg = f"`{required}` is required."
-            raise ParameterError(msg)
+    require(p, "column", "eps", "categories")
     column, eps, categories = p.pop("column"), p.pop("eps"), p.pop("categories")
     project = p.pop("project", False)
     if "eps_grid" in p:
