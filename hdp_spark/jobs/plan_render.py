@@ -24,6 +24,9 @@ from hdp_spark.report.fmt import fmt_num, text_table
 
 __all__ = ["render_plan", "write_plan_plot", "write_user_table"]
 
+_NONE = fmt_num(None)
+"""A cell without a value (the report's dash)."""
+
 
 def _key_text(key: Sequence[object]) -> str:
     return "/".join(str(k) for k in key) if key else "all"
@@ -130,7 +133,7 @@ def render_plan(plan: JobBudgetPlan) -> str:
                      *("n/a" if o is None else fmt_num(o.share) for o in outs),
                      *("n/a" if o is None else "refused" if o.refused
                        else "not run" if not o.ran
-                       else "-" if rel.persons
+                       else _NONE if rel.persons
                        else fmt_num(rel.weight * o.error) for o in outs)])
     rows.append(["total", "", *("" for _ in methods),
                  *(fmt_num(plan.allocations[m].error) if m in plan.allocations else "n/a"
@@ -171,8 +174,8 @@ def render_plan(plan: JobBudgetPlan) -> str:
                         f"{e.free_rows:,}", "exact"])
         preds = plan.predictions[r] if plan.predictions else ()
         for p in preds:
-            acc.append([_key_text(p.key), p.name, f"{p.n:,}", fmt_num(p.half_width), "-",
-                        fmt_num(p.noise_scale), "yes" if p.fallback else "no", "-",
+            acc.append([_key_text(p.key), p.name, f"{p.n:,}", fmt_num(p.half_width), _NONE,
+                        fmt_num(p.noise_scale), "yes" if p.fallback else "no", _NONE,
                         p.basis if p.basis != "none" else "no prediction"])
         lines += ["  " + x for x in text_table(
             ["group", "aggregator", "n", "half_width", "baseline", "noise_scale",
