@@ -13,23 +13,27 @@ checkpoint), and bytes per charge:
 overall (users, totals and audit log together), and of the last release alone.
 
 Also: a run's open-and-verify (open the ledger, then read the spend in a session with
-every checksum checked) and ``verify`` (every checksum of the ledger: audit log, archived
-deltas, SQLite's ``integrity_check``).
+every checksum checked, as a pandas frame; ``--repeats`` times, median, wall and CPU) and
+``verify`` (every checksum of the ledger: audit log, archived deltas, SQLite's
+``integrity_check``). The process's peak RSS is reported too (run one backend per process
+to get each backend's peak).
 
 Targets (issues 18 and 29, reported, never asserted): <= 16 bytes per charge, a commit of
 10M charges in <= 30 s, open-and-verify <= 2 s at 10M users, verify <= 10 s per 10M charges.
 
 Run: .venv/bin/python benchmarks/bench_ledger.py [--users 10000000] [--releases 3]
-[--backends sqlite,parquet] [--ids random|seq] [--smoke]
+[--backends sqlite,parquet] [--ids random|seq] [--repeats 3] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -63,7 +67,9 @@ def _user_ids(users: int, kind: str) -> list[str]:
     return [f"{x:016x}" for x in rng.integers(0, 2**63, users, dtype=np.int64)]
 
 
-def run_backend(backend: str, users: int, releases: int, root: Path, ids: str) -> dict[str, Any]:
+def run_backend(
+    backend: str, users: int, releases: int, root: Path, ids: str, repeats: int = 3
+) -> dict[str, Any]:
     import numpy as np
 
     from hdp_spark.ledger import CommitRecord, open_ledger
@@ -100,11 +106,17 @@ def run_backend(backend: str, users: int, releases: int, root: Path, ids: str) -
     assert len(spent) == users
     # what a run does before it computes: open (checks the file / manifest and the sealed
     # state) and, in its session, read the spend (every part's checksum checked)
-    t0, c0 = time.perf_counter(), time.process_time()
-    reopened = open_ledger(backend, path, create=False)  # type: ignore[arg-type]
-    with reopened.session(io) as session:
-        session.spent()
-    open_verify_s, open_verify_cpu = time.perf_counter() - t0, time.process_time() - c0
+    # (repeated: on a shared machine one figure says little; each run starts from scratch)
+    open_verify_s, open_verify_cpu = [], []
+    for _ in range(repeats):
+        gc.collect()
+        t0, c0 = time.perf_counter(), time.process_time()
+        reopened = open_ledger(backend, path, create=False)  # type: ignore[arg-type]
+        with reopened.session(io) as session:
+            read = session.spent()
+        open_verify_s.append(time.perf_counter() - t0)
+        open_verify_cpu.append(time.process_time() - c0)
+        del read
     t0, c0 = time.perf_counter(), time.process_time()
     reopened.verify()
     verify_s, verify_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -130,6 +142,8 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,parquet")
     parser.add_argument("--ids", choices=("random", "seq"), default="random")
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="open-and-verify measurements per backend (median reported)")
     add_report_args(parser)
     args = parser.parse_args()
     users = 20_000 if args.smoke else args.users
@@ -141,7 +155,8 @@ def main() -> None:
     for backend in args.backends.split(","):
         root = Path(tempfile.mkdtemp(prefix=f"bench-ledger-{backend}-", dir=args.dir))
         try:
-            result = run_backend(backend, users, args.releases, root, args.ids)
+            result = run_backend(backend, users, args.releases, root, args.ids,
+                                 max(1, args.repeats))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         figures[backend] = result
@@ -149,27 +164,32 @@ def main() -> None:
             backend, fmt(max(result["commit_seconds"]), 3),
             fmt(max(result["commit_cpu_seconds"]), 3),
             fmt(max(result["read_spent_seconds"]), 3),
-            f"{fmt(result['open_and_verify_seconds'], 3)} "
-            f"({fmt(result['open_and_verify_cpu_seconds'], 3)} CPU)",
+            f"{fmt(statistics.median(result['open_and_verify_seconds']), 3)} "
+            f"({fmt(statistics.median(result['open_and_verify_cpu_seconds']), 3)} CPU; "
+            f"CPU {fmt(min(result['open_and_verify_cpu_seconds']), 3)}-"
+            f"{fmt(max(result['open_and_verify_cpu_seconds']), 3)})",
             f"{fmt(result['verify_seconds'], 3)} ({fmt(result['verify_cpu_seconds'], 3)} CPU)",
             fmt(result["size_bytes"][-1] / 2**20, 4), fmt(result["bytes_per_charge"], 3),
             fmt(result["bytes_per_charge_last_release"], 3),
         ])
+    import resource
+
+    figures["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     markdown = "\n".join([
         f"### Ledger at {users:,} users x {args.releases} releases ({args.ids} ids, load "
         f"{os.getloadavg()[0]:.2f} at the end)",
         "",
         md_table(["backend", "slowest commit (s)", "its CPU time (s, all threads)",
-                  "slowest spend read (s)", "open + checked spend read (s)",
+                  "slowest spend read (s)", "open + checked spend read, median (s)",
                   "verify, all checksums (s)", "size (MiB)",
                   "bytes/charge", "bytes/charge, last release"], rows),
         "",
         "Targets (issues 18, 29): <= 16 bytes per charge, a commit of 10M charges in <= 30 s, "
         "open-and-verify <= 2 s at 10M users, verify <= 10 s per 10M charges.",
+        "",
+        f"Peak RSS of the process (every backend it ran): "
+        f"{figures['max_rss_mib'] / 1024:.2f} GiB.",
     ])
-    import resource
-
-    figures["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     figures["load_after"] = os.getloadavg()[0]
     write_report(args.json, name="ledger", figures=figures, markdown=markdown,
                  meta={"cpu_count": os.cpu_count()})

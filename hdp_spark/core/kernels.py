@@ -70,12 +70,16 @@ from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.kernels import selected_kernel_of
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
-from hdp_spark.core.user_mean import UserMeanResult, UserMeanSpec, run_user_mean
+from hdp_spark.core.user_mean import (
+    USER_MEAN_FIELDS,
+    UserMeanResult,
+    UserMeanSpec,
+    run_user_mean,
+)
 from hdp_spark.errors import ParameterError
 
 __all__ = [
     "ATTRIBUTE_HISTOGRAM_FIELDS",
-    "HISTOGRAM_BIN_ITEMS",
     "HeavyHittersKernel",
     "HistogramKernel",
     "LdpKernel",
@@ -138,10 +142,6 @@ def histogram_bin_items(spec: HistogramSpec, counts: bool = True) -> tuple[Outpu
     return head + tail if counts else head
 
 
-HISTOGRAM_BIN_ITEMS = ("category", "frequency", "ci_low", "ci_high",
-                       "count", "count_ci_low", "count_ci_high")
-
-
 @functools.lru_cache(maxsize=256)
 def _weights(spec: HistogramSpec, v: tuple[float, ...], m: tuple[int, ...]) -> Weights:
     return _histogram_weights(spec, v, m)
@@ -198,16 +198,12 @@ _USER_CLASS_ITEMS = (
 class UserMeanKernel:
     """The user-level mean (``hdp_user_mean``): interactive, through ``engine.users``."""
 
-    FIELDS = (
-        *(OutputField(s, F) for s in ("", "_noise_scale", "_ci_low", "_ci_high")),
-        *(OutputField(s, INT) for s in ("_users", "_rows", "_users_var", "_users_initial",
-                                      "_users_final", "_users_excluded")),
-        *(OutputField(s, F) for s in ("_initial", "_user_var", "_t")),
-        OutputField("_cap", S),
-        *(OutputField(s, F) for s in ("_eps_var", "_eps_initial", "_eps_final")),
-        OutputField("_fallback", B),
-        OutputField("_classes", "list", _USER_CLASS_ITEMS),
+    FIELDS = tuple(
+        OutputField(suffix, "list", _USER_CLASS_ITEMS) if kind == "classes"
+        else OutputField(suffix, kind)
+        for suffix, kind in USER_MEAN_FIELDS
     )
+    """The output fields, from the one list of the result's columns (``USER_MEAN_FIELDS``)."""
     global_only = False
 
     def fields(self, spec: UserMeanSpec) -> tuple[OutputField, ...]:

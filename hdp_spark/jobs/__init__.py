@@ -14,22 +14,11 @@ from hdp_spark.jobs.dry_run import (
     committed_releases,
     plan_job,
 )
+from hdp_spark.jobs.kind import AggregatorKind, Interval, KindResult
 from hdp_spark.jobs.planning import JobBudgetPlan, plan_budget
-from hdp_spark.jobs.registry import (
-    AggregatorKind,
-    Interval,
-    KindResult,
-    get_kind,
-    kinds,
-    register_kind,
-)
-from hdp_spark.jobs.runner import (
-    AllocationSummary,
-    JobRun,
-    ReleaseRun,
-    quality_dir,
-    run_job,
-)
+from hdp_spark.jobs.registry import get_kind, kinds, register_kind
+from hdp_spark.jobs.results import AllocationSummary, JobRun, ReleaseRun
+from hdp_spark.jobs.runner import quality_dir, run_job
 from hdp_spark.jobs.spec import (
     AggregatorEntry,
     BudgetSpec,

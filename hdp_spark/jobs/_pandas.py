@@ -1,4 +1,4 @@
-"""pandas implementation of :class:`~hdp_spark.jobs.engines.EngineAdapter` (vectorized)."""
+"""pandas implementation of :class:`~hdp_spark.jobs.adapter.EngineAdapter` (vectorized)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ from hdp_spark.core.ledger import (
     ChargeMode,
     budget_units_numpy,
     cap_numpy,
-    charge_units_numpy,
     remaining_units_numpy,
 )
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.errors import SchemaError
-from hdp_spark.jobs.engines import (
+from hdp_spark.jobs.adapter import (
     HIST_BINS,
     QUANTILES,
     REMAINING,
@@ -35,10 +34,12 @@ from hdp_spark.jobs.engines import (
     InputCheck,
     Key,
 )
+from hdp_spark.jobs.charging import charged_once, clip_demand, limit_units, row_charges
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
+from hdp_spark.jobs.values import plain
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
 from hdp_spark.ledger.io import PandasIO
-from hdp_spark.pandas._common import real_dtype
+from hdp_spark.pandas.engine import PandasEngine
 
 __all__ = ["PandasAdapter"]
 
@@ -53,9 +54,16 @@ def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
     return df[column]
 
 
+def _real(dtype: Any) -> bool:
+    """Numeric, not boolean, not complex (the aggregators' rule for a value column)."""
+    types = pd.api.types
+    return (types.is_numeric_dtype(dtype) and not types.is_bool_dtype(dtype)
+            and not types.is_complex_dtype(dtype))
+
+
 def _floats(df: pd.DataFrame, column: str, role: str) -> np.ndarray:
     s = _column(df, column, role)
-    if not real_dtype(s.dtype):
+    if not _real(s.dtype):
         msg = f"{role} column `{column}` must be numeric (real), got dtype {s.dtype}."
         raise SchemaError(msg)
     return s.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -111,6 +119,20 @@ class PandasAdapter:
 
     def __init__(self) -> None:
         self.io = PandasIO()
+
+    def engine(self, df: pd.DataFrame) -> PandasEngine:
+        """The core pipeline's engine over ``df``."""
+        return PandasEngine(df)
+
+    def count(self, df: pd.DataFrame) -> int:
+        """Rows of ``df``."""
+        return len(df)
+
+    def to_records(self, table: pd.DataFrame) -> list[dict[str, Any]]:
+        """The rows of a released table (a null of a float column stays NaN, as pandas
+        holds it)."""
+        records = table.to_dict(orient="records")
+        return [{str(k): plain(v) for k, v in r.items()} for r in records]
 
     def load(self, spec: InputSpec) -> pd.DataFrame:
         """Read the CSV or parquet input and cast the schema's columns and ``[input.types]``.
@@ -253,13 +275,9 @@ class PandasAdapter:
             merged = pd.DataFrame(left).merge(pd.DataFrame(lookup), how="left", on=on)
             eff = merged["__eff"].to_numpy(np.float64)
             matched |= ~np.isnan(eff)
-            units = charge_units_numpy(eff, eps, mode)
-            if agg.per_user:
-                # user-level: the user's charge once (their rows share one cell), put on
-                # the user's first row so that the per-user sum below counts it once
-                first = ~pd.Series(uids).duplicated().to_numpy()
-                most = pd.Series(units).groupby(uids, sort=False).transform("max").to_numpy()
-                units = np.where(first, most, 0)
+            units = row_charges(eff, eps, mode)
+            if agg.per_user:  # user-level: the user's charge once (their rows share a cell)
+                units = charged_once(units, uids)
             total += units
         frame = pd.DataFrame({USER_COLUMN: uids, UNITS_COLUMN: total})
         per_user = frame.groupby(USER_COLUMN, sort=False, as_index=False)[UNITS_COLUMN].sum()
@@ -324,10 +342,7 @@ class PandasAdapter:
 
     def clip_eps(self, df: pd.DataFrame, column: str, upper: float) -> pd.DataFrame:
         """The ε ``column`` lowered to ``upper`` where above it (NaN stays NaN)."""
-        eps = _floats(df, column, "ε")
-        with np.errstate(invalid="ignore"):
-            clipped = np.where(eps > upper, float(upper), eps)
-        return df.assign(**{column: clipped})
+        return df.assign(**{column: clip_demand(_floats(df, column, "ε"), upper)})
 
     def level_counts(
         self, df: pd.DataFrame, column: str, grid: EpsGrid | None
@@ -348,10 +363,13 @@ class PandasAdapter:
 
     def limit_remaining(self, prepared: pd.DataFrame, share: float) -> pd.DataFrame:
         """``__remaining`` := ``min(__remaining, floor(__start · share))``."""
-        start = prepared[START].to_numpy(np.int64).astype(np.float64)
-        part = np.floor(start * float(share)).astype(np.int64)
-        limited = np.minimum(prepared[REMAINING].to_numpy(np.int64), part)
+        limited = limit_units(prepared[REMAINING].to_numpy(np.int64),
+                              prepared[START].to_numpy(np.int64), share)
         return prepared.assign(**{REMAINING: limited})
+
+    def columns_frame(self, df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+        """A copy of ``columns``."""
+        return df[list(columns)].copy()
 
     def public_frame(self, prepared: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
         """The public ``columns`` and ``__remaining``."""

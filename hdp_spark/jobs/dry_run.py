@@ -17,18 +17,17 @@ from hdp_spark.core.ledger import idempotency_key
 from hdp_spark.jobs.engines import make_adapter
 from hdp_spark.jobs.fingerprint import file_stats
 from hdp_spark.jobs.outputs import cited
-from hdp_spark.jobs.runner import (
-    _capped,
-    _definition,
-    _fingerprint,
-    _load,
-    _open_ledger,
-    _preflight,
-    _resolve,
-    _validate_into,
+from hdp_spark.jobs.preflight import (
+    input_fingerprint,
+    load,
+    open_job_ledger,
+    preflight,
+    resolve,
     typed,
 )
+from hdp_spark.jobs.release_run import capped_table, definition
 from hdp_spark.jobs.spec import EngineName, JobSpec
+from hdp_spark.jobs.validation import validate_into
 from hdp_spark.ledger import open_ledger
 
 __all__ = ["JobCheck", "ReleasePlan", "check_job", "committed_releases", "plan_job"]
@@ -71,7 +70,7 @@ def _ledger_if_any(spec: JobSpec) -> Any:
     output cites one (a missing ledger that outputs cite is refused, as by a run)."""
     ledger_ids, commit_ids = cited(spec.output.path)
     if ledger_ids or commit_ids or spec.ledger.path.exists():
-        return _open_ledger(spec)
+        return open_job_ledger(spec)
     return None
 
 
@@ -79,7 +78,7 @@ def _committed(spec: JobSpec, ledger: Any, fingerprint: str) -> frozenset[str]:
     """The releases whose idempotency key the ledger holds (as the runner looks them up)."""
     return frozenset(
         rel.id for rel in spec.releases
-        if ledger.find(idempotency_key(spec.name, rel.id, fingerprint, _definition(rel)))
+        if ledger.find(idempotency_key(spec.name, rel.id, fingerprint, definition(rel)))
         is not None
     )
 
@@ -97,7 +96,7 @@ def committed_releases(
         The answer depends on the input through its fingerprint, keyed by the ledger's
         secret: for the operator (like ``check``), a fact about this run, never published.
     """
-    spec = typed(_resolve(job, engine))
+    spec = typed(resolve(job, engine))
     if not spec.ledger.path.exists():
         return frozenset()
     spec.check_ledger_path()
@@ -106,10 +105,10 @@ def committed_releases(
                          compact_every=spec.ledger.compact_every, create=False)
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
     if spec.input.path is None:
-        df, before = _load(adapter, spec)
+        df, before = load(adapter, spec)
     else:
         df, before = None, file_stats(spec.input.path)
-    return _committed(spec, ledger, _fingerprint(adapter, spec, df, before, ledger))
+    return _committed(spec, ledger, input_fingerprint(adapter, spec, df, before, ledger))
 
 
 def plan_job(
@@ -142,21 +141,21 @@ def check_job(
         output), never for publication. The plans hold only counts derived from the ε
         vectors and budgets (public in this model).
     """
-    spec = _preflight(_resolve(job, engine), spark)
+    spec = preflight(resolve(job, engine), spark)
     adapter = make_adapter(spec.engine, spark, spec.spark_conf)
-    df, before = _load(adapter, spec)
+    df, before = load(adapter, spec)
     quality: dict[str, Any] = {"schema": None}
-    _validate_into(adapter, df, spec, quality)
+    validate_into(adapter, df, spec, quality)
     ledger = _ledger_if_any(spec)
     if ledger is None:
         spent, found = adapter.io.from_pairs([], []), frozenset[str]()
     else:
         spent = ledger.spent(adapter.io)
-        found = _committed(spec, ledger, _fingerprint(adapter, spec, df, before, ledger))
+        found = _committed(spec, ledger, input_fingerprint(adapter, spec, df, before, ledger))
     prepared = adapter.prepare(df, spec.input.user_id, spec.budget, spent)
     plans = []
     for rel in spec.releases:
-        capped = _capped(adapter, prepared, rel, "fail")
-        n = len(capped) if spec.engine == "pandas" else int(capped.count())
+        capped = capped_table(adapter, prepared, rel, "fail")
+        n = adapter.count(capped)
         plans.append(ReleasePlan(rel.id, rel.id in found, n, adapter.count_over(capped)))
     return JobCheck(quality, tuple(plans))

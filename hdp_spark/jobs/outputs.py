@@ -51,6 +51,7 @@ __all__ = [
     "cited",
     "cleanup_staging",
     "ensure_published",
+    "file_in_the_way",
     "json_safe",
     "output_error",
     "publish",
@@ -182,10 +183,42 @@ def check_writable(out: Path) -> None:
         raise output_error(out, "before charging anything; nothing was charged", exc) from exc
 
 
+def file_in_the_way(path: Path) -> Path | None:
+    """``path`` or its nearest existing ancestor if that is not a directory (else None).
+
+    Privacy:
+        Looks at the file system's entries only (a path from the job file), never at data.
+    """
+    for entry in (path, *path.parents):
+        if entry.is_dir():
+            return None
+        if entry.exists() or entry.is_symlink():
+            return entry
+    return None
+
+
 def output_error(
     out: Path, when: str, exc: OSError, what: str = "`[output] path`"
-) -> StorageError:
-    """An output directory's file-system error as its cause in one line."""
+) -> StorageError | JobError:
+    """An output directory's file-system error as its cause in one line.
+
+    A file where the directory (or one of its parents) should be is the job's setting, not
+    the storage: :class:`JobError` (exit code 2) naming the setting, the rule and the fix.
+
+    Privacy:
+        The message holds the path (a public job setting) and the cause, never data.
+    """
+    blocker = file_in_the_way(out) if isinstance(exc, FileExistsError | NotADirectoryError) \
+        else None
+    if blocker is not None:
+        where = "it is a file" if blocker == out else f"`{blocker}` above it is a file"
+        msg = (
+            f"{what} `{out}` must be a directory (each release is published in a "
+            f"subdirectory of its own), but {where} ({when}). "
+            + (f"Point {what} at a directory, or move the file away." if what.startswith("`[")
+               else "Move the file away.")
+        )
+        return JobError(msg)
     cause = StorageError.cause(exc)
     msg = f"{what} `{out}` cannot be written: {cause} ({when})."
     return StorageError(msg)

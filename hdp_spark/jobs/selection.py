@@ -24,19 +24,18 @@ budget enters the selection with the capped ε (or ε = 0, weight 0, charged (0,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import HdpError, JobError
-
-if TYPE_CHECKING:
-    from hdp_spark.jobs.spec import ReleaseSpec
+from hdp_spark.jobs.job_spec import ReleaseSpec, library_spec
+from hdp_spark.jobs.kind import ReleaseAdapter
 
 __all__ = [
     "SELECT_KEYS_PARAMS",
     "charge_table",
-    "check_selection_release",
     "clip_point",
     "describe_selection",
     "parse_select_keys",
@@ -48,7 +47,6 @@ Key = tuple[object, ...]
 
 SELECT_KEYS_PARAMS = ("delta", "c", "share", "step", "neighbours")
 _REQUIRED = ("delta", "c", "share")
-_KINDS = ("mean", "histogram")
 
 
 def parse_select_keys(where: str, raw: object) -> SelectKeys:
@@ -86,48 +84,9 @@ def parse_select_keys(where: str, raw: object) -> SelectKeys:
     return selection
 
 
-def check_selection_release(where: str, rel: ReleaseSpec) -> None:
-    """Rules of a release under partition selection (checked when the job is loaded).
-
-    Raises:
-        JobError: no ``by``, a public ``keys`` list as well, a kind other than ``mean`` /
-            ``histogram``, aggregators on different ε columns or grids, or a histogram
-            with ``project = true``.
-    """
-    if not rel.by:
-        msg = (f"`{where}: select_keys` chooses group keys: it needs `by`; got no `by` "
-               "(a global release has nothing to select).")
-        raise JobError(msg)
-    if rel.keys is not None:
-        msg = (f"`{where}: keys` must not be given with `select_keys` (either a public key "
-               "set or partition selection); got a key list.")
-        raise JobError(msg)
-    kinds = sorted({a.kind for a in rel.aggregators} - set(_KINDS))
-    if kinds:
-        msg = (f"`{where}: select_keys` supports the kinds {', '.join(_KINDS)} only; got "
-               f"{kinds!r}.")
-        raise JobError(msg)
-    columns = {(_spec(a.spec).eps, _spec(a.spec).eps_grid) for a in rel.aggregators}
-    if len(columns) > 1:
-        msg = (f"`{where}: aggregators` must all read the same `eps` column and `eps_grid` "
-               "under `select_keys` (one κ_i per row drives the selection and every "
-               f"statistic); got {sorted(str(c) for c, _ in columns)!r}.")
-        raise JobError(msg)
-    for a in rel.aggregators:
-        if getattr(a.spec, "project", False):
-            msg = (f"`{where}: histogram project` must be false under `select_keys` (the "
-                   "selected frequencies are clip(C̃_j / W̃, 0, 1)); got True.")
-            raise JobError(msg)
-
-
-def _spec(entry_spec: Any) -> Any:
-    """The library spec of a job aggregator (a histogram entry wraps its spec)."""
-    return getattr(entry_spec, "spec", entry_spec)
-
-
 def selection_eps(rel: ReleaseSpec) -> tuple[str, EpsGrid | None]:
     """The one ε column and grid every aggregator of a selection release reads."""
-    spec = _spec(rel.aggregators[0].spec)
+    spec = library_spec(rel.aggregators[0].spec)
     return spec.eps, spec.eps_grid
 
 
@@ -175,38 +134,22 @@ def describe_selection(selection: SelectKeys) -> dict[str, Any]:
     }
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if hasattr(value, "asDict"):
-        return _plain(value.asDict(recursive=True))
-    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
-        return _plain(value.tolist())
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
-        return value.item()
-    return value
-
-
 def release_selected(
-    engine: str, table: Any, rel: ReleaseSpec, unsafe_seed: str | None
+    adapter: ReleaseAdapter, table: Any, rel: ReleaseSpec, unsafe_seed: str | None
 ) -> list[dict[str, Any]]:
-    """Run the release's aggregators in ONE ``agg(..., keys=select_keys(...))`` call.
+    """Run the release's aggregators in ONE ``agg(..., keys=select_keys(...))`` call, through
+    the core pipeline on the adapter's engine.
 
     Returns:
         One plain dict per RELEASED group, sorted by key (the output of ``agg``); the
         candidates never leave the call.
-    """
-    import importlib
 
+    Privacy:
+        One release with one partition selection; the candidates never leave the call.
+    """
     assert rel.selection is not None
-    mod = importlib.import_module(f"hdp_spark.{'pandas' if engine == 'pandas' else 'spark'}")
-    specs = [_spec(a.spec) for a in rel.aggregators]
-    out = mod.agg(table, *specs, by=list(rel.by), keys=rel.selection,
-                  unsafe_seed=unsafe_seed)
-    if engine == "pandas":
-        records = out.to_dict(orient="records")
-    else:
-        records = [r.asDict(recursive=True) for r in out.collect()]
-    return [{str(k): _plain(v) for k, v in r.items()} for r in records]
+    engine = adapter.engine(table)
+    specs = [library_spec(a.spec) for a in rel.aggregators]
+    out = release_specs(engine, specs, by=list(rel.by), keys=rel.selection,
+                        unsafe_seed=unsafe_seed).materialize(engine)
+    return adapter.to_records(out)

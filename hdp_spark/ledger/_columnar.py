@@ -93,7 +93,9 @@ def encode_users(users: pa.Array) -> bytes:
 
 def decode_users(blob: bytes, n: int) -> pa.Array:
     """Inverse of :func:`encode_users` (``n``: the row count recorded beside the blob)."""
-    return _column(_read(blob, "users"), "u", n, "users").combine_chunks()
+    column = _column(_read(blob, "users"), "u", n, "users")
+    # one row group is one chunk: take it as it is (``combine_chunks`` would copy it)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def encode_charges(numbers: Int64s, units: Int64s) -> bytes:
@@ -143,7 +145,7 @@ def charge_arrays(table: pa.Table) -> tuple[pa.Array, Int64s]:
     return users, units
 
 
-def intern(known: pa.Array, users: pa.Array) -> tuple[Int64s, pa.Array]:
+def intern(known: pa.Array | pa.ChunkedArray, users: pa.Array) -> tuple[Int64s, pa.Array]:
     """The numbers of ``users`` in the dictionary ``known``, numbering new ones after it.
 
     Args:
@@ -176,7 +178,7 @@ def intern(known: pa.Array, users: pa.Array) -> tuple[Int64s, pa.Array]:
     return numbers, new
 
 
-def ledger_table(users: pa.Array, units: Int64s) -> pa.Table:
+def ledger_table(users: pa.Array | pa.ChunkedArray, units: Int64s) -> pa.Table:
     """A ledger frame as an Arrow table (``user_id`` string, ``units`` int64)."""
     return pa.table({USER_COLUMN: users.cast(pa.string()),
                      UNITS_COLUMN: pa.array(units, pa.int64())})

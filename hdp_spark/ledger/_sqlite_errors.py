@@ -3,6 +3,7 @@ messages hold no data), and one read transaction helper."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from hdp_spark.errors import (
     StorageError,
 )
 
-__all__ = ["busy", "is_busy", "pragma_ok", "reading", "translate", "translated"]
+__all__ = ["busy", "is_busy", "no_room", "pragma_ok", "reading", "translate", "translated"]
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -74,10 +75,46 @@ def translate(exc: sqlite3.Error, path: Path, doing: str, timeout: float) -> Hdp
         return LedgerDamagedError(msg)
     if is_busy(exc):
         return busy(path, timeout)
-    if "unable to open" in text or "disk i/o" in text or "permission" in text:
+    if ("disk i/o" in text or "unable to open" in text) and no_room(path):
+        # SQLite says "disk I/O error" when it cannot grow its -shm / -wal files, even to
+        # read: on a full disk that is all it says
+        msg = (
+            f"the SQLite ledger `{path}` (`[ledger] path`): the disk holding it is full "
+            f"({doing}; SQLite reports \"{cause}\": it needs free space beside the file for "
+            "its `-wal` and `-shm` files, even to read); nothing was committed. Free space on "
+            "that file system and run again."
+        )
+        return StorageError(msg)
+    if "disk i/o" in text:
+        msg = (
+            f"the SQLite ledger `{path}` (`[ledger] path`): SQLite reports a disk I/O error "
+            f"({doing}) although the disk has room; nothing was committed. Check the file "
+            "system holding it (kernel log; keep the ledger on a local disk) and that this "
+            "user can write the ledger's `-wal` and `-shm` files beside it, then run again."
+        )
+        return StorageError(msg)
+    if "unable to open" in text or "permission" in text:
         msg = f"cannot use the SQLite ledger `{path}` ({doing}: {cause})."
         return StorageError(msg)
     return LedgerError(f"the SQLite ledger `{path}`: {cause} ({doing}).")
+
+
+_ROOM = 1 << 20
+"""Free bytes below which a file system counts as full for SQLite (its ``-shm`` file alone
+takes 32 KiB, a WAL grows by pages)."""
+
+
+def no_room(path: Path) -> bool:
+    """Whether the file system holding ``path`` has (almost) no space left for this user.
+
+    Privacy:
+        Reads the file system's free space only (shown nowhere but as "full" or not).
+    """
+    try:
+        stat = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < _ROOM
 
 
 @contextmanager

@@ -160,8 +160,10 @@ def write_users(c: sqlite3.Connection, sealer: Sealer | None, first: int, new: p
     c.executemany("INSERT INTO users (first, n, data, mac) VALUES (?, ?, ?, ?)", rows)
 
 
-def load_users(c: sqlite3.Connection, sealer: Sealer, where: str) -> pa.Array:
-    """The user dictionary (user ids in number order), every part checked before decoding."""
+def load_users(c: sqlite3.Connection, sealer: Sealer, where: str) -> pa.ChunkedArray:
+    """The user dictionary (user ids in number order), every part checked before decoding.
+
+    One chunk per part, never concatenated (at 10M users a copy of ~200 MB)."""
     rows = c.execute("SELECT first, n, data, mac FROM users").fetchall()
     for first, n, data, mac in rows:
         if not sealer.valid(mac, "users", first, n, data):
@@ -172,7 +174,7 @@ def load_users(c: sqlite3.Connection, sealer: Sealer, where: str) -> pa.Array:
             raise damaged(where, "the user dictionary has a gap")
         arrays.append(decode_users(bytes(data), int(n)))
         count += int(n)
-    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
+    return pa.chunked_array(arrays, pa.string())
 
 
 # -- charges (the audit log) --------------------------------------------------------------
@@ -353,7 +355,7 @@ class Store:
     the snapshot (which commit it includes, how much audit log came after it)."""
 
     def __init__(
-        self, users: pa.Array, totals: npt.NDArray[np.int64], state: State, deltas: int,
+        self, users: pa.ChunkedArray, totals: npt.NDArray[np.int64], state: State, deltas: int,
         delta_rows: int,
     ) -> None:
         self.users = users

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["fmt_count", "fmt_num", "fmt_pct", "fmt_span", "md_table"]
+__all__ = ["fmt_count", "fmt_num", "fmt_pct", "fmt_span", "md_table", "text_table"]
 
 
 def fmt_num(v: Any) -> str:
@@ -49,6 +49,19 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     out += ["| " + " | ".join(fmt_num(c) if not isinstance(c, str) else c for c in r) + " |"
             for r in rows]
     return out
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A plain-text table for a terminal: the first column left-aligned, the others
+    right-aligned, a dashed rule under the header (cells already formatted)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 
 
 def fmt_span(lo: float, hi: float, fmt: Any = fmt_num) -> str:

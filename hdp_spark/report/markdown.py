@@ -39,8 +39,8 @@ from hdp_spark.report.summary import (
 from hdp_spark.report.words import ALLOCATION, GLOSSARY_HEADING, POLICY, glossary
 
 if TYPE_CHECKING:
-    from hdp_spark.jobs.engines import BudgetDistribution
-    from hdp_spark.jobs.runner import AllocationSummary, ReleaseRun
+    from hdp_spark.jobs.adapter import BudgetDistribution
+    from hdp_spark.jobs.results import AllocationSummary, ReleaseRun
     from hdp_spark.jobs.spec import JobSpec
 
 __all__ = ["GLOSSARY_HEADING", "render_report", "write_report"]

@@ -32,7 +32,7 @@ from hdp_spark.report.summary import (
 from hdp_spark.report.words import CHARGE, KIND_WORDS, NO_BASELINE, POLICY, method_words
 
 if TYPE_CHECKING:
-    from hdp_spark.jobs.runner import ReleaseRun
+    from hdp_spark.jobs.results import ReleaseRun
 
 __all__ = ["Plots", "details_section", "levels_section", "values_section"]
 

@@ -1,4 +1,4 @@
-"""The finalize of the Column aggregators, run on the executors (an Arrow pandas UDF).
+"""The finalize of the Column aggregators, run on the executors (an Arrow UDF).
 
 Privacy-relevant module: it turns the exact cells of each group into the released row with
 the same kernel and the same noise context as the release API (release key, group key,
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from hdp_spark.core.histogram.release import build_histogram_groups
 from hdp_spark.core.histogram.spec import HistogramSpec
@@ -34,7 +35,8 @@ from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, O
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import ParameterError
 
-__all__ = ["NO_FINGERPRINT", "decode_group", "finalize_batch", "query_key", "struct_fields"]
+__all__ = ["NO_FINGERPRINT", "arrow_finalize", "decode_group", "finalize_batch", "query_key",
+           "struct_fields"]
 
 
 def _float(bits: str) -> float:
@@ -214,3 +216,21 @@ def _mean_cells(levels: Any, counts: Any, sums: Any) -> MeanCells | None:
     if not bool((step[inside] >= 0).all()):
         return None
     return MeanCells(offsets, flat, count, total)
+
+
+def arrow_finalize(spec: Any, key: ReleaseKey, main: str, cells: pa.StructArray,
+                   rtype: pa.StructType) -> pa.StructArray:
+    """:func:`finalize_batch` over one Arrow batch of cells, as an Arrow struct array of
+    type ``rtype``. Floats go to Arrow as they are: a NaN the kernel releases (``tau`` of a
+    fallback group) stays NaN, as in the release API, where a pandas UDF would turn it into
+    null.
+
+    Privacy:
+        As :func:`finalize_batch` (a change of representation only).
+    """
+    if len(cells) == 0:
+        return pa.array([], type=rtype)
+    frame = pa.Table.from_struct_array(cells).to_pandas()
+    out = finalize_batch(spec, key, main, frame)
+    return pa.StructArray.from_arrays(
+        [pa.array(out[f.name].tolist(), type=f.type) for f in rtype], fields=list(rtype))

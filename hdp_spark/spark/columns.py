@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
@@ -54,7 +54,7 @@ from hdp_spark.core.mean.spec import MeanMethod, MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
-from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
+from hdp_spark.spark.column_finalize import NO_FINGERPRINT, arrow_finalize, struct_fields
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
@@ -77,14 +77,16 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:  # design-ok: vectorized, 
     main = _MAIN[type(spec)]
     fields = struct_fields(kernel.fields(spec), main)
     from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
 
     rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
+    arrow_type = to_arrow_type(rtype)
 
-    def finalize(cells: pd.DataFrame) -> pd.DataFrame:
-        return finalize_batch(spec, key, main, cells)
+    def finalize(cells: pa.Array) -> pa.Array:  # Arrow in, Arrow out: a scalar Arrow UDF
+        return arrow_finalize(spec, key, main, cells, arrow_type)
 
     finalize.__name__ = f"hdp_{'mean' if isinstance(spec, MeanSpec) else 'histogram'}_finalize"
-    return F.pandas_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
+    return F.arrow_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
 
 
 ColumnOrName = Column | str

@@ -1,4 +1,4 @@
-"""Spark implementation of :class:`~hdp_spark.jobs.engines.EngineAdapter`.
+"""Spark implementation of :class:`~hdp_spark.jobs.adapter.EngineAdapter`.
 
 Native column expressions, joins and aggregates only (no UDF, no RDD). The ledger's spend is
 joined with the table on the executors; only per-release summaries and the small
@@ -28,7 +28,7 @@ from hdp_spark.core.ledger import (
 )
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.errors import SchemaError
-from hdp_spark.jobs.engines import (
+from hdp_spark.jobs.adapter import (
     HIST_BINS,
     QUANTILES,
     REMAINING,
@@ -42,7 +42,9 @@ from hdp_spark.jobs.engines import (
     Key,
 )
 from hdp_spark.jobs.spec import BudgetSpec, InputSpec
+from hdp_spark.jobs.values import plain
 from hdp_spark.ledger.base import UNITS_COLUMN, USER_COLUMN
+from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.expressions import with_level
 from hdp_spark.spark.ledger_io import SparkIO
 
@@ -150,6 +152,19 @@ class SparkAdapter:
     def __init__(self, spark: Any = None, conf: Sequence[tuple[str, str]] = ()) -> None:
         self.spark = _session(spark, conf)
         self.io = SparkIO(self.spark)
+
+    def engine(self, df: DataFrame) -> SparkEngine:
+        """The core pipeline's engine over ``df``."""
+        return SparkEngine(df)
+
+    def count(self, df: DataFrame) -> int:
+        """Rows of ``df`` (one Spark job)."""
+        return int(df.count())
+
+    def to_records(self, table: DataFrame) -> list[dict[str, Any]]:
+        """The rows of a released (small) table, collected to the driver."""
+        return [{str(k): plain(v) for k, v in r.asDict(recursive=True).items()}
+                for r in table.collect()]
 
     def load(self, spec: InputSpec) -> DataFrame:
         """Read the input (CSV, parquet or a table), cast the schema's columns and
@@ -473,6 +488,10 @@ class SparkAdapter:
         double product as the pandas adapter and the simulation)."""
         part = F.floor(F.col(START).cast("double") * F.lit(float(share))).cast("long")
         return prepared.withColumn(REMAINING, F.least(F.col(REMAINING), part))
+
+    def columns_frame(self, df: DataFrame, columns: Sequence[str]) -> Any:
+        """``columns``, collected as a pandas frame."""
+        return df.select(*columns).toPandas()
 
     def public_frame(self, prepared: DataFrame, columns: Sequence[str]) -> Any:
         """The public ``columns`` and ``__remaining``, collected as a pandas frame."""

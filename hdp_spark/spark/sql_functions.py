@@ -6,14 +6,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
 
 from hdp_spark.core.histogram.spec import HISTOGRAM_METHODS
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.mean.spec import MEAN_METHODS
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.spark.column_finalize import NO_FINGERPRINT, finalize_batch, struct_fields
+from hdp_spark.spark.column_finalize import NO_FINGERPRINT, arrow_finalize, struct_fields
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
 
@@ -37,9 +38,14 @@ def _struct(spec: Any, main: str) -> tuple[list[str], Any]:
     return [n for n, _ in fields], rtype
 
 
-def _options(method: pd.Series, beta: pd.Series) -> dict[str, Any]:
+def _first(a: Any) -> Any:
+    """The first value of an Arrow argument column (a constant of the call)."""
+    return a[0].as_py()
+
+
+def _options(method: Any, beta: Any) -> dict[str, Any]:
     """The SQL call's method and beta (empty and NaN: the defaults) as spec keywords."""
-    m, b = str(method.iloc[0]), float(beta.iloc[0])
+    m, b = str(_first(method)), float(_first(beta))
     options: dict[str, Any] = {}
     if m:
         options["method"] = m
@@ -58,21 +64,20 @@ def _call_key(key: ReleaseKey, spec: Any, default: Any) -> ReleaseKey:
     return key.for_query(f"sql-options:{spec.method}:{spec.beta!r}")
 
 
-def _histogram_finalize(key: ReleaseKey, kind: str, names: list[str]) -> Any:
+def _histogram_finalize(key: ReleaseKey, kind: str, rtype: Any) -> Any:
     from hdp_spark.aggregators import hdp_histogram as spec_histogram
 
-    def histogram_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
-                           categories: pd.Series, method: pd.Series,
-                           beta: pd.Series) -> pd.DataFrame:
+    def histogram_finalize(cells: pa.Array, column: pa.Array, eps: pa.Array,
+                           categories: pa.Array, method: pa.Array, beta: pa.Array) -> pa.Array:
         if len(cells) == 0:
-            return pd.DataFrame(columns=names)
-        labels = list(categories.iloc[0])
+            return pa.array([], type=rtype)
+        labels = list(_first(categories))
         domain = [str(c) for c in labels] if kind == "str" else [int(c) for c in labels]
-        args: dict[str, Any] = {"eps": str(eps.iloc[0]), "categories": domain,
+        args: dict[str, Any] = {"eps": str(_first(eps)), "categories": domain,
                 "other": "other" if kind == "str" else None}
-        spec = spec_histogram(str(column.iloc[0]), **args, **_options(method, beta))
-        default = spec_histogram(str(column.iloc[0]), **args)
-        return finalize_batch(spec, _call_key(key, spec, default), "bins", cells)
+        spec = spec_histogram(str(_first(column)), **args, **_options(method, beta))
+        default = spec_histogram(str(_first(column)), **args)
+        return arrow_finalize(spec, _call_key(key, spec, default), "bins", cells, rtype)
 
     return histogram_finalize
 
@@ -116,24 +121,26 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     session.conf.set(MEAN_METHODS_CONF, ",".join(MEAN_METHODS))
     session.conf.set(HISTOGRAM_METHODS_CONF, ",".join(HISTOGRAM_METHODS))
     key = ReleaseKey.resolve(unsafe_seed)
-    mean_names, mean_type = _struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
+    _, mean_type = _struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
 
-    def mean_finalize(cells: pd.DataFrame, column: pd.Series, eps: pd.Series,
-                      lower: pd.Series, upper: pd.Series, method: pd.Series,
-                      beta: pd.Series) -> pd.DataFrame:
+    mean_arrow = to_arrow_type(mean_type)
+
+    def mean_finalize(cells: pa.Array, column: pa.Array, eps: pa.Array, lower: pa.Array,
+                      upper: pa.Array, method: pa.Array, beta: pa.Array) -> pa.Array:
         if len(cells) == 0:
-            return pd.DataFrame(columns=mean_names)
-        args: dict[str, Any] = {"eps": str(eps.iloc[0]), "lower": _number(lower.iloc[0]),
-                "upper": _number(upper.iloc[0])}
-        spec = spec_mean(str(column.iloc[0]), **args, **_options(method, beta))
-        default = spec_mean(str(column.iloc[0]), **args)
-        return finalize_batch(spec, _call_key(key, spec, default), "estimate", cells)
+            return pa.array([], type=mean_arrow)
+        args: dict[str, Any] = {"eps": str(_first(eps)), "lower": _number(_first(lower)),
+                "upper": _number(_first(upper))}
+        spec = spec_mean(str(_first(column)), **args, **_options(method, beta))
+        default = spec_mean(str(_first(column)), **args)
+        return arrow_finalize(spec, _call_key(key, spec, default), "estimate", cells,
+                              mean_arrow)
 
-    udf = F.pandas_udf(mean_finalize, mean_type)  # type: ignore[attr-defined]  # design-ok: per group batch
+    udf = F.arrow_udf(mean_finalize, mean_type)  # type: ignore[attr-defined]  # design-ok: per group batch
     session.udf.register("hdp_mean_finalize", udf)
     for kind, probe in (("str", ["a"]), ("int", [0])):
         probe_spec = spec_histogram("c", eps="eps", categories=probe,
                                     other="other" if kind == "str" else None)
-        names, rtype = _struct(probe_spec, "bins")
-        udf = F.pandas_udf(_histogram_finalize(key, kind, names), rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
+        _, rtype = _struct(probe_spec, "bins")
+        udf = F.arrow_udf(_histogram_finalize(key, kind, to_arrow_type(rtype)), rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
         session.udf.register(f"hdp_histogram_finalize_{kind}", udf)

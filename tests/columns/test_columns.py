@@ -338,6 +338,25 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
         spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]
 
 
+@pytest.mark.spark
+def test_sql_columns_are_named_as_written(spark: object) -> None:
+    """As Spark names its own functions' columns (``avg(salary)``): the call as written, not
+    the internal finalize over the native aggregate; an alias replaces it."""
+    pdf = _table(seed=12)
+    spark.createDataFrame(pdf).createOrReplaceTempView("hdp_sql_names")  # type: ignore[attr-defined]
+    hs.register_sql(spark, unsafe_seed=33)
+    sql = spark.sql  # type: ignore[attr-defined]
+    assert sql("SELECT hdp_mean(salary, eps, 0, 250000) FROM hdp_sql_names").columns == [
+        "hdp_mean(salary, eps, 0, 250000)"]
+    assert sql("SELECT dept, hdp_histogram(region, eps, array('north', 'south'), 'public') "
+               "FROM hdp_sql_names GROUP BY dept").columns == [
+        "dept", "hdp_histogram(region, eps, array(north, south), public)"]
+    assert sql("SELECT hdp_mean(salary, eps, 0, 250000) AS s FROM hdp_sql_names").columns == ["s"]
+    plain = sql("SELECT hdp_mean(salary, eps, 0, 250000).estimate AS e FROM hdp_sql_names")
+    assert plain.columns == ["e"]
+    assert isinstance(plain.collect()[0]["e"], float)
+
+
 def test_sql_histogram_equals_the_release_api(spark: object) -> None:
     pdf = _table(seed=11)
     pdf["code"] = pdf["region"].map({"north": 1, "south": 2, "east": 3}).fillna(9).astype(int)
@@ -470,17 +489,40 @@ def test_seeded_column_marks_its_output_field(spark: object) -> None:
     assert df.agg(col).schema[0].metadata == {}
 
 
-def test_nan_grouping_value_is_a_group(spark: object) -> None:
-    """Grouping by a double column holding NaN: NaN is one group like any other (its noise
-    bound to a tagged key), not an executor crash."""
-    pdf = pd.DataFrame({"k": [1.0, 0.0, 2.0, 0.0] * 50, "x": np.linspace(0, 1, 200),
+def test_fallback_tau_is_nan_in_both_apis(spark: object) -> None:
+    """A fallback group publishes ``tau`` = NaN in the Column as in the release API (an
+    Arrow UDF keeps the kernel's NaN; a pandas UDF would turn it into null)."""
+    pdf = pd.DataFrame({"x": [0.2, 0.9], "eps": [0.0, 0.0]})  # no ε at all: fallback
+    df = spark.createDataFrame(pdf)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("x", eps="eps", lower=0, upper=1)
+    got = df.agg(col.alias("m")).collect()[0]["m"]
+    want = hs.agg(df, hs.hdp_mean("x", eps="eps", lower=0, upper=1)).collect()[0]
+    assert got["fallback"] is True
+    assert want["x_mean_fallback"] is True
+    assert math.isnan(got["tau"])
+    assert math.isnan(want["x_mean_tau"])
+
+
+def test_null_and_nan_grouping_values_are_not_released(spark: object) -> None:
+    """The release API's rule for both: a public key is never null or NaN, so rows with a
+    null or NaN grouping value are in no released group. The extension filters them below
+    the aggregate, so Spark's own aggregates of the query see the same rows."""
+    from pyspark.sql import functions as F
+
+    pdf = pd.DataFrame({"k": [1.0, 0.0, 2.0, 3.0] * 50, "x": np.linspace(0, 1, 200),
                         "eps": 1.0})
     df = spark.createDataFrame(pdf).selectExpr(  # type: ignore[attr-defined]
-        "CASE WHEN k = 0 THEN CAST('NaN' AS DOUBLE) ELSE k END AS g", "x", "eps")
+        "CASE WHEN k = 0 THEN CAST('NaN' AS DOUBLE) WHEN k = 3 THEN NULL ELSE k END AS g",
+        "x", "eps")
     col = hs.hdp_mean("x", eps="eps", lower=0, upper=1, keys="public")
-    rows = df.groupBy("g").agg(col.alias("m")).collect()
-    assert sorted(r["m"]["n"] for r in rows) == [50, 50, 100]
-    assert sum(math.isnan(r["g"]) for r in rows) == 1
+    rows = df.groupBy("g").agg(col.alias("m"), F.count("*").alias("c")).orderBy("g").collect()
+    assert [r["g"] for r in rows] == [1.0, 2.0]
+    assert [(r["m"]["n"], r["c"]) for r in rows] == [(50, 50), (50, 50)]
+    ref = hs.agg(df, hs.hdp_mean("x", eps="eps", lower=0, upper=1), by="g", keys=[1.0, 2.0])
+    assert [r["x_mean_n"] for r in ref.orderBy("g").collect()] == [50, 50]
+    text = df.groupBy("g").agg(col.alias("m"))._jdf.queryExecution().analyzed().toString()  # type: ignore[attr-defined]
+    assert "isnotnull(g" in text
+    assert "isnan(g" in text
 
 
 def test_classic_session_without_the_analyzer_rule_names_configure() -> None:

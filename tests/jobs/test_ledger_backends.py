@@ -211,3 +211,35 @@ def test_not_a_ledger(tmp_path: Path) -> None:
         ParquetLedger(tmp_path / "l").find("0" * 64)
     with pytest.raises(LedgerError, match="64 lowercase hex"):
         CommitRecord("xyz", "j", "r", "f", "t", "{}", 0, 0)
+
+
+@pytest.mark.parametrize("case", ["same users", "other users", "same users, other order"])
+def test_pandas_spend_read_sums_directories_exactly(tmp_path: Path, case: str) -> None:
+    """Directories charging the same users (summed elementwise, no hash aggregation) and
+    directories charging others (hash aggregation) give the same exact per-user sums."""
+    io = PandasIO()
+    first = {"a": 3, "b": 2**40, "c": 1}
+    second = {"a": 5, "b": 7, "c": 2**62} if case != "other users" else {"b": 1, "d": 9}
+    dirs = []
+    for i, charges in enumerate((first, second, first)):
+        users = list(charges)
+        if case == "same users, other order" and i == 1:
+            users.reverse()
+        path = tmp_path / f"d{i}"
+        if case == "same users, other order" and i == 1:  # written unsorted, as Spark may
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            path.mkdir()
+            pq.write_table(pa.table({"user_id": users, "units": [charges[u] for u in users]}),
+                           path / "part-00000.parquet")
+        else:
+            io.write_parquet(io.from_pairs(users, [charges[u] for u in users]), str(path))
+        dirs.append(str(path))
+    got = dict(zip(*io.to_pairs(io.read_parquet(dirs)), strict=True))
+    want: dict[str, int] = {}
+    for charges in (first, second, first):
+        for user, units in charges.items():
+            want[user] = want.get(user, 0) + units
+    assert got == want
+    assert io.read_parquet(dirs)["units"].dtype == "int64"

@@ -279,3 +279,109 @@ def test_unwritable_outputs_are_found_before_charging_on_both_engines(
         run_job(job, spark=engine.session)
     monkeypatch.delenv(DISK_FULL_ENV)
     assert records(job) == []
+
+
+# -- a full disk when the ledger is opened; an output path that is a file (issue 29) ---------
+
+
+def _statvfs_with(free_blocks: int) -> Any:
+    real = os.statvfs
+
+    def fake(path: Any) -> Any:
+        st = real(path)
+        return os.statvfs_result((st.f_bsize, 4096, st.f_blocks, free_blocks, free_blocks,
+                                  st.f_files, st.f_ffree, st.f_favail, st.f_flag,
+                                  st.f_namemax))
+    return fake
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_sqlite_disk_io_error_at_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str], full: bool) -> None:
+    """SQLite's bare "disk I/O error" when it cannot make its -shm / -wal files at open
+    (what a full disk gives, see the tmpfs test below): one line naming the ledger's path,
+    the cause and the fix, exit 7, nothing charged."""
+    from hdp_spark.ledger import _sqlite_errors
+    from hdp_spark.ledger import sqlite as sqlite_ledger
+
+    job = write_job(tmp_path)
+    open_ledger("sqlite", load_job(job).ledger.path)
+
+    def io_error(c: sqlite3.Connection, pragma: str) -> bool:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_ledger, "pragma_ok", io_error)
+    monkeypatch.setattr(_sqlite_errors.os, "statvfs", _statvfs_with(0 if full else 10**6))
+    code, err = _run(["run", str(job)], capsys)
+    assert code == 7, err
+    line = _one_line(err)
+    assert f"`{load_job(job).ledger.path}` (`[ledger] path`)" in line
+    if full:
+        assert "the disk holding it is full (opening it" in line
+        assert "Free space on that file system" in line
+    else:
+        assert "disk I/O error (opening it) although the disk has room" in line
+        assert "`-wal` and `-shm`" in line
+    assert "Traceback" not in err
+    monkeypatch.undo()
+    assert records(job) == []
+    assert published(load_job(job).output.path) == {}
+
+
+def test_full_disk_at_open_real_tmpfs(tmp_path: Path) -> None:
+    """A ledger on a file system filled up after it was created: SQLite cannot make its
+    -shm file and says "disk I/O error"; the run says the disk is full (exit 7)."""
+    if not _mount_ns_works(tmp_path):
+        pytest.skip("mount namespaces are not available")
+    ledger_dir = tmp_path / "small"
+    ledger_dir.mkdir()
+    ledger = ledger_dir / "l.sqlite"
+    job = write_job(tmp_path, ledger=ledger)
+    make = (f'{sys.executable} -c "from hdp_spark.ledger import open_ledger; '
+            f"open_ledger('sqlite', '{ledger}')\"")
+    # full but for 8 KiB: room for the run's data-quality report beside the ledger, not
+    # for SQLite's 32 KiB -shm file
+    fill = (f"(dd if=/dev/zero of={ledger_dir}/filler bs=4k 2>/dev/null; true) && "
+            f"truncate -s -8K {ledger_dir}/filler")
+    count = (f'{sys.executable} -c "from hdp_spark.ledger import open_ledger; '
+             f"import os; os.remove('{ledger_dir}/filler'); "
+             f"print(len(list(open_ledger('sqlite', '{ledger}').records())))\"")
+    setup = f"mount -t tmpfs -o size=256k tmpfs {ledger_dir} && {make} && {fill}"
+    env = {k: v for k, v in os.environ.items() if k != DISK_FULL_ENV}
+    env["PYTHONPATH"] = str(REPO)
+    script = (f'{setup} && {{ {sys.executable} -m hdp_spark.jobs run "$0" -q; '
+              f'echo "exit=$?" >&2; {count}; }}')
+    done = subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script,
+                           str(job)], env=env, capture_output=True, text=True, cwd=REPO,
+                          check=False, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1] == "exit=7", done.stderr
+    assert len(lines) == 2, done.stderr
+    assert "the disk holding it is full (opening it" in lines[0]
+    assert "disk I/O error" in lines[0]  # SQLite's own words, explained
+    assert done.stdout.strip() == "0"  # nothing charged
+    assert published(load_job(job).output.path) == {}
+
+
+@pytest.mark.parametrize("where", ["itself", "parent"])
+def test_output_path_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    where: str) -> None:
+    """Not "File exists": the setting, the rule and the fix, exit 2, nothing charged."""
+    job = write_job(tmp_path)
+    out = load_job(job).output.path
+    blocker = out  # a file where the directory, or a parent of it, should be
+    if where == "parent":
+        job.write_text(job.read_text().replace(str(out), str(out / "inner")))
+        out = out / "inner"
+    blocker.write_text("not a directory\n")
+    code, err = _run(["run", str(job)], capsys)
+    assert code == 2, err
+    line = _one_line(err)
+    assert line.count("`[output] path`") == 2
+    assert f"`{out}` must be a directory" in line
+    assert ("it is a file" if where == "itself" else f"`{blocker}` above it is a file") in line
+    assert "nothing was charged" in line
+    assert "File exists" not in line
+    assert "Not a directory" not in line
+    assert blocker.read_text() == "not a directory\n"
+    assert records(job) == []

@@ -39,7 +39,7 @@ from leak_helpers import (
 
 from hdp_spark.core.ledger import idempotency_key
 from hdp_spark.jobs import load_job, run_job
-from hdp_spark.jobs.runner import _definition
+from hdp_spark.jobs.release_run import definition as _definition
 
 SAMPLE = REPO / "jobs" / "sample_employees.toml"
 EXTRA = {"format": "csv", "types": [["eps", "double"]]}  # the sample job's read settings

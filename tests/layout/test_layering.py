@@ -1,7 +1,7 @@
 """Layering of the core. The engine-agnostic core imports no engine: ``hdp_spark.core`` (every
 module of it) loads in a fresh interpreter where importing pandas or pyspark fails. Its
-modules stay under 550 lines, and only the mechanisms package (``core/noise``) draws
-randomness."""
+modules stay under 550 lines, every other module of the package under 600, and only the
+mechanisms package (``core/noise``) draws randomness."""
 
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ def test_the_blocker_blocks() -> None:
 CORE = ROOT / "hdp_spark" / "core"
 MECHANISMS = CORE / "noise"
 MAX_MODULE_LINES = 550
+PACKAGE = ROOT / "hdp_spark"
+MAX_PACKAGE_MODULE_LINES = 600
 
 _RANDOMNESS = re.compile(
     r"\bsecrets\.|\bos\.urandom\b|\brandom\.|\bnp\.random\b|\bnumpy\.random\b|\bdefault_rng\b"
@@ -80,6 +82,30 @@ def test_no_core_module_is_too_long() -> None:
     }
     assert not long, long
     assert len(_core_modules()) > 40  # the walk found the core
+
+
+def _too_long(paths: list[Path], limit: int, base: Path = ROOT) -> dict[str, int]:
+    return {
+        str(p.relative_to(base)): n
+        for p in paths
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > limit
+    }
+
+
+def test_no_module_of_the_package_is_too_long() -> None:
+    """Every module of the package stays readable: at most 600 lines (the core: 550)."""
+    modules = sorted(PACKAGE.rglob("*.py"))
+    long = _too_long(modules, MAX_PACKAGE_MODULE_LINES)
+    assert not long, long
+    assert len(modules) > 100  # the walk found the package
+
+
+def test_the_line_cap_can_fail(tmp_path: Path) -> None:
+    for name, lines in (("long.py", MAX_PACKAGE_MODULE_LINES + 1),
+                        ("short.py", MAX_PACKAGE_MODULE_LINES)):
+        (tmp_path / name).write_text("x = 1\n" * lines, encoding="utf-8")
+    found = _too_long(sorted(tmp_path.glob("*.py")), MAX_PACKAGE_MODULE_LINES, tmp_path)
+    assert found == {"long.py": MAX_PACKAGE_MODULE_LINES + 1}
 
 
 def test_only_the_mechanisms_package_draws_randomness() -> None:

@@ -3,14 +3,21 @@ package org.hdpspark;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.IsNaN;
+import org.apache.spark.sql.catalyst.expressions.IsNotNull;
+import org.apache.spark.sql.catalyst.expressions.Not;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
 import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import scala.collection.immutable.Seq;
@@ -67,6 +74,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
       public LogicalPlan apply(LogicalPlan p) {
         Aggregate a = (Aggregate) p;
         boolean grouped = !a.groupingExpressions().isEmpty();
+        boolean[] publicGroups = {false};
         List<NamedExpression> out = new ArrayList<>();
         for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
           out.add((NamedExpression) ((Expression) e).transformUp(
@@ -85,6 +93,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                   if (grouped && HdpQuery.NONE.equals(groups)) {
                     throw new IllegalArgumentException(UNDECIDED);
                   }
+                  publicGroups[0] |= grouped && HdpQuery.PUBLIC.equals(groups);
                   String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
                   return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
                     @Override
@@ -101,8 +110,29 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
               }));
         }
         Seq<NamedExpression> aggs = CollectionConverters.asScala(out).toSeq();
-        return a.copy(a.groupingExpressions(), aggs, a.child(), a.hint());
+        LogicalPlan child = publicGroups[0] ? withoutNullKeys(a) : a.child();
+        return a.copy(a.groupingExpressions(), aggs, child, a.hint());
       }
     });
+  }
+
+  /**
+   * The aggregate's input without the rows whose grouping value is null or NaN: the release
+   * API's rule (a public key is never null or NaN, so such rows are in no released group),
+   * applied to the Column aggregators so that both publish the same groups. The filter runs
+   * below the aggregate, so every aggregate of the query, hdp_spark's or Spark's, sees the
+   * same rows and no output row has a null or NaN key. Public facts only: the grouping
+   * values are declared public by the group decision.
+   */
+  static LogicalPlan withoutNullKeys(Aggregate a) {
+    Expression keep = null;
+    for (Expression g : CollectionConverters.asJava(a.groupingExpressions())) {
+      Expression ok = new IsNotNull(g);
+      if (g.dataType() instanceof DoubleType || g.dataType() instanceof FloatType) {
+        ok = new And(ok, new Not(new IsNaN(g)));
+      }
+      keep = keep == null ? ok : new And(keep, ok);
+    }
+    return new Filter(keep, a.child());
   }
 }

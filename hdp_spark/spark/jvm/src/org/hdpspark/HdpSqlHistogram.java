@@ -69,7 +69,8 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
     fin.add(Literal.create(UTF8String.fromString(SqlFinalize.name(eps)), DataTypes.StringType));
     fin.add(domain);
     SqlFinalize.addOptions(fin, options);
-    return SqlFinalize.call(FUNCTION, FINALIZE + (text ? "str" : "int"), fin);
+    return SqlFinalize.named(FUNCTION, in,
+        SqlFinalize.call(FUNCTION, FINALIZE + (text ? "str" : "int"), fin));
   }
 
   /**

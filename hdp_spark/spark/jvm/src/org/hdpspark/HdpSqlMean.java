@@ -107,6 +107,6 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     fin.add(lower);  // as written: an integer bound stays an integer, as in the Python spec
     fin.add(upper);
     SqlFinalize.addOptions(fin, options);
-    return SqlFinalize.call(FUNCTION, FINALIZE, fin);
+    return SqlFinalize.named(FUNCTION, in, SqlFinalize.call(FUNCTION, FINALIZE, fin));
   }
 }

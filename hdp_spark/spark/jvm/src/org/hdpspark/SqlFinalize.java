@@ -33,6 +33,27 @@ final class SqlFinalize {
         org.apache.spark.sql.types.DataTypes.DoubleType));
   }
 
+  /**
+   * {@code expr} named as Spark names its own functions' columns: the SQL function and the
+   * arguments as written ({@code hdp_mean(salary, eps, 0, 250000)}, like {@code avg(salary)}),
+   * not the internal finalize over the native aggregate. An alias the user writes replaces it
+   * (Spark drops inner aliases), and inside a larger expression Spark removes it.
+   */
+  static Expression named(String function, List<Expression> written, Expression expr) {
+    org.apache.spark.sql.catalyst.util.package$ util =
+        org.apache.spark.sql.catalyst.util.package$.MODULE$;
+    StringBuilder name = new StringBuilder(function).append('(');
+    for (int i = 0; i < written.size(); i++) {
+      name.append(i == 0 ? "" : ", ")
+          .append(util.toPrettySQL(written.get(i), util.toPrettySQL$default$2()));
+    }
+    String text = name.append(')').toString();
+    Seq<String> none = scala.jdk.javaapi.CollectionConverters.asScala(
+        new java.util.ArrayList<String>()).toList();
+    return new org.apache.spark.sql.catalyst.expressions.Alias(expr, text,
+        NamedExpression.newExprId(), none, Option.empty(), none);
+  }
+
   static Expression call(String function, String finalize, List<Expression> args) {
     org.apache.spark.sql.classic.SparkSession session =
         (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.classic.SparkSession.active();

@@ -1,124 +1,37 @@
-"""Aggregator kinds beyond ``mean`` and ``histogram``: user-level mean, heavy hitters,
-attribute histograms, marginals, MWEM and LDP aggregation (tracker issues 16, 19).
+"""The partial-DP kinds of a job (Ghazi et al.): ``heavy_hitters``, ``attribute_histograms``,
+``marginals`` and ``mwem`` (tracker issue 19).
 
-Every kind calls only the PUBLIC release functions of :mod:`hdp_spark.pandas` /
-:mod:`hdp_spark.spark` (``user_mean_release``, ``heavy_hitters``,
-``attribute_histograms``, ``ldp_release``); the backends' internals are not used.
-
-How each kind is charged by the ledger is stated next to its ``effective`` table below and
-in ``docs/jobs.md`` ("Charging rules per kind"). A wrong charge is a privacy breach: every
-``effective`` value here is an upper bound of the privacy loss the mechanism's own proof
-gives the charged unit.
+One global ε per person (``unit = "person"``), no ``by``. Heavy hitters, marginals and MWEM
+release through the core pipeline on the engine the job's adapter hands out; attribute
+histograms through the front's ``attribute_histograms`` on that engine. Each spec is one
+call under the seed ``<seed>/<name>`` (unchanged since the kinds were written). How each
+kind is charged is stated next to its ``effective`` table below and in ``docs/jobs.md``
+("Charging rules per kind").
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hdp_spark.core.levels import EPS_CAP
+from hdp_spark.core.kernels import HeavyHittersKernel, MarginalsKernel, release_specs
+from hdp_spark.core.partial.mwem import MWEM_COLUMNS
+from hdp_spark.core.partial.projection import MARGINAL_COLUMNS
 from hdp_spark.errors import InternalError, ParameterError
-from hdp_spark.jobs.registry import AggregatorKind, Interval, Key, KindResult, _grid
-
-__all__ = [
-    "ATTRIBUTE_HISTOGRAMS",
-    "BUILTIN",
-    "HEAVY_HITTERS",
-    "LDP_MEAN",
-    "MARGINALS",
-    "MWEM",
-    "USER_MEAN",
-    "PartialEntry",
-]
-
-
-def _engine(engine: str) -> Any:
-    import importlib
-
-    return importlib.import_module(f"hdp_spark.{'pandas' if engine == 'pandas' else 'spark'}")
-
-
-def _require(params: Mapping[str, Any], *names: str) -> None:
-    for name in names:
-        if name not in params:
-            msg = f"`{name}` is required."
-            raise ParameterError(msg)
-
-
-def _keys_arg(keys: tuple[Key, ...] | None) -> list[Key] | None:
-    return list(keys) if keys is not None else None
-
-
-# -- user-level mean (Cummings et al.) --------------------------------------------------------
-
-
-def _build_user_mean(params: Mapping[str, Any]) -> Any:
-    from hdp_spark.pandas import hdp_user_mean
-
-    p = dict(params)
-    _require(p, "column", "eps", "user", "lower", "upper")
-    column, user, eps = p.pop("column"), p.pop("user"), p.pop("eps")
-    lower, upper = p.pop("lower"), p.pop("upper")
-    if "eps_grid" in p:
-        p["eps_grid"] = _grid(p["eps_grid"])
-    return hdp_user_mean(column, user=user, eps=eps, lower=lower, upper=upper, **p)
-
-
-def _release_user_mean(
-    engine: str, df: Any, specs: Sequence[Any], by: tuple[str, ...],
-    keys: tuple[Key, ...] | None, unsafe_seed: str | None,
-) -> KindResult:
-    mod = _engine(engine)
-    rows: list[dict[str, Any]] | None = None
-    effective: dict[str, dict[tuple[Key, float], float]] = {}
-    for spec in specs:
-        result = mod.user_mean_release(
-            df, spec, by=list(by) or None, keys=_keys_arg(keys),
-            unsafe_seed=f"{unsafe_seed}/{spec.name}" if unsafe_seed else None,
-        )
-        mine = result.rows()
-        if rows is None:
-            rows = mine
-        else:
-            for a, b in zip(rows, mine, strict=True):
-                a.update(b)
-        # Charging argument (docs/user_mean.md, "Privacy"): a user of class (step, k, ε)
-        # loses at most that class's `eps_effective` (<= ε). Which step a user is in
-        # depends on a keyed hash of their id that the public API does not expose, so the
-        # ledger charges every user of (group, ε level) the LARGEST eps_effective of any
-        # class with that ε level in that group: an upper bound of their actual loss, never
-        # more than their ε (<= their capped demand). Users with ε = 0 and fallback groups
-        # (data-independent midpoint) are in no class and are charged 0. The runner charges
-        # this ONCE per user (``unit = "user"``), not once per row.
-        cells: dict[tuple[Key, float], float] = {}
-        for key in result.keys:
-            for c in result.results[key].classes:
-                level = float(c.eps)
-                for lv in ((level, math.inf) if level >= EPS_CAP else (level,)):
-                    cells[(key, lv)] = max(cells.get((key, lv), 0.0), float(c.eps_effective))
-        effective[spec.name] = cells
-    return KindResult(rows or [], effective, {})
-
-
-USER_MEAN = AggregatorKind(
-    name="user_mean",
-    build=_build_user_mean,
-    release=_release_user_mean,
-    eps_column=lambda s: s.eps,
-    eps_grid=lambda s: s.eps_grid,
-    output_name=lambda s: s.name,
-    intervals=lambda s: (Interval(s.name, s.name, s.name + "_ci_low", s.name + "_ci_high"),),
-    describe=lambda s: dataclasses.asdict(s),
-    numeric_columns=lambda s: (s.column,),
-    unit="user",
-    user_column=lambda s: s.user,
+from hdp_spark.front import partial as front_partial
+from hdp_spark.jobs.kind import (
+    AggregatorKind,
+    Key,
+    KindResult,
+    ReleaseAdapter,
+    require,
 )
-"""User-level heterogeneous-DP mean (:func:`hdp_spark.hdp_user_mean`, Cummings et al.); parameters
-as its keywords; ``user`` defaults to ``[input] user_id`` (and must equal it)."""
+from hdp_spark.jobs.values import plain
+
+__all__ = ["ATTRIBUTE_HISTOGRAMS", "HEAVY_HITTERS", "MARGINALS", "MWEM", "PARTIAL", "PartialEntry"]
 
 
 # -- partial DP: heavy hitters and attribute histograms (Ghazi et al.) ------------------------
@@ -160,7 +73,7 @@ def _partial_params(
     if unknown:
         msg = f"accepts only {', '.join(sorted(allowed | {'alias'}))}; got {unknown!r}."
         raise ParameterError(msg)
-    _require(p, "cols", "domains", "eps0")
+    require(p, "cols", "domains", "eps0")
     if not isinstance(p["cols"], list | tuple) or not all(isinstance(c, str) for c in p["cols"]):
         msg = f"`cols` must be a list of column names, got {p['cols']!r}."
         raise ParameterError(msg)
@@ -169,7 +82,7 @@ def _partial_params(
 
 
 def _build_heavy_hitters(params: Mapping[str, Any]) -> PartialEntry:
-    from hdp_spark.pandas import hdp_heavy_hitters
+    from hdp_spark import hdp_heavy_hitters
 
     alias, p = _partial_params(params, _HH_KEYS)
     cols = p.pop("cols")
@@ -211,43 +124,45 @@ def _partial_effective(entry: PartialEntry, eps_person: float) -> dict[tuple[Key
     return {((), entry.eps_person): eps_person, ((), 0.0): 0.0}
 
 
-def _plain_value(v: Any) -> Any:
-    if v is None:
-        return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v.item() if hasattr(v, "item") else v
+def _records(adapter: ReleaseAdapter, table: Any) -> list[dict[str, Any]]:
+    """A released table's rows; a NaN cell (pandas' null of a float column) is None."""
+    return [{k: plain(v, nan_as_null=True) for k, v in r.items()}
+            for r in adapter.to_records(table)]
 
 
-def _table_rows(engine: str, table: Any) -> list[dict[str, Any]]:
-    if engine == "pandas":
-        records = table.to_dict(orient="records")
-    else:
-        records = [r.asDict() for r in table.collect()]
-    return [{str(k): _plain_value(v) for k, v in r.items()} for r in records]
+def _coded_release(adapter: ReleaseAdapter, df: Any, spec: Any, kernel: Any,
+                   unsafe_seed: str | None) -> tuple[list[dict[str, Any]], Any]:
+    """One heavy-hitters or marginals release through the core pipeline: its table's
+    records (the kernel's items, materialized by the engine) and its public report."""
+    engine = adapter.engine(df)
+    result = release_specs(engine, [spec], unsafe_seed=unsafe_seed).results[spec.name][()]
+    columns = [(f.suffix, f) for f in kernel.items(spec)]
+    table = engine.materialize((), columns, kernel.table_rows(spec, result),
+                               result.report.unsafe_seed)
+    return _records(adapter, table), result.report
 
 
 def _release_heavy_hitters(
-    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
+    adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], by: tuple[str, ...],
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
-    mod = _engine(engine)
-    n = len(df) if engine == "pandas" else int(df.count())
+    n = adapter.count(df)
     row: dict[str, Any] = {}
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     for entry in entries:
-        out = mod.heavy_hitters(
-            df, entry.spec, unsafe_seed=f"{unsafe_seed}/{entry.name}" if unsafe_seed else None
+        table, report = _coded_release(
+            adapter, df, entry.spec, HeavyHittersKernel(),
+            f"{unsafe_seed}/{entry.name}" if unsafe_seed else None,
         )
         records = [
             {**{c: (None if r[c] is None else str(r[c])) for c in entry.params["cols"]},
              "noisy_count": r["noisy_count"], "count_ci_low": r["count_ci_low"],
              "count_ci_high": r["count_ci_high"]}
-            for r in _table_rows(engine, out.table)
+            for r in table
         ]
-        rep = _report_dict(out.report)
+        rep = _report_dict(report)
         row.update(_partial_row(entry, n, records, rep))
-        effective[entry.name] = _partial_effective(entry, float(out.report.eps_person))
+        effective[entry.name] = _partial_effective(entry, float(report.eps_person))
     return KindResult([row], effective, {})
 
 
@@ -267,29 +182,29 @@ def _partial_row(
 
 
 def _release_attribute_histograms(
-    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
+    adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], by: tuple[str, ...],
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
-    mod = _engine(engine)
-    n = len(df) if engine == "pandas" else int(df.count())
+    n = adapter.count(df)
     row: dict[str, Any] = {}
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     for entry in entries:
         p = dict(entry.params)
         cols = p.pop("cols")
-        out = mod.attribute_histograms(
-            df, list(cols), **p,
+        out = front_partial.attribute_histograms(
+            adapter.engine(df), list(cols), **p,
             unsafe_seed=f"{unsafe_seed}/{entry.name}" if unsafe_seed else None,
         )
         records = [
             {"attribute": r["attribute"], "value": r["value"], "code": r["code"],
              "noisy_count": r["noisy_count"], "count_ci_low": r["count_ci_low"],
              "count_ci_high": r["count_ci_high"]}
-            for r in _table_rows(engine, out.table)
+            for r in _records(adapter, out.table)
         ]
-        rep = _report_dict(out.report)
+        report: Any = out.report
+        rep = _report_dict(report)
         row.update(_partial_row(entry, n, records, rep))
-        effective[entry.name] = _partial_effective(entry, float(out.report.eps_person))
+        effective[entry.name] = _partial_effective(entry, float(report.eps_person))
     return KindResult([row], effective, {})
 
 
@@ -347,7 +262,7 @@ def _zcdp_eps(rho: float, delta: float) -> float:
 
 
 def _build_marginals(params: Mapping[str, Any]) -> PartialEntry:
-    from hdp_spark.pandas import hdp_marginals
+    from hdp_spark import hdp_marginals
 
     alias, p = _partial_params(params, _MARGINALS_KEYS | {"beta"})
     cols = p.pop("cols")
@@ -363,7 +278,7 @@ def _build_marginals(params: Mapping[str, Any]) -> PartialEntry:
 
 
 def _build_mwem(params: Mapping[str, Any]) -> PartialEntry:
-    from hdp_spark.pandas import hdp_mwem
+    from hdp_spark import hdp_mwem
 
     alias, p = _partial_params(params, _MWEM_KEYS)
     cols = p.pop("cols")
@@ -395,39 +310,37 @@ def _zcdp_row(
     }
 
 
-def _cell_records(engine: str, table: Any, cols: Sequence[str], value_cols: Sequence[str]
+def _cell_records(table: list[dict[str, Any]], cols: Sequence[str], value_cols: Sequence[str]
                   ) -> list[dict[str, Any]]:
     return [
         {"marginal": r["marginal"],
          **{c: (None if r[c] is None else str(r[c])) for c in cols},
          **{c: r[c] for c in value_cols}}
-        for r in _table_rows(engine, table)
+        for r in table
     ]
 
 
-def _release_zcdp(engine: str, df: Any, entries: Sequence[Any], unsafe_seed: str | None,
+def _release_zcdp(adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], unsafe_seed: str | None,
                   which: str) -> KindResult:
-    from hdp_spark.core.partial.mwem import MWEM_COLUMNS
-    from hdp_spark.core.partial.projection import MARGINAL_COLUMNS
     from hdp_spark.jobs.outputs import json_safe
 
-    mod = _engine(engine)
-    n = len(df) if engine == "pandas" else int(df.count())
+    n = adapter.count(df)
     row: dict[str, Any] = {}
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     for entry in entries:
         seed = f"{unsafe_seed}/{entry.name}" if unsafe_seed else None
         if which == "marginals":
-            out = mod.marginals(df, entry.spec, unsafe_seed=seed)
-            rep = _report_dict(out.report)
-            rho_attr, rho_person = out.report.rho_attribute, out.report.rho_person
-            value_cols = MARGINAL_COLUMNS
+            table, report = _coded_release(adapter, df, entry.spec, MarginalsKernel(), seed)
+            records = _cell_records(table, entry.params["cols"], MARGINAL_COLUMNS)
+            rep = _report_dict(report)
+            rho_attr, rho_person = report.rho_attribute, report.rho_person
         else:
-            out = mod.mwem(df, entry.spec, unsafe_seed=seed)
-            rep = json_safe(dict(out.report))
-            rho_attr, rho_person = out.report["rho_attribute"], out.report["rho_person"]
-            value_cols = MWEM_COLUMNS
-        records = _cell_records(engine, out.table, entry.params["cols"], value_cols)
+            out = front_partial.mwem(adapter.engine(df), entry.spec, unsafe_seed=seed)
+            records = _cell_records(_records(adapter, out.table), entry.params["cols"],
+                                    MWEM_COLUMNS)
+            summary: Any = out.report  # MWEM's report is a dict
+            rep = json_safe(dict(summary))
+            rho_attr, rho_person = summary["rho_attribute"], summary["rho_person"]
         if which == "marginals":
             # Interval of each noisy count (not of the projected one): the discrete Gaussian
             # is σ-subgaussian, P(|Z| >= h) <= 2exp(-h²/(2σ²)) = β for h below (public).
@@ -445,17 +358,17 @@ def _release_zcdp(engine: str, df: Any, entries: Sequence[Any], unsafe_seed: str
 
 
 def _release_marginals(
-    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
+    adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], by: tuple[str, ...],
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
-    return _release_zcdp(engine, df, entries, unsafe_seed, "marginals")
+    return _release_zcdp(adapter, df, entries, unsafe_seed, "marginals")
 
 
 def _release_mwem(
-    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
+    adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], by: tuple[str, ...],
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
-    return _release_zcdp(engine, df, entries, unsafe_seed, "mwem")
+    return _release_zcdp(adapter, df, entries, unsafe_seed, "mwem")
 
 
 MARGINALS = _person_kind("marginals", _build_marginals, _release_marginals)
@@ -475,68 +388,5 @@ MWEM = _person_kind("mwem", _build_mwem, _release_mwem)
 records holding ``mwem_fraction``."""
 
 
-# -- LDP aggregation (Aliakbarpour et al.): post-processing -----------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LdpEntry:
-    """An LDP mean of a job: the spec and the declaration that its reports are randomized."""
-
-    spec: Any
-    already_randomized: bool
-
-
-def _build_ldp_mean(params: Mapping[str, Any]) -> LdpEntry:
-    from hdp_spark.pandas import ldp_mean
-
-    p = dict(params)
-    _require(p, "column", "eps", "mechanism")
-    declared = p.pop("already_randomized", False)
-    if declared is not True:
-        msg = (
-            "`already_randomized` must be true: the LDP aggregation adds no noise, so the "
-            "job file must declare that the report column holds reports randomized on the "
-            f"devices (raw values would be released exactly); got {declared!r}."
-        )
-        raise ParameterError(msg)
-    column, eps = p.pop("column"), p.pop("eps")
-    return LdpEntry(ldp_mean(column, eps=eps, **p), True)
-
-
-def _release_ldp_mean(
-    engine: str, df: Any, entries: Sequence[Any], by: tuple[str, ...],
-    keys: tuple[Key, ...] | None, unsafe_seed: str | None,
-) -> KindResult:
-    mod = _engine(engine)
-    result = mod.ldp_release(
-        df, *(e.spec for e in entries), by=list(by) or None, keys=_keys_arg(keys),
-        already_randomized=all(e.already_randomized for e in entries),
-    )
-    # Charging argument (docs/ldp.md): the reports are already ε_i-LDP (randomized and
-    # paid for on the devices); the aggregate is post-processing and costs nothing more.
-    # No cell is charged (the ε column is not even capped: ε must stay exact).
-    return KindResult(result.rows(), {e.spec.name: {} for e in entries}, {})
-
-
-LDP_MEAN = AggregatorKind(
-    name="ldp_mean",
-    build=_build_ldp_mean,
-    release=_release_ldp_mean,
-    eps_column=lambda e: e.spec.eps,
-    eps_grid=lambda _e: None,
-    output_name=lambda e: e.spec.name,
-    intervals=lambda e: (Interval(e.spec.name, e.spec.name, e.spec.name + "_ci_low",
-                                  e.spec.name + "_ci_high"),),
-    describe=lambda e: {**dataclasses.asdict(e.spec),
-                        "already_randomized": e.already_randomized},
-    numeric_columns=lambda e: (e.spec.report,),
-    unit="none",
-)
-"""Heterogeneous-LDP mean of already-randomized scalar reports (:func:`hdp_spark.ldp.ldp_mean`,
-Aliakbarpour et al.): ``column`` (the report column), ``eps``, ``mechanism`` (``"laplace"`` or
-``"rr"``),
-``lower``, ``upper``, ``beta``, ``weights``, ``fallback``, ``alias`` and the required
-``already_randomized = true``. Charges nothing."""
-
-BUILTIN: tuple[AggregatorKind, ...] = (USER_MEAN, HEAVY_HITTERS, ATTRIBUTE_HISTOGRAMS, LDP_MEAN,
-                                       MARGINALS, MWEM)
+PARTIAL: tuple[AggregatorKind, ...] = (HEAVY_HITTERS, ATTRIBUTE_HISTOGRAMS, MARGINALS, MWEM)
+"""The partial-DP kinds, in registration order."""
