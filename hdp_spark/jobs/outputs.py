@@ -47,6 +47,7 @@ from hdp_spark.ledger._fs import (
 from hdp_spark.ledger.base import CommitRecord
 
 __all__ = [
+    "check_output_location",
     "check_writable",
     "cited",
     "cleanup_staging",
@@ -181,6 +182,20 @@ def check_writable(out: Path) -> None:
                 probe.unlink()
     except OSError as exc:
         raise output_error(out, "before charging anything; nothing was charged", exc) from exc
+
+
+def check_output_location(out: Path) -> None:
+    """Refuse an output path that is a file, or under one, before the input is read.
+
+    Raises:
+        JobError: the setting, the rule and the fix (exit code 2); see :func:`output_error`.
+
+    Privacy:
+        Reads the file system's metadata of a configured path only.
+    """
+    if file_in_the_way(out) is not None:
+        raise output_error(out, "before reading the input; nothing was read, nothing was charged",
+                           FileExistsError(str(out)))
 
 
 def file_in_the_way(path: Path) -> Path | None:

@@ -17,7 +17,7 @@ from hdp_spark.jobs.adapter import EngineAdapter
 from hdp_spark.jobs.engines import check_engine
 from hdp_spark.jobs.fingerprint import file_fingerprint, file_stats
 from hdp_spark.jobs.job_model import release_models
-from hdp_spark.jobs.outputs import cited
+from hdp_spark.jobs.outputs import check_output_location, cited
 from hdp_spark.jobs.registry import get_kind
 from hdp_spark.jobs.spec import EngineName, JobSpec, load_job
 from hdp_spark.ledger import open_ledger
@@ -167,7 +167,8 @@ def preflight(spec: JobSpec, spark: Any) -> JobSpec:
     """Checks of public inputs that need no data, before anything is read or written.
 
     Loads the schema (its column types become casts on load), checks that the ledger path
-    is of its backend's kind and that the engine can start (Java for Spark).
+    is of its backend's kind, that the output path is not a file (or under one) and that the
+    engine can start (Java for Spark).
 
     Privacy:
         Reads no data and writes nothing.
@@ -177,5 +178,6 @@ def preflight(spec: JobSpec, spark: Any) -> JobSpec:
         release_models(spec)  # refuses kinds the allocation cannot predict, before any read
     _check_ledger_location(spec)
     spec.check_ledger_path()
+    check_output_location(spec.output.path)
     check_engine(spec.engine, spark, spec.spark_conf)
     return spec

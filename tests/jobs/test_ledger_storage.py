@@ -384,4 +384,6 @@ def test_output_path_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "File exists" not in line
     assert "Not a directory" not in line
     assert blocker.read_text() == "not a directory\n"
+    assert "before reading the input" in line  # found in preflight: no ledger was opened
+    assert not load_job(job).ledger.path.exists()
     assert records(job) == []
