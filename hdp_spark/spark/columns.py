@@ -36,7 +36,9 @@ Privacy (the composition rule):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +51,11 @@ from pyspark.sql.utils import is_remote
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.histogram.spec import HistogramMethod, HistogramSpec
 from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.keys import normalize_keys
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
 from hdp_spark.core.mean.spec import MeanMethod, MeanSpec
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, arrow_finalize, struct_fields
@@ -65,8 +69,8 @@ from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["GROUPS", "ColumnOrName", "Inputs", "cells_of", "column_of", "hdp_histogram",
-           "hdp_mean", "native_cells"]
+__all__ = ["GROUPS", "KEYS_PREFIX", "ColumnOrName", "Inputs", "cells_of", "column_of",
+           "hdp_histogram", "hdp_mean", "native_cells"]
 
 
 _MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
@@ -164,20 +168,63 @@ def _build(spec: Any, key: ReleaseKey, groups: str, inputs: Inputs) -> Column:
 
 
 GROUPS = ("public",)
-"""What a Column aggregator's ``keys=`` takes today: ``"public"`` declares the grouping
-values public (every group found in the data is published, with its n)."""
+"""The word a Column aggregator's ``keys=`` takes: ``"public"`` declares the grouping values
+public (every group found in the data is published, with its n). ``keys=`` also takes a
+public key list (see :func:`_groups`)."""
+
+KEYS_PREFIX = "keys:"
+"""How a key list travels to the extension's analyzer rule: the group decision
+``keys:<JSON list of keys>`` (``KeyFilter`` in the JVM extension)."""
+
+
+def _key_list(keys: object) -> list[list[object]]:
+    """A public key list as JSON-ready rows: the release API's rules (``normalize_keys``:
+    tuples for several grouping columns, no null, NaN or duplicate, not empty, a set
+    sorted), values limited to what a SQL literal of the grouping column's type holds
+    exactly: strings, booleans, integers and finite floats."""
+    if isinstance(keys, bytes) or not isinstance(keys, Iterable):
+        msg = ("`keys` of a Column aggregator must be 'public', a list of keys or omitted, "
+               f"got {type(keys).__name__}.")
+        raise ParameterError(msg)
+    items = list(keys)
+    first = items[0] if items else None
+    width = len(first) if isinstance(first, tuple) else 1
+    rows = normalize_keys(keys if isinstance(keys, set | frozenset) else items, width)
+    for key in rows:
+        for value in key:
+            ok = isinstance(value, str | bool | int) or (
+                isinstance(value, float) and math.isfinite(value))
+            if not ok:
+                msg = ("`keys` of a Column aggregator hold strings, integers, finite floats "
+                       f"or booleans, got {type(value).__name__}; other key types go "
+                       "through the release API: hs.agg(df, ..., by=..., keys=[...]).")
+                raise ParameterError(msg)
+    return [list(key) for key in rows]
 
 
 def _groups(keys: object) -> str:
+    """The group decision of a Column's ``keys=``: ``"none"`` (omitted), ``"public"``, or
+    a public key list (only rows with those grouping values are aggregated).
+
+    Privacy:
+        The key list is a public input of the caller; like the release API's, it must not
+        be derived from the data (that cannot be detected here).
+    """
     if keys is None:
         return "none"
-    if isinstance(keys, str) and keys in GROUPS:
-        return keys
-    msg = ("`keys` of a Column aggregator must be 'public' (the grouping values are "
-           f"public) or omitted, got {type(keys).__name__}"
-           f"{' ' + repr(keys) if isinstance(keys, str) else ''}. A public key list or "
-           "select_keys(...) goes through the release API: hs.agg(df, ..., by=..., keys=...).")
-    raise ParameterError(msg)
+    if isinstance(keys, str):
+        if keys in GROUPS:
+            return keys
+        msg = ("`keys` of a Column aggregator must be 'public' (the grouping values are "
+               f"public), a list of public keys, or omitted, got {keys!r}. Private "
+               "selection, select_keys(...), goes through the release API: "
+               "hs.agg(df, ..., by=..., keys=select_keys(...)).")
+        raise ParameterError(msg)
+    if isinstance(keys, SelectKeys):
+        msg = ("`keys=select_keys(...)` is not available for the Column aggregators yet: "
+               "use the release API, hs.agg(df, ..., by=..., keys=select_keys(...)).")
+        raise ParameterError(msg)
+    return KEYS_PREFIX + json.dumps(_key_list(keys), allow_nan=False)
 
 
 class _Aggregate:
@@ -298,7 +345,7 @@ def hdp_mean(
     fill: float | None = None,
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
-    keys: str | None = None,
+    keys: str | Sequence[object] | None = None,
 ) -> Column:
     """The heterogeneous-DP mean as a Spark Column aggregator (and a spec for ``agg``).
 
@@ -309,9 +356,12 @@ def hdp_mean(
     declaring the grouping values public, ``df.groupBy(...).agg(hdp_mean(...,
     keys="public").alias(...))``: one struct column with the fields the release API
     publishes (``estimate``, ``noise_scale``, ``ci_low``, ``ci_high``, ``n``, ``tau``,
-    ``method``, ``fallback``, ``eps_levels``). In a grouped aggregate without
-    ``keys="public"`` the query fails at analysis: which groups appear is a privacy
-    decision (a public key list or private selection: the release API's ``keys=``).
+    ``method``, ``fallback``, ``eps_levels``). In a grouped aggregate a group decision is
+    needed, or the query fails at analysis: ``keys="public"`` (every group found is
+    published) or a public key list, ``keys=["hr", "it"]`` (tuples for several grouping
+    columns), as the release API's: only rows with those grouping values are aggregated,
+    the others are left out of every aggregate of the query; a key without rows has no
+    row. Private selection (``select_keys``) goes through ``hs.agg``.
     ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec (column names
     only).
 
@@ -341,7 +391,7 @@ def hdp_histogram(
     other: str | int | None = "other",
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
-    keys: str | None = None,
+    keys: str | Sequence[object] | None = None,
 ) -> Column:
     """The heterogeneous-DP histogram as a Spark Column aggregator (and a spec for ``agg``).
 

@@ -177,7 +177,8 @@ def test_reevaluation_gives_the_same_numbers(spark: object) -> None:
 
 def test_grouped_column_without_a_group_decision_is_refused(spark: object) -> None:
     """A grouped Column (or SQL call) without keys='public' fails at analysis with an error
-    naming the choices; the global aggregate needs no decision; keys takes 'public' only."""
+    naming the choices; the global aggregate needs no decision; keys takes 'public' or a key
+    list."""
     df = spark.createDataFrame(_table(n=300, seed=15))  # type: ignore[attr-defined]
     col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)
     with pytest.raises(Exception, match="which groups appear is a privacy decision") as err:
@@ -197,8 +198,8 @@ def test_grouped_column_without_a_group_decision_is_refused(spark: object) -> No
         spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1, 'data') FROM hdp_undecided "  # type: ignore[attr-defined]
                   "GROUP BY dept").collect()
     with pytest.raises(ParameterError, match="`keys` of a Column aggregator must be 'public'"):
-        hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=["hr"])  # type: ignore[arg-type]
-    with pytest.raises(ParameterError, match="got str 'data'"):
+        hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=42)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="got 'data'"):
         hs.hdp_histogram("region", eps="eps", categories=CATS, keys="data")
 
 
@@ -501,6 +502,78 @@ def test_fallback_tau_is_nan_in_both_apis(spark: object) -> None:
     assert want["x_mean_fallback"] is True
     assert math.isnan(got["tau"])
     assert math.isnan(want["x_mean_tau"])
+
+
+def test_public_key_list_keeps_only_those_groups(spark: object) -> None:
+    """``keys=[...]``, the release API's public key list: only rows with those grouping
+    values are aggregated (Spark's own aggregates of the query see the same rows), a key
+    without rows has no row, and each group equals the release API's for the same key."""
+    from pyspark.sql import functions as F
+
+    pdf = _table(n=2000, seed=21)
+    df = spark.createDataFrame(pdf)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000,
+                      keys=["it", "hr", "sales"]).unsafe_seed(41)  # type: ignore[attr-defined]
+    out = df.groupBy("dept").agg(col.alias("s"), F.count("*").alias("c")).orderBy(
+        "dept").collect()
+    assert [r["dept"] for r in out] == ["hr", "it"]  # "sales" has no rows: no row
+    assert [r["c"] for r in out] == [int((pdf["dept"] == d).sum()) for d in ("hr", "it")]
+    ref = hs.agg(df, col, by="dept", keys=["hr", "it"],
+                 unsafe_seed=query_key(df, col, ("dept",))).orderBy("dept").collect()
+    for got, want in zip(out, ref, strict=True):
+        assert got["s"]["estimate"] == want["salary_mean"]
+        assert got["s"]["n"] == want["salary_mean_n"]
+    two = hs.hdp_histogram("region", eps="eps", categories=CATS,
+                           keys=[("it", "north"), ("hr", "south")])
+    rows = df.groupBy("dept", "region").agg(two.alias("h")).collect()
+    assert sorted((r["dept"], r["region"]) for r in rows) == [("hr", "south"), ("it", "north")]
+    longs = spark.createDataFrame(  # type: ignore[attr-defined]
+        pd.DataFrame({"k": [1, 2, 3] * 40, "x": np.linspace(0, 1, 120), "eps": 1.0}))
+    exact = hs.hdp_mean("x", eps="eps", lower=0, upper=1, keys=[1.0, 3])
+    assert sorted(r["k"] for r in longs.groupBy("k").agg(exact).collect()) == [1, 3]
+
+
+@pytest.mark.parametrize(("keys", "by", "message"), [
+    (["it"], (), "needs a grouped aggregate"),
+    ([("it", "north")], ("dept",), r"must have 1 value\(s\), one per grouping column"),
+    ([1], ("dept",), "the key value 1 in `keys` is not a value of the grouping column"),
+    (["x"], ("k",), "the key value 'x' in `keys` is not a value"),
+    ([1.5], ("k",), r"the key value 1\.5 in `keys` is not a value"),
+])
+def test_key_list_errors_at_analysis(spark: object, keys: list[object], by: tuple[str, ...],
+                                     message: str) -> None:
+    pdf = _table(n=200, seed=22)
+    pdf["k"] = np.arange(len(pdf)) % 3
+    df = spark.createDataFrame(pdf)  # type: ignore[attr-defined]
+    col = hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=keys)
+    with pytest.raises(Exception, match=message):
+        df.groupBy(*by).agg(col).collect()
+
+
+def test_key_lists_of_one_aggregate_must_agree(spark: object) -> None:
+    df = spark.createDataFrame(_table(n=200, seed=23))  # type: ignore[attr-defined]
+    a = hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=["it"])
+    b = hs.hdp_histogram("region", eps="eps", categories=CATS, keys=["hr"])
+    with pytest.raises(Exception, match=r"must take the same `keys=\[\.\.\.\]`"):
+        df.groupBy("dept").agg(a, b).collect()
+    same = hs.hdp_histogram("region", eps="eps", categories=CATS, keys=["it"])
+    assert [r["dept"] for r in df.groupBy("dept").agg(a, same).collect()] == ["it"]
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ([None], "null or NaN"),
+    (["a", "a"], "duplicates"),
+    ([], "at least one key"),
+    ([b"x"], "hold strings, integers, finite floats or booleans"),
+    ([math.inf], "hold strings, integers, finite floats or booleans"),
+    ("data", "must be 'public'"),
+])
+def test_key_list_errors_in_python(keys: object, message: str) -> None:
+    with pytest.raises(ParameterError, match=message):
+        hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=keys)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="not available for the Column aggregators yet"):
+        hs.hdp_mean("salary", eps="eps", lower=0, upper=1,
+                    keys=hs.select_keys(delta=1e-7, c=1.0, share=0.4))  # type: ignore[arg-type]
 
 
 def test_null_and_nan_grouping_values_are_not_released(spark: object) -> None:

@@ -13,6 +13,8 @@ import org.apache.spark.sql.types.DataTypes;
  *   <li>{@code none}: a Column or SQL aggregator with no group decision; refused in a grouped
  *       aggregate (publishing the keys found in the data is not a DP output);
  *   <li>{@code public}: the caller declared the grouping values public;
+ *   <li>{@code keys:[...]}: a public key list (JSON): only rows with one of these grouping
+ *       values are aggregated ({@link KeyFilter});
  *   <li>{@code cells}: the raw native cells (the release API's native pass, tests): exact
  *       statistics that are not a release, so no decision applies.
  * </ul>
@@ -31,9 +33,10 @@ public final class HdpQuery extends Placeholder {
   final String groups;
 
   public HdpQuery(String groups) {
-    if (!NONE.equals(groups) && !PUBLIC.equals(groups) && !CELLS.equals(groups)) {
+    if (!NONE.equals(groups) && !PUBLIC.equals(groups) && !CELLS.equals(groups)
+        && !groups.startsWith(KeyFilter.PREFIX)) {
       throw new IllegalArgumentException("hdp_spark: the group decision must be 'none', "
-          + "'public' or 'cells', got '" + groups + "'");
+          + "'public', 'cells' or a key list, got '" + groups + "'");
     }
     this.groups = groups;
   }

@@ -41,9 +41,17 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
   static final String UNDECIDED = "hdp_spark: a grouped hdp_mean/hdp_histogram publishes "
       + "one row per group, so which groups appear is a privacy decision. Choose one: "
       + "declare the grouping values public with keys='public' (Column) or a last SQL "
-      + "argument 'public' (e.g. hdp_mean(x, eps, 0, 100, 'public')), or use the release "
-      + "API, hdp_spark.spark.agg(df, ..., by=..., keys=[...]), with a public key list or "
-      + "select_keys(...) (DP partition selection).";
+      + "argument 'public' (e.g. hdp_mean(x, eps, 0, 100, 'public')), list the public keys "
+      + "with keys=[...] (Column: other groups are left out), or use the release API, "
+      + "hdp_spark.spark.agg(df, ..., by=..., keys=...), with a key list or select_keys(...) "
+      + "(DP partition selection).";
+
+  static final String KEYS_GLOBAL = "hdp_spark: `keys=[...]` lists group keys: it needs a "
+      + "grouped aggregate, df.groupBy(...).agg(...); a global aggregate has none.";
+
+  static final String KEYS_DIFFER = "hdp_spark: the hdp_spark aggregators of one aggregate "
+      + "must take the same `keys=[...]` (one public key set per groupBy, as in "
+      + "hdp_spark.spark.agg).";
 
   /** The value of a constant string argument {@code name}. */
   static String constantText(Expression e, String name) {
@@ -75,6 +83,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
         Aggregate a = (Aggregate) p;
         boolean grouped = !a.groupingExpressions().isEmpty();
         boolean[] publicGroups = {false};
+        String[] keyList = {null};
         List<NamedExpression> out = new ArrayList<>();
         for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
           out.add((NamedExpression) ((Expression) e).transformUp(
@@ -94,6 +103,15 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     throw new IllegalArgumentException(UNDECIDED);
                   }
                   publicGroups[0] |= grouped && HdpQuery.PUBLIC.equals(groups);
+                  if (groups.startsWith(KeyFilter.PREFIX)) {
+                    if (!grouped) {
+                      throw new IllegalArgumentException(KEYS_GLOBAL);
+                    }
+                    if (keyList[0] != null && !keyList[0].equals(groups)) {
+                      throw new IllegalArgumentException(KEYS_DIFFER);
+                    }
+                    keyList[0] = groups;
+                  }
                   String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
                   return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
                     @Override
@@ -110,7 +128,13 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
               }));
         }
         Seq<NamedExpression> aggs = CollectionConverters.asScala(out).toSeq();
-        LogicalPlan child = publicGroups[0] ? withoutNullKeys(a) : a.child();
+        LogicalPlan child = a.child();
+        if (keyList[0] != null) {  // only rows of the public keys (never null or NaN)
+          child = new Filter(KeyFilter.condition(
+              CollectionConverters.asJava(a.groupingExpressions()), keyList[0]), child);
+        } else if (publicGroups[0]) {
+          child = withoutNullKeys(a);
+        }
         return a.copy(a.groupingExpressions(), aggs, child, a.hint());
       }
     });
