@@ -93,6 +93,12 @@ def run(spark: Any) -> dict[str, Any]:
                       unsafe_seed=query_key(df, hist, ("dept",))).orderBy("dept").collect()
     ref_total = hs.agg(df, total_col, unsafe_seed=query_key(df, total_col))
     rows = grouped.collect()
+    # a public key list (one key without rows): filtered below the aggregate by the rule
+    listed = hdp_mean("salary", eps="eps", lower=0, upper=250_000,
+                      keys=["it", "hr", "sales"]).unsafe_seed(3)
+    key_list = df.groupBy("dept").agg(listed.alias("s")).orderBy("dept").collect()
+    ref_list = hs.agg(df, listed, by="dept", keys=["hr", "it"],
+                      unsafe_seed=query_key(df, listed, ("dept",))).orderBy("dept").collect()
     hs.register_sql(spark, unsafe_seed=3)
     df.createOrReplaceTempView("employees")
     sql = spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 250000, 'public') AS s "
@@ -110,6 +116,8 @@ def run(spark: Any) -> dict[str, Any]:
         "ref_mean": [r["salary_mean"] for r in ref],
         "bins": [[b["frequency"] for b in r["region_histogram"]["bins"]] for r in rows],
         "ref_bins": [[b["frequency"] for b in r["region_histogram"]] for r in ref_hist],
+        "key_list": [[r["dept"], r["s"]["estimate"]] for r in key_list],
+        "ref_key_list": [[r["dept"], r["salary_mean"]] for r in ref_list],
         "attacks": attacks(spark),
         "expression_n": expression_n(df),
     }

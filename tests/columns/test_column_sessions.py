@@ -46,6 +46,8 @@ def _check(got: dict[str, Any]) -> None:
     # nodes canonicalize away) under the same seed: the same release, the same numbers
     assert got["mean"] == got["sql"]
     assert got["bins"] == got["ref_bins"]
+    assert got["key_list"] == got["ref_key_list"]
+    assert [d for d, _ in got["key_list"]] == ["hr", "it"]  # "sales": no rows, no row
     assert got["expression_n"] == 4000
     attacks = got["attacks"]
     assert attacks == {
@@ -64,7 +66,7 @@ def test_connect_column_equals_release_api_and_classic(classic: dict[str, Any]) 
     got = _run("connect")
     assert "connect" in got["session"]
     _check(got)
-    same = ("total", "mean", "sql", "bins")  # a file source: one fingerprint in every JVM
+    same = ("total", "mean", "sql", "bins", "key_list")  # a file source: one fingerprint
     assert {k: got[k] for k in same} == {k: classic[k] for k in same}
 
 
@@ -74,7 +76,7 @@ def test_local_cluster_column_equals_classic(classic: dict[str, Any]) -> None:
     load the extension from spark.jars and the finalize from the installed package only."""
     got = _run("local-cluster[2,1,1024]")
     _check(got)
-    same = ("total", "mean", "sql", "bins")  # a file source: one fingerprint in every JVM
+    same = ("total", "mean", "sql", "bins", "key_list")  # a file source: one fingerprint
     assert {k: got[k] for k in same} == {k: classic[k] for k in same}
 
 
