@@ -17,7 +17,7 @@ import datetime
 import json
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -35,8 +35,8 @@ from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, O
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import ParameterError
 
-__all__ = ["NO_FINGERPRINT", "arrow_finalize", "decode_group", "finalize_batch", "query_key",
-           "struct_fields"]
+__all__ = ["NO_FINGERPRINT", "arrow_finalize", "decode_group", "finalize_batch", "finalize_rows",
+           "query_key", "struct_fields"]
 
 
 def _float(bits: str) -> float:
@@ -119,8 +119,9 @@ def _stats(spec: Any, levels: Any, codes: Any, counts: Any, sums: Any) -> GroupS
     return group_stats(spec.eps, levels, counts, sums)
 
 
-def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -> pd.DataFrame:
-    """Released rows of one batch of groups (one row of ``cells`` per group).
+def finalize_rows(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Released rows of one batch of groups (``cells``: column name -> one value per group),
+    each in the order of the kernel's output fields.
 
     Privacy:
         The kernel's finalize with the release API's noise context: each group's noise is
@@ -133,9 +134,8 @@ def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -
         free), per query.
     """
     kernel = kernel_of(spec)
-    names = [name for name, _ in struct_fields(kernel.fields(spec), main)]
     if isinstance(kernel, BatchCellKernel):
-        return pd.DataFrame(_batch_values(kernel, spec, key, cells), columns=names)
+        return _batch_values(kernel, spec, key, cells)
     out = []
     keys: dict[str | None, ReleaseKey] = {}
     for text, levels, codes, counts, sums, query in zip(
@@ -150,11 +150,22 @@ def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -
             spec, GroupCells(stats, 0), NoiseContext(qkey, decode_group(text), spec.name)
         )
         out.append(kernel.values(spec, result))
-    return pd.DataFrame(out, columns=names)
+    return out
 
 
-def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey, cells: pd.DataFrame
-                  ) -> list[tuple[Any, ...]]:
+def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -> pd.DataFrame:
+    """:func:`finalize_rows` as a DataFrame named by the Column's struct fields.
+
+    Privacy:
+        As :func:`finalize_rows` (a change of representation only).
+    """
+    names = [name for name, _ in struct_fields(kernel_of(spec).fields(spec), main)]
+    columns = {str(c): cells[c] for c in cells.columns}
+    return pd.DataFrame(finalize_rows(spec, key, columns), columns=names)
+
+
+def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
+                  cells: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """The released rows of a batch through the kernel's batch finalize: one call per query
     fingerprint present in the batch (one, in practice), the same results as the kernel's
     finalize per group (same key, group key, name and statistics: the same noise)."""
@@ -220,17 +231,20 @@ def _mean_cells(levels: Any, counts: Any, sums: Any) -> MeanCells | None:
 
 def arrow_finalize(spec: Any, key: ReleaseKey, main: str, cells: pa.StructArray,
                    rtype: pa.StructType) -> pa.StructArray:
-    """:func:`finalize_batch` over one Arrow batch of cells, as an Arrow struct array of
-    type ``rtype``. Floats go to Arrow as they are: a NaN the kernel releases (``tau`` of a
-    fallback group) stays NaN, as in the release API, where a pandas UDF would turn it into
-    null.
+    """:func:`finalize_rows` over one Arrow batch of cells, as an Arrow struct array of
+    type ``rtype`` (Arrow in and out, no pandas frame between). Floats go to Arrow as they
+    are: a NaN the kernel releases (``tau`` of a fallback group) stays NaN, as in the
+    release API, where a pandas UDF would turn it into null.
 
     Privacy:
-        As :func:`finalize_batch` (a change of representation only).
+        As :func:`finalize_rows` (a change of representation only).
     """
     if len(cells) == 0:
         return pa.array([], type=rtype)
-    frame = pa.Table.from_struct_array(cells).to_pandas()
-    out = finalize_batch(spec, key, main, frame)
+    columns = {f.name: cells.field(f.name).to_numpy(zero_copy_only=False)
+               for f in cells.type}
+    rows = finalize_rows(spec, key, columns)
+    values = list(zip(*rows, strict=True))
     return pa.StructArray.from_arrays(
-        [pa.array(out[f.name].tolist(), type=f.type) for f in rtype], fields=list(rtype))
+        [pa.array(list(v), type=f.type) for v, f in zip(values, rtype, strict=True)],
+        fields=list(rtype))
