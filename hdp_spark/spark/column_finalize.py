@@ -35,8 +35,8 @@ from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, O
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import ParameterError
 
-__all__ = ["NO_FINGERPRINT", "arrow_finalize", "decode_group", "finalize_batch", "finalize_rows",
-           "query_key", "struct_fields"]
+__all__ = ["NO_FINGERPRINT", "arrow_finalize", "cell_stats", "decode_group", "finalize_batch",
+           "finalize_rows", "query_key", "struct_fields"]
 
 
 def _float(bits: str) -> float:
@@ -109,7 +109,12 @@ def _list(a: Any) -> list[Any]:
     return a.tolist() if hasattr(a, "tolist") else list(a)
 
 
-def _stats(spec: Any, levels: Any, codes: Any, counts: Any, sums: Any) -> GroupStats:
+def cell_stats(spec: Any, levels: Any, codes: Any, counts: Any, sums: Any) -> GroupStats:
+    """One group's statistics from its native cells (levels, category codes, counts, sums).
+
+    Privacy:
+        None: a change of layout of exact statistics (never published as such).
+    """
     # plain Python numbers first: numpy scalars cost ~1 µs per conversion
     levels, codes, counts, sums = (_list(a) for a in (levels, codes, counts, sums))
     if isinstance(spec, HistogramSpec):
@@ -145,7 +150,7 @@ def finalize_rows(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[
         qkey = keys.get(query)
         if qkey is None:
             qkey = keys[query] = query_key(key, query)
-        stats = _stats(spec, levels, codes, counts, sums)
+        stats = cell_stats(spec, levels, codes, counts, sums)
         result = kernel.finalize(  # type: ignore[attr-defined]
             spec, GroupCells(stats, 0), NoiseContext(qkey, decode_group(text), spec.name)
         )
@@ -187,7 +192,7 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
         if query not in by_query:
             query_key(key, query)  # refuses a missing fingerprint before any statistic
         by_query.setdefault(query, []).append(i)
-        stats.append(_stats(spec, levels, codes, counts, sums))
+        stats.append(cell_stats(spec, levels, codes, counts, sums))
         groups_l.append(decode_group(text))
     results: list[Any] = [None] * len(stats)
     for query, rows in by_query.items():

@@ -30,8 +30,10 @@ Privacy (the composition rule):
 
     A query that adds a repartition or a sort is another query (its own release). Which
     groups appear is a privacy decision: in a grouped aggregate a Column needs
-    ``keys="public"`` (the grouping values and each group's n are then published). A
-    Column charges no ledger (jobs use ``agg``).
+    ``keys=select_keys(...)`` (DP partition selection: see ``column_selection`` and the
+    extension's ``SelectionPlan``), a public key list, or ``keys="public"`` (the grouping
+    values and each group's n are then published). A Column charges no ledger (jobs use
+    ``agg``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, arrow_finalize, struct_fields
+from hdp_spark.spark.column_selection import SELECT_PREFIX, selection_of
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
@@ -160,8 +163,46 @@ def cells_of(spec: Any, groups: str, inputs: Inputs = Inputs()) -> Column:
     return native_cells(eps, spec.eps_grid, value, tuple(spec.categories), groups=groups)
 
 
+def _selected_udfs(spec: Any, key: ReleaseKey, selection: SelectKeys) -> tuple[Any, Any]:
+    """The two finalizes of a Column under partition selection (see ``column_selection``):
+    the selection's (cells -> W̃ or null) and the statistics' (cells, W̃, A -> struct)."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from hdp_spark.core.selection.kernels import selected_kernel_of
+    from hdp_spark.spark.column_selection import selected_finalize, selection_weights
+
+    main = _MAIN[type(spec)]
+    fields = struct_fields(selected_kernel_of(spec).fields(spec), main)
+    rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
+    arrow_type = to_arrow_type(rtype)
+    kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
+
+    def select(cells: pa.Array) -> pa.Array:
+        return selection_weights(spec, key, selection, cells)
+
+    def finalize(cells: pa.Array, weights: pa.Array, parts: pa.Array) -> pa.Array:
+        return selected_finalize(spec, key, selection, cells, weights, parts, arrow_type)
+
+    select.__name__ = f"hdp_{kind}_select"
+    finalize.__name__ = f"hdp_{kind}_finalize"
+    # nondeterministic: the extension's filter must not be pushed below the selection (which
+    # would evaluate it twice); its output is a function of the cells and the key all the same
+    weights = F.arrow_udf(select, T.LongType()).asNondeterministic()  # type: ignore[attr-defined]  # design-ok: over aggregated rows
+    values = F.arrow_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
+    return weights, values
+
+
 def _build(spec: Any, key: ReleaseKey, groups: str, inputs: Inputs) -> Column:
-    out: Column = _finalize_udf(spec, key)(cells_of(spec, groups, inputs))  # design-ok
+    selection = selection_of(groups)
+    if selection is not None:
+        cells = cells_of(spec, groups, inputs)
+        weights, values = _selected_udfs(spec, key, selection)
+        value = values(cells, F.call_function(SELECTION, F.lit("weight")),
+                       F.call_function(SELECTION, F.lit("parts")))
+        out: Column = F.call_function(SELECTED, value, weights(cells))
+    else:
+        out = _finalize_udf(spec, key)(cells_of(spec, groups, inputs))  # design-ok
     if key.unsafe:  # a seeded Column's output is marked, as the release API's
         return out.alias(spec.name, metadata={UNSAFE_SEED_MARK: True})
     return out.alias(spec.name)
@@ -175,6 +216,8 @@ public key list (see :func:`_groups`)."""
 KEYS_PREFIX = "keys:"
 """How a key list travels to the extension's analyzer rule: the group decision
 ``keys:<JSON list of keys>`` (``KeyFilter`` in the JVM extension)."""
+SELECTED, SELECTION = "hdp_selected", "hdp_selection"
+"""The extension's selection marker and placeholder functions (``HdpSelected``)."""
 
 
 def _key_list(keys: object) -> list[list[object]]:
@@ -203,12 +246,14 @@ def _key_list(keys: object) -> list[list[object]]:
 
 
 def _groups(keys: object) -> str:
-    """The group decision of a Column's ``keys=``: ``"none"`` (omitted), ``"public"``, or
-    a public key list (only rows with those grouping values are aggregated).
+    """The group decision of a Column's ``keys=``: ``"none"`` (omitted), ``"public"``, a
+    public key list (only rows with those grouping values are aggregated), or
+    ``select_keys(...)`` (DP partition selection: only the groups it selects have a row).
 
     Privacy:
-        The key list is a public input of the caller; like the release API's, it must not
-        be derived from the data (that cannot be detected here).
+        The key list and the selection's parameters are public inputs of the caller; like
+        the release API's, they must not be derived from the data (that cannot be
+        detected here).
     """
     if keys is None:
         return "none"
@@ -216,14 +261,13 @@ def _groups(keys: object) -> str:
         if keys in GROUPS:
             return keys
         msg = ("`keys` of a Column aggregator must be 'public' (the grouping values are "
-               f"public), a list of public keys, or omitted, got {keys!r}. Private "
-               "selection, select_keys(...), goes through the release API: "
-               "hs.agg(df, ..., by=..., keys=select_keys(...)).")
+               f"public), a list of public keys, select_keys(...) or omitted, got "
+               f"{keys!r}.")
         raise ParameterError(msg)
-    if isinstance(keys, SelectKeys):
-        msg = ("`keys=select_keys(...)` is not available for the Column aggregators yet: "
-               "use the release API, hs.agg(df, ..., by=..., keys=select_keys(...)).")
-        raise ParameterError(msg)
+    if isinstance(keys, SelectKeys):  # the parameters, public: SelectionPlan checks them
+        params = {"delta": keys.delta, "c": keys.c, "share": keys.share, "step": keys.step,
+                  "neighbours": keys.neighbours}
+        return SELECT_PREFIX + json.dumps(params, allow_nan=False, sort_keys=True)
     return KEYS_PREFIX + json.dumps(_key_list(keys), allow_nan=False)
 
 
@@ -345,7 +389,7 @@ def hdp_mean(
     fill: float | None = None,
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
-    keys: str | Sequence[object] | None = None,
+    keys: str | Sequence[object] | SelectKeys | None = None,
 ) -> Column:
     """The heterogeneous-DP mean as a Spark Column aggregator (and a spec for ``agg``).
 
@@ -357,18 +401,25 @@ def hdp_mean(
     keys="public").alias(...))``: one struct column with the fields the release API
     publishes (``estimate``, ``noise_scale``, ``ci_low``, ``ci_high``, ``n``, ``tau``,
     ``method``, ``fallback``, ``eps_levels``). In a grouped aggregate a group decision is
-    needed, or the query fails at analysis: ``keys="public"`` (every group found is
-    published) or a public key list, ``keys=["hr", "it"]`` (tuples for several grouping
-    columns), as the release API's: only rows with those grouping values are aggregated,
-    the others are left out of every aggregate of the query; a key without rows has no
-    row. Private selection (``select_keys``) goes through ``hs.agg``.
+    needed, or the query fails at analysis: ``keys=select_keys(delta=, c=, share=)`` (DP
+    partition selection, the release API's: a group has a row only if the noisy sum of
+    its members' min(ε_i, c) passes a threshold set by δ; the struct then holds
+    ``estimate``, ``ci_low``, ``ci_high``, ``weight``, ``privacy``, ``eps_cap``,
+    ``eps_step``, ``delta``, no exact n; every hdp_spark aggregator of the ``agg`` must
+    take the same ``select_keys`` and ε column, and Spark's exact aggregates are refused
+    beside them), ``keys="public"`` (every group found is published) or a public key list,
+    ``keys=["hr", "it"]`` (tuples for several grouping columns), as the release API's:
+    only rows with those grouping values are aggregated, the others are left out of every
+    aggregate of the query; a key without rows has no row.
     ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec (column names
     only).
 
     Privacy:
         Each row is protected at its own ε_i (less where the weights give privacy for free);
         the ε column is public, and with ``keys="public"`` so are the grouping values (every
-        group present and its n are published). One release key per Column, and each query
+        group present and its n are published). Under ``select_keys`` each row is charged
+        (min(ε_i, c) rounded down to the step, δ) for the selection and the statistics
+        together, and the grouping values are private. One release key per Column, and each query
         that uses the Column is a release of its own (see this module's docstring): the ε of
         different queries add up; re-evaluating one query adds nothing.
     """
@@ -391,7 +442,7 @@ def hdp_histogram(
     other: str | int | None = "other",
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
-    keys: str | Sequence[object] | None = None,
+    keys: str | Sequence[object] | SelectKeys | None = None,
 ) -> Column:
     """The heterogeneous-DP histogram as a Spark Column aggregator (and a spec for ``agg``).
 
@@ -400,8 +451,9 @@ def hdp_histogram(
     ``eps`` and ``keys`` as in :func:`hdp_mean`.
 
     Privacy:
-        As :func:`hdp_mean`: each row at its own ε_i, the ε column public, the grouping
-        values public only when declared with ``keys="public"``; each query a release.
+        As :func:`hdp_mean`: each row at its own ε_i (under ``select_keys``: charged
+        (min(ε_i, c) rounded down, δ)), the ε column public, the grouping values public only
+        when declared with ``keys="public"``; each query a release.
     """
     from hdp_spark.aggregators import hdp_histogram as spec_histogram
 

@@ -14,7 +14,15 @@ from hdp_spark.core.histogram.spec import HISTOGRAM_METHODS
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.mean.spec import MEAN_METHODS
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.selection.kernels import selected_kernel_of
+from hdp_spark.core.selection.spec import SelectKeys
+from hdp_spark.errors import InternalError
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, arrow_finalize, struct_fields
+from hdp_spark.spark.column_selection import (
+    selected_finalize,
+    selection_of,
+    selection_weights,
+)
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
 
@@ -64,22 +72,124 @@ def _call_key(key: ReleaseKey, spec: Any, default: Any) -> ReleaseKey:
     return key.for_query(f"sql-options:{spec.method}:{spec.beta!r}")
 
 
-def _histogram_finalize(key: ReleaseKey, kind: str, rtype: Any) -> Any:
+def _histogram_specs(kind: str, column: pa.Array, eps: pa.Array, categories: pa.Array,
+                     method: pa.Array, beta: pa.Array) -> tuple[Any, Any]:
+    """The spec of a SQL histogram call and the same call with the default options."""
     from hdp_spark.aggregators import hdp_histogram as spec_histogram
 
+    labels = list(_first(categories))
+    domain = [str(c) for c in labels] if kind == "str" else [int(c) for c in labels]
+    args: dict[str, Any] = {"eps": str(_first(eps)), "categories": domain,
+                            "other": "other" if kind == "str" else None}
+    return (spec_histogram(str(_first(column)), **args, **_options(method, beta)),
+            spec_histogram(str(_first(column)), **args))
+
+
+def _mean_specs(column: pa.Array, eps: pa.Array, lower: pa.Array, upper: pa.Array,
+                method: pa.Array, beta: pa.Array) -> tuple[Any, Any]:
+    """The spec of a SQL mean call and the same call with the default options."""
+    from hdp_spark.aggregators import hdp_mean as spec_mean
+
+    args: dict[str, Any] = {"eps": str(_first(eps)), "lower": _number(_first(lower)),
+                            "upper": _number(_first(upper))}
+    return (spec_mean(str(_first(column)), **args, **_options(method, beta)),
+            spec_mean(str(_first(column)), **args))
+
+
+def _histogram_finalize(key: ReleaseKey, kind: str, rtype: Any) -> Any:
     def histogram_finalize(cells: pa.Array, column: pa.Array, eps: pa.Array,
                            categories: pa.Array, method: pa.Array, beta: pa.Array) -> pa.Array:
         if len(cells) == 0:
             return pa.array([], type=rtype)
-        labels = list(_first(categories))
-        domain = [str(c) for c in labels] if kind == "str" else [int(c) for c in labels]
-        args: dict[str, Any] = {"eps": str(_first(eps)), "categories": domain,
-                "other": "other" if kind == "str" else None}
-        spec = spec_histogram(str(_first(column)), **args, **_options(method, beta))
-        default = spec_histogram(str(_first(column)), **args)
+        spec, default = _histogram_specs(kind, column, eps, categories, method, beta)
         return arrow_finalize(spec, _call_key(key, spec, default), "bins", cells, rtype)
 
     return histogram_finalize
+
+
+def _selection(decision: pa.Array) -> SelectKeys:
+    """The select_keys parameters the SQL call wrote (``'select', delta, c, share``)."""
+    selection = selection_of(str(_first(decision)))
+    if selection is None:  # the extension writes the decision: never a public one here
+        msg = "a selection finalize needs a 'select' group decision"
+        raise InternalError(msg)
+    return selection
+
+
+def _register_selection(session: Any, key: ReleaseKey) -> None:
+    """The finalizes of the SQL calls under partition selection (``'select', δ, c, f``):
+    ``<finalize>_select`` (the selection: W̃ or null, nondeterministic so that the
+    extension's filter stays above it) and ``<finalize>_selected`` (the statistics)."""
+    from pyspark.sql import types as T
+
+    from hdp_spark.aggregators import hdp_histogram as spec_histogram
+    from hdp_spark.aggregators import hdp_mean as spec_mean
+
+    def mean_select(cells: pa.Array, column: pa.Array, eps: pa.Array, lower: pa.Array,
+                    upper: pa.Array, method: pa.Array, beta: pa.Array,
+                    decision: pa.Array) -> pa.Array:
+        if len(cells) == 0:
+            return pa.array([], type=pa.int64())
+        spec, default = _mean_specs(column, eps, lower, upper, method, beta)
+        return selection_weights(spec, _call_key(key, spec, default), _selection(decision),
+                                 cells)
+
+    mean_type = _selected_struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
+    mean_arrow = to_arrow_type(mean_type)
+
+    def mean_selected(cells: pa.Array, column: pa.Array, eps: pa.Array, lower: pa.Array,
+                      upper: pa.Array, method: pa.Array, beta: pa.Array, weights: pa.Array,
+                      parts: pa.Array, decision: pa.Array) -> pa.Array:
+        if len(cells) == 0:
+            return pa.array([], type=mean_arrow)
+        spec, default = _mean_specs(column, eps, lower, upper, method, beta)
+        return selected_finalize(spec, _call_key(key, spec, default), _selection(decision),
+                                 cells, weights, parts, mean_arrow)
+
+    udfs: dict[str, Any] = {
+        "hdp_mean_finalize_select": F.arrow_udf(mean_select, T.LongType()).asNondeterministic(),  # type: ignore[attr-defined]  # design-ok: per group batch
+        "hdp_mean_finalize_selected": F.arrow_udf(mean_selected, mean_type),  # type: ignore[attr-defined]  # design-ok: per group batch
+    }
+    for kind, probe in (("str", ["a"]), ("int", [0])):
+        rtype = _selected_struct(spec_histogram("c", eps="eps", categories=probe,
+                                                other="other" if kind == "str" else None),
+                                 "bins")
+        select, selected = _histogram_selection(key, kind, to_arrow_type(rtype))
+        udfs[f"hdp_histogram_finalize_{kind}_select"] = F.arrow_udf(  # type: ignore[attr-defined]  # design-ok: per group batch
+            select, T.LongType()).asNondeterministic()
+        udfs[f"hdp_histogram_finalize_{kind}_selected"] = F.arrow_udf(selected, rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
+    for name, udf in udfs.items():
+        session.udf.register(name, udf)
+
+
+def _selected_struct(spec: Any, main: str) -> Any:
+    from pyspark.sql import types as T
+
+    fields = struct_fields(selected_kernel_of(spec).fields(spec), main)
+    return T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
+
+
+def _histogram_selection(key: ReleaseKey, kind: str, rtype: Any) -> tuple[Any, Any]:
+    def histogram_select(cells: pa.Array, column: pa.Array, eps: pa.Array,
+                         categories: pa.Array, method: pa.Array, beta: pa.Array,
+                         decision: pa.Array) -> pa.Array:
+        if len(cells) == 0:
+            return pa.array([], type=pa.int64())
+        spec, default = _histogram_specs(kind, column, eps, categories, method, beta)
+        return selection_weights(spec, _call_key(key, spec, default), _selection(decision),
+                                 cells)
+
+    def histogram_selected(cells: pa.Array, column: pa.Array, eps: pa.Array,
+                           categories: pa.Array, method: pa.Array, beta: pa.Array,
+                           weights: pa.Array, parts: pa.Array,
+                           decision: pa.Array) -> pa.Array:
+        if len(cells) == 0:
+            return pa.array([], type=rtype)
+        spec, default = _histogram_specs(kind, column, eps, categories, method, beta)
+        return selected_finalize(spec, _call_key(key, spec, default), _selection(decision),
+                                 cells, weights, parts, rtype)
+
+    return histogram_select, histogram_selected
 
 
 def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) -> None:
@@ -94,11 +204,14 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     ``hdp_histogram_finalize_str``, ``hdp_histogram_finalize_int``).
 
     Optional trailing arguments, as Spark's ``percentile_approx(col, p, accuracy)``:
-    ``hdp_mean(value, eps, lower, upper[, method[, beta]][, 'public'])`` and
-    ``hdp_histogram(category, eps, array(...)[, method[, beta]][, 'public'])``, checked at
-    analysis. In a grouped query the call needs the last argument ``'public'``, which
-    declares the grouping values public (``hdp_mean(salary, eps, 0, 250000, 'public')``);
-    without it the query fails at analysis. Needs a session built with :func:`configure`.
+    ``hdp_mean(value, eps, lower, upper[, method[, beta]][, groups])`` and
+    ``hdp_histogram(category, eps, array(...)[, method[, beta]][, groups])``, checked at
+    analysis. In a grouped query the call needs a group decision ``groups``, or the query
+    fails at analysis: ``'public'`` declares the grouping values public
+    (``hdp_mean(salary, eps, 0, 250000, 'public')``); ``'select', delta, c, share`` selects
+    the groups privately, as ``keys=select_keys(delta=, c=, share=)``
+    (``hdp_mean(spend, eps, 0, 500, 'select', 1e-7, 1.0, 0.4)``: only selected groups
+    have a row). Needs a session built with :func:`configure`.
 
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
@@ -129,10 +242,7 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
                       upper: pa.Array, method: pa.Array, beta: pa.Array) -> pa.Array:
         if len(cells) == 0:
             return pa.array([], type=mean_arrow)
-        args: dict[str, Any] = {"eps": str(_first(eps)), "lower": _number(_first(lower)),
-                "upper": _number(_first(upper))}
-        spec = spec_mean(str(_first(column)), **args, **_options(method, beta))
-        default = spec_mean(str(_first(column)), **args)
+        spec, default = _mean_specs(column, eps, lower, upper, method, beta)
         return arrow_finalize(spec, _call_key(key, spec, default), "estimate", cells,
                               mean_arrow)
 
@@ -144,3 +254,4 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
         _, rtype = _struct(probe_spec, "bins")
         udf = F.arrow_udf(_histogram_finalize(key, kind, to_arrow_type(rtype)), rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
         session.udf.register(f"hdp_histogram_finalize_{kind}", udf)
+    _register_selection(session, key)

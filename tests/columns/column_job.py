@@ -106,7 +106,11 @@ def run(spark: Any) -> dict[str, Any]:
     sql_key = query_key(spark.table("employees"), hdp_mean(
         "salary", eps="eps", lower=0, upper=250_000, keys="public").unsafe_seed(3), ("dept",))
     ref_sql = hs.agg(df, mean, by="dept", keys=keys, unsafe_seed=sql_key).orderBy("dept")
+    selected, ref_selected, clean = selection(df)
     return {
+        "selected": selected,
+        "ref_selected": ref_selected,
+        "selected_plan_clean": clean,
         "sql": [r["s"]["estimate"] for r in sql],
         "ref_sql": [r["salary_mean"] for r in ref_sql.collect()],
         "session": type(spark).__module__,
@@ -121,6 +125,34 @@ def run(spark: Any) -> dict[str, Any]:
         "attacks": attacks(spark),
         "expression_n": expression_n(df),
     }
+
+
+def selection(df: Any) -> tuple[list[Any], list[Any], bool]:
+    """Private groups, ``keys=select_keys(...)``: the three departments and one group per
+    low salary (one person each, never released): the rows, the release API's rows for the
+    same key, and whether the query's plan names no candidate key."""
+    import contextlib
+    import io
+
+    from pyspark.sql import functions as F
+
+    import hdp_spark.spark as hs
+    from hdp_spark.spark import hdp_mean
+
+    sel = hs.select_keys(delta=1e-6, c=1.0, share=0.4)
+    col = hdp_mean("salary", eps="eps", lower=0, upper=250_000, keys=sel).unsafe_seed(3)
+    frame = df.withColumn("g", F.when(F.col("salary") < 900, F.col("salary").cast("string"))
+                          .otherwise(F.col("dept")))
+    query = frame.groupBy("g").agg(col.alias("s")).orderBy("g")
+    rows = [[r["g"], r["s"]["estimate"], r["s"]["weight"]] for r in query.collect()]
+    ref = hs.agg(frame, col, by="g", keys=sel, unsafe_seed=query_key(frame, col, ("g",)))
+    ref_rows = [[r["g"], r["salary_mean"], r["salary_mean_weight"]]
+                for r in ref.orderBy("g").collect()]
+    solos = [r["g"] for r in frame.filter("salary < 900").select("g").collect()]
+    plan = io.StringIO()
+    with contextlib.redirect_stdout(plan):
+        query.explain(True)
+    return rows, ref_rows, bool(solos) and not any(k in plan.getvalue() for k in solos)
 
 
 def expression_n(df: Any) -> int:

@@ -49,6 +49,9 @@ def _check(got: dict[str, Any]) -> None:
     assert got["key_list"] == got["ref_key_list"]
     assert [d for d, _ in got["key_list"]] == ["hr", "it"]  # "sales": no rows, no row
     assert got["expression_n"] == 4000
+    assert got["selected"] == got["ref_selected"]
+    assert [g for g, _, _ in got["selected"]] == ["hr", "it", "ops"]  # no one-person group
+    assert got["selected_plan_clean"]
     attacks = got["attacks"]
     assert attacks == {
         "sql_missing_id_repeats": False, "sql_present_id_differs": True,
@@ -66,7 +69,7 @@ def test_connect_column_equals_release_api_and_classic(classic: dict[str, Any]) 
     got = _run("connect")
     assert "connect" in got["session"]
     _check(got)
-    same = ("total", "mean", "sql", "bins", "key_list")  # a file source: one fingerprint
+    same = ("total", "mean", "sql", "bins", "key_list", "selected")  # a file source: one key
     assert {k: got[k] for k in same} == {k: classic[k] for k in same}
 
 
@@ -76,7 +79,7 @@ def test_local_cluster_column_equals_classic(classic: dict[str, Any]) -> None:
     load the extension from spark.jars and the finalize from the installed package only."""
     got = _run("local-cluster[2,1,1024]")
     _check(got)
-    same = ("total", "mean", "sql", "bins", "key_list")  # a file source: one fingerprint
+    same = ("total", "mean", "sql", "bins", "key_list", "selected")  # a file source: one key
     assert {k: got[k] for k in same} == {k: classic[k] for k in same}
 
 

@@ -565,7 +565,7 @@ def test_key_lists_of_one_aggregate_must_agree(spark: object) -> None:
     df = spark.createDataFrame(_table(n=200, seed=23))  # type: ignore[attr-defined]
     a = hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=["it"])
     b = hs.hdp_histogram("region", eps="eps", categories=CATS, keys=["hr"])
-    with pytest.raises(Exception, match=r"must take the same `keys=\[\.\.\.\]`"):
+    with pytest.raises(Exception, match=r"must take the same `keys=`"):
         df.groupBy("dept").agg(a, b).collect()
     same = hs.hdp_histogram("region", eps="eps", categories=CATS, keys=["it"])
     assert [r["dept"] for r in df.groupBy("dept").agg(a, same).collect()] == ["it"]
@@ -582,9 +582,6 @@ def test_key_lists_of_one_aggregate_must_agree(spark: object) -> None:
 def test_key_list_errors_in_python(keys: object, message: str) -> None:
     with pytest.raises(ParameterError, match=message):
         hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=keys)  # type: ignore[arg-type]
-    with pytest.raises(ParameterError, match="not available for the Column aggregators yet"):
-        hs.hdp_mean("salary", eps="eps", lower=0, upper=1,
-                    keys=hs.select_keys(delta=1e-7, c=1.0, share=0.4))  # type: ignore[arg-type]
 
 
 def test_null_and_nan_grouping_values_are_not_released(spark: object) -> None:

@@ -60,6 +60,34 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     }
   }
 
+  /** Builds hdp_selected(value, weight): see {@link HdpSelected}. */
+  static final class SelectedBuilder extends AbstractFunction1<Seq<Expression>, Expression>
+      implements java.io.Serializable {
+    @Override
+    public Expression apply(Seq<Expression> args) {
+      List<Expression> in = CollectionConverters.asJava(args);
+      if (in.size() != 2) {
+        throw new IllegalArgumentException("hdp_selected takes (value, weight), got "
+            + in.size() + " arguments");
+      }
+      return new HdpSelected(in.get(0), in.get(1));
+    }
+  }
+
+  /** Builds hdp_selection('weight' | 'parts'): see {@link HdpSelection}. */
+  static final class SelectionBuilder extends AbstractFunction1<Seq<Expression>, Expression>
+      implements java.io.Serializable {
+    @Override
+    public Expression apply(Seq<Expression> args) {
+      List<Expression> in = CollectionConverters.asJava(args);
+      if (in.size() != 1) {
+        throw new IllegalArgumentException("hdp_selection takes one constant string, got "
+            + in.size() + " arguments");
+      }
+      return new HdpSelection(HdpQueryRule.constantText(in.get(0), "what"));
+    }
+  }
+
   static final class RuleBuilder
       extends AbstractFunction1<org.apache.spark.sql.SparkSession, Rule<LogicalPlan>> {
     @Override
@@ -86,6 +114,14 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new FunctionIdentifier(HdpSqlHistogram.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
+        new SelectedBuilder()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSelection.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSelection.class.getName(), HdpSelection.FUNCTION),
+        new SelectionBuilder()));
     ext.injectOptimizerRule(new RuleBuilder());
     ext.injectPostHocResolutionRule(new QueryRuleBuilder());
     return BoxedUnit.UNIT;
@@ -99,6 +135,12 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpSqlHistogram.FUNCTION,
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram());
+    registerOne(session, HdpSelected.FUNCTION,
+        new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
+        new SelectedBuilder());
+    registerOne(session, HdpSelection.FUNCTION,
+        new ExpressionInfo(HdpSelection.class.getName(), HdpSelection.FUNCTION),
+        new SelectionBuilder());
     scala.collection.immutable.Seq<Rule<LogicalPlan>> rules =
         session.experimental().extraOptimizations();
     for (Rule<LogicalPlan> r : CollectionConverters.asJava(rules)) {

@@ -15,6 +15,8 @@ import org.apache.spark.sql.types.DataTypes;
  *   <li>{@code public}: the caller declared the grouping values public;
  *   <li>{@code keys:[...]}: a public key list (JSON): only rows with one of these grouping
  *       values are aggregated ({@link KeyFilter});
+ *   <li>{@code select:<parameters>}: partition selection ({@code select_keys}): only the
+ *       groups a DP selection picks have a row ({@link SelectionPlan});
  *   <li>{@code cells}: the raw native cells (the release API's native pass, tests): exact
  *       statistics that are not a release, so no decision applies.
  * </ul>
@@ -34,9 +36,9 @@ public final class HdpQuery extends Placeholder {
 
   public HdpQuery(String groups) {
     if (!NONE.equals(groups) && !PUBLIC.equals(groups) && !CELLS.equals(groups)
-        && !groups.startsWith(KeyFilter.PREFIX)) {
+        && !groups.startsWith(KeyFilter.PREFIX) && !groups.startsWith(SelectionPlan.PREFIX)) {
       throw new IllegalArgumentException("hdp_spark: the group decision must be 'none', "
-          + "'public', 'cells' or a key list, got '" + groups + "'");
+          + "'public', 'cells', a key list or a selection, got '" + groups + "'");
     }
     this.groups = groups;
   }

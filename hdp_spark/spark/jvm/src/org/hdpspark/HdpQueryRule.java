@@ -42,7 +42,8 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
       + "one row per group, so which groups appear is a privacy decision. Choose one: "
       + "declare the grouping values public with keys='public' (Column) or a last SQL "
       + "argument 'public' (e.g. hdp_mean(x, eps, 0, 100, 'public')), list the public keys "
-      + "with keys=[...] (Column: other groups are left out), or use the release API, "
+      + "with keys=[...] (Column: other groups are left out), select them privately with "
+      + "keys=select_keys(delta=..., c=..., share=...) (Column), or use the release API, "
       + "hdp_spark.spark.agg(df, ..., by=..., keys=...), with a key list or select_keys(...) "
       + "(DP partition selection).";
 
@@ -50,8 +51,8 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
       + "grouped aggregate, df.groupBy(...).agg(...); a global aggregate has none.";
 
   static final String KEYS_DIFFER = "hdp_spark: the hdp_spark aggregators of one aggregate "
-      + "must take the same `keys=[...]` (one public key set per groupBy, as in "
-      + "hdp_spark.spark.agg).";
+      + "must take the same `keys=` (one public key set, or one select_keys(...), per "
+      + "groupBy, as in hdp_spark.spark.agg).";
 
   /** The value of a constant string argument {@code name}. */
   static String constantText(Expression e, String name) {
@@ -84,6 +85,8 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
         boolean grouped = !a.groupingExpressions().isEmpty();
         boolean[] publicGroups = {false};
         String[] keyList = {null};
+        String[] selection = {null};
+        boolean[] other = {false};
         List<NamedExpression> out = new ArrayList<>();
         for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
           out.add((NamedExpression) ((Expression) e).transformUp(
@@ -103,6 +106,14 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     throw new IllegalArgumentException(UNDECIDED);
                   }
                   publicGroups[0] |= grouped && HdpQuery.PUBLIC.equals(groups);
+                  if (groups.startsWith(SelectionPlan.PREFIX)) {
+                    if (selection[0] != null && !selection[0].equals(groups)) {
+                      throw new IllegalArgumentException(KEYS_DIFFER);
+                    }
+                    selection[0] = groups;
+                  } else if (!HdpQuery.CELLS.equals(groups)) {
+                    other[0] = true;
+                  }
                   if (groups.startsWith(KeyFilter.PREFIX)) {
                     if (!grouped) {
                       throw new IllegalArgumentException(KEYS_GLOBAL);
@@ -128,6 +139,12 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
               }));
         }
         Seq<NamedExpression> aggs = CollectionConverters.asScala(out).toSeq();
+        if (selection[0] != null && SelectionPlan.marked(out)) {
+          if (other[0]) {
+            throw new IllegalArgumentException(KEYS_DIFFER);
+          }
+          return SelectionPlan.build(a, out, grouped ? withoutNullKeys(a) : a.child());
+        }
         LogicalPlan child = a.child();
         if (keyList[0] != null) {  // only rows of the public keys (never null or NaN)
           child = new Filter(KeyFilter.condition(

@@ -25,7 +25,7 @@ import scala.runtime.AbstractFunction1;
 
 /**
  * The SQL function {@code hdp_histogram(category, eps, array(...)[, method[, beta]][,
- * 'public'])} (see {@link SqlOptions}): the native
+ * groups])} (see {@link SqlOptions}: 'public' or 'select', delta, c, share): the native
  * {@link HdpCells} aggregate over the public domain {@code array(...)} (strings, or integers)
  * wrapped in the Python finalize {@code hdp_histogram_finalize_str} or
  * {@code hdp_histogram_finalize_int} that {@code hdp_spark.spark.register_sql(spark)}
@@ -45,7 +45,8 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
     List<Expression> in = CollectionConverters.asJava(args);
     if (in.size() < 3) {
       throw new IllegalArgumentException("hdp_histogram takes (category, eps, categories[, "
-          + "method[, beta]][, 'public']), got " + in.size() + " arguments");
+          + "method[, beta]][, 'public' | 'select', delta, c, share]), got " + in.size()
+          + " arguments");
     }
     SqlOptions options = SqlOptions.parse(in, 3, "hdp_histogram", METHODS_CONF);
     HdpQuery query = options.query;
@@ -70,7 +71,7 @@ final class HdpSqlHistogram extends AbstractFunction1<Seq<Expression>, Expressio
     fin.add(domain);
     SqlFinalize.addOptions(fin, options);
     return SqlFinalize.named(FUNCTION, in,
-        SqlFinalize.call(FUNCTION, FINALIZE + (text ? "str" : "int"), fin));
+        SqlFinalize.release(FUNCTION, FINALIZE + (text ? "str" : "int"), fin, options));
   }
 
   /**

@@ -14,9 +14,10 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 
 /**
- * The SQL function {@code hdp_mean(value, eps, lower, upper[, method[, beta]][, 'public'])}
- * (see {@link SqlOptions}; 'public' declares the grouping values public, without it a
- * grouped query is refused): the native {@link HdpCells}
+ * The SQL function {@code hdp_mean(value, eps, lower, upper[, method[, beta]][, groups])}
+ * (see {@link SqlOptions}; the group decision 'public' declares the grouping values
+ * public, 'select', delta, c, share selects them privately, without one a grouped query is
+ * refused): the native {@link HdpCells}
  * aggregate wrapped in the Python finalize that {@code hdp_spark.spark.register_sql(spark)}
  * registers as {@code hdp_mean_finalize} (which holds the release key).
  *
@@ -73,7 +74,8 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     List<Expression> in = CollectionConverters.asJava(args);
     if (in.size() < 4) {
       throw new IllegalArgumentException("hdp_mean takes (value, eps, lower, upper[, method[, "
-          + "beta]][, 'public']), got " + in.size() + " arguments");
+          + "beta]][, 'public' | 'select', delta, c, share]), got " + in.size()
+          + " arguments");
     }
     SqlOptions options = SqlOptions.parse(in, 4, "hdp_mean", METHODS_CONF);
     HdpQuery query = options.query;
@@ -107,6 +109,6 @@ final class HdpSqlMean extends AbstractFunction1<Seq<Expression>, Expression>
     fin.add(lower);  // as written: an integer bound stays an integer, as in the Python spec
     fin.add(upper);
     SqlFinalize.addOptions(fin, options);
-    return SqlFinalize.named(FUNCTION, in, SqlFinalize.call(FUNCTION, FINALIZE, fin));
+    return SqlFinalize.named(FUNCTION, in, SqlFinalize.release(FUNCTION, FINALIZE, fin, options));
   }
 }

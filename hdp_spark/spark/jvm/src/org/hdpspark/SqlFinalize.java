@@ -54,6 +54,30 @@ final class SqlFinalize {
         NamedExpression.newExprId(), none, Option.empty(), none);
   }
 
+  /**
+   * The released value of a SQL call: its finalize over {@code fin}, or, under partition
+   * selection, the {@link HdpSelected} pair of the selection's finalize
+   * ({@code <finalize>_select}) and the statistics' ({@code <finalize>_selected}, reading the
+   * selection's weight and the number of aggregators), each also given the decision.
+   */
+  static Expression release(String function, String finalize, List<Expression> fin,
+      SqlOptions options) {
+    if (!options.selected()) {
+      return call(function, finalize, fin);
+    }
+    Expression decision = org.apache.spark.sql.catalyst.expressions.Literal.create(
+        org.apache.spark.unsafe.types.UTF8String.fromString(options.query.groups),
+        org.apache.spark.sql.types.DataTypes.StringType);
+    List<Expression> select = new java.util.ArrayList<>(fin);
+    select.add(decision);
+    List<Expression> value = new java.util.ArrayList<>(fin);
+    value.add(new HdpSelection(HdpSelection.WEIGHT));
+    value.add(new HdpSelection(HdpSelection.PARTS));
+    value.add(decision);
+    return new HdpSelected(call(function, finalize + "_selected", value),
+        call(function, finalize + "_select", select));
+  }
+
   static Expression call(String function, String finalize, List<Expression> args) {
     org.apache.spark.sql.classic.SparkSession session =
         (org.apache.spark.sql.classic.SparkSession) org.apache.spark.sql.classic.SparkSession.active();
