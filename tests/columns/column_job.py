@@ -108,6 +108,7 @@ def run(spark: Any) -> dict[str, Any]:
     ref_sql = hs.agg(df, mean, by="dept", keys=keys, unsafe_seed=sql_key).orderBy("dept")
     selected, ref_selected, clean = selection(df)
     return {
+        "errors": errors(spark),
         "selected": selected,
         "ref_selected": ref_selected,
         "selected_plan_clean": clean,
@@ -153,6 +154,34 @@ def selection(df: Any) -> tuple[list[Any], list[Any], bool]:
     with contextlib.redirect_stdout(plan):
         query.explain(True)
     return rows, ref_rows, bool(solos) and not any(k in plan.getvalue() for k in solos)
+
+
+def errors(spark: Any) -> list[list[Any]]:
+    """The Column and SQL error cases as (class name, lines of the error, the error): a bad
+    ε (global and grouped), a non-numeric value column in SQL."""
+    from hdp_spark.spark import hdp_mean
+
+    pdf = table().head(300).copy()
+    pdf.loc[[0, 5], "eps"] = [np.nan, -1.0]
+    df = spark.createDataFrame(pdf)
+    df.createOrReplaceTempView("bad_eps_t")
+    out = []
+    for run in (
+        lambda: df.agg(hdp_mean("salary", eps="eps", lower=0, upper=250_000)).collect(),
+        lambda: spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 250000, 'public') "
+                          "FROM bad_eps_t GROUP BY dept").collect(),
+        lambda: spark.sql("SELECT hdp_mean(dept, eps, 0, 1) FROM bad_eps_t").collect(),
+    ):
+        try:
+            run()
+            out.append(["none", 0, ""])
+        except Exception as e:  # reported to the test
+            # Spark Connect appends the server's "JVM stacktrace:" to every error (its own
+            # too; spark.sql.connect.serverStacktrace.enabled=false turns it off): the
+            # error itself is what comes before
+            text = str(e).split("\n\nJVM stacktrace:")[0]
+            out.append([type(e).__name__, len(text.splitlines()), text])
+    return out
 
 
 def expression_n(df: Any) -> int:

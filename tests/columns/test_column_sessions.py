@@ -52,6 +52,15 @@ def _check(got: dict[str, Any]) -> None:
     assert got["selected"] == got["ref_selected"]
     assert [g for g, _, _ in got["selected"]] == ["hr", "it", "ops"]  # no one-person group
     assert got["selected_plan_clean"]
+    (glob, glob_lines, glob_msg), (grp, grp_lines, grp_msg), (typ, typ_lines, typ_msg) = got[
+        "errors"]
+    assert (glob, grp) == ("SparkRuntimeException",) * 2
+    assert (glob_lines, grp_lines, typ_lines) == (1, 1, 1)
+    assert "EpsilonColumnError: Column `eps` must hold ε >= 0" in glob_msg
+    assert "; 2 row(s) break this rule." in glob_msg  # a global aggregate: the total
+    assert "row(s) of one group break this rule" in grp_msg
+    assert typ_msg.startswith("SchemaError: value column `dept` must be numeric, got string")
+    assert "hdp_cells" not in typ_msg
     attacks = got["attacks"]
     assert attacks == {
         "sql_missing_id_repeats": False, "sql_present_id_differs": True,

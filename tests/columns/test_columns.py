@@ -290,7 +290,43 @@ def test_invalid_eps_fails_the_column_like_the_release_api(spark: object) -> Non
         hs.agg(df, col)
     with pytest.raises(Exception, match="EpsilonColumnError") as column_err:
         df.agg(col).collect()
+    # one short error (a JVM error condition, not a Python worker traceback), with the
+    # release API's words and count (a global aggregate's count is the table's)
     assert str(release_err.value) in str(column_err.value)
+    assert type(column_err.value).__name__ == "SparkRuntimeException"
+    assert len(str(column_err.value).splitlines()) == 1
+
+
+def test_bad_eps_errors_are_short_and_name_no_values(spark: object) -> None:
+    """Grouped: each group is checked on its own, so the count is one group's (said in the
+    message); SQL the same; an ε below the grid; a non-numeric column names the column and
+    type in the release API's words, never Spark's ``hdp_cells(...)`` text."""
+    pdf = pd.DataFrame({"x": np.arange(60.0) + 0.123, "eps": 1.0, "g": ["a", "b", "c"] * 20,
+                        "s": "text"})
+    pdf.loc[[0, 1, 4], "eps"] = [np.nan, -2.5, np.nan]  # groups a, b, b
+    df = spark.createDataFrame(pdf)  # type: ignore[attr-defined]
+    grouped = df.groupBy("g").agg(hs.hdp_mean("x", eps="eps", lower=0, upper=100, keys="public"))
+    df.createOrReplaceTempView("hdp_bad_eps")
+    hs.register_sql(spark)
+    sql = spark.sql("SELECT g, hdp_mean(x, eps, 0, 100, 'public') FROM hdp_bad_eps "  # type: ignore[attr-defined]
+                    "GROUP BY g")
+    for query in (grouped, sql):
+        with pytest.raises(Exception, match=r"EpsilonColumnError: Column `eps` must hold ε >= 0 "
+                           r"or \+inf .*; [12] row\(s\) of one group break this rule") as err:
+            query.collect()
+        assert len(str(err.value).splitlines()) == 1
+        assert "0.123" not in str(err.value)
+        assert "-2.5" not in str(err.value)
+    grid = hs.hdp_mean("x", eps="eps", lower=0, upper=100, eps_grid=EpsGrid(lowest=2.0, highest=8.0))
+    with pytest.raises(Exception, match=r"has 57 row\(s\) with 0 < ε below the lowest point"):
+        df.filter("eps = 1.0").agg(grid).collect()
+    for bad in (lambda: df.agg(hs.hdp_mean("s", eps="eps", lower=0, upper=1)).collect(),
+                lambda: spark.sql("SELECT hdp_mean(s, eps, 0, 1) FROM hdp_bad_eps").collect(),  # type: ignore[attr-defined]
+                lambda: df.agg(hs.hdp_mean("x", eps="s", lower=0, upper=1)).collect()):
+        with pytest.raises(Exception, match=r"^SchemaError: (value|ε) column `s` must be "
+                           "numeric, got string.$") as err:
+            bad()
+        assert "hdp_cells" not in str(err.value)
 
 
 def test_connect_session_without_the_extension_is_a_clear_error() -> None:

@@ -1,7 +1,5 @@
 package org.hdpspark;
 
-import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -65,7 +63,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * the finalize that adds noise; the cells are sums of integers, exact and independent of the
  * order of rows and partitions, so re-evaluation yields the same cells (and the same noise).
  */
-public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
+public final class HdpCells extends TypedImperativeAggregate<CellState>
     implements java.io.Serializable {
 
   private static final long serialVersionUID = 1L;
@@ -85,6 +83,7 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   static final int QUERY = 6;
 
   private final Expression[] kids;
+  private final boolean strict;
   private final int mutableOffset;
   private final int inputOffset;
   private final double invalid;
@@ -103,6 +102,18 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   private int unmatched;
 
   public HdpCells(Seq<Expression> children, int mutableOffset, int inputOffset) {
+    this(children, mutableOffset, inputOffset, false);
+  }
+
+  /**
+   * {@code strict}: a release's aggregate (a Column or SQL aggregator with a group decision),
+   * which refuses a group holding an ε no release can honour with one short error, in the
+   * release API's words ({@link EpsCheck}); the release API's own native pass is not strict
+   * (it counts such rows over the whole table and raises before any noise).
+   */
+  public HdpCells(Seq<Expression> children, int mutableOffset, int inputOffset,
+      boolean strict) {
+    this.strict = strict;
     this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
     if (kids.length < VALUES || (kids.length - VALUES) % 4 != 0) {
       throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
@@ -263,8 +274,8 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     if (bad == null) {
       bad = paramProblem;
     }
-    if (bad != null) {
-      return new TypeCheckResult.TypeCheckFailure(bad);
+    if (bad != null) {  // the release API's words, not Spark's "hdp_cells(...)" text
+      throw new IllegalArgumentException("SchemaError: " + bad);
     }
     return TypeCheckResult.TypeCheckSuccess$.MODULE$;
   }
@@ -327,84 +338,13 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     return (kids.length - VALUES) / 4;
   }
 
-  /** Mutable state of one group: cells in insertion order plus an open-addressing index. */
-  public static final class State {
-    final int k;
-    int size;
-    double[] level = new double[8];
-    int[] code = new int[8];
-    long[] acc; // per cell: count, then k sums
-    int[] slots = new int[16];
-    boolean grouped;
-    String group;
-    int last = -1;
-
-    State(int k) {
-      this.k = k;
-      this.acc = new long[8 * (k + 1)];
-      Arrays.fill(slots, -1);
-    }
-
-    private static int hash(long bits, int code) {
-      long h = bits * 0x9E3779B97F4A7C15L + code * 0xC2B2AE3D27D4EB4FL;
-      return (int) (h ^ (h >>> 29));
-    }
-
-    int cell(double lv, int cd) {
-      long bits = Double.doubleToLongBits(lv);
-      if (last >= 0 && Double.doubleToLongBits(level[last]) == bits && code[last] == cd) {
-        return last;
-      }
-      int mask = slots.length - 1;
-      int i = hash(bits, cd) & mask;
-      while (true) {
-        int at = slots[i];
-        if (at < 0) {
-          break;
-        }
-        if (Double.doubleToLongBits(level[at]) == bits && code[at] == cd) {
-          last = at;
-          return at;
-        }
-        i = (i + 1) & mask;
-      }
-      if (size == level.length) {
-        level = Arrays.copyOf(level, size * 2);
-        code = Arrays.copyOf(code, size * 2);
-        acc = Arrays.copyOf(acc, size * 2 * (k + 1));
-      }
-      level[size] = lv;
-      code[size] = cd;
-      slots[i] = size;
-      last = size;
-      size++;
-      if (size * 2 > slots.length) {
-        rehash();
-      }
-      return last;
-    }
-
-    private void rehash() {
-      slots = new int[slots.length * 2];
-      Arrays.fill(slots, -1);
-      int mask = slots.length - 1;
-      for (int c = 0; c < size; c++) {
-        int i = hash(Double.doubleToLongBits(level[c]), code[c]) & mask;
-        while (slots[i] >= 0) {
-          i = (i + 1) & mask;
-        }
-        slots[i] = c;
-      }
-    }
+  @Override
+  public CellState createAggregationBuffer() {
+    return new CellState(width());
   }
 
   @Override
-  public State createAggregationBuffer() {
-    return new State(width());
-  }
-
-  @Override
-  public State update(State s, InternalRow input) {
+  public CellState update(CellState s, InternalRow input) {
     if (!s.grouped) {
       Object g = kids[GROUP].eval(input);
       s.group = GroupText.of(g, kids[GROUP].dataType());
@@ -420,7 +360,7 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   }
 
   @Override
-  public State merge(State a, State b) {
+  public CellState merge(CellState a, CellState b) {
     if (!a.grouped && b.grouped) {
       a.group = b.group;
       a.grouped = true;
@@ -436,7 +376,11 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
   }
 
   @Override
-  public Object eval(State s) {
+  public Object eval(CellState s) {
+    if (strict) {
+      EpsCheck.check(s, invalid, belowGrid, name(kids[0]),
+          ((StructType) kids[GROUP].dataType()).fields().length > 0);
+    }
     Integer[] order = new Integer[s.size];
     for (int i = 0; i < s.size; i++) {
       order[i] = i;
@@ -465,53 +409,24 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
         new GenericArrayData(sums), kids[QUERY].eval(null)});
   }
 
+  /** This aggregate as a release's (see the strict constructor). */
+  HdpCells strict() {
+    return new HdpCells(children(), mutableOffset, inputOffset, true);
+  }
+
   /** The aggregator's group decision while the query placeholder is in place (else null). */
   String groups() {
     return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
   }
 
   @Override
-  public byte[] serialize(State s) {
-    byte[] g = s.group == null ? null : s.group.getBytes(StandardCharsets.UTF_8);
-    int w = s.k + 1;
-    ByteBuffer buf = ByteBuffer.allocate(16 + (g == null ? 0 : g.length) + s.size * (12 + 8 * w));
-    buf.putInt(s.k).putInt(s.size).put((byte) (s.grouped ? 1 : 0));
-    buf.putInt(g == null ? -1 : g.length);
-    if (g != null) {
-      buf.put(g);
-    }
-    for (int c = 0; c < s.size; c++) {
-      buf.putDouble(s.level[c]).putInt(s.code[c]);
-      for (int j = 0; j < w; j++) {
-        buf.putLong(s.acc[c * w + j]);
-      }
-    }
-    return Arrays.copyOf(buf.array(), buf.position());
+  public byte[] serialize(CellState s) {
+    return s.toBytes();
   }
 
   @Override
-  public State deserialize(byte[] bytes) {
-    ByteBuffer buf = ByteBuffer.wrap(bytes);
-    int k = buf.getInt();
-    int size = buf.getInt();
-    State s = new State(k);
-    s.grouped = buf.get() == 1;
-    int gl = buf.getInt();
-    if (gl >= 0) {
-      byte[] g = new byte[gl];
-      buf.get(g);
-      s.group = new String(g, StandardCharsets.UTF_8);
-    }
-    int w = k + 1;
-    for (int c = 0; c < size; c++) {
-      double lv = buf.getDouble();
-      int cd = buf.getInt();
-      int at = s.cell(lv, cd);
-      for (int j = 0; j < w; j++) {
-        s.acc[at * w + j] += buf.getLong();
-      }
-    }
-    return s;
+  public CellState deserialize(byte[] bytes) {
+    return CellState.fromBytes(bytes);
   }
 
   @Override
@@ -536,7 +451,7 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
 
   @Override
   public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-    return new HdpCells(newChildren, mutableOffset, inputOffset);
+    return new HdpCells(newChildren, mutableOffset, inputOffset, strict);
   }
 
   @Override
@@ -546,7 +461,7 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
 
   @Override
   public ImperativeAggregate withNewMutableAggBufferOffset(int offset) {
-    return new HdpCells(children(), offset, inputOffset);
+    return new HdpCells(children(), offset, inputOffset, strict);
   }
 
   @Override
@@ -556,12 +471,12 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
 
   @Override
   public ImperativeAggregate withNewInputAggBufferOffset(int offset) {
-    return new HdpCells(children(), mutableOffset, offset);
+    return new HdpCells(children(), mutableOffset, offset, strict);
   }
 
   @Override
   public int productArity() {
-    return 3;
+    return 4;
   }
 
   @Override
@@ -570,6 +485,7 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
       case 0: return children();
       case 1: return mutableOffset;
       case 2: return inputOffset;
+      case 3: return strict;
       default: throw new IndexOutOfBoundsException(String.valueOf(n));
     }
   }
@@ -586,12 +502,12 @@ public final class HdpCells extends TypedImperativeAggregate<HdpCells.State>
     }
     HdpCells h = (HdpCells) o;
     return Arrays.equals(kids, h.kids) && mutableOffset == h.mutableOffset
-        && inputOffset == h.inputOffset;
+        && inputOffset == h.inputOffset && strict == h.strict;
   }
 
   @Override
   public int hashCode() {
-    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset;
+    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset + (strict ? 1 : 0);
   }
 
   static List<Expression> list(Expression... items) {

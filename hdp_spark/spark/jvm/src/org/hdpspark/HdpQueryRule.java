@@ -124,14 +124,18 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     keyList[0] = groups;
                   }
                   String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
+                  boolean release = !HdpQuery.CELLS.equals(groups);
                   return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
                     @Override
                     public boolean isDefinedAt(Expression y) {
-                      return y instanceof HdpQuery;
+                      return y instanceof HdpQuery || (release && y instanceof HdpCells);
                     }
 
                     @Override
                     public Expression apply(Expression y) {
+                      if (y instanceof HdpCells) {  // a release: its ε rules fail the query
+                        return ((HdpCells) y).strict();
+                      }
                       return Literal.create(UTF8String.fromString(fp), DataTypes.StringType);
                     }
                   });
