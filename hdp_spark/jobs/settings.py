@@ -256,8 +256,10 @@ class LedgerSpec:
         backend: ``"sqlite"`` or ``"parquet"``; None chooses by the path (see
             :meth:`resolved_backend`).
         lock_timeout: seconds to wait for a concurrent run.
-        compact_every: commits between two full snapshots of the per-user totals (both
-            backends; docs/jobs.md, "Ledger storage format").
+        compact_every: at most this many commits between two full snapshots of the
+            per-user totals (both backends also write one once the commits since the last
+            hold as many charges as there are users; docs/jobs.md, "Ledger storage
+            format").
     """
 
     path: Path

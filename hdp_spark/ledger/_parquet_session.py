@@ -28,7 +28,8 @@ from hdp_spark.ledger.base import CommitRecord, FrameIO
 if TYPE_CHECKING:
     from hdp_spark.ledger.parquet import ParquetLedger
 
-__all__ = ["ParquetSession", "remove_older", "remove_unreferenced", "storage_error"]
+__all__ = ["ParquetSession", "compaction_due", "remove_older", "remove_unreferenced",
+           "storage_error"]
 
 log = logging.getLogger("hdp_spark.ledger")
 
@@ -125,10 +126,12 @@ class ParquetSession:
             raise StorageError(msg) from exc
         log.debug("ledger version %d committed (%s)", self._manifest_version, record.commit_id)
 
-    def _write(self, frame: Any, scratch: Path, final: Path, written: list[Path]) -> None:
-        """Write a parquet directory, flush it (files and directory) and move it in place."""
+    def _write(self, produce: Callable[[str], Any], scratch: Path, final: Path,
+               written: list[Path]) -> None:
+        """Write a parquet directory (``produce(path)``), flush it (files and directory) and
+        move it in place."""
         written.append(scratch)
-        self._io.write_parquet(frame, str(scratch))
+        produce(str(scratch))
         fsync_tree(scratch)
         written.append(final)
         os.rename(scratch, final)
@@ -147,17 +150,29 @@ class ParquetSession:
         tag = f"{version:020d}-{record.commit_id}-{tmp_name()}"
         snapshot, deltas = old["snapshot"], list(old["deltas"])
         archived = list(old.get("archived", []))
+        # rows of the snapshot (its users) and of the deltas since (their charges); absent
+        # from manifests of older versions: 0, so the next delta compacts and records them
+        snapshot_rows, delta_rows = int(old.get("snapshot_rows", 0)), int(old.get("delta_rows", 0))
         fault_disk_full("ledger")
         if record.users_charged > 0:
             delta = f"spent/delta-{tag}"
-            self._write(charges, root / "_tmp" / f"delta-{tag}", root / delta, written)
+            self._write(lambda p: self._io.write_parquet(charges, p),
+                        root / "_tmp" / f"delta-{tag}", root / delta, written)
             deltas.append(delta)
-            if len(deltas) >= self._ledger.compact_every:
+            delta_rows += int(record.users_charged)
+            if compaction_due(snapshot, len(deltas), delta_rows, snapshot_rows,
+                              self._ledger.compact_every):
                 snap = f"spent/snap-{tag}"
-                self._write(self._io.add(self.spent(), charges), root / "_tmp" / f"snap-{tag}",
-                            root / snap, written)
+                # the snapshot and deltas it sums are checked again right before they are
+                # read (the new delta is this run's own, listed with its digest below)
+                self._ledger._check_parquet(self._ledger._spent_paths(old), old)
+                sources = [str(root / d) for d in ([snapshot] if snapshot else []) + deltas]
+                rows: list[int] = []
+                self._write(lambda p: rows.append(self._io.compact(sources, p)),
+                            root / "_tmp" / f"snap-{tag}", root / snap, written)
                 archived += [*([snapshot] if snapshot else []), *deltas]
                 snapshot, deltas = snap, []
+                snapshot_rows, delta_rows = rows[0], 0
             fsync_dir(root / "spent")
         commit_file = f"commits/{tag}.json"
         written.append(root / commit_file)
@@ -175,6 +190,8 @@ class ParquetSession:
             "snapshot": snapshot,
             "deltas": deltas,
             "archived": archived,
+            "snapshot_rows": snapshot_rows,
+            "delta_rows": delta_rows,
             "commits": [
                 *old["commits"],
                 {"key": record.key, "file": commit_file, "job": record.job,
@@ -199,6 +216,24 @@ class ParquetSession:
                 f"{version} first; nothing of this run was committed."
             )
             raise LedgerConflictError(msg)
+
+
+def compaction_due(snapshot: str | None, deltas: int, delta_rows: int, snapshot_rows: int,
+                   compact_every: int) -> bool:
+    """Whether a commit that leaves ``deltas`` deltas (holding ``delta_rows`` charges) after
+    the snapshot (``snapshot_rows`` users) writes a new snapshot.
+
+    After ``compact_every`` deltas, or once the deltas hold as many charges as the snapshot
+    holds users (as the SQLite ledger does): a run then never reads more than about twice
+    its users' rows (a 10M-user spend: one 10M snapshot plus under 10M charges), and a
+    snapshot is written at most once per as many charges as it has rows. A lone delta
+    without a snapshot is read as a snapshot already (one row per user): not rewritten.
+    """
+    if deltas >= compact_every:
+        return True
+    if snapshot is None and deltas < 2:
+        return False
+    return delta_rows >= snapshot_rows
 
 
 def _discard(paths: list[Path]) -> None:

@@ -163,6 +163,10 @@ class FrameIO(Protocol):
     def write_parquet(self, frame: Any, path: str) -> None:
         """Write ``frame`` as a new parquet directory at ``path`` (must not exist)."""
 
+    def compact(self, paths: list[str], path: str) -> int:
+        """Write the per-user sum over the parquet directories ``paths`` as a new parquet
+        directory at ``path`` (a snapshot; must not exist); returns its row count."""
+
     def add(self, left: Any, right: Any) -> Any:
         """Per-user sum of two frames."""
 

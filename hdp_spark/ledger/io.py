@@ -41,6 +41,51 @@ def _same_users(tables: list[pa.Table]) -> bool:
     return bool(increasing.as_py())
 
 
+def _summed(paths: list[str]) -> tuple[pa.Table | None, bool]:
+    """The per-user sum over parquet directories as an Arrow table (``None``: no file), and
+    whether its rows are known to be in strictly increasing user order."""
+    import pyarrow.parquet as pq
+
+    tables = []
+    for p in paths:
+        files = sorted(
+            f for f in Path(p).iterdir()
+            if f.suffix == ".parquet" and not f.name.startswith(("_", "."))
+        )
+        for f in files:
+            t = pq.read_table(f, columns=[USER_COLUMN, UNITS_COLUMN])
+            tables.append(t.cast(pa.schema([(USER_COLUMN, pa.string()),
+                                            (UNITS_COLUMN, pa.int64())])))
+    if not tables:
+        return None, False
+    if len(paths) > 1 and _same_users(tables):
+        # every directory charges the same users in the same (sorted) order, as when a
+        # job charges the same table each period: sum elementwise, no hash aggregation
+        units = np.zeros(tables[0].num_rows, dtype=np.int64)
+        for t in tables:
+            units += np.asarray(t.column(UNITS_COLUMN).to_numpy(), dtype=np.int64)
+        return pa.table({USER_COLUMN: tables[0].column(USER_COLUMN),
+                         UNITS_COLUMN: pa.array(units, pa.int64())}), True
+    table = pa.concat_tables(tables)
+    if len(paths) > 1:
+        summed = table.group_by(USER_COLUMN, use_threads=False).aggregate(
+            [(UNITS_COLUMN, "sum")])
+        table = pa.table({USER_COLUMN: summed.column(USER_COLUMN),
+                          UNITS_COLUMN: summed.column(f"{UNITS_COLUMN}_sum")})
+    return table, False
+
+
+def _write_table(table: pa.Table, path: str) -> None:
+    """Write a ledger table (sorted by user id) as the one file of a new directory."""
+    import pyarrow.parquet as pq
+
+    Path(path).mkdir(parents=True)
+    pq.write_table(
+        table, Path(path) / "part-00000.parquet", compression="zstd",
+        use_dictionary=[UNITS_COLUMN], column_encoding={USER_COLUMN: "DELTA_BYTE_ARRAY"},
+    )
+
+
 def _empty() -> pd.DataFrame:
     return pd.DataFrame(
         {USER_COLUMN: pd.Series([], dtype=object), UNITS_COLUMN: pd.Series([], dtype=np.int64)}
@@ -96,35 +141,17 @@ class PandasIO:
         Read and summed in Arrow (a C++ hash aggregation, exact int64 sums); one directory
         (a snapshot, or a single delta) holds one row per user and is not aggregated.
         """
-        import pyarrow.parquet as pq
+        table, _ordered = _summed(paths)
+        return _empty() if table is None else self.from_arrow(table)
 
-        tables = []
-        for p in paths:
-            files = sorted(
-                f for f in Path(p).iterdir()
-                if f.suffix == ".parquet" and not f.name.startswith(("_", "."))
-            )
-            for f in files:
-                t = pq.read_table(f, columns=[USER_COLUMN, UNITS_COLUMN])
-                tables.append(t.cast(pa.schema([(USER_COLUMN, pa.string()),
-                                                (UNITS_COLUMN, pa.int64())])))
-        if not tables:
-            return _empty()
-        if len(paths) > 1 and _same_users(tables):
-            # every directory charges the same users in the same (sorted) order, as when a
-            # job charges the same table each period: sum elementwise, no hash aggregation
-            units = np.zeros(tables[0].num_rows, dtype=np.int64)
-            for t in tables:
-                units += np.asarray(t.column(UNITS_COLUMN).to_numpy(), dtype=np.int64)
-            return self.from_arrow(pa.table({USER_COLUMN: tables[0].column(USER_COLUMN),
-                                             UNITS_COLUMN: pa.array(units, pa.int64())}))
-        table = pa.concat_tables(tables)
-        if len(paths) > 1:
-            summed = table.group_by(USER_COLUMN, use_threads=False).aggregate(
-                [(UNITS_COLUMN, "sum")])
-            table = pa.table({USER_COLUMN: summed.column(USER_COLUMN),
-                              UNITS_COLUMN: summed.column(f"{UNITS_COLUMN}_sum")})
-        return self.from_arrow(table)
+    def compact(self, paths: list[str], path: str) -> int:
+        """Write the per-user sum over ``paths`` as a new parquet directory ``path`` (a
+        snapshot), in Arrow from file to file (no pandas frame); returns its row count."""
+        table, ordered = _summed(paths)
+        if table is None:
+            table = self.to_arrow(_empty())
+        _write_table(table if ordered else table.sort_by(USER_COLUMN), path)
+        return int(table.num_rows)
 
     def write_parquet(self, frame: pd.DataFrame, path: str) -> None:
         """Write a ledger frame as a new parquet directory, compactly.
@@ -133,14 +160,7 @@ class PandasIO:
         dictionary-encoded (a release charges few distinct amounts), zstd: a few bytes per
         charge. Spark reads these encodings natively.
         """
-        import pyarrow.parquet as pq
-
-        Path(path).mkdir(parents=True)
-        table = self.to_arrow(frame).sort_by(USER_COLUMN)
-        pq.write_table(
-            table, Path(path) / "part-00000.parquet", compression="zstd",
-            use_dictionary=[UNITS_COLUMN], column_encoding={USER_COLUMN: "DELTA_BYTE_ARRAY"},
-        )
+        _write_table(self.to_arrow(frame).sort_by(USER_COLUMN), path)
 
     def add(self, left: pd.DataFrame, right: pd.DataFrame) -> pd.DataFrame:
         """Per-user sum of two ledger frames."""

@@ -30,8 +30,11 @@ Protocol of one release (a *session*):
 5. release the lock.
 
 A crash before step 4's ``link`` leaves only unreferenced files (never read, and deleted by
-the next session once their process is dead); after it, the release is committed. Every
-``compact_every`` deltas a new snapshot replaces them for reading.
+the next session once their process is dead); after it, the release is committed. A commit
+also writes a new snapshot (the sum of the old one and the deltas, before its manifest)
+once the deltas since the snapshot hold as many charges as it holds users, or number
+``compact_every``: a run then reads at most about twice its users' rows (the manifest
+records ``snapshot_rows`` and ``delta_rows``).
 
 The MAC secret (:mod:`hdp_spark.ledger._secret`) is created from OS entropy when the
 ledger is first opened, by the same exclusive ``link`` publish as the manifests: two runs
@@ -106,7 +109,8 @@ class ParquetLedger:
         path: the ledger directory.
         lock_timeout: seconds to wait for another run's lock before
             :class:`~hdp_spark.errors.LedgerBusyError`.
-        compact_every: write a new full snapshot once this many deltas accumulate.
+        compact_every: write a new full snapshot once this many deltas accumulate (or
+            earlier: once the deltas hold as many charges as the snapshot has users).
 
     Privacy:
         Budget checks and charges of one release happen under the lock and commit only if

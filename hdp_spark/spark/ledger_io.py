@@ -79,6 +79,12 @@ class SparkIO:
             .write.mode("errorifexists").option("compression", "zstd").parquet(path)
         )
 
+    def compact(self, paths: list[str], path: str) -> int:
+        """Write the per-user sum over ``paths`` as a new parquet directory ``path`` (a
+        snapshot); returns its row count (from the written files' footers)."""
+        self.write_parquet(self.read_parquet(paths), path)
+        return int(self.spark.read.schema(self._schema()).parquet(path).count())
+
     def add(self, left: Any, right: Any) -> Any:
         """Per-user sum of two ledger frames."""
         return self._sum(

@@ -163,3 +163,12 @@ def unseal_parquet_to_v1(root: Path) -> None:
         doc.pop("mac", None)
         doc["format"] = "hdp_spark.ledger.parquet/1"
         manifest.write_text(json.dumps(doc))
+
+
+def spend_parts(root: Path) -> list[Path]:
+    """The part files of a parquet ledger's current spend (its snapshot and the deltas
+    after it: what runs read; deltas folded into a snapshot are archived, read by
+    ``verify`` only)."""
+    manifest = json.loads(max((root / "_manifests").glob("*.json")).read_text())
+    dirs = ([manifest["snapshot"]] if manifest["snapshot"] else []) + manifest["deltas"]
+    return sorted(p for d in dirs for p in (root / d).glob("*.parquet"))

@@ -73,6 +73,9 @@ CASES = [("sqlite", s) for s in STAGES] + [
     ("sqlite", "tenure_overall:charged"),
     ("sqlite", "tenure_overall:committed"),
     *[("parquet", s) for s in ("locked", "computed", "charged", "committed", "staged")],
+    # the second release's commit folds the two deltas into a snapshot (a compaction)
+    ("parquet", "tenure_overall:charged"),
+    ("parquet", "tenure_overall:committed"),
 ]
 
 
@@ -128,6 +131,8 @@ def test_kill_at_stage(backend: str, stage: str, reference: dict[str, int],
         assert not (root / "_lock").exists()
         # files of the crashed, uncommitted attempt (a record holds its noisy outcome) are gone
         manifest = ParquetLedger(root)._latest()
+        assert manifest["snapshot"]
+        assert manifest["deltas"] == []
         referenced = {Path(e["file"]).name for e in manifest["commits"]}
         assert {p.name for p in (root / "commits").iterdir()} == referenced
         assert list((root / "_tmp").iterdir()) == []

@@ -8,7 +8,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from job_helpers import RELEASES, records, unseal_parquet_to_v1, unseal_to_v3, write_job
+from job_helpers import (
+    RELEASES,
+    records,
+    spend_parts,
+    unseal_parquet_to_v1,
+    unseal_to_v3,
+    write_job,
+)
 from ledger_sweep import _cli
 
 from hdp_spark.errors import LedgerDamagedError
@@ -148,7 +155,7 @@ def test_a_garbled_parquet_head_is_damage(tmp_path: Path, garbage: bytes) -> Non
 def test_a_deleted_or_extra_parquet_part_file_is_damage(tmp_path: Path) -> None:
     """Issue 29's first finding: a deleted part file (its directory kept) was accepted."""
     job, root = _ran(tmp_path, "parquet")
-    part = sorted(root.glob("spent/delta-*/*.parquet"))[0]
+    part = spend_parts(root)[0]  # a file of the spend runs read
     saved = part.read_bytes()
     part.unlink()
     code, err = _cli(["run", str(job)])

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from job_helpers import GROUPED_RELEASE, RELEASES, published, records, spent_by_user, write_job
+from job_helpers import (
+    GROUPED_RELEASE,
+    RELEASES,
+    published,
+    records,
+    spend_parts,
+    spent_by_user,
+    write_job,
+)
 
 from hdp_spark.cli import main
 from hdp_spark.errors import LedgerDamagedError
@@ -139,7 +147,7 @@ def test_zero_byte_parquet_delta_is_refused(tmp_path: Path,
     job = write_job(tmp_path, backend="parquet")
     run_job(job)
     root = load_job(job).ledger.path
-    part = next((root / "spent").glob("delta-*/part-*.parquet"))
+    part = spend_parts(root)[0]
     part.write_bytes(b"")
     _refused(job, capsys, "is truncated or grew")
     with pytest.raises(LedgerDamagedError, match="truncated or grew"):

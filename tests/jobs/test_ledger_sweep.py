@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from job_helpers import RELEASES, write_job
+from job_helpers import RELEASES, spend_parts, write_job
 from ledger_sweep import EXTRA_RELEASE, _cli, flip, run_sweep, sqlite_regions
 
 from hdp_spark.core.ledger import UNIT
@@ -118,7 +118,7 @@ def test_a_damaged_parquet_ledger_never_lets_anyone_exceed_the_budget(tmp_path: 
     root = load_job(job).ledger.path
     more = write_job(tmp_path, filename="more.toml", backend="parquet", budget=budget,
                      releases=RELEASES + EXTRA_RELEASE)
-    parts = sorted(root.glob("spent/delta-*/*.parquet"))
+    parts = spend_parts(root)
     assert parts
     saved = {p: p.read_bytes() for p in parts}
 
