@@ -4,9 +4,9 @@ run on the executors (Arrow UDFs).
 Privacy-critical module. Two steps, each over one Arrow batch of groups:
 
 * :func:`selection_weights`, the selection: per candidate group, the release API's
-  :func:`~hdp_spark.core.selection.mechanism.select_groups` (W = Σ k_i over the group's ε
-  levels, W̃ = W + two-sided geometric noise from the group's own keyed stream, released iff
-  W̃ >= T): the noisy weight W̃ of a selected group, null otherwise. The JVM extension
+  decision (:func:`~hdp_spark.core.selection.mechanism.select_one`: W = Σ k_i over the
+  group's ε levels, W̃ = W + two-sided geometric noise from the group's own keyed stream,
+  released iff W̃ >= T): the noisy weight W̃ of a selected group, null otherwise. The JVM extension
   (``SelectionPlan``) computes it once per group from the first aggregator's cells and drops
   the groups without one before anything else reads them, so an unselected key leaves no row.
 * :func:`selected_finalize`, each aggregator's statistics for the selected groups, divided
@@ -24,7 +24,7 @@ Imports no pyspark: it runs in Spark's Python workers.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +32,7 @@ import pyarrow as pa
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import GroupCells, NoiseContext
 from hdp_spark.core.selection.kernels import selected_kernel_of
-from hdp_spark.core.selection.mechanism import Selected, select_groups
+from hdp_spark.core.selection.mechanism import Selected, group_weight, select_one
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.spark.column_finalize import cell_stats, decode_group, query_key
@@ -60,11 +60,9 @@ def _columns(cells: pa.StructArray) -> dict[str, Any]:
     return {f.name: cells.field(f.name).to_numpy(zero_copy_only=False) for f in cells.type}
 
 
-def _groups(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[
-        tuple[tuple[object, ...], GroupStats, ReleaseKey]]:
-    """(group key, statistics, query key) of each group of a batch, in order."""
+def _rows(key: ReleaseKey, cells: Mapping[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """(group text, levels, codes, counts, sums, query key) of each group of a batch."""
     keys: dict[str | None, ReleaseKey] = {}
-    out = []
     for text, levels, codes, counts, sums, query in zip(
         cells["group"], cells["level"], cells["code"], cells["n"], cells["sums"],
         cells["query"], strict=True
@@ -72,8 +70,14 @@ def _groups(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[
         qkey = keys.get(query)
         if qkey is None:  # refuses a missing fingerprint before any statistic is read
             qkey = keys[query] = query_key(key, query)
-        out.append((decode_group(text), cell_stats(spec, levels, codes, counts, sums), qkey))
-    return out
+        yield text, levels, codes, counts, sums, qkey
+
+
+def _groups(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[
+        tuple[tuple[object, ...], GroupStats, ReleaseKey]]:
+    """(group key, statistics, query key) of each group of a batch, in order."""
+    return [(decode_group(text), cell_stats(spec, levels, codes, counts, sums), qkey)
+            for text, levels, codes, counts, sums, qkey in _rows(key, cells)]
 
 
 def selection_weights(spec: Any, key: ReleaseKey, selection: SelectKeys,
@@ -90,9 +94,13 @@ def selection_weights(spec: Any, key: ReleaseKey, selection: SelectKeys,
     if len(cells) == 0:
         return pa.array([], type=pa.int64())
     out: list[int | None] = []
-    for group, stats, qkey in _groups(spec, key, _columns(cells)):
-        picked = select_groups(selection, {group: stats}, qkey, 1)
-        out.append(picked[group].weight if group in picked else None)
+    for text, levels, codes, counts, sums, qkey in _rows(key, _columns(cells)):
+        lv, n = levels.tolist(), counts.tolist()
+        if any(x < 0 or x != x for x in lv):  # an invalid ε: the level table's error
+            stats = cell_stats(spec, levels, codes, counts, sums)
+            lv, n = [r.level for r in stats.rows], [r.count for r in stats.rows]
+        weight = group_weight(selection, lv, n)
+        out.append(select_one(selection, weight, qkey, decode_group(text)))
     return pa.array(out, type=pa.int64())
 
 

@@ -52,9 +52,9 @@ def _check(got: dict[str, Any]) -> None:
     assert got["selected"] == got["ref_selected"]
     assert [g for g, _, _ in got["selected"]] == ["hr", "it", "ops"]  # no one-person group
     assert got["selected_plan_clean"]
-    (glob, glob_lines, glob_msg), (grp, grp_lines, grp_msg), (typ, typ_lines, typ_msg) = got[
-        "errors"]
-    assert (glob, grp) == ("SparkRuntimeException",) * 2
+    errors = got["errors"]
+    (glob, glob_lines, glob_msg), (grp, grp_lines, grp_msg), (typ, typ_lines, typ_msg) = errors
+    assert (glob, grp, typ) == ("SparkRuntimeException",) * 2 + ("IllegalArgumentException",)
     assert (glob_lines, grp_lines, typ_lines) == (1, 1, 1)
     assert "EpsilonColumnError: Column `eps` must hold ε >= 0" in glob_msg
     assert "; 2 row(s) break this rule." in glob_msg  # a global aggregate: the total

@@ -317,7 +317,8 @@ def test_bad_eps_errors_are_short_and_name_no_values(spark: object) -> None:
         assert len(str(err.value).splitlines()) == 1
         assert "0.123" not in str(err.value)
         assert "-2.5" not in str(err.value)
-    grid = hs.hdp_mean("x", eps="eps", lower=0, upper=100, eps_grid=EpsGrid(lowest=2.0, highest=8.0))
+    grid = hs.hdp_mean("x", eps="eps", lower=0, upper=100,
+                       eps_grid=EpsGrid(lowest=2.0, highest=8.0))
     with pytest.raises(Exception, match=r"has 57 row\(s\) with 0 < ε below the lowest point"):
         df.filter("eps = 1.0").agg(grid).collect()
     for bad in (lambda: df.agg(hs.hdp_mean("s", eps="eps", lower=0, upper=1)).collect(),

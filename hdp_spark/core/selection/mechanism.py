@@ -47,7 +47,7 @@ keys are returned sorted: neither the candidates nor their order ever reach the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -71,9 +71,11 @@ __all__ = [
     "SelectedHistogram",
     "SelectedMean",
     "group_units",
+    "group_weight",
     "noisy_weight",
     "ratio_interval",
     "select_groups",
+    "select_one",
     "selected_histogram",
     "selected_mean",
 ]
@@ -139,17 +141,37 @@ def select_groups(
         See the module docstring: each candidate's decision is a function of its own
         noisy weight; the candidates' order and the unreleased keys never leave here.
     """
-    threshold = selection.threshold
     picked: dict[Key, Selected] = {}
     for group, stats in table.items():
-        if not _admissible(group):
-            continue
-        weight = sum(k * r.count for k, r in zip(group_units(selection, stats), stats.rows,
-                                                  strict=True))
-        noisy = noisy_weight(selection, weight, key, group)
-        if noisy >= threshold:
+        noisy = select_one(selection, group_weight(selection, [r.level for r in stats.rows],
+                                                   [r.count for r in stats.rows]), key, group)
+        if noisy is not None:
             picked[group] = Selected(selection, noisy, parts)
     return {g: picked[g] for g in sort_keys(picked)}
+
+
+def group_weight(selection: SelectKeys, levels: Sequence[float], counts: Sequence[int]) -> int:
+    """W = Σ k(level)·count over a group's cells (valid ε levels, >= 0), in steps of γ.
+
+    Cells may split a level (a histogram's cells are per level and category): the sum is
+    the same as over the level table.
+    """
+    units = selection.units
+    return sum(units(lv) * int(n) for lv, n in zip(levels, counts, strict=True))
+
+
+def select_one(selection: SelectKeys, weight: int, key: ReleaseKey, group: Key) -> int | None:
+    """One candidate's decision: W̃ (in steps) if it is released, else None (never for a
+    key holding a null or NaN). See :func:`select_groups`.
+
+    Privacy:
+        See the module docstring (steps 1-2): the decision reads the candidate's own noisy
+        weight only.
+    """
+    if not _admissible(group):
+        return None
+    noisy = noisy_weight(selection, weight, key, group)
+    return noisy if noisy >= selection.threshold else None
 
 
 def ratio_interval(
