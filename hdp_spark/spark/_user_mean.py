@@ -141,6 +141,9 @@ class SparkUsers:
         invalid_user = (F.col("__nbad") > 0) | (raw_level == F.lit(INVALID_LEVEL))
         self.users = per_user.select(
             F.col("__user").cast("string").alias("__text"),
+            # the order key's hash, once per user here rather than in every rank round and
+            # in both stages (SHA-256 per user per pass was a third of the release's time)
+            _hash(F.col("__user").cast("string"), spec.salt).alias("__h"),
             F.col("__user").isNull().alias("__null"),
             F.col("__gmin").alias("__gid"),
             F.col("__k"),
@@ -214,7 +217,6 @@ class SparkUsers:
         )
         base = self.users.filter(~F.col("__null") & (F.col("__level") > F.lit(0.0)))
         joined = base.join(F.broadcast(qdf), on=["__gid", "__k"], how="inner")
-        joined = joined.withColumn("__h", _hash(F.col("__text"), self.spec.salt))
         return joined.filter((F.col("__h") >= F.col("__lo")) & (F.col("__h") < F.col("__hi")))
 
     def rank_keys(self, queries: Sequence[RankQuery]) -> dict[RankQuery, OrderKey]:
@@ -294,7 +296,7 @@ class SparkUsers:
         )
         joined = self.users.filter(~F.col("__null")).join(F.broadcast(cdf), on="__gid")
         k, text = F.col("__k"), F.col("__text")
-        h = _hash(text, self.spec.salt)
+        h = F.col("__h")
         is_var = (k > F.col("__vk")) | (
             (k == F.col("__vk")) & _key_le(h, text, F.col("__vh"), F.col("__vu"))
         )
