@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hdp_spark.core.histogram.auto import resolve_histogram
 from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.histogram.spec import histogram_weights as _histogram_weights
@@ -173,6 +174,7 @@ class HistogramKernel:
         self, spec: HistogramSpec, cells: GroupCells, noise: NoiseContext
     ) -> HistogramResult:
         stats: GroupStats = cells.stats
+        spec = resolve_histogram(spec, stats.levels, stats.counts)  # "auto": the choice
         weights = _weights(spec, tuple(stats.levels), tuple(stats.counts)) if stats.n else None
         return finalize_histogram(spec, stats, noise.key, noise.group, weights)
 

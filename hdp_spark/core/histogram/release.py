@@ -213,7 +213,7 @@ def finalize_histogram_release(
     for key in order:
         stats = table.get(key, empty)
         weights = None
-        if stats.n:
+        if stats.n and spec.method != "auto":  # "auto": finalize_histogram chooses
             signature = tuple(zip(stats.levels, stats.counts, strict=True))
             weights = cache.get(signature)
             if weights is None:

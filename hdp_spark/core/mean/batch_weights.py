@@ -33,7 +33,8 @@ import numpy.typing as npt
 
 from hdp_spark.core.mean.spec import MeanSpec
 
-__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "vector_method"]
+__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "method_phi", "padded", "solve_clip_batch",
+           "vector_method"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -83,7 +84,7 @@ class PhiTable:
     scalar: BoolArray
 
 
-def _padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
+def padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
            ) -> tuple[npt.NDArray[np.generic], BoolArray]:
     """``values`` (flat, segments given by ``offsets``) as a (G x L) table and its mask."""
     sizes = np.diff(offsets)
@@ -94,8 +95,10 @@ def _padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
     return out, mask
 
 
-def _solve_adpm(v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """φ and τ of :func:`~hdp_spark.core.mean.weights.solve_clip_level` with c = 8, per row.
+def solve_clip_batch(v: FloatArray, m: FloatArray, c: float | FloatArray = _ADPM_C
+                     ) -> tuple[FloatArray, FloatArray]:
+    """φ and τ of :func:`~hdp_spark.core.mean.weights.solve_clip_level`, per row of a padded
+    (G x L) table; ``c`` is one constant (ADPM: 8) or one per row (shape (G,)).
 
     The scalar loop visits the levels in ascending order, skips ε <= 0 and empty levels,
     stops at ε = +inf and returns at the first level l with s1 > 0 and
@@ -104,6 +107,8 @@ def _solve_adpm(v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
     (m·ε)·ε, +0.0 on skipped cells), the first qualifying l is an argmax over a mask.
     """
     rows, width = v.shape
+    c_row = np.asarray(c, dtype=np.float64)
+    c_cell = c_row[:, None] if c_row.ndim else c_row
     live = (v > 0) & (m > 0) & np.isfinite(v)
     t1 = np.where(live, m * v, 0.0)
     t2 = np.where(live, (m * v) * v, 0.0)
@@ -113,7 +118,7 @@ def _solve_adpm(v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
     p1 = np.concatenate([zero, s1[:, :-1]], axis=1) if width else s1
     p2 = np.concatenate([zero, s2[:, :-1]], axis=1) if width else s2
     with np.errstate(divide="ignore", invalid="ignore"):
-        cand = (p2 + _ADPM_C) / p1
+        cand = (p2 + c_cell) / p1
     hit = live & (p1 > 0) & (cand <= v)
     found = hit.any(axis=1)
     first = np.argmax(hit, axis=1)
@@ -124,7 +129,7 @@ def _solve_adpm(v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
     total2 = s2[:, -1] if width else np.zeros(rows)
     capped_public = ~found & public & (total1 > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tau = np.where(capped_public, (total2 + _ADPM_C) / total1, tau)
+        tau = np.where(capped_public, (total2 + c_row) / total1, tau)
     only_public = ~found & public & ~(total1 > 0)
     tau = np.where(only_public, math.nan, tau)
     # min(x, tau) returns x unless tau < x; max(x, 0.0) returns x unless 0.0 > x
@@ -143,12 +148,14 @@ def _agnostic(v: FloatArray) -> FloatArray:
     return phi[inverse].reshape(v.shape)
 
 
-def _method_phi(method: str, v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
+def method_phi(method: str, v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """φ and τ of a closed-form method (``adpm``, ``hpm-a``, ``uniform``, ``proportional``)
+    on a padded (G x L) table."""
     rows = v.shape[0]
     counted = m > 0
     public: BoolArray = np.asarray((np.isinf(v) & counted).any(axis=1))
     if method == "adpm":
-        return _solve_adpm(v, m)
+        return solve_clip_batch(v, m)
     if method == "hpm-a":
         return _agnostic(v), np.full(rows, math.nan)
     if method == "uniform":
@@ -178,11 +185,11 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     Privacy:
         Reads no value and draws no noise: a function of the public ε histograms only.
     """
-    vp, mask = _padded(offsets, levels, 0.0)
-    mi, _ = _padded(offsets, counts, 0)
+    vp, mask = padded(offsets, levels, 0.0)
+    mi, _ = padded(offsets, counts, 0)
     v: FloatArray = np.asarray(vp, dtype=np.float64)
     m: FloatArray = mi.astype(np.float64)  # counts < 2**53: as exact as Python's int·float
-    phi, tau = _method_phi(method, v, m)
+    phi, tau = method_phi(method, v, m)
     phi = np.where(mask, phi, 0.0)
     # exact φ = M·2**E with M odd; denominator exponent k = max(0, -E); K = max_l k
     frac, exp = np.frexp(phi)

@@ -1,0 +1,135 @@
+"""``method="auto"`` for the histogram: per group, the HPF method with the least predicted
+error (the predictions and the privacy argument are in :mod:`hdp_spark.core.mean.auto`).
+
+Per released bin, the worst case over every data set of the MSE against the bin's
+frequency: (||w - 1/n||₁/2)² + 2·(2η)², the released ``bias_bound`` squared plus the
+variance of HPF's Laplace noise of scale 2η (Algorithm 1 of Chaudhuri & Courtade, *Private
+Estimation When Data and Privacy Demands Are Correlated*, FORC 2025); 1/4 for the
+data-independent output 1/2. Candidates: the central methods of ``hdp_histogram``; the
+local-DP k-RAPPOR baselines are left out, and ``hpf-ce``/``hpf-we`` (log factor ln k) need
+k >= 2 released bins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.mean.auto import (
+    AUTO,
+    Figures,
+    LevelTable,
+    best_of,
+    figures,
+    solve_l1_batch,
+)
+from hdp_spark.core.mean.batch_weights import method_phi, solve_clip_batch
+
+__all__ = [
+    "HISTOGRAM_CANDIDATES",
+    "candidates",
+    "histogram_candidate_errors",
+    "histogram_predictions",
+    "resolve_histogram",
+]
+
+HISTOGRAM_CANDIDATES: tuple[str, ...] = (
+    "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "hpf-ct", "hpf-wt", "uniform",
+    "proportional",
+)
+"""The histogram's candidates, in tie-break order."""
+
+
+def candidates(k: int) -> tuple[str, ...]:
+    """The candidates for ``k`` released bins (ln k needs k >= 2).
+
+    Privacy:
+        None: a function of the public domain size.
+    """
+    return HISTOGRAM_CANDIDATES if k >= 2 else tuple(
+        c for c in HISTOGRAM_CANDIDATES if c not in ("hpf-ce", "hpf-we"))
+
+
+def _turbo(t: LevelTable, lf: float, weak: bool) -> npt.NDArray[np.float64]:
+    """φ of :func:`~hdp_spark.core.mean.weights.turbo_weights` (S2, c = L²/n; for WT also
+    c = L, the smaller n||w - 1/n||₂² ∧ L||w||₂² + L²η² kept)."""
+    with np.errstate(divide="ignore"):
+        c_ct = np.where(t.n > 0, lf * lf / np.where(t.n > 0, t.n, 1.0), 1.0)
+    pa, _ = solve_clip_batch(t.v, t.m, c_ct)
+    if not weak:
+        return pa
+    pb, _ = solve_clip_batch(t.v, t.m, lf)
+    fa, fb = figures(t, pa), figures(t, pb)
+
+    def objective(f: Figures) -> npt.NDArray[np.float64]:
+        return np.minimum(f.dev2, lf * f.l2) + lf**2 * f.eta**2
+
+    return np.where((objective(fa) <= objective(fb))[:, None], pa, pb)
+
+
+def _phi(method: str, t: LevelTable, k: int, beta: float) -> npt.NDArray[np.float64]:
+    pac, mse = math.log(k / beta), math.log(k) if k >= 2 else 1.0
+    if method == "hpf-a":
+        phi, _ = method_phi("hpm-a", t.v, t.m)
+        return phi
+    if method in ("uniform", "proportional"):
+        phi, _ = method_phi(method, t.v, t.m)
+        return phi
+    if method in ("hpf-cp", "hpf-ce"):
+        return solve_l1_batch(t, pac if method == "hpf-cp" else mse)
+    if method in ("hpf-wp", "hpf-we"):
+        return best_of(t, pac if method == "hpf-wp" else mse)
+    return _turbo(t, pac, weak=method == "hpf-wt")
+
+
+def histogram_predictions(t: LevelTable, k: int, beta: float) -> npt.NDArray[np.float64]:
+    """Predicted worst-case per-bin MSE, (candidates x groups), in the order of
+    :func:`candidates` ``(k)``.
+
+    Privacy:
+        None: a function of the public ε histograms, k and β.
+    """
+    names = candidates(k)
+    out = np.empty((len(names), t.v.shape[0]))
+    for i, method in enumerate(names):
+        f = figures(t, _phi(method, t, k, beta))
+        out[i] = np.where(f.trivial | ~(t.n > 0), 0.25, f.bias**2 + 8 * f.eta**2)
+    return np.where(np.isnan(out), math.inf, out)
+
+
+def resolve_histogram(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]
+                      ) -> HistogramSpec:
+    """``spec`` itself, or for ``method="auto"`` the spec of the group's chosen method.
+
+    Privacy:
+        A function of the public ε histogram (v, m) and the spec's public k and β: the
+        release that follows is the chosen method's (argument in
+        :mod:`hdp_spark.core.mean.auto`).
+    """
+    if spec.method != AUTO:
+        return spec
+    pred = histogram_predictions(LevelTable.single(list(v), list(m)), spec.k, spec.beta)
+    return _with_method(spec, candidates(spec.k)[int(np.argmin(pred[:, 0]))])
+
+
+@functools.lru_cache(maxsize=256)
+def _with_method(spec: HistogramSpec, method: str) -> HistogramSpec:
+    return dataclasses.replace(spec, method=method)  # type: ignore[arg-type]
+
+
+def histogram_candidate_errors(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]
+                               ) -> tuple[tuple[str, float], ...]:
+    """(candidate, predicted worst-case per-bin RMSE) for one group, in tie-break order.
+
+    Privacy:
+        None: a function of the public ε histogram, k and β.
+    """
+    pred = histogram_predictions(LevelTable.single(list(v), list(m)), spec.k, spec.beta)
+    return tuple((c, math.sqrt(float(p))) for c, p in zip(candidates(spec.k), pred[:, 0],
+                                                           strict=True))
