@@ -117,7 +117,8 @@ def test_mean_choice_is_the_first_argmin_of_the_predictions() -> None:
 
 
 def test_histogram_choice_is_the_first_argmin_and_skips_ln_k_for_one_bin() -> None:
-    assert "hpf-ce" not in candidates(1) and "hpf-we" not in candidates(1)
+    assert "hpf-ce" not in candidates(1)
+    assert "hpf-we" not in candidates(1)
     for k in (1, 4):
         spec = HistogramSpec("c", "eps", tuple(range(k)), method="auto", other=None)
         for v, m in TABLES[:60]:

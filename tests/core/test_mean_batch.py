@@ -175,5 +175,7 @@ def test_auto_batch_with_mixed_choices_equals_scalar() -> None:
                               ReleaseKey(bytes(32), unsafe=True),
                               [(g,) for g in range(len(stats))], "m")
     chosen = {r.method for r in out}
-    assert len(chosen) >= 3 and "auto" not in chosen
-    assert chosen & VECTOR_METHODS and chosen - VECTOR_METHODS  # both paths in one batch
+    assert len(chosen) >= 3
+    assert "auto" not in chosen
+    assert chosen & VECTOR_METHODS  # both paths in one batch
+    assert chosen - VECTOR_METHODS

@@ -54,7 +54,7 @@ def random_rows(seed: int) -> tuple[list[float], list[int]]:
     return eps, codes
 
 
-@pytest.mark.parametrize("method", (*LAPLACE_METHODS, "auto"))
+@pytest.mark.parametrize("method", [*LAPLACE_METHODS, "auto"])
 def test_every_level_loss_is_at_most_its_eps(method: str) -> None:
     spec = spec3(method)
     for seed in range(40):
@@ -100,7 +100,7 @@ def worst_ratio(spec: HistogramSpec, stats_a: object, stats_b: object, weights: 
 
 
 @pytest.mark.parametrize("other", ["other", "b", None])
-@pytest.mark.parametrize("method", (*LAPLACE_METHODS, "auto"))
+@pytest.mark.parametrize("method", [*LAPLACE_METHODS, "auto"])
 def test_exact_neighbour_audit(method: str, other: str | None) -> None:
     _audit(method, other, [0.0, 0.2, 0.2, 0.9, 3.0, 3.0, INF, 0.45])
 
