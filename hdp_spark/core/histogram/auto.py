@@ -21,15 +21,17 @@ import numpy as np
 import numpy.typing as npt
 
 from hdp_spark.core.histogram.spec import HistogramSpec
-from hdp_spark.core.mean.auto import (
-    AUTO,
+from hdp_spark.core.mean.auto import AUTO, best_of
+from hdp_spark.core.mean.auto_solvers import (
     Figures,
     LevelTable,
-    best_of,
+    agnostic,
     figures,
-    solve_l1_batch,
+    proportional,
+    s1,
+    s2,
+    uniform_figures,
 )
-from hdp_spark.core.mean.batch_weights import method_phi, solve_clip_batch
 
 __all__ = [
     "HISTOGRAM_CANDIDATES",
@@ -56,36 +58,31 @@ def candidates(k: int) -> tuple[str, ...]:
         c for c in HISTOGRAM_CANDIDATES if c not in ("hpf-ce", "hpf-we"))
 
 
-def _turbo(t: LevelTable, lf: float, weak: bool) -> npt.NDArray[np.float64]:
-    """φ of :func:`~hdp_spark.core.mean.weights.turbo_weights` (S2, c = L²/n; for WT also
-    c = L, the smaller n||w - 1/n||₂² ∧ L||w||₂² + L²η² kept)."""
+def _histogram_figures(t: LevelTable, k: int, beta: float) -> list[Figures]:
+    """The figures of every candidate, in :func:`candidates` order: S1 and S2 runs shared
+    between methods; Turbo (FORC paper, App. M) is S2 at c = L²/n, for WT also c = L,
+    keeping the smaller (n||w - 1/n||₂² ∧ L||w||₂²) + L²η²."""
+    pac = math.log(k / beta)
     with np.errstate(divide="ignore"):
-        c_ct = np.where(t.n > 0, lf * lf / np.where(t.n > 0, t.n, 1.0), 1.0)
-    pa, _ = solve_clip_batch(t.v, t.m, c_ct)
-    if not weak:
-        return pa
-    pb, _ = solve_clip_batch(t.v, t.m, lf)
-    fa, fb = figures(t, pa), figures(t, pb)
+        c_ct = np.where(t.n > 0, pac * pac / np.where(t.n > 0, t.n, 1.0), 1.0)
+    cp = figures(t, s1(t, pac))
+    wp = best_of(cp, figures(t, s2(t, pac)), pac)
+    ct = figures(t, s2(t, c_ct), dev2=True)
+    wt_b = figures(t, s2(t, pac), dev2=True)
 
-    def objective(f: Figures) -> npt.NDArray[np.float64]:
-        return np.minimum(f.dev2, lf * f.l2) + lf**2 * f.eta**2
+    def turbo(f: Figures) -> npt.NDArray[np.float64]:
+        out: npt.NDArray[np.float64] = np.minimum(f.dev2, pac * f.l2) + pac**2 * f.eta**2
+        return out
 
-    return np.where((objective(fa) <= objective(fb))[:, None], pa, pb)
-
-
-def _phi(method: str, t: LevelTable, k: int, beta: float) -> npt.NDArray[np.float64]:
-    pac, mse = math.log(k / beta), math.log(k) if k >= 2 else 1.0
-    if method == "hpf-a":
-        phi, _ = method_phi("hpm-a", t.v, t.m)
-        return phi
-    if method in ("uniform", "proportional"):
-        phi, _ = method_phi(method, t.v, t.m)
-        return phi
-    if method in ("hpf-cp", "hpf-ce"):
-        return solve_l1_batch(t, pac if method == "hpf-cp" else mse)
-    if method in ("hpf-wp", "hpf-we"):
-        return best_of(t, pac if method == "hpf-wp" else mse)
-    return _turbo(t, pac, weak=method == "hpf-wt")
+    wt = ct.where(turbo(ct) <= turbo(wt_b), wt_b)
+    out = [figures(t, agnostic(t)), cp]
+    if k >= 2:
+        ce = figures(t, s1(t, math.log(k)))
+        out.append(ce)
+    out.append(wp)
+    if k >= 2:
+        out.append(best_of(ce, figures(t, s2(t, math.log(k))), math.log(k)))
+    return [*out, ct, wt, uniform_figures(t), figures(t, proportional(t))]
 
 
 def histogram_predictions(t: LevelTable, k: int, beta: float) -> npt.NDArray[np.float64]:
@@ -96,9 +93,8 @@ def histogram_predictions(t: LevelTable, k: int, beta: float) -> npt.NDArray[np.
         None: a function of the public ε histograms, k and β.
     """
     names = candidates(k)
-    out = np.empty((len(names), t.v.shape[0]))
-    for i, method in enumerate(names):
-        f = figures(t, _phi(method, t, k, beta))
+    out = np.empty((len(names), t.size))
+    for i, f in enumerate(_histogram_figures(t, k, beta)):
         out[i] = np.where(f.trivial | ~(t.n > 0), 0.25, f.bias**2 + 8 * f.eta**2)
     return np.where(np.isnan(out), math.inf, out)
 

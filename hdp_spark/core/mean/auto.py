@@ -22,13 +22,14 @@ values to rows, the weakly-correlated setting of the same paper, ADPM's objectiv
 ISIT 2023, Algorithm 1, is the better prediction), and the data cannot tell which setting
 holds without spending privacy.
 
-The candidates' weights are computed here with vectorized float solvers over a padded
-(groups x levels) table (S2 of :mod:`.batch_weights`, and the S1, best-of and DROP rules
-below, the same algorithms as :mod:`.weights`): only the *choice* comes from these floats;
-the release then runs the chosen method's exact solver and exact noise. Every operation is
-element-wise, a sequential ``cumsum`` along a row, or a max/min/argmin over a row, so one
-group's figures do not depend on the other groups of the table nor on its padding: the
-scalar finalize (a table of one group) and the batch finalize choose identically.
+The candidates' weights are computed with vectorized float solvers over a padded
+(groups x levels) table (:mod:`.auto_solvers`, the same algorithms as :mod:`.weights`):
+only the *choice* comes from these floats; the release then runs the chosen method's exact
+solver and exact noise. One group's figures depend neither on the other groups of the
+table nor on its padding, so the scalar finalize (a table of one group) and the batch
+finalize choose identically. Methods that share a solver share its run (``hpm-cp`` and
+``hpm-wp`` both need S1 at L = ln(1/β); ``hpm-wp`` is whichever of S1(L) and S2(c = L) has
+the smaller r_WC², as in :func:`~hdp_spark.core.mean.weights.best_of_solvers`).
 
 Privacy argument (replace-one neighbours; ε, n and the spec public):
   1. Every candidate is a central mechanism whose row i loses at most ε_i under the same
@@ -48,12 +49,23 @@ Privacy argument (replace-one neighbours; ε, n and the spec public):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from hdp_spark.core.mean.batch_weights import method_phi, padded, solve_clip_batch
+from hdp_spark.core.mean.auto_solvers import (
+    Figures,
+    LevelTable,
+    agnostic,
+    drop,
+    drop_figures,
+    figures,
+    proportional,
+    s1,
+    s2,
+    uniform,
+    uniform_figures,
+)
 
 __all__ = [
     "AUTO",
@@ -62,16 +74,16 @@ __all__ = [
     "LevelTable",
     "best_of",
     "choose_mean",
-    "drop_phi_batch",
+    "choose_mean_cells",
     "figures",
     "mean_candidate_errors",
+    "mean_phi",
     "mean_predictions",
-    "solve_l1_batch",
+    "r_wc2",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 AUTO = "auto"
 """The method name that chooses per group."""
@@ -82,212 +94,47 @@ MEAN_CANDIDATES: tuple[str, ...] = (
 """The mean's candidates, in tie-break order: every central method of ``hdp_mean`` (the
 local-DP baselines ``ldp-*`` are left out: their error is larger by design)."""
 
-_ADPM_C = 8.0
+ADPM_C = 8.0
 
 
-@dataclass(frozen=True, slots=True)
-class LevelTable:
-    """G groups' ε histograms as a padded (G x L) table (padding: v = 0, m = 0 at the end).
-
-    Attributes:
-        v: ε level per cell, ascending within a group's real cells.
-        m: rows per cell (float: counts < 2**53 are exact).
-        mask: real cells.
-        n: rows per group.
-    """
-
-    v: FloatArray
-    m: FloatArray
-    mask: BoolArray
-    n: FloatArray
-
-    @classmethod
-    def of(cls, offsets: IntArray, levels: FloatArray, counts: IntArray) -> LevelTable:
-        """The table of flat cells (group g: ``[offsets[g], offsets[g + 1])``).
-
-        Privacy:
-            None: a change of layout of the public ε histograms.
-        """
-        vp, mask = padded(offsets, levels, 0.0)
-        mi, _ = padded(offsets, counts, 0)
-        m = mi.astype(np.float64)
-        return cls(np.asarray(vp, dtype=np.float64), m, mask, _rowsum(m))
-
-    @classmethod
-    def single(cls, v: list[float], m: list[int]) -> LevelTable:
-        """The table of one group."""
-        return cls.of(np.array([0, len(v)], dtype=np.int64), np.array(v, dtype=np.float64),
-                      np.array(m, dtype=np.int64))
-
-
-def _rowsum(x: FloatArray) -> FloatArray:
-    """Σ along each row, left to right (a sequential cumsum: padding zeros at the end
-    change nothing, and no row depends on the table's width or on another row)."""
-    if x.shape[1] == 0:
-        return np.zeros(x.shape[0])
-    out: FloatArray = np.cumsum(x, axis=1)[:, -1]
+def r_wc2(f: Figures, log_factor: float) -> FloatArray:
+    """r_WC² = min(||w - 1/n||₁², L·||w||₂²) + L²·η² (FORC paper, eq. 7) per group."""
+    out: FloatArray = np.minimum((2 * f.bias) ** 2, log_factor * f.l2) + (
+        log_factor**2 * f.eta**2)
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Figures:
-    """The float figures of one candidate's weights w = φ/Σmφ per group.
-
-    Attributes:
-        bias: ||w - 1/n||₁ / 2 (the worst reweighting error on a unit range).
-        eta: max{w_l/ε_l : w_l > 0, ε_l finite} (the noise parameter).
-        l2: ||w||₂².
-        dev2: n·||w - 1/n||₂².
-        trivial: no row may carry weight (data-independent output).
-    """
-
-    bias: FloatArray
-    eta: FloatArray
-    l2: FloatArray
-    dev2: FloatArray
-    trivial: BoolArray
-
-
-def figures(t: LevelTable, phi: FloatArray) -> Figures:
-    """:class:`Figures` of the weights φ/Σmφ of every group of ``t``.
-
-    Privacy:
-        None: a function of the public ε histograms.
-    """
-    m = t.m
-    phi = np.where(t.mask, phi, 0.0)
-    total = _rowsum(m * phi)
-    trivial = ~(total > 0)
-    safe = np.where(trivial, 1.0, total)
-    w = phi / safe[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv_n = np.where(t.n > 0, 1.0 / t.n, 0.0)
-        dev = np.where(t.mask, w - inv_n[:, None], 0.0)
-        bias = _rowsum(m * np.abs(dev)) / 2
-        l2 = _rowsum(m * w * w)
-        dev2 = t.n * _rowsum(m * dev * dev)
-        eligible = (phi > 0) & np.isfinite(t.v) & (t.v > 0) & t.mask
-        ratio = np.where(eligible, w / np.where(eligible, t.v, 1.0), 0.0)
-    eta = ratio.max(axis=1) if ratio.shape[1] else np.zeros(ratio.shape[0])
-    return Figures(bias, eta, l2, dev2, trivial)
-
-
-def _public_only(t: LevelTable) -> FloatArray:
-    return np.where(np.isinf(t.v) & t.mask, 1.0, 0.0)
-
-
-def solve_l1_batch(t: LevelTable, log_factor: float) -> FloatArray:
-    """φ of :func:`~hdp_spark.core.mean.weights.solve_l1` (solver S1) per group, in floats.
-
-    The objective g(s) = 4·D(s)² + L²·s², D(s) = Σ m·(1/n - s·ε)_+ over the finite levels,
-    is a convex quadratic on each segment between the breakpoints 1/(n·ε_l): there the
-    deficit set (ε_l < 1/(n·s)) is a fixed prefix of the ascending levels, with N rows and
-    P = Σ m·ε, so D = N/n - s·P and the minimum on the segment is the stationary point
-    4NP/(n(L² + 4P²)) clipped to the segment and to [s_lo, s_hi]. The smallest over the
-    segments is g's minimum. Then the same water-filling as the scalar solver.
-    """
-    v, m, mask, n = t.v, t.m, t.mask, t.n
-    fin = np.isfinite(v)
-    pos = (v > 0) & fin & (m > 0) & mask
-    has_inf = (np.isinf(v) & (m > 0) & mask).any(axis=1)
-    any_pos = pos.any(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        finite_sum = _rowsum(np.where(pos, m * v, 0.0))
-        s_lo = np.where(has_inf | ~any_pos, 0.0, 1.0 / finite_sum)
-        eps_min = np.where(pos, v, math.inf).min(axis=1) if v.shape[1] else n
-        s_hi = np.maximum(s_lo, 1.0 / (n * eps_min))
-        zero = _rowsum(np.where((v <= 0) & mask, m, 0.0))
-        big_n = zero[:, None] + np.cumsum(np.where(pos, m, 0.0), axis=1)
-        big_p = np.cumsum(np.where(pos, m * v, 0.0), axis=1)
-        pv = np.where(pos, v, math.inf)
-        # the next positive level after each cell (inf: none)
-        after = np.minimum.accumulate(pv[:, ::-1], axis=1)[:, ::-1]
-        nxt = np.concatenate([after[:, 1:], np.full((v.shape[0], 1), math.inf)], axis=1)
-        nn = n[:, None]
-        seg_hi = 1.0 / (nn * pv)
-        seg_lo = np.where(np.isinf(nxt), 0.0, 1.0 / (nn * nxt))
-        first = after[:, 0] if v.shape[1] else np.full(v.shape[0], math.inf)
-        # the segment with no positive level in deficit: s >= 1/(n·ε_first)
-        lo0 = np.maximum(np.where(np.isinf(first), 0.0, 1.0 / (n * first)), s_lo)
-        g0 = np.where(lo0 <= s_hi, 4 * (zero / n) ** 2 + log_factor**2 * lo0**2, math.inf)
-        lo = np.maximum(seg_lo, s_lo[:, None])
-        hi = np.minimum(seg_hi, s_hi[:, None])
-        stat = 4 * big_n * big_p / (nn * (log_factor**2 + 4 * big_p**2))
-        s = np.minimum(np.maximum(stat, lo), hi)
-        d = np.maximum(big_n / nn - s * big_p, 0.0)
-        g = np.where(pos & (lo <= hi), 4 * d * d + log_factor**2 * s * s, math.inf)
-    g_all = np.concatenate([g0[:, None], g], axis=1)
-    s_all = np.concatenate([lo0[:, None], s], axis=1)
-    best = np.argmin(g_all, axis=1)
-    s_star = s_all[np.arange(v.shape[0]), best]
-    # water-filling: the first level (ascending cap s*·ε) with cap >= the remaining
-    # mass per remaining row; λ is that quotient
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        caps = np.where(fin, s_star[:, None] * v, math.inf)
-        live = (m > 0) & mask
-        used = np.where(live, m * caps, 0.0)
-        rows = np.where(live, m, 0.0)
-        mass = np.concatenate([np.zeros((v.shape[0], 1)), np.cumsum(used, axis=1)[:, :-1]],
-                              axis=1)
-        taken = np.concatenate([np.zeros((v.shape[0], 1)), np.cumsum(rows, axis=1)[:, :-1]],
-                               axis=1)
-        cand = (1.0 - mass) / (nn - taken)
-        hit = live & (caps >= cand)
-        found = hit.any(axis=1)
-        at = np.argmax(hit, axis=1)
-        lam = np.where(found, cand[np.arange(v.shape[0]), at], math.inf)
-        tau = lam / s_star
-        capped = np.where(v > 0, np.minimum(v, tau[:, None]), 0.0)
-        phi = np.where(found[:, None], capped, np.maximum(v, 0.0))
-    ok = any_pos & (s_star > 0)
-    return np.where(ok[:, None], phi, _public_only(t))
-
-
-def drop_phi_batch(t: LevelTable, log_factor: float) -> FloatArray:
-    """φ of :func:`~hdp_spark.core.mean.weights.drop_phi` (DROP-t) per group, in floats:
-    the cut over levels minimizing (2(n - K)/n)² + L²·η², K the rows kept, η = 1/(K·ε_keep).
-    """
-    v, m, mask, n = t.v, t.m, t.mask, t.n
-    live = (m > 0) & mask
-    keepable = live & (v > 0)
-    suffix_k = np.cumsum(np.where(keepable, m, 0.0)[:, ::-1], axis=1)[:, ::-1]
-    finite_keep = np.where(keepable & np.isfinite(v), v, math.inf)
-    eps_keep = np.minimum.accumulate(finite_keep[:, ::-1], axis=1)[:, ::-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eta = np.where(np.isinf(eps_keep), 0.0, 1.0 / (suffix_k * eps_keep))
-        nn = n[:, None]
-        obj = np.where(live & (suffix_k > 0),
-                       (2 * (nn - suffix_k) / nn) ** 2 + log_factor**2 * eta**2, math.inf)
-    best = np.argmin(obj, axis=1) if v.shape[1] else np.zeros(v.shape[0], np.int64)
-    any_cut: BoolArray = np.asarray(np.isfinite(obj).any(axis=1))
-    keep = (np.arange(v.shape[1])[None, :] >= best[:, None]) & (v > 0) & mask
-    return np.where(any_cut[:, None] & keep, 1.0, 0.0)
-
-
-def best_of(t: LevelTable, log_factor: float) -> FloatArray:
-    """φ of :func:`~hdp_spark.core.mean.weights.best_of_solvers`: S1(L) or S2(c = L),
-    whichever has the smaller r_WC² = min(||w - 1/n||₁², L·||w||₂²) + L²·η²."""
-    pa = solve_l1_batch(t, log_factor)
-    pb, _ = solve_clip_batch(t.v, t.m, log_factor)
-    fa, fb = figures(t, pa), figures(t, pb)
-
-    def objective(f: Figures) -> FloatArray:
-        return np.minimum((2 * f.bias) ** 2, log_factor * f.l2) + log_factor**2 * f.eta**2
-
-    return np.where((objective(fa) <= objective(fb))[:, None], pa, pb)
+def best_of(fa: Figures, fb: Figures, log_factor: float) -> Figures:
+    """The figures of S1(L) (``fa``) or S2(c = L) (``fb``), whichever has the smaller
+    r_WC² (ties: S1), per group, as :func:`~hdp_spark.core.mean.weights.best_of_solvers`."""
+    return fa.where(r_wc2(fa, log_factor) <= r_wc2(fb, log_factor), fb)
 
 
 def mean_phi(method: str, t: LevelTable, beta: float) -> FloatArray:
-    """φ of one mean candidate per group (float figures of the method's weights)."""
+    """φ of one mean candidate per group (floats; for the tests of the predictions)."""
     log_pac = math.log(1.0 / beta)
-    if method in ("adpm", "hpm-a", "uniform", "proportional"):
-        phi, _ = method_phi(method, t.v, t.m)
-        return phi
+    simple = {"adpm": lambda: s2(t, ADPM_C), "hpm-a": lambda: agnostic(t),
+              "uniform": lambda: uniform(t), "proportional": lambda: proportional(t),
+              "drop": lambda: drop(t, log_pac)}
+    if method in simple:
+        return simple[method]()
+    lf = log_pac if method in ("hpm-cp", "hpm-wp") else 1.0
+    phi_a = s1(t, lf)
     if method in ("hpm-cp", "hpm-ce"):
-        return solve_l1_batch(t, log_pac if method == "hpm-cp" else 1.0)
-    if method in ("hpm-wp", "hpm-we"):
-        return best_of(t, log_pac if method == "hpm-wp" else 1.0)
-    return drop_phi_batch(t, log_pac)
+        return phi_a
+    phi_b = s2(t, lf)
+    pick = r_wc2(figures(t, phi_a), lf) <= r_wc2(figures(t, phi_b), lf)
+    return np.where(pick[:, None], phi_a, phi_b)
+
+
+def _mean_figures(t: LevelTable, beta: float) -> list[Figures]:
+    """The figures of every candidate, in :data:`MEAN_CANDIDATES` order."""
+    log_pac = math.log(1.0 / beta)
+    cp, ce = figures(t, s1(t, log_pac)), figures(t, s1(t, 1.0))
+    wp = best_of(cp, figures(t, s2(t, log_pac)), log_pac)
+    we = best_of(ce, figures(t, s2(t, 1.0)), 1.0)
+    return [figures(t, s2(t, ADPM_C)), figures(t, agnostic(t)), cp, ce, wp, we,
+            uniform_figures(t), figures(t, proportional(t)), drop_figures(t, log_pac)]
 
 
 def mean_predictions(t: LevelTable, beta: float) -> FloatArray:
@@ -297,13 +144,13 @@ def mean_predictions(t: LevelTable, beta: float) -> FloatArray:
     Privacy:
         None: a function of the public ε histograms and β (module docstring).
     """
-    out = np.empty((len(MEAN_CANDIDATES), t.v.shape[0]))
-    for i, method in enumerate(MEAN_CANDIDATES):
-        f = figures(t, mean_phi(method, t, beta))
+    out = np.empty((len(MEAN_CANDIDATES), t.size))
+    empty = ~(t.n > 0)
+    for i, f in enumerate(_mean_figures(t, beta)):
         pred = f.bias**2 + 2 * f.eta**2
-        if method == "adpm":  # the data-independent fallback of ISIT Alg. 1
+        if i == 0:  # adpm: the data-independent fallback of ISIT Alg. 1
             pred = np.where(f.l2 / 4 + 2 * f.eta**2 > 0.25, 0.25, pred)
-        out[i] = np.where(f.trivial | ~(t.n > 0), 0.25, pred)
+        out[i] = np.where(f.trivial | empty, 0.25, pred)
     return np.where(np.isnan(out), math.inf, out)
 
 
@@ -315,6 +162,31 @@ def choose_mean(t: LevelTable, beta: float) -> IntArray:
         None: a function of the public ε histograms and β (module docstring).
     """
     out: IntArray = np.argmin(mean_predictions(t, beta), axis=0).astype(np.int64)
+    return out
+
+
+CHUNK_CELLS = 1 << 15
+"""Cells per chunk of :func:`choose_mean_cells` (the table's arrays stay in cache)."""
+
+
+def choose_mean_cells(offsets: IntArray, levels: FloatArray, counts: IntArray, beta: float
+                      ) -> IntArray:
+    """:func:`choose_mean` of the groups of flat cells, in chunks of about
+    :data:`CHUNK_CELLS` cells (a group's choice does not depend on the other groups).
+
+    Privacy:
+        None: a function of the public ε histograms and β.
+    """
+    size = offsets.shape[0] - 1
+    out = np.empty(size, dtype=np.int64)
+    start = 0
+    while start < size:
+        stop = int(np.searchsorted(offsets, offsets[start] + CHUNK_CELLS, side="right")) - 1
+        stop = min(max(stop, start + 1), size)
+        lo, hi = int(offsets[start]), int(offsets[stop])
+        t = LevelTable.of(offsets[start:stop + 1] - lo, levels[lo:hi], counts[lo:hi])
+        out[start:stop] = choose_mean(t, beta)
+        start = stop
     return out
 
 

@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
-from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, LevelTable, choose_mean
+from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, choose_mean_cells
 from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
 from hdp_spark.core.mean.finalize import (
     LevelPrivacy,
@@ -309,7 +309,7 @@ def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: Rele
     :func:`~hdp_spark.core.mean.auto.choose_mean`, whose figures of a group do not depend on
     the other groups), then the batch finalize of each chosen method's subset of groups,
     reassembled in order. Privacy: see :mod:`hdp_spark.core.mean.auto`."""
-    choice = choose_mean(LevelTable.of(cells.offsets, cells.levels, cells.counts), spec.beta)
+    choice = choose_mean_cells(cells.offsets, cells.levels, cells.counts, spec.beta)
     present = np.unique(choice).tolist()
     if len(present) == 1:
         return finalize_mean_batch(with_method(spec, MEAN_CANDIDATES[present[0]]), cells,

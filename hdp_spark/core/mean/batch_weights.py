@@ -33,8 +33,7 @@ import numpy.typing as npt
 
 from hdp_spark.core.mean.spec import MeanSpec
 
-__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "method_phi", "padded", "solve_clip_batch",
-           "vector_method"]
+__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "padded", "vector_method"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -95,10 +94,8 @@ def padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
     return out, mask
 
 
-def solve_clip_batch(v: FloatArray, m: FloatArray, c: float | FloatArray = _ADPM_C
-                     ) -> tuple[FloatArray, FloatArray]:
-    """φ and τ of :func:`~hdp_spark.core.mean.weights.solve_clip_level`, per row of a padded
-    (G x L) table; ``c`` is one constant (ADPM: 8) or one per row (shape (G,)).
+def _solve_adpm(v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """φ and τ of :func:`~hdp_spark.core.mean.weights.solve_clip_level` with c = 8, per row.
 
     The scalar loop visits the levels in ascending order, skips ε <= 0 and empty levels,
     stops at ε = +inf and returns at the first level l with s1 > 0 and
@@ -107,8 +104,6 @@ def solve_clip_batch(v: FloatArray, m: FloatArray, c: float | FloatArray = _ADPM
     (m·ε)·ε, +0.0 on skipped cells), the first qualifying l is an argmax over a mask.
     """
     rows, width = v.shape
-    c_row = np.asarray(c, dtype=np.float64)
-    c_cell = c_row[:, None] if c_row.ndim else c_row
     live = (v > 0) & (m > 0) & np.isfinite(v)
     t1 = np.where(live, m * v, 0.0)
     t2 = np.where(live, (m * v) * v, 0.0)
@@ -118,7 +113,7 @@ def solve_clip_batch(v: FloatArray, m: FloatArray, c: float | FloatArray = _ADPM
     p1 = np.concatenate([zero, s1[:, :-1]], axis=1) if width else s1
     p2 = np.concatenate([zero, s2[:, :-1]], axis=1) if width else s2
     with np.errstate(divide="ignore", invalid="ignore"):
-        cand = (p2 + c_cell) / p1
+        cand = (p2 + _ADPM_C) / p1
     hit = live & (p1 > 0) & (cand <= v)
     found = hit.any(axis=1)
     first = np.argmax(hit, axis=1)
@@ -129,7 +124,7 @@ def solve_clip_batch(v: FloatArray, m: FloatArray, c: float | FloatArray = _ADPM
     total2 = s2[:, -1] if width else np.zeros(rows)
     capped_public = ~found & public & (total1 > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        tau = np.where(capped_public, (total2 + c_row) / total1, tau)
+        tau = np.where(capped_public, (total2 + _ADPM_C) / total1, tau)
     only_public = ~found & public & ~(total1 > 0)
     tau = np.where(only_public, math.nan, tau)
     # min(x, tau) returns x unless tau < x; max(x, 0.0) returns x unless 0.0 > x
@@ -148,14 +143,12 @@ def _agnostic(v: FloatArray) -> FloatArray:
     return phi[inverse].reshape(v.shape)
 
 
-def method_phi(method: str, v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """φ and τ of a closed-form method (``adpm``, ``hpm-a``, ``uniform``, ``proportional``)
-    on a padded (G x L) table."""
+def _method_phi(method: str, v: FloatArray, m: FloatArray) -> tuple[FloatArray, FloatArray]:
     rows = v.shape[0]
     counted = m > 0
     public: BoolArray = np.asarray((np.isinf(v) & counted).any(axis=1))
     if method == "adpm":
-        return solve_clip_batch(v, m)
+        return _solve_adpm(v, m)
     if method == "hpm-a":
         return _agnostic(v), np.full(rows, math.nan)
     if method == "uniform":
@@ -189,7 +182,7 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     mi, _ = padded(offsets, counts, 0)
     v: FloatArray = np.asarray(vp, dtype=np.float64)
     m: FloatArray = mi.astype(np.float64)  # counts < 2**53: as exact as Python's int·float
-    phi, tau = method_phi(method, v, m)
+    phi, tau = _method_phi(method, v, m)
     phi = np.where(mask, phi, 0.0)
     # exact φ = M·2**E with M odd; denominator exponent k = max(0, -E); K = max_l k
     frac, exp = np.frexp(phi)
