@@ -41,12 +41,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository (use_repo)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_report_args, fmt, load_average, md_table, use_repo, write_report
-
-use_repo()
-
+from common import add_report_args, fmt, load_average, md_table, write_report
 from repro_seed000_correlated import GRID
 from repro_seed000_correlated import draw as draw_000
 from repro_seed000_frequency import STANDINS
