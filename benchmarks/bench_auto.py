@@ -21,9 +21,12 @@ Every trial is one group of one grouped release (``hdp_spark.pandas.agg(..., by=
 each method on the same frame with the same ``unsafe_seed``: a method's trials are
 independent, the methods are paired on data, and ``auto`` is bit for bit the release of the
 method it chose (so its MSE equals that method's estimate exactly, difference SE 0).
-MC error: the standard error of the mean of the squared errors. Verdicts: "within MC error"
-= MSE(auto) <= MSE(best fixed) + 2·SE(best fixed); "beats default" = MSE(default) - MSE(auto)
-> 2·SE of the paired difference.
+MC error: the standard error of the mean of the squared errors. For comparison, the
+"exchangeable what-if" column names the candidate a different public prediction would pick
+(the variance term of a random assignment of values to rows, ADPM's objective
+||w||₂²/4 + 2η², histogram ||w||₂²/4 + 8η²) and the MSE that method measured. Verdicts:
+"within MC error" = MSE(auto) <= MSE(best fixed) + 2·SE(best fixed); "beats default" =
+MSE(default) - MSE(auto) > 2·SE of the paired difference.
 
 Run: .venv/bin/python benchmarks/bench_auto.py [--smoke] [--json out.json] [--scale 1.0]
 """
@@ -50,8 +53,9 @@ from repro_seed000_correlated import draw as draw_000
 from repro_seed000_frequency import STANDINS
 from repro_seed001 import BETA23_MU, SAMPLERS, TABLE2_MIXES
 
-from hdp_spark.core.histogram.auto import HISTOGRAM_CANDIDATES
-from hdp_spark.core.mean.auto import MEAN_CANDIDATES
+from hdp_spark.core.histogram.auto import HISTOGRAM_CANDIDATES, candidates, histogram_figures
+from hdp_spark.core.levels import levels_numpy
+from hdp_spark.core.mean.auto import MEAN_CANDIDATES, LevelTable, mean_figures
 
 MEAN_DEFAULT = "adpm"
 HISTOGRAM_DEFAULT = "hpf-a"
@@ -185,6 +189,20 @@ def run_design(d: Design, seed: int) -> dict[str, Any]:
     return {"errors": errors, "chosen": chosen}
 
 
+def exchangeable_choice(d: Design) -> str:
+    """The candidate with the least ||w||₂²/4 + 2η² (histogram: + 8η²) on the design's ε
+    histogram: what a prediction with the variance term of exchangeable data would pick."""
+    v, m = np.unique(levels_numpy(d.eps, GRID), return_counts=True)
+    t = LevelTable.single([float(x) for x in v], [int(c) for c in m])
+    if d.kind == "mean":
+        figs, names, c = mean_figures(t, 0.05), MEAN_CANDIDATES, 2.0
+    else:
+        figs, names, c = histogram_figures(t, d.k, 0.05), candidates(d.k), 8.0
+    pred = [0.25 if bool(f.trivial[0]) else float(f.l2[0] / 4 + c * f.eta[0] ** 2)
+            for f in figs]
+    return names[int(np.argmin(pred))]
+
+
 def summarize(d: Design, res: dict[str, Any]) -> dict[str, Any]:
     errors = res["errors"]
     trials = d.trials
@@ -204,6 +222,7 @@ def summarize(d: Design, res: dict[str, Any]) -> dict[str, Any]:
         "beats_default": beats_default, "default_minus_auto": float(diff.mean()),
         "default_minus_auto_se": diff_se,
         "auto_over_best": mse["auto"] / mse[best] if mse[best] > 0 else math.nan,
+        "exchangeable_choice": exchangeable_choice(d),
     }
 
 
@@ -224,12 +243,14 @@ def markdown(results: dict[str, dict[str, Any]], seconds: float) -> str:
             f"{_e(mse['auto'])} ± {_e(se['auto'])}", chosen,
             fmt(r["auto_over_best"], 3),
             "yes" if r["within_mc_of_best"] else "**no**",
+            f"{r['exchangeable_choice']} {_e(mse[r['exchangeable_choice']])}",
             ("= default" if r["default"] in r["chosen"] and len(r["chosen"]) == 1 else
              "yes" if r["beats_default"] else "**no**"),
         ])
     table = md_table(["design", "n × trials", "best fixed: MSE ± SE", "default: MSE ± SE",
                       "auto: MSE ± SE", "auto chose", "auto / best",
-                      "auto within MC error of best", "auto beats the default"], rows)
+                      "auto within MC error of best", "exchangeable what-if",
+                      "auto beats the default"], rows)
     full = []
     for name, r in results.items():
         full.append([name, *(f"{_e(r['mse'][m])}" for m in r["mse"])])

@@ -37,6 +37,7 @@ __all__ = [
     "HISTOGRAM_CANDIDATES",
     "candidates",
     "histogram_candidate_errors",
+    "histogram_figures",
     "histogram_predictions",
     "resolve_histogram",
 ]
@@ -58,10 +59,14 @@ def candidates(k: int) -> tuple[str, ...]:
         c for c in HISTOGRAM_CANDIDATES if c not in ("hpf-ce", "hpf-we"))
 
 
-def _histogram_figures(t: LevelTable, k: int, beta: float) -> list[Figures]:
+def histogram_figures(t: LevelTable, k: int, beta: float) -> list[Figures]:
     """The figures of every candidate, in :func:`candidates` order: S1 and S2 runs shared
     between methods; Turbo (FORC paper, App. M) is S2 at c = L²/n, for WT also c = L,
-    keeping the smaller (n||w - 1/n||₂² ∧ L||w||₂²) + L²η²."""
+    keeping the smaller (n||w - 1/n||₂² ∧ L||w||₂²) + L²η².
+
+    Privacy:
+        None: a function of the public ε histograms, k and β.
+    """
     pac = math.log(k / beta)
     with np.errstate(divide="ignore"):
         c_ct = np.where(t.n > 0, pac * pac / np.where(t.n > 0, t.n, 1.0), 1.0)
@@ -94,7 +99,7 @@ def histogram_predictions(t: LevelTable, k: int, beta: float) -> npt.NDArray[np.
     """
     names = candidates(k)
     out = np.empty((len(names), t.size))
-    for i, f in enumerate(_histogram_figures(t, k, beta)):
+    for i, f in enumerate(histogram_figures(t, k, beta)):
         out[i] = np.where(f.trivial | ~(t.n > 0), 0.25, f.bias**2 + 8 * f.eta**2)
     return np.where(np.isnan(out), math.inf, out)
 

@@ -77,6 +77,7 @@ __all__ = [
     "choose_mean_cells",
     "figures",
     "mean_candidate_errors",
+    "mean_figures",
     "mean_phi",
     "mean_predictions",
     "r_wc2",
@@ -127,8 +128,12 @@ def mean_phi(method: str, t: LevelTable, beta: float) -> FloatArray:
     return np.where(pick[:, None], phi_a, phi_b)
 
 
-def _mean_figures(t: LevelTable, beta: float) -> list[Figures]:
-    """The figures of every candidate, in :data:`MEAN_CANDIDATES` order."""
+def mean_figures(t: LevelTable, beta: float) -> list[Figures]:
+    """The figures of every candidate, in :data:`MEAN_CANDIDATES` order.
+
+    Privacy:
+        None: a function of the public ε histograms and β.
+    """
     log_pac = math.log(1.0 / beta)
     cp, ce = figures(t, s1(t, log_pac)), figures(t, s1(t, 1.0))
     wp = best_of(cp, figures(t, s2(t, log_pac)), log_pac)
@@ -146,7 +151,7 @@ def mean_predictions(t: LevelTable, beta: float) -> FloatArray:
     """
     out = np.empty((len(MEAN_CANDIDATES), t.size))
     empty = ~(t.n > 0)
-    for i, f in enumerate(_mean_figures(t, beta)):
+    for i, f in enumerate(mean_figures(t, beta)):
         pred = f.bias**2 + 2 * f.eta**2
         if i == 0:  # adpm: the data-independent fallback of ISIT Alg. 1
             pred = np.where(f.l2 / 4 + 2 * f.eta**2 > 0.25, 0.25, pred)
