@@ -202,3 +202,43 @@ def test_bad_method_names_are_refused_as_before(bad: str) -> None:
     with pytest.raises(ParameterError, match=r"`method` must be one of hpf-a, .*auto; got "):
         HistogramSpec("c", "eps", ("a",), method=bad)  # type: ignore[arg-type]
     assert "auto" in MEAN_METHODS
+
+
+def test_histogram_batch_choice_equals_the_per_group_choice() -> None:
+    """The histogram kernel's batch finalize (one vectorized choice for all groups, in
+    chunks) equals its per-group finalize, group by group."""
+    from hdp_spark.core.kernels import HistogramKernel
+    from hdp_spark.core.pipeline import GroupCells, NoiseContext
+
+    rng = np.random.default_rng(9)
+    spec = HistogramSpec("c", "eps", ("a", "b", "c"), method="auto")
+    tables = []
+    for v, m in TABLES:
+        rows = []
+        for lv, c in zip(v, m, strict=True):
+            cut = sorted(int(x) for x in rng.integers(0, c + 1, 3))
+            rows.append(LevelRow(lv, c, (cut[0], cut[1] - cut[0], cut[2] - cut[1], c - cut[2])))
+        tables.append(GroupStats(tuple(rows)))
+    tables.append(GroupStats(()))
+    key = ReleaseKey.from_unsafe_seed("batch-h")
+    groups = tuple((g,) for g in range(len(tables)))
+    kernel = HistogramKernel()
+    got = kernel.finalize_batch(spec, tables, 0, key, groups, "h")
+    want = [kernel.finalize(spec, GroupCells(t, 0), NoiseContext(key, g, "h"))
+            for t, g in zip(tables, groups, strict=True)]
+    assert got == want
+    assert len({r.method for r in got}) >= 2
+
+
+def test_chunked_choices_equal_one_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of a few cells (a group never split) choose as one table of all groups."""
+    import hdp_spark.core.mean.auto as mean_auto
+    from hdp_spark.core.mean.auto import choose_mean_cells
+
+    offsets = np.zeros(len(TABLES) + 1, dtype=np.int64)
+    np.cumsum([len(v) for v, _ in TABLES], out=offsets[1:])
+    levels = np.array([x for v, _ in TABLES for x in v])
+    counts = np.array([c for _, m in TABLES for c in m], dtype=np.int64)
+    whole = choose_mean(LevelTable.of(offsets, levels, counts), 0.05).tolist()
+    monkeypatch.setattr(mean_auto, "CHUNK_CELLS", 7)
+    assert choose_mean_cells(offsets, levels, counts, 0.05).tolist() == whole

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hdp_spark.core.histogram.spec import HistogramSpec
-from hdp_spark.core.mean.auto import AUTO, best_of
+from hdp_spark.core.mean.auto import AUTO, CHUNK_CELLS, best_of
 from hdp_spark.core.mean.auto_solvers import (
     Figures,
     LevelTable,
@@ -32,6 +32,7 @@ from hdp_spark.core.mean.auto_solvers import (
     s2,
     uniform_figures,
 )
+from hdp_spark.core.stats import GroupStats
 
 __all__ = [
     "HISTOGRAM_CANDIDATES",
@@ -40,6 +41,7 @@ __all__ = [
     "histogram_figures",
     "histogram_predictions",
     "resolve_histogram",
+    "resolve_histograms",
 ]
 
 HISTOGRAM_CANDIDATES: tuple[str, ...] = (
@@ -117,6 +119,36 @@ def resolve_histogram(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]
         return spec
     pred = histogram_predictions(LevelTable.single(list(v), list(m)), spec.k, spec.beta)
     return _with_method(spec, candidates(spec.k)[int(np.argmin(pred[:, 0]))])
+
+
+def resolve_histograms(spec: HistogramSpec, tables: Sequence[GroupStats]
+                       ) -> list[HistogramSpec]:
+    """:func:`resolve_histogram` of every group at once (one vectorized prediction over
+    the groups, in chunks): the same choices, as a group's figures do not depend on the
+    other groups of the table.
+
+    Privacy:
+        A function of the public ε histograms and the spec's public k and β.
+    """
+    if spec.method != AUTO:
+        return [spec] * len(tables)
+    names = candidates(spec.k)
+    sizes = np.array([len(t.rows) for t in tables], dtype=np.int64)
+    offsets = np.zeros(len(tables) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    levels = np.array([x for t in tables for x in t.levels], dtype=np.float64)
+    counts = np.array([c for t in tables for c in t.counts], dtype=np.int64)
+    out: list[HistogramSpec] = []
+    start = 0
+    while start < len(tables):
+        stop = int(np.searchsorted(offsets, offsets[start] + CHUNK_CELLS, side="right")) - 1
+        stop = min(max(stop, start + 1), len(tables))
+        lo, hi = int(offsets[start]), int(offsets[stop])
+        t = LevelTable.of(offsets[start:stop + 1] - lo, levels[lo:hi], counts[lo:hi])
+        pick = np.argmin(histogram_predictions(t, spec.k, spec.beta), axis=0).tolist()
+        out.extend(_with_method(spec, names[i]) for i in pick)
+        start = stop
+    return out
 
 
 @functools.lru_cache(maxsize=256)
