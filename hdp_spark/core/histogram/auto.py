@@ -117,8 +117,16 @@ def resolve_histogram(spec: HistogramSpec, v: Sequence[float], m: Sequence[int]
     """
     if spec.method != AUTO:
         return spec
-    pred = histogram_predictions(LevelTable.single(list(v), list(m)), spec.k, spec.beta)
-    return _with_method(spec, candidates(spec.k)[int(np.argmin(pred[:, 0]))])
+    pred = _one_group(tuple(v), tuple(m), spec.k, spec.beta)
+    return _with_method(spec, candidates(spec.k)[pred.index(min(pred))])  # first smallest
+
+
+@functools.lru_cache(maxsize=4096)
+def _one_group(v: tuple[float, ...], m: tuple[int, ...], k: int, beta: float
+               ) -> tuple[float, ...]:
+    """:func:`histogram_predictions` of one group (cached)."""
+    return tuple(histogram_predictions(LevelTable.single(list(v), list(m)), k, beta)[:, 0]
+                 .tolist())
 
 
 def resolve_histograms(spec: HistogramSpec, tables: Sequence[GroupStats]
@@ -163,6 +171,5 @@ def histogram_candidate_errors(spec: HistogramSpec, v: Sequence[float], m: Seque
     Privacy:
         None: a function of the public ε histogram, k and β.
     """
-    pred = histogram_predictions(LevelTable.single(list(v), list(m)), spec.k, spec.beta)
-    return tuple((c, math.sqrt(float(p))) for c, p in zip(candidates(spec.k), pred[:, 0],
-                                                           strict=True))
+    pred = _one_group(tuple(v), tuple(m), spec.k, spec.beta)
+    return tuple((c, math.sqrt(p)) for c, p in zip(candidates(spec.k), pred, strict=True))

@@ -48,6 +48,7 @@ Privacy argument (replace-one neighbours; ε, n and the spec public):
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -80,6 +81,7 @@ __all__ = [
     "mean_figures",
     "mean_phi",
     "mean_predictions",
+    "one_group_predictions",
     "r_wc2",
 ]
 
@@ -195,6 +197,18 @@ def choose_mean_cells(offsets: IntArray, levels: FloatArray, counts: IntArray, b
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def one_group_predictions(v: tuple[float, ...], m: tuple[int, ...], beta: float
+                          ) -> tuple[float, ...]:
+    """:func:`mean_predictions` of one group (cached: ``explain``, the release and the
+    jobs' plans predict the same histogram more than once).
+
+    Privacy:
+        None: a function of the public ε histogram and β.
+    """
+    return tuple(mean_predictions(LevelTable.single(list(v), list(m)), beta)[:, 0].tolist())
+
+
 def mean_candidate_errors(v: list[float], m: list[int], beta: float, span: float
                           ) -> tuple[tuple[str, float], ...]:
     """(candidate, predicted worst-case RMSE in data units) for one group, in tie-break
@@ -203,6 +217,5 @@ def mean_candidate_errors(v: list[float], m: list[int], beta: float, span: float
     Privacy:
         None: a function of the public ε histogram, the bounds and β.
     """
-    pred = mean_predictions(LevelTable.single(v, m), beta)[:, 0]
-    return tuple((c, span * math.sqrt(float(p))) for c, p in zip(MEAN_CANDIDATES, pred,
-                                                                  strict=True))
+    pred = one_group_predictions(tuple(v), tuple(m), beta)
+    return tuple((c, span * math.sqrt(p)) for c, p in zip(MEAN_CANDIDATES, pred, strict=True))

@@ -38,7 +38,7 @@ from fractions import Fraction
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
-from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, LevelTable, choose_mean
+from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, one_group_predictions
 from hdp_spark.core.mean.ldp_baseline import (
     LDP_BASE_METHOD,
     ldp_noise_figures,
@@ -261,7 +261,8 @@ def finalize_mean(
 
 def resolve_mean(spec: MeanSpec, v: list[float], m: list[int]) -> MeanSpec:
     """``spec`` itself, or for ``method="auto"`` the spec of the group's chosen method
-    (:func:`~hdp_spark.core.mean.auto.choose_mean` on this one group's ε histogram).
+    (:func:`~hdp_spark.core.mean.auto.choose_mean` on this one group's ε histogram: the
+    first smallest prediction).
 
     Privacy:
         A function of the public ε histogram (v, m) and the spec: the release that follows
@@ -270,8 +271,8 @@ def resolve_mean(spec: MeanSpec, v: list[float], m: list[int]) -> MeanSpec:
     """
     if spec.method != AUTO:
         return spec
-    choice = int(choose_mean(LevelTable.single(v, m), spec.beta)[0])
-    return with_method(spec, MEAN_CANDIDATES[choice])
+    pred = one_group_predictions(tuple(v), tuple(m), spec.beta)
+    return with_method(spec, MEAN_CANDIDATES[pred.index(min(pred))])  # first smallest
 
 
 @functools.lru_cache(maxsize=256)
