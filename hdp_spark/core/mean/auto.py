@@ -101,7 +101,11 @@ ADPM_C = 8.0
 
 
 def r_wc2(f: Figures, log_factor: float) -> FloatArray:
-    """r_WC² = min(||w - 1/n||₁², L·||w||₂²) + L²·η² (FORC paper, eq. 7) per group."""
+    """r_WC² = min(||w - 1/n||₁², L·||w||₂²) + L²·η² (FORC paper, eq. 7) per group.
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     out: FloatArray = np.minimum((2 * f.bias) ** 2, log_factor * f.l2) + (
         log_factor**2 * f.eta**2)
     return out
@@ -109,12 +113,20 @@ def r_wc2(f: Figures, log_factor: float) -> FloatArray:
 
 def best_of(fa: Figures, fb: Figures, log_factor: float) -> Figures:
     """The figures of S1(L) (``fa``) or S2(c = L) (``fb``), whichever has the smaller
-    r_WC² (ties: S1), per group, as :func:`~hdp_spark.core.mean.weights.best_of_solvers`."""
+    r_WC² (ties: S1), per group, as :func:`~hdp_spark.core.mean.weights.best_of_solvers`.
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     return fa.where(r_wc2(fa, log_factor) <= r_wc2(fb, log_factor), fb)
 
 
 def mean_phi(method: str, t: LevelTable, beta: float) -> FloatArray:
-    """φ of one mean candidate per group (floats; for the tests of the predictions)."""
+    """φ of one mean candidate per group (floats; for the tests of the predictions).
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     log_pac = math.log(1.0 / beta)
     simple = {"adpm": lambda: s2(t, ADPM_C), "hpm-a": lambda: agnostic(t),
               "uniform": lambda: uniform(t), "proportional": lambda: proportional(t),

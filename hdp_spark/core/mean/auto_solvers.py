@@ -133,13 +133,21 @@ class LevelTable:
 
     @classmethod
     def single(cls, v: list[float], m: list[int]) -> LevelTable:
-        """The table of one group."""
+        """The table of one group.
+
+        Privacy:
+            None: a function of the public ε histograms (and k, β).
+        """
         return cls.of(np.array([0, len(v)], dtype=np.int64), np.array(v, dtype=np.float64),
                       np.array(m, dtype=np.int64))
 
     @property
     def size(self) -> int:
-        """Number of groups."""
+        """Number of groups.
+
+        Privacy:
+            None: a function of the public ε histograms (and k, β).
+        """
         return int(self.v.shape[0])
 
 
@@ -162,7 +170,11 @@ class Figures:
     trivial: BoolArray
 
     def where(self, pick: BoolArray, other: Figures) -> Figures:
-        """Per group: these figures where ``pick``, else ``other``'s."""
+        """Per group: these figures where ``pick``, else ``other``'s.
+
+        Privacy:
+            None: a function of the public ε histograms (and k, β).
+        """
         return Figures(*(np.where(pick, a, b) for a, b in (
             (self.bias, other.bias), (self.eta, other.eta), (self.l2, other.l2),
             (self.dev2, other.dev2), (self.trivial, other.trivial))))
@@ -202,6 +214,9 @@ def s1(t: LevelTable, log_factor: float) -> FloatArray:
     D = N/n - s·P, minimized at the stationary point 4NP/(n(L² + 4P²)) clipped to the
     segment and to [s_lo, s_hi]. The smallest over the segments is g's minimum; then the
     scalar solver's water-filling, Σ m·min(s*·ε, λ) = 1, φ = min(ε, λ/s*).
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
     """
     lf2 = log_factor * log_factor
     n, nn = t.n, t.n[:, None]
@@ -237,7 +252,11 @@ def s1(t: LevelTable, log_factor: float) -> FloatArray:
 def s2(t: LevelTable, c: float | FloatArray) -> FloatArray:
     """φ of :func:`~hdp_spark.core.mean.weights.solve_clip_level` (solver S2; ``c`` one
     constant or one per group): the first positive level l with τ = (p2 + c)/p1 <= ε_l
-    caps every level at τ; with public rows and none, τ over all positive levels."""
+    caps every level at τ; with public rows and none, τ over all positive levels.
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     c_row = np.asarray(c, dtype=np.float64)
     c_cell = c_row[:, None] if c_row.ndim else c_row
     rows = np.arange(t.size)
@@ -262,19 +281,30 @@ def agnostic(t: LevelTable) -> FloatArray:
     ``numpy.expm1`` is an element-wise ufunc: each element's result is a function of its
     value alone (its SIMD loops handle a row's tail with masked lanes of the same code), so
     a level gets the same bits in a table of one group and in a batch.
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
     """
     with np.errstate(over="ignore"):
         return np.where(t.v > 0, -np.expm1(-t.v), 0.0)
 
 
 def uniform(t: LevelTable) -> FloatArray:
-    """φ = 1 (0 everywhere when some row has ε = 0: no uniform mechanism exists)."""
+    """φ = 1 (0 everywhere when some row has ε = 0: no uniform mechanism exists).
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     return np.where((t.zero_n > 0)[:, None], 0.0, np.ones_like(t.v))
 
 
 def uniform_figures(t: LevelTable) -> Figures:
     """:class:`Figures` of :func:`uniform` in closed form: w = 1/n, so no reweighting
-    error, ||w||₂² = 1/n and η = 1/(n·ε_min) (0 with no finite positive level)."""
+    error, ||w||₂² = 1/n and η = 1/(n·ε_min) (0 with no finite positive level).
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     trivial = (t.zero_n > 0) | ~(t.n > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         inv_n = np.where(t.n > 0, 1.0 / t.n, 0.0)
@@ -284,7 +314,11 @@ def uniform_figures(t: LevelTable) -> Figures:
 
 
 def proportional(t: LevelTable) -> FloatArray:
-    """φ = ε (with public rows: 1 on them, 0 elsewhere)."""
+    """φ = ε (with public rows: 1 on them, 0 elsewhere).
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     return np.where(t.public[:, None], _public_only(t), np.maximum(t.v, 0.0))
 
 
@@ -308,7 +342,11 @@ def _drop_cut(t: LevelTable, log_factor: float
 
 
 def drop(t: LevelTable, log_factor: float) -> FloatArray:
-    """φ of DROP-t: 1 on the positive levels at or after the cut, 0 elsewhere."""
+    """φ of DROP-t: 1 on the positive levels at or after the cut, 0 elsewhere.
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     best, any_cut, _, _ = _drop_cut(t, log_factor)
     keep = (np.arange(t.v.shape[1])[None, :] >= best[:, None]) & (t.v > 0) & t.mask
     return np.where(any_cut[:, None] & keep, 1.0, 0.0)
@@ -316,7 +354,11 @@ def drop(t: LevelTable, log_factor: float) -> FloatArray:
 
 def drop_figures(t: LevelTable, log_factor: float) -> Figures:
     """:class:`Figures` of :func:`drop` in closed form: w = 1/K on the K kept rows, so
-    ||w - 1/n||₁ = 2(n - K)/n, ||w||₂² = 1/K, η as in the cut's objective."""
+    ||w - 1/n||₁ = 2(n - K)/n, ||w||₂² = 1/K, η as in the cut's objective.
+
+    Privacy:
+        None: a function of the public ε histograms (and k, β).
+    """
     _, any_cut, k, eta = _drop_cut(t, log_factor)
     with np.errstate(divide="ignore", invalid="ignore"):
         bias = np.where(any_cut, (t.n - k) / t.n, 0.0)
