@@ -57,7 +57,10 @@ def _tables(seed: int, count: int) -> list[tuple[list[float], list[int]]]:
 
 
 TABLES = [*_tables(35, 150), ([0.5], [40]), ([INF], [3]), ([0.0], [4]), ([0.0, INF], [2, 2]),
-          ([1e-9, 1e90], [1, 1]), ([0.01, 0.02], [2, 1])]
+          ([1e-9, 1e90], [1, 1]), ([0.01, 0.02], [2, 1]),
+          # wider than auto_solvers._NARROW: the batch table sums by cumsum, narrow groups
+          # alone by a loop over columns (the same additions in the same order)
+          ([0.0, *(0.01 * 1.07**i for i in range(70)), INF], [3, *range(1, 71), 2])]
 
 
 def _exact_figures(w_exact: object, m: list[int]) -> tuple[float, float]:

@@ -32,11 +32,33 @@ BoolArray = npt.NDArray[np.bool_]
 _INF = math.inf
 
 
+_NARROW = 64
+"""Up to this many levels, sums along a row run as a loop over the columns (a few numpy
+calls on whole columns) instead of ``cumsum`` along the rows (a slow inner loop per row):
+the same additions in the same order, so the same bits."""
+
+
 def _rowsum(x: FloatArray) -> FloatArray:
     """Σ along each row, left to right (sequential: padding zeros at the end change
     nothing; numpy's pairwise ``sum`` would group a row's terms by the table's width)."""
-    out: FloatArray = np.cumsum(x, axis=1)[:, -1]
-    return out
+    if x.shape[1] > _NARROW:
+        out: FloatArray = np.cumsum(x, axis=1)[:, -1]
+        return out
+    acc = x[:, 0].copy()
+    for j in range(1, x.shape[1]):
+        acc += x[:, j]
+    return acc
+
+
+def _cumsum(x: FloatArray) -> FloatArray:
+    """Prefix sums along each row, left to right (as ``numpy.cumsum(x, axis=1)``)."""
+    if x.shape[1] > _NARROW:
+        out: FloatArray = np.cumsum(x, axis=1)
+        return out
+    acc = np.array(x, dtype=np.float64, order="F")  # columns contiguous
+    for j in range(1, x.shape[1]):
+        acc[:, j] += acc[:, j - 1]
+    return np.ascontiguousarray(acc)
 
 
 def _shift(x: FloatArray) -> FloatArray:
@@ -112,10 +134,10 @@ class LevelTable:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inv_v = np.where(fin & (v > 0), 1.0 / np.where(v > 0, v, 1.0), 0.0)
             mv = np.where(pos, m * v, 0.0)
-            s1 = np.cumsum(mv, axis=1)
-            s2 = np.cumsum(np.where(pos, mv * v, 0.0), axis=1)
+            s1 = _cumsum(mv)
+            s2 = _cumsum(np.where(pos, mv * v, 0.0))
             zero_n = _rowsum(np.where(v <= 0, m, 0.0))
-            big_n = zero_n[:, None] + np.cumsum(np.where(pos, m, 0.0), axis=1)
+            big_n = zero_n[:, None] + _cumsum(np.where(pos, m, 0.0))
             pv = np.where(pos, v, _INF)
             after = np.minimum.accumulate(pv[:, ::-1], axis=1)[:, ::-1]
             nxt = np.full_like(v, _INF)
@@ -127,7 +149,7 @@ class LevelTable:
             finite_sum = s1[:, -1]
             s_lo = np.where(public | ~(finite_sum > 0), 0.0, 1.0 / finite_sum)
             s_hi = np.maximum(s_lo, 1.0 / (n * first))
-        taken = _shift(np.cumsum(m, axis=1))
+        taken = _shift(_cumsum(m))
         return cls(v, m, mask, n, fin, pos, inv_v, big_n, s1, seg_lo, seg_hi, s_lo, s_hi,
                    zero_n, first, _shift(s1), _shift(s2), public, taken)
 
@@ -237,7 +259,7 @@ def s1(t: LevelTable, log_factor: float) -> FloatArray:
         s_star = np.where(g0 <= best, lo0, s[rows, at])  # ties: the first, lo0
         # water-filling over the ascending caps s*·ε (inf for ε = +inf)
         caps = np.where(t.fin, s_star[:, None] * t.v, _INF)
-        mass = _shift(np.cumsum(np.where(t.fin, t.m * caps, 0.0), axis=1))
+        mass = _shift(_cumsum(np.where(t.fin, t.m * caps, 0.0)))
         cand = (1.0 - mass) / (nn - t.taken)
         hit = (t.m > 0) & (caps >= cand)
         found: BoolArray = np.asarray(hit.any(axis=1))
@@ -328,7 +350,7 @@ def _drop_cut(t: LevelTable, log_factor: float
     level minimizing (2(n - K)/n)² + L²·η² over the levels with rows, K the rows of
     positive ε at or after it, η = 1/(K·ε_keep); (cut, any cut, K, η) per group."""
     live = t.m > 0
-    suffix_k = np.cumsum(np.where(live & (t.v > 0), t.m, 0.0)[:, ::-1], axis=1)[:, ::-1]
+    suffix_k = _cumsum(np.where(live & (t.v > 0), t.m, 0.0)[:, ::-1])[:, ::-1]
     eps_keep = np.minimum.accumulate(np.where(t.pos, t.v, _INF)[:, ::-1], axis=1)[:, ::-1]
     nn = t.n[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
