@@ -9,7 +9,10 @@ For G groups (default 1,000 and 100,000) with L ε levels each (default 8 and 64
           same ``GroupStats`` tables, included in the time);
   batch, gc paused  the same call with Python's cyclic garbage collector paused, to show
           what the collector costs while 100,000s of result records are built (reported,
-          not what the library does).
+          not what the library does);
+  auto choice  what ``method="auto"`` adds before the batch: the predictions of every
+          candidate and the choice per group (``choose_mean_cells`` on the columnar cells;
+          issue 35), reported as µs per group and as a share of the batch figure.
 
 Time is process CPU (``time.process_time``): the machine's 2 cores are shared, and wall
 time would count other people's work. The figure is µs per group, median of --repeats;
@@ -70,6 +73,8 @@ def main() -> None:
 
     from hdp_spark.aggregators import hdp_mean
     from hdp_spark.core.kernels import MeanKernel
+    from hdp_spark.core.mean.auto import choose_mean_cells
+    from hdp_spark.core.mean.batch import MeanCells
     from hdp_spark.core.noise import ReleaseKey
     from hdp_spark.core.pipeline import GroupCells, NoiseContext
 
@@ -94,18 +99,27 @@ def main() -> None:
                       ) -> list[Any]:
                 return kernel.finalize_batch(spec, stats, 0, key, order, "x")
 
-            times: dict[str, list[float]] = {"scalar": [], "batch": [], "batch_nogc": []}
+            cells = MeanCells.from_stats(stats, 0)
+
+            def choice(cells: Any = cells) -> list[Any]:
+                choose_mean_cells(cells.offsets, cells.levels, cells.counts, spec.beta)
+                return []
+
+            times: dict[str, list[float]] = {"scalar": [], "batch": [], "batch_nogc": [],
+                                             "auto_choice": []}
             check: dict[str, list[Any]] = {}
             for _ in range(args.repeats):
                 for name, fn, pause in (("scalar", scalar, False), ("batch", batch, False),
-                                        ("batch_nogc", batch, True)):
+                                        ("batch_nogc", batch, True),
+                                        ("auto_choice", choice, False)):
                     if pause:
                         gc.disable()
                     t0 = time.process_time()
                     out = fn()
                     times[name].append(time.process_time() - t0)
                     gc.enable()
-                    check[name] = [r.estimate for r in out]
+                    if out:
+                        check[name] = [r.estimate for r in out]
                     del out
             if check["scalar"] != check["batch"]:
                 msg = "batch and scalar finalize disagree"
@@ -115,7 +129,8 @@ def main() -> None:
             figures[f"{g}x{lv}"] = {**{f"{k}_us_per_group": v for k, v in us.items()},
                                     "batch_over_scalar": ratio}
             rows.append([f"{g:,}", lv, fmt(us["scalar"]), fmt(us["batch"]),
-                         fmt(us["batch_nogc"]), fmt(ratio),
+                         fmt(us["batch_nogc"]), fmt(ratio), fmt(us["auto_choice"]),
+                         f"{100 * us['auto_choice'] / us['batch']:.1f} %",
                          fmt(us["batch"] * 100_000 / 1e6), TARGET_US])
             print(g, lv, {k: fmt(v) for k, v in us.items()}, flush=True)
     markdown = (
@@ -123,7 +138,8 @@ def main() -> None:
         f"{args.repeats} interleaved runs; batch/scalar in the same run. \"s per 100k\" "
         "extrapolates the batch figure to 100,000 groups.\n\n"
         + md_table(["groups", "ε levels", "scalar µs", "batch µs", "batch µs, gc paused",
-                    "batch / scalar", "batch s per 100k", "target µs"], rows)
+                    "batch / scalar", "auto choice µs", "auto choice / batch",
+                    "batch s per 100k", "target µs"], rows)
         + f"\n\nLoad average at start {load_start}, at end {load_average()}."
     )
     write_report(args.json, name="finalize", figures=figures, markdown=markdown,

@@ -137,6 +137,14 @@ REGISTRY: list[Entry] = [
     ),
     Entry("selection", "Partition selection (issue 22): release and RMSE", "bench_selection.py"),
     Entry(
+        "auto",
+        "method=\"auto\" against every fixed method and the default (issue 35): MC MSE",
+        "bench_auto.py",
+        note="Monte-Carlo MSE on seed 001's Table II profiles, seed 000's mean and frequency "
+        "designs (correlated and weakly-correlated) and random mixes, pandas engine; every "
+        "trial is one group of a grouped release; MC error = SE of the mean squared error.",
+    ),
+    Entry(
         "anchors-local",
         "Anchors locally: OpenDP and diffprivlib (homogeneous mean at ε_min)",
         "anchors/local_compare.py",

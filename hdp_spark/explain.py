@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hdp_spark.core.baseline import is_free, single_eps_half_width
+from hdp_spark.core.histogram.auto import histogram_candidate_errors, resolve_histogram
 from hdp_spark.core.histogram.finalize import plan_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
@@ -47,7 +48,8 @@ from hdp_spark.core.ldp.mean import RADIUS_SLACK, LdpMeanResult, laplace_radius
 from hdp_spark.core.ldp.release import LdpReleaseResult
 from hdp_spark.core.ldp.specs import LdpMeanSpec
 from hdp_spark.core.levels import EpsGrid
-from hdp_spark.core.mean.finalize import LevelPrivacy, plan_mean
+from hdp_spark.core.mean.auto import AUTO, mean_candidate_errors
+from hdp_spark.core.mean.finalize import LevelPrivacy, plan_mean, resolve_mean
 from hdp_spark.core.mean.ldp_baseline import LDP_BASE_METHOD, ldp_noise_figures
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import laplace_noise
@@ -89,6 +91,10 @@ EXPLAIN_FIELDS: tuple[OutputField, ...] = (
     OutputField("baseline_half_width", "float?"),
     OutputField("free_rows", "int", nullable=False),
     OutputField("half_width_is_bound", "bool", nullable=False),
+    OutputField("predicted_rmse", "float", nullable=False),
+    OutputField("auto_candidates", "list", (
+        OutputField("method", "str"), OutputField("predicted_rmse", "float")),
+        nullable=False),
 )
 """Columns of an explain frame after the group columns (documented in ``explain``)."""
 
@@ -135,6 +141,12 @@ class Explained:
             at the group's smallest positive ε (the report's baseline); None without a
             private row.
         free_rows: rows whose eps_effective is below their ε (privacy for free).
+        method: the method released (for ``method="auto"``: the group's choice).
+        predicted_rmse: the released method's predicted worst-case RMSE (mean: data units,
+            against the group's mean; histogram: per bin) from
+            :mod:`hdp_spark.core.mean.auto`; NaN for the local-DP baselines.
+        candidates: for ``method="auto"``, every candidate and its predicted RMSE in
+            tie-break order (the choice is the first smallest); empty otherwise.
     """
 
     n: int
@@ -145,6 +157,9 @@ class Explained:
     fallback: bool
     baseline_half_width: float | None
     free_rows: int
+    method: str = ""
+    predicted_rmse: float = math.nan
+    candidates: tuple[tuple[str, float], ...] = ()
 
 
 def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explained:
@@ -159,8 +174,11 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
     """
     v, m = list(stats.levels), list(stats.counts)
     beta = spec.beta
+    auto = spec.method == AUTO
     if isinstance(spec, MeanSpec):
         span = float(spec.upper) - float(spec.lower)
+        table = mean_candidate_errors(v, m, beta, span)
+        spec = resolve_mean(spec, v, m)
         mp = plan_mean(spec, v, m)
         if mp.weights is None:
             scale, half = 0.0, span / 2
@@ -180,6 +198,8 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
         n, levels, tau, fallback = mp.n, mp.levels, mp.tau, mp.fallback
         base_span: float | None = span
     else:
+        table = histogram_candidate_errors(spec, v, m)
+        spec = resolve_histogram(spec, v, m)
         hp = plan_histogram(spec, v, m)
         scale, half = hp.noise_scale, hp.half_width
         tau = math.nan if hp.weights is None else hp.weights.tau
@@ -187,7 +207,9 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
         base_span = None
     free = sum(lv.n for lv in levels if is_free(lv.eps, lv.eps_effective))
     baseline = single_eps_half_width(zip(v, m, strict=True), beta, base_span)
-    return Explained(n, levels, tau, scale, half, fallback, baseline, free)
+    rmse = dict(table).get(spec.method, math.nan)
+    return Explained(n, levels, tau, scale, half, fallback, baseline, free, spec.method, rmse,
+                     table if auto else ())
 
 
 def _supported(spec: object) -> MeanSpec | HistogramSpec:
@@ -321,7 +343,8 @@ def explain_ldp_rows(result: LdpReleaseResult) -> list[tuple[Any, ...]]:
                        "eps_effective": lv.eps} for lv in r.levels]
             baseline = _ldp_baseline(spec, [(lv.eps, lv.n) for lv in r.levels])
             rows.append((*key, spec.name, "ldp_mean", spec.mechanism, r.n, float(spec.beta),
-                         levels, math.nan, 0.0, r.radius, r.fallback, baseline, 0, True))
+                         levels, math.nan, 0.0, r.radius, r.fallback, baseline, 0, True,
+                         math.nan, []))
     return rows
 
 
@@ -365,7 +388,8 @@ def explain_specs(
             levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight,
                        "eps_effective": lv.eps_effective} for lv in e.levels]
             kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
-            rows.append((*key, spec.name, kind, spec.method, e.n, float(spec.beta), levels,
+            rows.append((*key, spec.name, kind, e.method, e.n, float(spec.beta), levels,
                          e.tau, e.noise_scale, e.half_width, e.fallback,
-                         e.baseline_half_width, e.free_rows, False))
+                         e.baseline_half_width, e.free_rows, False, e.predicted_rmse,
+                         [{"method": c, "predicted_rmse": r} for c, r in e.candidates]))
     return by_t, [(f.suffix, f) for f in EXPLAIN_FIELDS], rows

@@ -55,6 +55,12 @@ def hdp_histogram(
               deviation of each bin's noise and its intervals are Hoeffding's.
             * ``"uniform"`` -- everyone at ε_min (what a homogeneous library does).
             * ``"proportional"`` -- w_i ∝ ε_i.
+            * ``"auto"`` -- per group, the central method (every one above except
+              ``k-rappor-*``; ``hpf-ce``/``hpf-we`` only when k >= 2) with the least
+              predicted per-bin error: the worst case over all data of the MSE against the
+              bin's frequency, ``bias_bound``² + 2·noise_scale², from the group's ε
+              histogram, k and beta only (ties: the order above). ``method`` says which
+              was chosen; ``explain`` shows every candidate's prediction.
 
             k is the number of released bins (the categories plus an appended ``other``).
         beta: the per-bin interval holds the noise with probability >= 1 - beta; also β of
@@ -97,7 +103,10 @@ def hdp_histogram(
         each row's randomized report is ε_i-LDP, two bits change with ratio e^(ε_i/2)
         each, and the output is a function of the reports). ε_i enters
         only through the weights and the noise scale, functions of the ε histogram, which
-        is public in this model (it is in the output). Public inputs: ``categories``,
+        is public in this model (it is in the output). ``"auto"``: the choice is a
+        function of the ε histogram, k and beta (public), so each row's guarantee is the
+        chosen method's (every candidate is ε_i-DP under the same replace-one model; the
+        local-DP baselines are never chosen). Public inputs: ``categories``,
         ``other``, the grid, and in a grouped release the key set and each row's group
         (per-group n and ε histograms are published). Every bin of the domain is noised,
         empty ones included, so the output reveals nothing about which categories occur.

@@ -51,6 +51,12 @@ def hdp_mean(
               Σ_i w_i (x_i + Laplace((upper - lower)/ε_i)) with the weights of the
               matching ``hpm-*`` method, run centrally (to compare with local DP on your
               data). ``noise_scale`` is then the noise's standard deviation.
+            * ``"auto"`` -- per group, the central method (every one above except ``ldp-*``)
+              with the least predicted error: the worst case, over all data in
+              [lower, upper], of the MSE against the group's mean,
+              ((upper - lower)·||w - 1/n||₁/2)² + 2·noise_scale², computed from the group's
+              ε histogram only (ties: the order above). ``<alias>_method`` says which was
+              chosen; ``explain`` shows every candidate's prediction (docs/mean.md).
         beta: the reported interval holds the noise with probability >= 1 - beta; also β
             of the PAC methods (``hpm-cp``, ``hpm-wp``, ``ldp-cp``, ``ldp-wp``, ``drop``).
         clip_output: clip the estimate to [lower, upper]; default False for ``adpm``
@@ -84,6 +90,10 @@ def hdp_mean(
         ε histogram, which is public in this model (it is visible in the output). Public
         inputs: ``lower``, ``upper``, ``fill``, the grid and, in a grouped release, the
         key set and each row's group (per-group n and ε histograms are published).
+        ``"auto"``: the choice is a function of the group's ε histogram, the bounds and
+        beta only (public facts), so each row's guarantee is the chosen method's, every
+        candidate being ε_i-DP for row i under the same replace-one model; the local-DP
+        baselines are never chosen.
         Values outside [lower, upper] are clamped; null/NaN values are imputed with
         ``fill``; neither raises. Invalid ε (null, NaN, negative, -inf) is rejected with a
         count of rows: ε is public, so the error leaks no data.

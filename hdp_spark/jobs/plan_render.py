@@ -183,6 +183,7 @@ def render_plan(plan: JobBudgetPlan) -> str:
         for p in preds:
             if p.note:
                 lines.append(f"  {p.name}: {p.note}")
+        lines += [f"  {line}" for line in _auto_lines(o.explained)]
         if rel.free:
             lines.append(f"  {', '.join(rel.free)}: LDP aggregation, charges nothing (the "
                          "reports were paid for on the devices)")
@@ -196,6 +197,21 @@ def render_plan(plan: JobBudgetPlan) -> str:
             ["ε allowed", "users", "charge each", "ε total"], classes)]
     lines += ["", "budgets after the job:", *_budget_state(plan, alloc)]
     return "\n".join(lines) + "\n"
+
+
+def _auto_lines(explained: Any) -> list[str]:
+    """One line per group and ``method="auto"`` aggregator: the choice, its predicted
+    worst-case RMSE and the runner-up's (functions of the public ε histogram)."""
+    out = []
+    for key, name, e in explained:
+        if not e.candidates:
+            continue
+        ranked = sorted(e.candidates, key=lambda c: c[1])
+        runner = next((c for c in ranked if c[0] != e.method), None)
+        tail = f"; runner-up {runner[0]} {fmt_num(runner[1])}" if runner else ""
+        out.append(f"{name} {_key_text(key)}: auto chose {e.method} (predicted worst-case "
+                   f"RMSE {fmt_num(e.predicted_rmse)}{tail})")
+    return out
 
 
 def write_plan_plot(plan: JobBudgetPlan, path: Path) -> Path | None:

@@ -69,7 +69,7 @@ _TWO_QUERIES = ["q1", "q1", "q2", "q1", "q2", "q1", "q1"]  # one batch call per 
 
 
 @pytest.mark.parametrize("queries", [_ONE_QUERY, _TWO_QUERIES])
-@pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "uniform"])
+@pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "uniform", "auto"])
 def test_column_finalize_batch_equals_the_per_group_finalize(method: str,
                                                              queries: list[str]) -> None:
     logging.getLogger("hdp_spark").setLevel(logging.ERROR)

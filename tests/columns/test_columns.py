@@ -17,6 +17,7 @@ from scipy import stats
 import hdp_spark.pandas as hpd
 import hdp_spark.spark as hs
 from hdp_spark import EpsGrid
+from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import ParameterError
 from hdp_spark.front import spec_of
 from hdp_spark.spark.extension import ExtensionMissingError, install
@@ -50,7 +51,8 @@ def _rows(frame: object, cols: list[str]) -> list[tuple[object, ...]]:
 
 
 @pytest.mark.parametrize(("method", "mean_method"),
-                         [("hpf-a", "adpm"), ("hpf-wt", "adpm"), ("k-rappor-w", "ldp-we")])
+                         [("hpf-a", "adpm"), ("hpf-wt", "adpm"), ("k-rappor-w", "ldp-we"),
+                          ("auto", "auto")])
 def test_grouped_mean_and_histogram_equal_the_release_api(
     spark: object, method: str, mean_method: str
 ) -> None:
@@ -373,6 +375,19 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
     assert [r["s"]["method"] for r in other] == ["uniform"] * 4
     assert [r["s"]["ci_high"] - r["s"]["ci_low"] for r in other] == [
         r["salary_mean_ci_high"] - r["salary_mean_ci_low"] for r in want]
+    # "auto": per group the release API's choice; the call's key is the registration's
+    # key derived with the options, then with the query's fingerprint
+    chosen = spark.sql(q.format(", 'auto', 0.05, 'public'")).collect()  # type: ignore[attr-defined]
+    auto = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, method="auto")
+    fingerprint = query_key(spark.table("hdp_sql_employees"),  # type: ignore[attr-defined]
+                            _FingerprintOnly(col.unsafe_seed(31)), ("dept",))  # type: ignore[attr-defined]
+    call_key = ReleaseKey.from_unsafe_seed(31).for_query("sql-options:auto:0.05").for_query(
+        fingerprint)
+    want = hs.agg(df, auto, by="dept", keys=["hr", "it", "ops", "rnd"],
+                  unsafe_seed=call_key).orderBy("dept").collect()
+    assert [r["s"]["method"] for r in chosen] == [r["salary_mean_method"] for r in want]
+    assert [r["s"]["estimate"] for r in chosen] == [r["salary_mean"] for r in want]
+    assert "auto" not in {r["s"]["method"] for r in chosen}
     for bad, rule in (("'nope'", "`method` must be one of adpm, "),
                       ("'adpm', 2.0", r"`beta` must be in \(0, 1\), got 2.0"),
                       ("'adpm', 0.1, 0.2, 'public'", "at most a method, a beta and 'public'")):
@@ -385,6 +400,19 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
             spark.sql(f"SELECT hdp_mean(salary, eps, {bad}) FROM hdp_sql_employees")  # type: ignore[attr-defined]
     with pytest.raises(Exception, match="lower` and `upper` must be constants"):
         spark.sql("SELECT hdp_mean(salary, eps, salary, 1) FROM hdp_sql_employees").collect()  # type: ignore[attr-defined]
+
+
+class _FingerprintOnly:
+    """A Column's spec, groups and inputs with a key that returns the fingerprint itself
+    (``query_key`` then yields the query's fingerprint)."""
+
+    def __init__(self, col: Any) -> None:
+        self.spec, self.groups, self.inputs = col.spec, col.groups, col.inputs
+        self.key = self
+
+    @staticmethod
+    def for_query(fingerprint: str) -> str:
+        return fingerprint
 
 
 @pytest.mark.spark
@@ -428,6 +456,14 @@ def test_sql_histogram_equals_the_release_api(spark: object) -> None:
         assert [[b["frequency"] for b in r[alias]["bins"]] for r in got] == [
             [b["frequency"] for b in r[f"{column}_histogram"]] for r in want]
         assert [r[alias]["n"] for r in got] == [r[f"{column}_histogram_n"] for r in want]
+    auto = spark.sql(  # type: ignore[attr-defined]
+        "SELECT dept, hdp_histogram(region, eps, array('north', 'south', 'east'), 'auto', "
+        "0.05, 'public') AS h FROM hdp_sql_regions GROUP BY dept ORDER BY dept").collect()
+    col = hs.hdp_histogram("region", eps="eps", categories=["north", "south", "east"],
+                           method="auto")
+    want = hs.explain(df, col, by="dept", keys=keys).orderBy("dept").collect()
+    assert [r["h"]["method"] for r in auto] == [r["method"] for r in want]
+    assert "auto" not in {r["h"]["method"] for r in auto}
     for bad, rule in (("array('a', 'a')", "must not repeat"), ("region", "constant array"),
                       ("array(1.5, 2.5)", "strings or integers"),
                       ("array(cast(null as string))", "must not hold null")):

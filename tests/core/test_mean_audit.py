@@ -94,7 +94,7 @@ def test_audit_floor_is_derived() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp"])
+@pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "auto"])
 def test_audit_real_release_path(method: str) -> None:
     k1, k2 = _audit(spec(method),
                     lambda side, i: key(f"audit-{method}-{side}-{i}"))

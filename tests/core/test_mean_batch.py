@@ -154,3 +154,28 @@ def test_groups_left_to_the_scalar_path_keep_their_place(method: str) -> None:
                         LevelRow(2.0, 9, (5 * 2**31, 0))))
     stats = [_EDGES["one level"], twice, _EDGES["wide range"], twice]
     _check(MeanSpec("x", "eps", 0.0, 4.0, method=method), stats, 0)  # type: ignore[arg-type]
+
+
+def test_auto_batch_with_mixed_choices_equals_scalar() -> None:
+    """``method="auto"``: groups of one batch choose different methods (vectorized and
+    scalar-path ones); the batch runs each method's subset and reassembles them in order,
+    bit for bit the scalar finalize."""
+    rng = np.random.default_rng(35)
+    stats = list(_EDGES.values())
+    for _ in range(60):
+        levels = sorted({float(x) for x in np.exp(rng.uniform(-6, 5, int(rng.integers(1, 7))))})
+        rows = []
+        for lv in levels:
+            c = int(rng.choice([1, 3, 40, 700]))
+            rows.append(LevelRow(lv, c, (int(rng.integers(0, c * FIXED_ONE + 1)), 0)))
+        stats.append(GroupStats(tuple(rows)))
+    spec = MeanSpec("x", "eps", -2.0, 3.5, method="auto")
+    _check(spec, stats, 0)
+    out = finalize_mean_batch(spec, MeanCells.from_stats(stats, 0), 0,
+                              ReleaseKey(bytes(32), unsafe=True),
+                              [(g,) for g in range(len(stats))], "m")
+    chosen = {r.method for r in out}
+    assert len(chosen) >= 3
+    assert "auto" not in chosen
+    assert chosen & VECTOR_METHODS  # both paths in one batch
+    assert chosen - VECTOR_METHODS

@@ -92,7 +92,7 @@ def _check_release(method: str, v: list[float], m: list[int], weights: Weights,
     assert result.noise_scale == float(draw.scale)  # unit range
 
 
-@pytest.mark.parametrize("method", ALL_METHODS)
+@pytest.mark.parametrize("method", [*ALL_METHODS, "auto"])
 def test_privacy_loss_bound_of_every_level(method: str,
                                            recorder: list[dict[str, Any]]) -> None:
     rng = np.random.default_rng(sum(map(ord, method)))
@@ -111,7 +111,7 @@ def test_privacy_loss_bound_of_every_level(method: str,
         _check_release(method, v, m, weights, recorder, result)
 
 
-@pytest.mark.parametrize("method", ALL_METHODS)
+@pytest.mark.parametrize("method", [*ALL_METHODS, "auto"])
 def test_privacy_loss_bound_after_grid_rounding(method: str,
                                                 recorder: list[dict[str, Any]]) -> None:
     """O28 on the release path: the bound holds against each row's ORIGINAL ε."""

@@ -21,6 +21,7 @@ from audit_stats import key as audit_key
 from histogram_testlib import stats_from_rows
 
 from hdp_spark.aggregators import hdp_histogram
+from hdp_spark.core.histogram.auto import resolve_histogram
 from hdp_spark.core.histogram.finalize import (
     bin_statistics,
     finalize_histogram,
@@ -53,7 +54,7 @@ def random_rows(seed: int) -> tuple[list[float], list[int]]:
     return eps, codes
 
 
-@pytest.mark.parametrize("method", LAPLACE_METHODS)
+@pytest.mark.parametrize("method", [*LAPLACE_METHODS, "auto"])
 def test_every_level_loss_is_at_most_its_eps(method: str) -> None:
     spec = spec3(method)
     for seed in range(40):
@@ -99,16 +100,33 @@ def worst_ratio(spec: HistogramSpec, stats_a: object, stats_b: object, weights: 
 
 
 @pytest.mark.parametrize("other", ["other", "b", None])
-@pytest.mark.parametrize("method", LAPLACE_METHODS)
+@pytest.mark.parametrize("method", [*LAPLACE_METHODS, "auto"])
 def test_exact_neighbour_audit(method: str, other: str | None) -> None:
+    _audit(method, other, [0.0, 0.2, 0.2, 0.9, 3.0, 3.0, INF, 0.45])
+
+
+@pytest.mark.parametrize("other", ["other", None])
+@pytest.mark.parametrize("scale", [8.0, 40.0])
+def test_exact_neighbour_audit_of_auto_choices(other: str | None, scale: float) -> None:
+    """``auto`` at ε where it releases a noisy histogram (at the ε above, 8 rows, it
+    predicts the data-independent output best): each row's loss is the chosen method's."""
+    eps = [x * scale for x in (0.0, 0.2, 0.2, 0.9, 3.0, 3.0, 0.45)] + [INF]
+    levels = sorted(set(eps))
+    counts = [eps.count(x) for x in levels]
+    assert resolve_histogram(spec3("auto", other), levels, counts).method != "uniform"
+    _audit("auto", other, eps)
+
+
+def _audit(method: str, other: str | None, eps: list[float]) -> None:
     spec = spec3(method, other)
-    eps = [0.0, 0.2, 0.2, 0.9, 3.0, 3.0, INF, 0.45]
     codes = [0, 1, 3, 0, 2, 1, 3, 2]  # code 3 = null / out of domain
     stats = stats_from_rows(spec, eps, codes)
     weights = histogram_weights(spec, stats.levels, stats.counts)
     result = finalize_histogram(spec, stats, ReleaseKey.from_unsafe_seed(1), (), weights)
-    if result.fallback:
-        assert method == "uniform"  # ε = 0 rows: no uniform mechanism exists
+    if result.fallback:  # ε = 0 rows: no uniform mechanism exists (auto: chose that)
+        assert method in ("uniform", "auto")
+        assert method == "uniform" or resolve_histogram(
+            spec, stats.levels, stats.counts).method == "uniform"
         return
     worst = Fraction(0)
     for i, e in enumerate(eps):

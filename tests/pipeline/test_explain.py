@@ -102,6 +102,8 @@ def _check_histogram(plan: pd.Series, out: pd.Series, name: str) -> int:
     (False, ("hpm-a", "k-rappor-w")),
     (True, ("hpm-a", "k-rappor-c")),
     (True, ("ldp-we", "hpf-a")),
+    (False, ("auto", "auto")),
+    (True, ("auto", "auto")),
 ])
 def test_explain_equals_what_agg_releases(
     engine: Any, grouped: bool, grid: bool, methods: tuple[str, str]

@@ -72,6 +72,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from hdp_spark.core.histogram.auto import resolve_histogram
 from hdp_spark.core.histogram.spec import (
     RAPPOR_METHODS,
     TRIVIAL_FREQUENCY,
@@ -294,6 +295,8 @@ def finalize_histogram(
         pre-noise statistics.
     """
     v, m, n = stats.levels, stats.counts, stats.n
+    if spec.method == "auto":  # the chosen method's release from here on
+        spec, weights = resolve_histogram(spec, v, m), None
     labels = spec.labels
     k = len(labels)
     plan = plan_histogram(spec, v, m, weights)
@@ -475,6 +478,8 @@ def plan_histogram(
         Reads no category and draws no noise: a function of the public ε histogram (v, m)
         and the spec. :func:`finalize_histogram` releases exactly this plan.
     """
+    if spec.method == "auto":
+        spec, weights = resolve_histogram(spec, v, m), None
     n = sum(m)
     if not n:
         weights = None

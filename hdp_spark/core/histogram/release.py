@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hdp_spark.core.histogram.auto import resolve_histograms
 from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
 from hdp_spark.core.mean.weights import Weights
@@ -208,17 +209,18 @@ def finalize_histogram_release(
     check_histogram_options(spec, by, project, counts)
     order = keys if keys is not None else ((),)
     empty = GroupStats(())
-    cache: dict[tuple[tuple[float, int], ...], Weights] = {}
+    cache: dict[tuple[str, tuple[tuple[float, int], ...]], Weights] = {}
     results: dict[tuple[object, ...], HistogramResult] = {}
-    for key in order:
-        stats = table.get(key, empty)
+    tables = [table.get(key, empty) for key in order]
+    # "auto": every group's choice in one vectorized prediction
+    for key, stats, chosen in zip(order, tables, resolve_histograms(spec, tables), strict=True):
         weights = None
         if stats.n:
-            signature = tuple(zip(stats.levels, stats.counts, strict=True))
+            signature = (chosen.method, tuple(zip(stats.levels, stats.counts, strict=True)))
             weights = cache.get(signature)
             if weights is None:
-                weights = histogram_weights(spec, stats.levels, stats.counts)
+                weights = histogram_weights(chosen, stats.levels, stats.counts)
                 cache[signature] = weights
-        results[key] = finalize_histogram(spec, stats, release_key, key, weights)
+        results[key] = finalize_histogram(chosen, stats, release_key, key, weights)
     return HistogramRelease(by, order, spec, results, project, counts, release_key.unsafe)
 

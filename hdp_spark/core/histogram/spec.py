@@ -32,12 +32,13 @@ from hdp_spark.errors import InternalError, ParameterError
 
 HistogramMethod = Literal[
     "hpf-a", "hpf-cp", "hpf-ce", "hpf-wp", "hpf-we", "hpf-ct", "hpf-wt", "uniform",
-    "proportional", "k-rappor-c", "k-rappor-w",
+    "proportional", "k-rappor-c", "k-rappor-w", "auto",
 ]
 HISTOGRAM_METHODS: tuple[str, ...] = get_args(HistogramMethod)
 RAPPOR_METHODS: tuple[str, ...] = ("k-rappor-c", "k-rappor-w")
 """The local-DP k-RAPPOR baseline (correlated / weakly-correlated combination weights)."""
-LAPLACE_METHODS: tuple[str, ...] = tuple(x for x in HISTOGRAM_METHODS if x not in RAPPOR_METHODS)
+LAPLACE_METHODS: tuple[str, ...] = tuple(
+    x for x in HISTOGRAM_METHODS if x not in (*RAPPOR_METHODS, "auto"))
 """The methods released by HPF's Laplace mechanism (all but the k-RAPPOR baseline)."""
 
 MAX_CATEGORIES = 100_000
@@ -70,7 +71,8 @@ class HistogramSpec:
         column: the category column.
         eps: column holding each row's privacy demand ε_i.
         categories: the public domain, all strings or all integers, no duplicates.
-        method: weighting rule.
+        method: weighting rule; ``"auto"`` chooses one per group from public facts
+            (:mod:`hdp_spark.core.histogram.auto`).
         beta: failure probability of the per-bin intervals, and β of the PAC methods.
         other: label of the bin receiving null and out-of-domain values (appended to the
             domain unless it is one of ``categories``), or None to release no such bin.
@@ -286,15 +288,20 @@ def histogram_weights(spec: HistogramSpec, v: Sequence[float], m: Sequence[int])
       w ∝ 1/(1 + v) under the weakly-correlated objective (128); L = ln(k/β); v = 0 for
       ε = +inf, weight 0 for ε = 0;
     * ``uniform``: everyone at ε_min (trivial when some row has ε = 0);
-    * ``proportional``: w ∝ ε (all weight on the public rows when there are some).
+    * ``proportional``: w ∝ ε (all weight on the public rows when there are some);
+    * ``auto``: the weights of the group's choice (:mod:`hdp_spark.core.histogram.auto`).
 
     Weights depend on (v, m, k, β) only, never on the data.
 
     Privacy:
         A function of the public ε histogram; see the module docstring for the mechanism.
     """
-    method = spec.method
     v, m = list(v), list(m)
+    if spec.method == "auto":  # the group's choice (a function of (v, m, k, β))
+        from hdp_spark.core.histogram.auto import resolve_histogram  # here: import cycle
+
+        spec = resolve_histogram(spec, v, m)
+    method = spec.method
     if method == "hpf-a":
         return normalize(v, m, agnostic_phi(v), math.nan)
     if method in ("hpf-cp", "hpf-ce"):

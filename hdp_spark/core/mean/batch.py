@@ -43,12 +43,14 @@ import numpy.typing as npt
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
+from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, choose_mean_cells
 from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
 from hdp_spark.core.mean.finalize import (
     LevelPrivacy,
     MeanResult,
     _context_head,
     finalize_mean,
+    with_method,
 )
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey, encode_context_tail, laplace_mechanism
@@ -112,6 +114,20 @@ class MeanCells:
             np.array([r.totals[slot] for r in rows], dtype=np.int64),
         )
 
+    def subset(self, idx: IntArray) -> MeanCells:
+        """The cells of groups ``idx`` (ascending), in that order.
+
+        Privacy:
+            None: a change of layout of the pre-noise cells (never published).
+        """
+        starts = self.offsets[idx]
+        sizes = self.offsets[idx + 1] - starts
+        offsets = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        cell = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1] - starts,
+                                                                        sizes)
+        return MeanCells(offsets, self.levels[cell], self.counts[cell], self.totals[cell])
+
     def group_stats(self, g: int, slot: int) -> GroupStats:
         """Group g as the scalar path's table (its sum at position ``slot``).
 
@@ -163,6 +179,8 @@ def finalize_mean_batch(
     if size != len(groups):
         msg = "finalize_mean_batch needs one group key per group of cells"
         raise InternalError(msg)
+    if spec.method == AUTO:
+        return _finalize_auto(spec, cells, value_index, key, groups, label)
     if not vector_method(spec):
         return [finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
                               groups[g], label) for g in range(size)]
@@ -283,6 +301,27 @@ def finalize_mean_batch(
         return done
     it = iter(done)
     return [scalar[g] if g in scalar else next(it) for g in range(size)]
+
+
+def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: ReleaseKey,
+                   groups: Sequence[tuple[object, ...]], label: str) -> list[MeanResult]:
+    """``method="auto"``: each group's choice (the scalar path's, as both call
+    :func:`~hdp_spark.core.mean.auto.choose_mean`, whose figures of a group do not depend on
+    the other groups), then the batch finalize of each chosen method's subset of groups,
+    reassembled in order. Privacy: see :mod:`hdp_spark.core.mean.auto`."""
+    choice = choose_mean_cells(cells.offsets, cells.levels, cells.counts, spec.beta)
+    present = np.unique(choice).tolist()
+    if len(present) == 1:
+        return finalize_mean_batch(with_method(spec, MEAN_CANDIDATES[present[0]]), cells,
+                                   value_index, key, groups, label)
+    out: list[MeanResult | None] = [None] * cells.size
+    for c in present:
+        idx = np.flatnonzero(choice == c)
+        done = finalize_mean_batch(with_method(spec, MEAN_CANDIDATES[c]), cells.subset(idx),
+                                   value_index, key, [groups[g] for g in idx.tolist()], label)
+        for g, r in zip(idx.tolist(), done, strict=True):
+            out[g] = r
+    return out  # type: ignore[return-value]  # every slot filled above
 
 
 def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from hdp_spark.core.mean.spec import MeanSpec
 
-__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "vector_method"]
+__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "padded", "vector_method"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -83,7 +83,7 @@ class PhiTable:
     scalar: BoolArray
 
 
-def _padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
+def padded(offsets: IntArray, values: npt.NDArray[np.generic], fill: float
            ) -> tuple[npt.NDArray[np.generic], BoolArray]:
     """``values`` (flat, segments given by ``offsets``) as a (G x L) table and its mask."""
     sizes = np.diff(offsets)
@@ -178,8 +178,8 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     Privacy:
         Reads no value and draws no noise: a function of the public ε histograms only.
     """
-    vp, mask = _padded(offsets, levels, 0.0)
-    mi, _ = _padded(offsets, counts, 0)
+    vp, mask = padded(offsets, levels, 0.0)
+    mi, _ = padded(offsets, counts, 0)
     v: FloatArray = np.asarray(vp, dtype=np.float64)
     m: FloatArray = mi.astype(np.float64)  # counts < 2**53: as exact as Python's int·float
     phi, tau = _method_phi(method, v, m)

@@ -27,6 +27,7 @@ Sensitivity argument (replace-one neighbours, ε public):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import operator
@@ -37,6 +38,7 @@ from fractions import Fraction
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
+from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, one_group_predictions
 from hdp_spark.core.mean.ldp_baseline import (
     LDP_BASE_METHOD,
     ldp_noise_figures,
@@ -72,6 +74,8 @@ __all__ = [
     "level_privacy",
     "mean_weights",
     "plan_mean",
+    "resolve_mean",
+    "with_method",
 ]
 
 ADPM_C = 8.0
@@ -114,8 +118,10 @@ class MeanResult:
 def mean_weights(spec: MeanSpec, v: list[float], m: list[int]) -> Weights:
     """Per-level weights of ``spec.method`` for the ε histogram (v, m).
 
-    The local-DP baselines (``ldp-*``) use the weights of their HPM method.
+    The local-DP baselines (``ldp-*``) use the weights of their HPM method; ``auto`` those
+    of the group's choice (:func:`resolve_mean`).
     """
+    spec = resolve_mean(spec, v, m)
     method = LDP_BASE_METHOD.get(spec.method, spec.method)
     if method == "adpm":
         phi, tau = solve_clip_level(v, m, ADPM_C)
@@ -195,6 +201,7 @@ def finalize_mean(
     rows = stats.rows
     v = [r.level for r in rows]
     m = [r.count for r in rows]
+    spec = resolve_mean(spec, v, m)  # "auto": the chosen method's release from here on
     plan = plan_mean(spec, v, m)
     weights = plan.weights
     if weights is None:
@@ -252,6 +259,28 @@ def finalize_mean(
     )
 
 
+def resolve_mean(spec: MeanSpec, v: list[float], m: list[int]) -> MeanSpec:
+    """``spec`` itself, or for ``method="auto"`` the spec of the group's chosen method
+    (:func:`~hdp_spark.core.mean.auto.choose_mean` on this one group's ε histogram: the
+    first smallest prediction).
+
+    Privacy:
+        A function of the public ε histogram (v, m) and the spec: the release that follows
+        is the chosen method's, so each row's guarantee is that method's (argument in
+        :mod:`hdp_spark.core.mean.auto`).
+    """
+    if spec.method != AUTO:
+        return spec
+    pred = one_group_predictions(tuple(v), tuple(m), spec.beta)
+    return with_method(spec, MEAN_CANDIDATES[pred.index(min(pred))])  # first smallest
+
+
+@functools.lru_cache(maxsize=256)
+def with_method(spec: MeanSpec, method: str) -> MeanSpec:
+    """``spec`` with ``method`` in place of ``"auto"`` (cached: one per spec and method)."""
+    return dataclasses.replace(spec, method=method)  # type: ignore[arg-type]
+
+
 @functools.lru_cache(maxsize=64)
 def _histogram_struct(width: int) -> struct.Struct:
     """Big-endian layout of an ε histogram of ``width`` levels: the levels, then the counts."""
@@ -295,6 +324,7 @@ def plan_mean(spec: MeanSpec, v: list[float], m: list[int]) -> MeanPlan:
         Reads no value and draws no noise: a function of the public ε histogram (v, m) and
         the spec. :func:`finalize_mean` releases exactly this plan's weights and noise.
     """
+    spec = resolve_mean(spec, v, m)
     n = sum(m)
     if not n:
         return MeanPlan(n, math.nan, (), None, Fraction(1))

@@ -26,7 +26,7 @@ __all__ = [
 
 MeanMethod = Literal[
     "adpm", "hpm-a", "hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "uniform", "proportional", "drop",
-    "ldp-cp", "ldp-ce", "ldp-wp", "ldp-we",
+    "ldp-cp", "ldp-ce", "ldp-wp", "ldp-we", "auto",
 ]
 MEAN_METHODS: tuple[str, ...] = get_args(MeanMethod)
 
@@ -104,11 +104,12 @@ class MeanSpec:
         eps: column holding each row's privacy demand ε_i.
         lower: public lower bound; values below are clamped to it.
         upper: public upper bound; values above are clamped to it.
-        method: weighting rule (see :func:`hdp_spark.hdp_mean`).
+        method: weighting rule (see :func:`hdp_spark.hdp_mean`); ``"auto"`` chooses one per
+            group from public facts (:mod:`hdp_spark.core.mean.auto`).
         beta: failure probability of the reported interval, and β of the PAC methods.
         clip_output: clip the released estimate to [lower, upper] (post-processing).
             ``None`` picks the method's default: False for ``adpm`` (paper-faithful,
-            unbiased), True for every other method.
+            unbiased), True for every other method (with ``"auto"``: the chosen one's).
         fill: public value imputed for null or NaN values (default: the midpoint).
         eps_grid: optional geometric grid that ε is rounded down onto.
         alias: prefix of the output columns (default ``"<column>_mean"``).
