@@ -366,11 +366,20 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
          "GROUP BY dept ORDER BY dept")
     same = spark.sql(q.format(", 'adpm', 0.05, 'public'")).collect()  # type: ignore[attr-defined]
     assert [r["s"]["estimate"] for r in same] == [r["s"]["estimate"] for r in got]
-    other = spark.sql(q.format(", 'uniform', 0.1, 'public'")).collect()  # type: ignore[attr-defined]
+    # (over the rows with ε > 0: a row at ε = 0 makes the uniform weights a fallback, whose
+    # output, the midpoint, would equal whatever the key)
+    positive = df.filter("eps > 1e-100")
+    positive.createOrReplaceTempView("hdp_sql_employees_pos")
+    other = spark.sql(q.replace("hdp_sql_employees", "hdp_sql_employees_pos").format(  # type: ignore[attr-defined]
+        ", 'uniform', 0.1, 'public'")).collect()
     uniform = hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000, method="uniform",
                           beta=0.1)
-    want = hs.agg(df, uniform, by="dept", keys=["hr", "it", "ops", "rnd"],
-                  unsafe_seed=key.for_query("sql-options:uniform:0.1")).orderBy("dept").collect()
+    uniform_key = ReleaseKey.from_unsafe_seed(31).for_query("sql-options:uniform:0.1").for_query(
+        query_key(spark.table("hdp_sql_employees_pos"),  # type: ignore[attr-defined]
+                  _FingerprintOnly(col.unsafe_seed(31)), ("dept",)))  # type: ignore[attr-defined]
+    want = hs.agg(positive, uniform, by="dept", keys=["hr", "it", "ops", "rnd"],
+                  unsafe_seed=uniform_key).orderBy("dept").collect()
+    assert not any(r["s"]["fallback"] for r in other)
     assert [r["s"]["estimate"] for r in other] == [r["salary_mean"] for r in want]
     assert [r["s"]["method"] for r in other] == ["uniform"] * 4
     assert [r["s"]["ci_high"] - r["s"]["ci_low"] for r in other] == [
