@@ -214,8 +214,10 @@ def _units(selection: SelectKeys, level: float) -> int:
     return math.floor(kappa / selection.gamma)
 
 
+@functools.lru_cache(maxsize=1024)
 def _decimal(value: float) -> Fraction:
-    """The shortest decimal of a float as an exact rational (``0.1`` is 1/10)."""
+    """The shortest decimal of a float as an exact rational (``0.1`` is 1/10). Cached: the
+    mechanism's constants (c, γ, f) are read several times per group."""
     return Fraction(repr(float(value)))
 
 
