@@ -6,7 +6,11 @@ For G groups (default 1,000 and 100,000) with L ε levels each (default 8 and 64
   scalar  ``MeanKernel.finalize`` once per group (the release API's per-group loop
           before issue 31);
   batch   ``MeanKernel.finalize_batch`` once for all groups (columnar cells built from the
-          same ``GroupStats`` tables, included in the time);
+          same ``GroupStats`` tables, included in the time), as one record per group and
+          per ε level (what the release API keeps);
+  columns ``finalize_mean_columns`` on the same columnar cells (built outside the time):
+          the same figures as lists, no record per group or level (what the Column
+          aggregators' Arrow finalize builds its output from);
   batch, gc paused  the same call with Python's cyclic garbage collector paused, to show
           what the collector costs while 100,000s of result records are built (reported,
           not what the library does);
@@ -74,7 +78,7 @@ def main() -> None:
     from hdp_spark.aggregators import hdp_mean
     from hdp_spark.core.kernels import MeanKernel
     from hdp_spark.core.mean.auto import choose_mean_cells
-    from hdp_spark.core.mean.batch import MeanCells
+    from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
     from hdp_spark.core.noise import ReleaseKey
     from hdp_spark.core.pipeline import GroupCells, NoiseContext
 
@@ -101,16 +105,20 @@ def main() -> None:
 
             cells = MeanCells.from_stats(stats, 0)
 
+            def columns(cells: Any = cells, order: tuple[Any, ...] = order) -> list[Any]:
+                return finalize_mean_columns(spec, cells, 0, key, order, "x").estimate
+
             def choice(cells: Any = cells) -> list[Any]:
                 choose_mean_cells(cells.offsets, cells.levels, cells.counts, spec.beta)
                 return []
 
             times: dict[str, list[float]] = {"scalar": [], "batch": [], "batch_nogc": [],
-                                             "auto_choice": []}
+                                             "columns": [], "auto_choice": []}
             check: dict[str, list[Any]] = {}
             for _ in range(args.repeats):
                 for name, fn, pause in (("scalar", scalar, False), ("batch", batch, False),
                                         ("batch_nogc", batch, True),
+                                        ("columns", columns, False),
                                         ("auto_choice", choice, False)):
                     if pause:
                         gc.disable()
@@ -119,9 +127,9 @@ def main() -> None:
                     times[name].append(time.process_time() - t0)
                     gc.enable()
                     if out:
-                        check[name] = [r.estimate for r in out]
+                        check[name] = [getattr(r, "estimate", r) for r in out]
                     del out
-            if check["scalar"] != check["batch"]:
+            if not check["scalar"] == check["batch"] == check["columns"]:
                 msg = "batch and scalar finalize disagree"
                 raise SystemExit(msg)
             us = {k: median(v) / g * 1e6 for k, v in times.items()}
@@ -129,7 +137,8 @@ def main() -> None:
             figures[f"{g}x{lv}"] = {**{f"{k}_us_per_group": v for k, v in us.items()},
                                     "batch_over_scalar": ratio}
             rows.append([f"{g:,}", lv, fmt(us["scalar"]), fmt(us["batch"]),
-                         fmt(us["batch_nogc"]), fmt(ratio), fmt(us["auto_choice"]),
+                         fmt(us["batch_nogc"]), fmt(ratio), fmt(us["columns"]),
+                         fmt(us["auto_choice"]),
                          f"{100 * us['auto_choice'] / us['batch']:.1f} %",
                          fmt(us["batch"] * 100_000 / 1e6), TARGET_US])
             print(g, lv, {k: fmt(v) for k, v in us.items()}, flush=True)
@@ -138,7 +147,7 @@ def main() -> None:
         f"{args.repeats} interleaved runs; batch/scalar in the same run. \"s per 100k\" "
         "extrapolates the batch figure to 100,000 groups.\n\n"
         + md_table(["groups", "ε levels", "scalar µs", "batch µs", "batch µs, gc paused",
-                    "batch / scalar", "auto choice µs", "auto choice / batch",
+                    "batch / scalar", "columns µs", "auto choice µs", "auto choice / batch",
                     "batch s per 100k", "target µs"], rows)
         + f"\n\nLoad average at start {load_start}, at end {load_average()}."
     )

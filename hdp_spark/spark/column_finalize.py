@@ -28,12 +28,13 @@ import pyarrow as pa
 from hdp_spark.core.histogram.release import build_histogram_groups
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
-from hdp_spark.core.mean.batch import MeanCells, finalize_mean_batch
+from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
+from hdp_spark.core.mean.columns import GROUP_COLUMNS, LEVEL_COLUMNS, MeanColumns
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, OutputField
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
-from hdp_spark.errors import ParameterError
+from hdp_spark.errors import InternalError, ParameterError
 
 __all__ = ["NO_FINGERPRINT", "arrow_finalize", "cell_stats", "decode_group", "finalize_batch",
            "finalize_rows", "query_key", "struct_fields"]
@@ -174,14 +175,9 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
     """The released rows of a batch through the kernel's batch finalize: one call per query
     fingerprint present in the batch (one, in practice), the same results as the kernel's
     finalize per group (same key, group key, name and statistics: the same noise)."""
-    queries = list(cells["query"])
-    if isinstance(spec, MeanSpec) and len(set(queries)) == 1:
-        columnar = _mean_cells(cells["level"], cells["n"], cells["sums"])
-        if columnar is not None:  # the cells as arrays, no per-group tables
-            qkey = query_key(key, queries[0])
-            groups = tuple(decode_group(text) for text in cells["group"])
-            done = finalize_mean_batch(spec, columnar, 0, qkey, groups, spec.name)
-            return [kernel.values(spec, r) for r in done]
+    columns = _mean_columns(spec, key, cells)
+    if columns is not None:
+        return [kernel.values(spec, r) for r in columns.results()]
     stats: list[GroupStats] = []
     groups_l: list[tuple[object, ...]] = []
     by_query: dict[str | None, list[int]] = {}
@@ -201,6 +197,80 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
         for i, result in zip(rows, done, strict=True):
             results[i] = result
     return [kernel.values(spec, r) for r in results]
+
+
+def _mean_columns(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> MeanColumns | None:
+    """A batch of mean cells under one query fingerprint (one, in practice) finalized by
+    the batch finalize into columns, or None when the batch needs the per-group path (other
+    kernels, several fingerprints, cells :func:`_mean_cells` refuses)."""
+    if not isinstance(spec, MeanSpec):
+        return None
+    queries = list(cells["query"])
+    if len(set(queries)) != 1:
+        return None
+    columnar = _mean_cells(cells["level"], cells["n"], cells["sums"])
+    if columnar is None:
+        return None
+    groups = tuple(decode_group(text) for text in cells["group"])
+    return finalize_mean_columns(spec, columnar, 0, query_key(key, queries[0]), groups,
+                                 spec.name)
+
+
+def _arrow_mean_columns(spec: Any, key: ReleaseKey, children: Mapping[str, pa.Array]
+                        ) -> MeanColumns | None:
+    """:func:`_mean_columns` of an Arrow batch, its cells read from the list arrays' flat
+    values and offsets (no per-group array), or None when the batch needs the general path
+    (it then sorts or raises exactly as before)."""
+    if not isinstance(spec, MeanSpec):
+        return None
+    query = children["query"]
+    if query.null_count or len(query.unique()) != 1:
+        return None
+    flat = [_flat_list(children[name]) for name in ("level", "n", "sums")]
+    if any(f is None for f in flat):
+        return None
+    (offsets, levels), (c_off, counts), (s_off, sums) = flat  # type: ignore[misc]
+    if not (np.array_equal(offsets, c_off) and np.array_equal(offsets, s_off)):
+        return None
+    columnar = _checked_cells(offsets, levels.astype(np.float64, copy=False),
+                              counts.astype(np.int64, copy=False),
+                              sums.astype(np.int64, copy=False))
+    if columnar is None:
+        return None
+    groups = tuple(decode_group(text) for text in children["group"].to_pylist())
+    return finalize_mean_columns(spec, columnar, 0, query_key(key, query[0].as_py()), groups,
+                                 spec.name)
+
+
+def _flat_list(array: pa.Array) -> tuple[Any, Any] | None:
+    """(offsets from 0, flat values) of a list array without nulls, else None."""
+    if not isinstance(array, pa.ListArray) or array.null_count:
+        return None
+    values = array.flatten()
+    if values.null_count:
+        return None
+    offsets = array.offsets.to_numpy().astype(np.int64)
+    return offsets - offsets[0], values.to_numpy()
+
+
+def _mean_arrow(columns: MeanColumns, rtype: pa.StructType) -> pa.StructArray:
+    """The Column's struct array straight from the batch's columns: one Arrow array per
+    field and the levels as a list of structs over flat arrays (no per-group or per-level
+    Python object). The fields of ``rtype`` are the mean kernel's, in its order."""
+    names = (*GROUP_COLUMNS, "levels")
+    if len(rtype) != len(names):
+        msg = "the mean Column's struct type does not have the mean kernel's fields"
+        raise InternalError(msg)
+    arrays = [pa.array(getattr(columns, name), type=f.type)
+              for name, f in zip(GROUP_COLUMNS, rtype, strict=False)]
+    list_type = rtype[len(GROUP_COLUMNS)].type
+    item = list_type.value_type
+    values = pa.StructArray.from_arrays(
+        [pa.array(getattr(columns, name), type=f.type)
+         for name, f in zip(LEVEL_COLUMNS, item, strict=True)], fields=list(item))
+    offsets = pa.array(columns.level_offsets, type=pa.int32())
+    arrays.append(pa.ListArray.from_arrays(offsets, values, type=list_type))
+    return pa.StructArray.from_arrays(arrays, fields=list(rtype))
 
 
 def _mean_cells(levels: Any, counts: Any, sums: Any) -> MeanCells | None:
@@ -223,6 +293,13 @@ def _mean_cells(levels: Any, counts: Any, sums: Any) -> MeanCells | None:
     flat = np.concatenate(lv) if lv else np.zeros(0)
     count = np.concatenate(ct) if ct else np.zeros(0, np.int64)
     total = np.concatenate(sm) if sm else np.zeros(0, np.int64)
+    return _checked_cells(offsets, flat, count, total)
+
+
+def _checked_cells(offsets: Any, flat: Any, count: Any, total: Any) -> MeanCells | None:
+    """The cells as :class:`MeanCells`, or None when a level is invalid or out of order
+    within its group, or a cell holds more rows than its sums can (see :func:`_mean_cells`).
+    """
     if not bool((flat >= 0).all()) or (count.size and int(count.max()) > MAX_CELL_ROWS):
         return None
     step = np.diff(flat)
@@ -246,8 +323,11 @@ def arrow_finalize(spec: Any, key: ReleaseKey, main: str, cells: pa.StructArray,
     """
     if len(cells) == 0:
         return pa.array([], type=rtype)
-    columns = {f.name: cells.field(f.name).to_numpy(zero_copy_only=False)
-               for f in cells.type}
+    children = dict(zip((f.name for f in cells.type), cells.flatten(), strict=True))
+    batch = _arrow_mean_columns(spec, key, children)
+    if batch is not None:
+        return _mean_arrow(batch, rtype)
+    columns = {name: child.to_numpy(zero_copy_only=False) for name, child in children.items()}
     rows = finalize_rows(spec, key, columns)
     values = list(zip(*rows, strict=True))
     return pa.StructArray.from_arrays(

@@ -110,3 +110,72 @@ def test_unsorted_cells_take_the_per_group_tables() -> None:
     got = list(finalize_batch(spec, key, "mean", cells).itertuples(index=False, name=None))
     want = _reference(spec, key, cells)
     assert all(_same(list(w), list(g)) for w, g in zip(want, got, strict=True))
+
+
+def _arrow_type(spec: MeanSpec) -> Any:
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from hdp_spark.spark.output import spark_type
+
+    fields = struct_fields(kernel_of(spec).fields(spec), "estimate")
+    return to_arrow_type(T.StructType([T.StructField(n, spark_type(f), f.nullable)
+                                       for n, f in fields]))
+
+
+@pytest.mark.parametrize("queries", [_ONE_QUERY, _TWO_QUERIES])
+@pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "auto"])
+def test_arrow_finalize_builds_the_columns_the_per_group_finalize_releases(
+        method: str, queries: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executors' Arrow path: with one fingerprint the struct array is built straight
+    from the batch's columns (no per-group records); with two, through the rows. Both
+    equal the per-group finalize, field by field and level by level, NaN kept as NaN."""
+    import pyarrow as pa
+
+    from hdp_spark.spark import column_finalize
+    from hdp_spark.spark.column_finalize import arrow_finalize
+
+    logging.getLogger("hdp_spark").setLevel(logging.ERROR)
+    spec = MeanSpec("x", "eps", 0.0, 10.0, method=method)  # type: ignore[arg-type]
+    key = ReleaseKey.from_unsafe_seed(11)
+    if queries is _ONE_QUERY:  # the columns path must be the one taken
+
+        def no_rows(*args: object) -> None:
+            raise AssertionError("the rows path ran")
+
+        monkeypatch.setattr(column_finalize, "finalize_rows", no_rows)
+    frame = _cells(queries)
+    frame["group"] = frame["group"].fillna(json.dumps([["int", "-1"]]))
+    cells = pa.array(frame.to_dict("records"), type=pa.struct([
+        ("group", pa.string()), ("level", pa.list_(pa.float64())),
+        ("code", pa.list_(pa.int32())), ("n", pa.list_(pa.int64())),
+        ("sums", pa.list_(pa.int64())), ("query", pa.string())]))
+    rtype = _arrow_type(spec)
+    got = arrow_finalize(spec, key, "estimate", cells, rtype)
+    assert got.type == rtype
+    want = _reference(spec, key, frame)
+    names = [f.name for f in rtype]
+    for w, g in zip(want, got.to_pylist(), strict=True):
+        assert _same(list(w), [g[n] for n in names]), (w, g)
+    assert any(math.isnan(g["tau"]) for g in got.to_pylist())  # NaN, not null
+    part = arrow_finalize(spec, key, "estimate", cells.slice(2, 3), rtype)  # a slice of a batch
+    for w, g in zip(want[2:5], part.to_pylist(), strict=True):
+        assert _same(list(w), [g[n] for n in names]), (w, g)
+
+
+def test_mean_columns_name_the_record_fields_in_order() -> None:
+    """MeanColumns' column lists are the fields of MeanResult and LevelPrivacy, in order
+    (its ``results`` builds the records positionally)."""
+    import dataclasses
+
+    from hdp_spark.core.mean.columns import GROUP_COLUMNS, LEVEL_COLUMNS, MeanColumns
+    from hdp_spark.core.mean.finalize import LevelPrivacy, MeanResult
+    from hdp_spark.errors import InternalError
+
+    assert tuple(f.name for f in dataclasses.fields(MeanResult)) == (*GROUP_COLUMNS, "levels")
+    assert [f.name for f in dataclasses.fields(LevelPrivacy)] == [
+        "n" if c == "level_n" else c for c in LEVEL_COLUMNS]
+    broken = MeanColumns()
+    broken.estimate.append(1.0)
+    with pytest.raises(InternalError, match="one entry per group"):
+        broken.check()

@@ -45,8 +45,8 @@ from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
 from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, choose_mean_cells
 from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
+from hdp_spark.core.mean.columns import MeanColumns
 from hdp_spark.core.mean.finalize import (
-    LevelPrivacy,
     MeanResult,
     _context_head,
     finalize_mean,
@@ -54,11 +54,10 @@ from hdp_spark.core.mean.finalize import (
 )
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey, encode_context_tail, laplace_mechanism
-from hdp_spark.core.records import records
 from hdp_spark.core.stats import GroupStats, LevelRow
 from hdp_spark.errors import InternalError
 
-__all__ = ["MeanCells", "finalize_mean_batch"]
+__all__ = ["MeanCells", "finalize_mean_batch", "finalize_mean_columns"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -151,7 +150,27 @@ def finalize_mean_batch(
     groups: Sequence[tuple[object, ...]],
     label: str,
 ) -> list[MeanResult]:
-    """Weights, estimate, noise and metadata of every group of a batch.
+    """Weights, estimate, noise and metadata of every group of a batch, as records.
+
+    Returns:
+        ``[finalize_mean(spec, stats_g, value_index, key, groups[g], label) for g]``,
+        equal bit for bit: :func:`finalize_mean_columns` as records.
+
+    Privacy:
+        As :func:`finalize_mean_columns` (a change of layout of its output).
+    """
+    return finalize_mean_columns(spec, cells, value_index, key, groups, label).results()
+
+
+def finalize_mean_columns(
+    spec: MeanSpec,
+    cells: MeanCells,
+    value_index: int,
+    key: ReleaseKey,
+    groups: Sequence[tuple[object, ...]],
+    label: str,
+) -> MeanColumns:
+    """Weights, estimate, noise and metadata of every group of a batch, column by column.
 
     Args:
         spec: the aggregator.
@@ -162,8 +181,8 @@ def finalize_mean_batch(
         label: the aggregator's name within the release (domain separation).
 
     Returns:
-        ``[finalize_mean(spec, stats_g, value_index, key, groups[g], label) for g]``,
-        equal bit for bit.
+        The columns of ``[finalize_mean(spec, stats_g, value_index, key, groups[g], label)
+        for g]``, equal bit for bit.
 
     Raises:
         InternalError: ``cells`` and ``groups`` disagree in size.
@@ -182,8 +201,9 @@ def finalize_mean_batch(
     if spec.method == AUTO:
         return _finalize_auto(spec, cells, value_index, key, groups, label)
     if not vector_method(spec):
-        return [finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
-                              groups[g], label) for g in range(size)]
+        return MeanColumns.from_results([
+            finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
+                          groups[g], label) for g in range(size)])
     offsets = cells.offsets
     table = batch_phi(spec.method, offsets, cells.levels, cells.counts)
     mask = table.mask
@@ -208,38 +228,30 @@ def finalize_mean_batch(
     method, clips, beta, adpm = spec.method, spec.clips, spec.beta, spec.method == "adpm"
     head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
     mul = operator.mul
+    out = MeanColumns()
     # per finalized group: the MeanResult columns; per level: the LevelPrivacy columns
-    est: list[float] = []
-    noise_sd: list[float] = []
-    ci_low: list[float] = []
-    ci_high: list[float] = []
-    n_col: list[int] = []
-    tau_col: list[float] = []
-    fallback: list[bool] = []
-    spans: list[tuple[int, int]] = []
-    eps_c: list[float] = []
-    n_c: list[int] = []
-    weight_c: list[float] = []
-    eff_c: list[float] = []
-    scalar: dict[int, MeanResult] = {}
+    est, noise_sd, ci_low, ci_high = out.estimate, out.noise_scale, out.ci_low, out.ci_high
+    n_col, tau_col, method_col, fallback = out.n, out.tau, out.method, out.fallback
+    eps_c, n_c, weight_c, eff_c = out.eps, out.level_n, out.weight, out.eps_effective
+    level_offsets = out.level_offsets
     for g in range(size):
         lo, hi = off_l[g], off_l[g + 1]
         if scalar_l[g]:
-            scalar[g] = finalize_mean(spec, cells.group_stats(g, value_index), value_index,
-                                      key, groups[g], label)
+            out.append_result(finalize_mean(spec, cells.group_stats(g, value_index),
+                                            value_index, key, groups[g], label))
             continue
         m = cnt_l[lo:hi]
         n = sum(m)
-        at = len(weight_c)
         n_col.append(n)
+        method_col.append(method)
         if not n:  # no rows: the midpoint, no levels (plan_mean)
             _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
                       upper, _NAN)
-            spans.append((at, at))
+            level_offsets.append(len(eps_c))
             continue
         eps_c.extend(eps_l[lo:hi])
         n_c.extend(m)
-        spans.append((at, at + hi - lo))
+        level_offsets.append(len(eps_c))
         ps = nums[lo:hi]
         den = sum(map(mul, m, ps))
         if not den:  # no row may carry weight: the midpoint (scalar: weights.trivial)
@@ -293,18 +305,11 @@ def finalize_mean_batch(
         ci_high.append(max(hi_ci, estimate))
         tau_col.append(tau)
         fallback.append(False)
-    built = records(LevelPrivacy, eps_c, n_c, weight_c, eff_c)
-    level_col = [tuple(built[a:b]) for a, b in spans]
-    done = records(MeanResult, est, noise_sd, ci_low, ci_high, n_col, tau_col,
-                   [method] * len(est), fallback, level_col)
-    if not scalar:
-        return done
-    it = iter(done)
-    return [scalar[g] if g in scalar else next(it) for g in range(size)]
+    return out.check()
 
 
 def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: ReleaseKey,
-                   groups: Sequence[tuple[object, ...]], label: str) -> list[MeanResult]:
+                   groups: Sequence[tuple[object, ...]], label: str) -> MeanColumns:
     """``method="auto"``: each group's choice (the scalar path's, as both call
     :func:`~hdp_spark.core.mean.auto.choose_mean`, whose figures of a group do not depend on
     the other groups), then the batch finalize of each chosen method's subset of groups,
@@ -312,16 +317,18 @@ def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: Rele
     choice = choose_mean_cells(cells.offsets, cells.levels, cells.counts, spec.beta)
     present = np.unique(choice).tolist()
     if len(present) == 1:
-        return finalize_mean_batch(with_method(spec, MEAN_CANDIDATES[present[0]]), cells,
-                                   value_index, key, groups, label)
-    out: list[MeanResult | None] = [None] * cells.size
-    for c in present:
-        idx = np.flatnonzero(choice == c)
-        done = finalize_mean_batch(with_method(spec, MEAN_CANDIDATES[c]), cells.subset(idx),
-                                   value_index, key, [groups[g] for g in idx.tolist()], label)
-        for g, r in zip(idx.tolist(), done, strict=True):
-            out[g] = r
-    return out  # type: ignore[return-value]  # every slot filled above
+        return finalize_mean_columns(with_method(spec, MEAN_CANDIDATES[present[0]]), cells,
+                                     value_index, key, groups, label)
+    parts: list[MeanColumns] = []
+    where: list[tuple[int, int]] = [(0, 0)] * cells.size
+    for p, c in enumerate(present):
+        idx = np.flatnonzero(choice == c).tolist()
+        parts.append(finalize_mean_columns(
+            with_method(spec, MEAN_CANDIDATES[c]), cells.subset(np.asarray(idx, np.int64)),
+            value_index, key, [groups[g] for g in idx], label))
+        for row, g in enumerate(idx):
+            where[g] = (p, row)
+    return MeanColumns.gather(parts, where)
 
 
 def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],
