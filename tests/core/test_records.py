@@ -113,3 +113,35 @@ def test_records_need_one_column_per_field_of_one_length() -> None:
     with pytest.raises(InternalError, match="one column per field"):
         records(LevelRow, [1.0, 2.0], [2], [(3,)])
     assert len(slot_setters(LevelRow)) == 3
+
+
+def test_gc_paused_restores_the_collector_and_leaves_it_off_when_it_was() -> None:
+    import gc
+
+    from hdp_spark.core.records import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested: the outer block restores
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="boom"), gc_paused():
+        raise ValueError("boom")
+    assert gc.isenabled()  # restored after an exception too
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the caller's choice is kept
+    finally:
+        gc.enable()
+
+
+def test_records_leave_the_collector_as_they_found_it() -> None:
+    import gc
+
+    assert gc.isenabled()
+    records(LevelPrivacy, [1.0, 2.0], [3, 4], [0.5, 0.5], [1.0, 2.0])
+    assert gc.isenabled()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.mean.finalize import LevelPrivacy, MeanResult
-from hdp_spark.core.records import records
+from hdp_spark.core.records import gc_paused, records
 from hdp_spark.errors import InternalError
 
 __all__ = ["GROUP_COLUMNS", "LEVEL_COLUMNS", "MeanColumns"]
@@ -120,9 +120,11 @@ class MeanColumns:
     def results(self) -> list[MeanResult]:
         """One :class:`MeanResult` per group (the release API's records)."""
         self.check()
-        built = records(LevelPrivacy, self.eps, self.level_n, self.weight, self.eps_effective)
-        offsets = self.level_offsets
-        levels = [tuple(built[offsets[g]:offsets[g + 1]]) for g in range(self.size)]
-        columns: list[Any] = [getattr(self, c) for c in GROUP_COLUMNS]
-        return records(MeanResult, *columns, levels)
+        with gc_paused():  # a million records and tuples, no cycle (see records.gc_paused)
+            built = records(LevelPrivacy, self.eps, self.level_n, self.weight,
+                            self.eps_effective)
+            offsets = self.level_offsets
+            levels = [tuple(built[offsets[g]:offsets[g + 1]]) for g in range(self.size)]
+            columns: list[Any] = [getattr(self, c) for c in GROUP_COLUMNS]
+            return records(MeanResult, *columns, levels)
 
