@@ -159,6 +159,10 @@ def finalize_mean_batch(
     Privacy:
         As :func:`finalize_mean_columns` (a change of layout of its output).
     """
+    if spec.method != AUTO and not vector_method(spec) and cells.size == len(groups):
+        # the per-group path already yields records: no round trip through columns
+        return [finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
+                              groups[g], label) for g in range(cells.size)]
     return finalize_mean_columns(spec, cells, value_index, key, groups, label).results()
 
 
