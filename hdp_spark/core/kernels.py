@@ -26,7 +26,7 @@ from hdp_spark.core.ldp.release import (
 )
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp.stats import empty_stats
-from hdp_spark.core.mean.batch import MeanCells, finalize_mean_batch
+from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.finalize import MeanResult, finalize_mean
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.mean.weights import Weights
@@ -122,8 +122,8 @@ class MeanKernel:
     def finalize_batch(self, spec: MeanSpec, stats: Sequence[GroupStats], slot: int,
                        key: ReleaseKey, groups: tuple[tuple[object, ...], ...], label: str
                        ) -> list[MeanResult]:
-        return finalize_mean_batch(spec, MeanCells.from_stats(stats, slot), slot, key,
-                                   groups, label)
+        return finalize_mean_columns(spec, MeanCells.from_stats(stats, slot), slot, key,
+                                     groups, label).results()
 
     def values(self, spec: MeanSpec, r: MeanResult) -> tuple[Any, ...]:
         return (

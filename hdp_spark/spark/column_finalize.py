@@ -160,14 +160,31 @@ def finalize_rows(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[
 
 
 def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -> pd.DataFrame:
-    """:func:`finalize_rows` as a DataFrame named by the Column's struct fields.
+    """:func:`arrow_finalize`'s released rows for a pandas batch of cells, as a DataFrame
+    named by the Column's struct fields (the same paths: the batch is converted to Arrow).
 
     Privacy:
         As :func:`finalize_rows` (a change of representation only).
     """
     names = [name for name, _ in struct_fields(kernel_of(spec).fields(spec), main)]
-    columns = {str(c): cells[c] for c in cells.columns}
-    return pd.DataFrame(finalize_rows(spec, key, columns), columns=names)
+    table = pa.Table.from_pandas(cells, preserve_index=False)
+    children = {name: table.column(name).combine_chunks() for name in table.column_names}
+    done = _released(spec, key, children)
+    if isinstance(done, MeanColumns):
+        kernel = kernel_of(spec)
+        done = [kernel.values(spec, r) for r in done.results()]
+    return pd.DataFrame(done, columns=names)
+
+
+def _released(spec: Any, key: ReleaseKey, children: Mapping[str, pa.Array]
+              ) -> MeanColumns | list[tuple[Any, ...]]:
+    """A batch's released values: a mean's as columns when its cells allow
+    (:func:`_arrow_mean_columns`), otherwise one row per group (:func:`finalize_rows`)."""
+    batch = _arrow_mean_columns(spec, key, children)
+    if batch is not None:
+        return batch
+    columns = {name: child.to_numpy(zero_copy_only=False) for name, child in children.items()}
+    return finalize_rows(spec, key, columns)
 
 
 def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
@@ -175,9 +192,6 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
     """The released rows of a batch through the kernel's batch finalize: one call per query
     fingerprint present in the batch (one, in practice), the same results as the kernel's
     finalize per group (same key, group key, name and statistics: the same noise)."""
-    columns = _mean_columns(spec, key, cells)
-    if columns is not None:
-        return [kernel.values(spec, r) for r in columns.results()]
     stats: list[GroupStats] = []
     groups_l: list[tuple[object, ...]] = []
     by_query: dict[str | None, list[int]] = {}
@@ -197,23 +211,6 @@ def _batch_values(kernel: BatchCellKernel, spec: Any, key: ReleaseKey,
         for i, result in zip(rows, done, strict=True):
             results[i] = result
     return [kernel.values(spec, r) for r in results]
-
-
-def _mean_columns(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> MeanColumns | None:
-    """A batch of mean cells under one query fingerprint (one, in practice) finalized by
-    the batch finalize into columns, or None when the batch needs the per-group path (other
-    kernels, several fingerprints, cells :func:`_mean_cells` refuses)."""
-    if not isinstance(spec, MeanSpec):
-        return None
-    queries = list(cells["query"])
-    if len(set(queries)) != 1:
-        return None
-    columnar = _mean_cells(cells["level"], cells["n"], cells["sums"])
-    if columnar is None:
-        return None
-    groups = tuple(decode_group(text) for text in cells["group"])
-    return finalize_mean_columns(spec, columnar, 0, query_key(key, queries[0]), groups,
-                                 spec.name)
 
 
 def _arrow_mean_columns(spec: Any, key: ReleaseKey, children: Mapping[str, pa.Array]
@@ -273,32 +270,13 @@ def _mean_arrow(columns: MeanColumns, rtype: pa.StructType) -> pa.StructArray:
     return pa.StructArray.from_arrays(arrays, fields=list(rtype))
 
 
-def _mean_cells(levels: Any, counts: Any, sums: Any) -> MeanCells | None:
-    """A batch's mean cells as flat arrays, or None when some group needs the per-group
-    tables (an invalid-ε code, levels out of order, a cell too large for its sums, or not
-    one sum per cell): that path sorts or raises exactly as before (``group_stats``).
+def _checked_cells(offsets: Any, flat: Any, count: Any, total: Any) -> MeanCells | None:
+    """The cells as :class:`MeanCells`, or None when some group needs the per-group tables
+    (an invalid-ε code, levels out of order within a group, a cell with more rows than its
+    sums can hold): that path sorts or raises exactly as before (``group_stats``).
 
     Privacy:
         None: a change of layout; the values are the cells the native aggregate computed.
-    """
-    lv = [np.asarray(a, dtype=np.float64) for a in levels]
-    ct = [np.asarray(a, dtype=np.int64) for a in counts]
-    sm = [np.asarray(a, dtype=np.int64) for a in sums]
-    sizes = np.array([a.shape[0] for a in lv], dtype=np.int64)
-    if any(c.shape[0] != k or q.shape[0] != k
-           for c, q, k in zip(ct, sm, sizes.tolist(), strict=True)):
-        return None
-    offsets = np.zeros(len(lv) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    flat = np.concatenate(lv) if lv else np.zeros(0)
-    count = np.concatenate(ct) if ct else np.zeros(0, np.int64)
-    total = np.concatenate(sm) if sm else np.zeros(0, np.int64)
-    return _checked_cells(offsets, flat, count, total)
-
-
-def _checked_cells(offsets: Any, flat: Any, count: Any, total: Any) -> MeanCells | None:
-    """The cells as :class:`MeanCells`, or None when a level is invalid or out of order
-    within its group, or a cell holds more rows than its sums can (see :func:`_mean_cells`).
     """
     if not bool((flat >= 0).all()) or (count.size and int(count.max()) > MAX_CELL_ROWS):
         return None
@@ -324,11 +302,9 @@ def arrow_finalize(spec: Any, key: ReleaseKey, main: str, cells: pa.StructArray,
     if len(cells) == 0:
         return pa.array([], type=rtype)
     children = dict(zip((f.name for f in cells.type), cells.flatten(), strict=True))
-    batch = _arrow_mean_columns(spec, key, children)
-    if batch is not None:
-        return _mean_arrow(batch, rtype)
-    columns = {name: child.to_numpy(zero_copy_only=False) for name, child in children.items()}
-    rows = finalize_rows(spec, key, columns)
+    rows = _released(spec, key, children)
+    if isinstance(rows, MeanColumns):
+        return _mean_arrow(rows, rtype)
     values = list(zip(*rows, strict=True))
     return pa.StructArray.from_arrays(
         [pa.array(list(v), type=f.type) for v, f in zip(values, rtype, strict=True)],

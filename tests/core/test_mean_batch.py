@@ -2,7 +2,7 @@
 
 The scalar :func:`finalize_mean` is the reference: for random batches of groups (one
 level, all public, ε = 0 rows, fallbacks, empty groups, a single group, every method),
-:func:`finalize_mean_batch` must return the same results, every float compared by its
+:func:`finalize_mean_columns` (as records) must return the same results, every float compared by its
 bits (``==`` on floats, plus NaN where the reference has NaN).
 """
 
@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.mean.batch import MeanCells, finalize_mean_batch
+from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.batch_weights import VECTOR_METHODS
 from hdp_spark.core.mean.finalize import LevelPrivacy, MeanResult, finalize_mean
 from hdp_spark.core.mean.spec import MEAN_METHODS, MeanSpec
@@ -30,6 +30,12 @@ _LEVELS = (0.0, 1e-100, 1e-7, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0, 1.5, 2.0, 7.5, 100
            1e100, math.inf)
 _COUNTS = (1, 2, 3, 7, 100, 5000, 2**32 - 1)
 
+
+
+def finalize_mean_batch(spec: Any, cells: MeanCells, value_index: int, key: Any,
+                        groups: Any, label: str) -> list[Any]:
+    """The batch finalize as records (what the release API's kernel returns)."""
+    return finalize_mean_columns(spec, cells, value_index, key, groups, label).results()
 
 def _bits(x: float) -> bytes:
     return struct.pack(">d", x)

@@ -1,11 +1,13 @@
 """Batch finalize of the heterogeneous-DP mean: many groups of one spec in one call.
 
-:func:`finalize_mean_batch` returns, for every group, the :class:`MeanResult` that
-:func:`~hdp_spark.core.mean.finalize.finalize_mean` returns for it, bit for bit (the
-scalar function is the reference; ``tests/core/test_mean_batch.py`` checks equality with
-``==`` on every float). Inputs are columnar (:class:`MeanCells`: flat per-cell arrays and
-group offsets), which the driver's ``GroupStats`` tables and an Arrow batch of aggregated
-rows on the executors both produce cheaply.
+:func:`finalize_mean_columns` returns, for every group, the figures of the
+:class:`MeanResult` that :func:`~hdp_spark.core.mean.finalize.finalize_mean` returns for it,
+bit for bit, as columns (:class:`~hdp_spark.core.mean.columns.MeanColumns`; its
+``results()`` gives the records; the scalar function is the reference;
+``tests/core/test_mean_batch.py`` checks equality with ``==`` on every float). Inputs are
+columnar (:class:`MeanCells`: flat per-cell arrays and group offsets), which the driver's
+``GroupStats`` tables and an Arrow batch of aggregated rows on the executors both produce
+cheaply.
 
 What runs vectorized over groups (numpy, :mod:`.batch_weights`): the weight solver of the
 closed-form and prefix-scan methods (``adpm``, ``hpm-a``, ``uniform``, ``proportional``),
@@ -47,7 +49,6 @@ from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, choose_mean_cells
 from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
 from hdp_spark.core.mean.columns import MeanColumns
 from hdp_spark.core.mean.finalize import (
-    MeanResult,
     _context_head,
     finalize_mean,
     with_method,
@@ -57,7 +58,7 @@ from hdp_spark.core.noise import ReleaseKey, encode_context_tail, laplace_mechan
 from hdp_spark.core.stats import GroupStats, LevelRow
 from hdp_spark.errors import InternalError
 
-__all__ = ["MeanCells", "finalize_mean_batch", "finalize_mean_columns"]
+__all__ = ["MeanCells", "finalize_mean_columns"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -142,30 +143,6 @@ class MeanCells:
         ))
 
 
-def finalize_mean_batch(
-    spec: MeanSpec,
-    cells: MeanCells,
-    value_index: int,
-    key: ReleaseKey,
-    groups: Sequence[tuple[object, ...]],
-    label: str,
-) -> list[MeanResult]:
-    """Weights, estimate, noise and metadata of every group of a batch, as records.
-
-    Returns:
-        ``[finalize_mean(spec, stats_g, value_index, key, groups[g], label) for g]``,
-        equal bit for bit: :func:`finalize_mean_columns` as records.
-
-    Privacy:
-        As :func:`finalize_mean_columns` (a change of layout of its output).
-    """
-    if spec.method != AUTO and not vector_method(spec) and cells.size == len(groups):
-        # the per-group path already yields records: no round trip through columns
-        return [finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
-                              groups[g], label) for g in range(cells.size)]
-    return finalize_mean_columns(spec, cells, value_index, key, groups, label).results()
-
-
 def finalize_mean_columns(
     spec: MeanSpec,
     cells: MeanCells,
@@ -200,7 +177,7 @@ def finalize_mean_columns(
     """
     size = cells.size
     if size != len(groups):
-        msg = "finalize_mean_batch needs one group key per group of cells"
+        msg = "finalize_mean_columns needs one group key per group of cells"
         raise InternalError(msg)
     if spec.method == AUTO:
         return _finalize_auto(spec, cells, value_index, key, groups, label)
