@@ -26,6 +26,7 @@ from hdp_spark.core.ldp.release import (
 )
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp.stats import empty_stats
+from hdp_spark.core.level_table import LevelGroups
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.finalize import MeanResult, finalize_mean
 from hdp_spark.core.mean.spec import MeanSpec
@@ -122,8 +123,9 @@ class MeanKernel:
     def finalize_batch(self, spec: MeanSpec, stats: Sequence[GroupStats], slot: int,
                        key: ReleaseKey, groups: tuple[tuple[object, ...], ...], label: str
                        ) -> list[MeanResult]:
-        return finalize_mean_columns(spec, MeanCells.from_stats(stats, slot), slot, key,
-                                     groups, label).results()
+        cells = (MeanCells(stats.offsets, stats.levels, stats.counts, stats.totals(slot))
+                 if isinstance(stats, LevelGroups) else MeanCells.from_stats(stats, slot))
+        return finalize_mean_columns(spec, cells, slot, key, groups, label).results()
 
     def values(self, spec: MeanSpec, r: MeanResult) -> tuple[Any, ...]:
         return (

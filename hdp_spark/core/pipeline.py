@@ -25,6 +25,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
@@ -445,7 +446,8 @@ def run_release(
             continue
         if isinstance(kernel, BatchCellKernel):
             # one call for every group: the same results as the per-group loop below
-            stats = [table.get(k, blank) for k in order]
+            stats = (table.select(order) if isinstance(table, LevelTable)
+                     else [table.get(k, blank) for k in order])
             batch = kernel.finalize_batch(spec, stats, slot, release_key, order, name)
             results[name] = dict(zip(order, batch, strict=True))
             continue

@@ -38,17 +38,11 @@ import pandas as pd
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import normalize_key
+from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.levels import EpsGrid, levels_numpy
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
-from hdp_spark.core.stats import (
-    GroupStats,
-    LevelRow,
-    build_groups,
-    check_cell_rows,
-    check_levels,
-)
+from hdp_spark.core.stats import MAX_CELL_ROWS, check_cell_rows
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import numeric_column
 
@@ -80,7 +74,7 @@ def mean_cells(
     plans: Sequence[LevelPlan],
     by: tuple[str, ...],
     keys: tuple[tuple[object, ...], ...] | None,
-) -> list[dict[tuple[object, ...], GroupStats]]:
+) -> list[LevelTable]:
     """The per-(group, ε level) tables of each plan: row count and exact encoded sums.
 
     Args:
@@ -92,7 +86,8 @@ def mean_cells(
             the key set, such as tests).
 
     Returns:
-        One ``{group key: GroupStats}`` per plan; groups without rows are absent.
+        One table per plan (a ``{group key: GroupStats}`` mapping, as columns); groups
+        without rows are absent.
 
     Raises:
         ParameterError: ``df`` is not a pandas DataFrame.
@@ -408,10 +403,11 @@ def _plan_table(
     eps_codes: IntArray | None,
     levels: FloatArray,
     values: list[FloatArray],
-) -> dict[tuple[object, ...], GroupStats]:
+) -> LevelTable:
     width = len(levels)
     if width == 0:  # no rows
-        return build_groups(plan.eps, [])
+        return LevelTable.from_cells(plan.eps, [], np.zeros(0, np.int64), levels,
+                                     np.zeros(0, np.int64), np.zeros((0, len(values)), np.int64))
     cell: IntArray | None
     size = width if groups.codes is None else (len(groups.keys) + 1) * width
     if eps_codes is None:  # one ε value: the group code is the cell
@@ -443,77 +439,19 @@ def _plan_table(
         group_of = cell_ids // width
         code_of = cell_ids % width
     count_of = counts[present]
+    # sums of cells with more rows than MAX_CELL_ROWS may not fit int64: Python integers
+    # until the cells outside the key set are dropped (LevelTable refuses the others)
+    totals = np.array(sums, dtype=np.int64 if largest <= MAX_CELL_ROWS else object).reshape(
+        len(sums), len(count_of)).T
     if groups.codes is not None:  # drop the cells of rows outside the key set
         keep = group_of != len(groups.keys)
-        group_of, code_of, count_of = group_of[keep], code_of[keep], count_of[keep]
-        sums = [[t for t, k in zip(col, keep.tolist(), strict=True) if k] for col in sums]
-    used = np.unique(code_of)  # the codes that have rows, ascending
-    if len(np.unique(levels[used])) < len(used):  # distinct ε values share a level
-        return _merged_table(plan.eps, groups.keys, group_of, levels[code_of], count_of, sums)
-    position = np.searchsorted(used, code_of)  # code -> index among the used codes
-    return _sorted_table(plan.eps, groups.keys, group_of, position, levels[used], count_of,
-                         sums)
-
-
-def _merged_table(
-    eps_column: str,
-    keys: list[tuple[object, ...]],
-    group_of: IntArray,
-    level_of: FloatArray,
-    count_of: IntArray,
-    sums: list[list[int]],
-) -> dict[tuple[object, ...], GroupStats]:
-    """Cells of (group, distinct ε), summed per (group, level) and assembled by
-    :func:`~hdp_spark.core.stats.build_groups`."""
-    totals_of = list(zip(*sums, strict=True)) if sums else [()] * len(count_of)
-    merged: dict[tuple[tuple[object, ...], float], tuple[int, list[int]]] = {}
-    cells = zip(group_of.tolist(), level_of.tolist(), count_of.tolist(), totals_of, strict=True)
-    for g, lvl, c, totals in cells:
-        key = (keys[g], lvl)
-        if key in merged:  # distinct ε values of one level (cap, floor, grid, invalid)
-            c0, t0 = merged[key]
-            merged[key] = (c0 + c, [a + b for a, b in zip(t0, totals, strict=True)])
-        else:
-            merged[key] = (c, list(totals))
-    return build_groups(eps_column, [(k, lvl, c, t) for (k, lvl), (c, t) in merged.items()])
-
-
-def _sorted_table(
-    eps_column: str,
-    keys: list[tuple[object, ...]],
-    group_of: IntArray,
-    code_of: IntArray,
-    levels: FloatArray,
-    count_of: IntArray,
-    sums: list[list[int]],
-) -> dict[tuple[object, ...], GroupStats]:
-    """The groups of cells whose codes (``code_of``, indices into ``levels``) are distinct
-    levels: what :func:`~hdp_spark.core.stats.build_groups` returns for them (same checks,
-    same error order: cell sizes, then invalid ε), built from cells sorted by (group,
-    level)."""
+        group_of, code_of, count_of, totals = (
+            group_of[keep], code_of[keep], count_of[keep], totals[keep])
     if len(count_of):
         check_cell_rows(int(count_of.max()))
-    per_level = np.bincount(code_of, weights=count_of, minlength=len(levels))
-    check_levels(eps_column, dict(zip(levels.tolist(), map(int, per_level.tolist()), strict=True)))
-    rank = np.empty(len(levels), dtype=np.int64)
-    rank[np.argsort(levels, kind="stable")] = np.arange(len(levels), dtype=np.int64)
-    order = np.lexsort((rank[code_of], group_of))
-    group_sorted = group_of[order]
-    total = len(group_sorted)
-    if not total:
-        return {}
-    rows = list(zip(*sums, strict=True)) if sums else [()] * total
-    # every cell's LevelRow at once, then one GroupStats per run of cells of one group
-    cells = tuple(records(
-        LevelRow,
-        levels[code_of[order]].tolist(),
-        count_of[order].tolist(),
-        [rows[i] for i in order.tolist()],
-    ))
-    starts = [0, *(np.flatnonzero(group_sorted[1:] != group_sorted[:-1]) + 1).tolist()]
-    stops = [*starts[1:], total]
-    stats = records(GroupStats, [cells[a:b] for a, b in zip(starts, stops, strict=True)])
-    return dict(zip([keys[g] for g in group_sorted[starts].tolist()], stats, strict=True))
+    # distinct ε values of one level (cap, floor, grid, invalid) are merged there
+    return LevelTable.from_cells(plan.eps, groups.keys, group_of, levels[code_of], count_of,
+                                 totals)
 
 
 def _factorize_cells(cell: IntArray) -> tuple[IntArray, IntArray]:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.release import LevelPlan
-from hdp_spark.core.stats import GroupStats
 from hdp_spark.pandas._cells import mean_cells
 
 __all__ = ["level_tables"]
@@ -21,7 +21,7 @@ def level_tables(
     plans: Sequence[LevelPlan],
     by: tuple[str, ...],
     keys: tuple[tuple[object, ...], ...] | None,
-) -> list[dict[tuple[object, ...], GroupStats]]:
+) -> list[LevelTable]:
     """The per-(group, ε level) tables of each plan (count and encoded sums); see
     :func:`hdp_spark.pandas._cells.mean_cells`."""
     return mean_cells(df, plans, by, keys)

@@ -29,6 +29,7 @@ __all__ = [
     "check_keys_not_derived",
     "coerce_keys",
     "collect_cells",
+    "collect_cells_arrow",
     "field",
     "is_dataframe",
     "key_frame",
@@ -297,9 +298,19 @@ def collect_cells(
     by_fields: Sequence[T.StructField],
     keys: tuple[tuple[object, ...], ...] | None,
 ) -> tuple[list[tuple[object, ...]], dict[str, list[Any]]]:
+    """:func:`collect_cells_arrow` with the other columns as Python lists."""
+    found, table = collect_cells_arrow(cells_df, by_fields, keys)
+    return found, {name: table.column(name).to_pylist() for name in table.column_names}
+
+
+def collect_cells_arrow(
+    cells_df: DataFrame,
+    by_fields: Sequence[T.StructField],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> tuple[list[tuple[object, ...]], pa.Table]:
     """Collect an aggregated cell table, keeping only the cells of public keys.
 
-    Returns the group key of every kept cell and the other columns as Python lists.
+    Returns the group key of every kept cell and the other columns as an Arrow table.
 
     The cells are already aggregated (one row per group x level x ...), so the key filter
     runs on them, never on input rows. A small public key set is matched on the driver
@@ -324,24 +335,24 @@ def collect_cells(
             key_df = key_frame(cells_df.sparkSession, by_fields, keys)
             cells_df = cells_df.join(F.broadcast(key_df), on=by, how="left_semi")
         table = cells_df.toArrow()
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
     if by:
         key_columns = []
         for f in by_fields:
-            values = columns.pop(f.name)
+            values = table.column(f.name).to_pylist()
             if not isinstance(f.dataType, _ARROW_OUTPUT_TYPES):  # Arrow gives plain values
                 values = [_local_naive(normalize_key(v)) for v in values]
             key_columns.append(values)
+        table = table.drop_columns(by)
         found = list(zip(*key_columns, strict=True))
     else:
         found = [()] * table.num_rows
     if keys is None:
-        return found, columns
+        return found, table
     public = set(keys)
     keep = [j for j, key in enumerate(found) if key in public]
     if len(keep) == len(found):
-        return found, columns
-    return [found[j] for j in keep], {c: [v[j] for j in keep] for c, v in columns.items()}
+        return found, table
+    return [found[j] for j in keep], table.take(pa.array(keep, type=pa.int64()))
 
 
 def _arrow_safe(dtype: T.DataType) -> bool:

@@ -9,22 +9,27 @@ expressions, collected to the driver (its size is #groups x #distinct ε, never 
 Exact levels group by the raw ε and apply the level rules to the distinct values on the
 driver; an ``EpsGrid`` rounds per row first. A grouped release matches its public keys on
 the collected cells (or, for large key sets or tables, with a broadcast semi-join in Spark:
-see :func:`hdp_spark.spark._common.collect_cells`).
+see :func:`hdp_spark.spark._common.collect_cells_arrow`). The tables are
+:class:`~hdp_spark.core.level_table.LevelTable` columns read from the collected Arrow cells.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.release import LevelPlan
-from hdp_spark.core.stats import GroupStats, build_groups
-from hdp_spark.spark._common import collect_cells, dataframe_schema, field
+from hdp_spark.errors import InternalError
+from hdp_spark.spark._common import collect_cells_arrow, dataframe_schema, field
 from hdp_spark.spark.columns import native_cells
 from hdp_spark.spark.expressions import encode_sql, with_level
 from hdp_spark.spark.extension import native_ready
@@ -38,8 +43,9 @@ def level_tables(
     plans: Sequence[LevelPlan],
     by: tuple[str, ...],
     keys: tuple[tuple[object, ...], ...] | None,
-) -> list[dict[tuple[object, ...], GroupStats]]:
-    """The per-(group, ε level) tables of each plan (count and encoded sums)."""
+) -> list[LevelTable]:
+    """The per-(group, ε level) tables of each plan (count and encoded sums), as columns
+    read from the collected Arrow cells (no Python object per cell)."""
     schema = dataframe_schema(df)
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     for plan in plans:
@@ -47,9 +53,9 @@ def level_tables(
         for spec in plan.specs:
             field(schema, spec.column, "value", numeric=True)
     types = {f.name: f for f in schema.fields}
-    tables = []
     if plans and native_ready(df.sparkSession):
         return [_native_table(df, plan, by, by_fields, keys) for plan in plans]
+    tables = []
     for plan in plans:
         # One SQL string per column (see hdp_spark.spark.sql_text: a chain of Column calls
         # cost ~1 ms of JVM round trips each, tens of ms per release).
@@ -67,9 +73,10 @@ def level_tables(
         ]
         # Exact levels: group by the raw ε (as double) and apply the level rules to the
         # collected distinct values on the driver. Grouping by raw ε refines grouping by
-        # level (the level is a function of it), so merging the cells below gives the same
-        # table as a per-row level expression, without evaluating one per row. A grid maps
-        # continuous ε to few levels: there the per-row expression keeps the table small.
+        # level (the level is a function of it), so merging the cells (LevelTable does)
+        # gives the same table as a per-row level expression, without evaluating one per
+        # row. A grid maps continuous ε to few levels: there the per-row expression keeps
+        # the table small.
         exact = plan.grid is None
         if exact:
             src, level_col = df, F.expr(f"CAST({ident(plan.eps)} AS DOUBLE) AS __level")
@@ -78,34 +85,17 @@ def level_tables(
         cells_df = src.groupBy(*[F.expr(ident(c)) for c in by], level_col).agg(
             F.expr("count(1) AS __n"), *sums
         )
-        found, columns = collect_cells(cells_df, by_fields, keys)
-        sum_cols = [columns[f"__q{i}"] for i in range(len(plan.specs))]
-        raw = columns["__level"]
-        counts = columns["__n"]
-        levels, merge = raw, False
+        found, table = collect_cells_arrow(cells_df, by_fields, keys)
+        # null -> NaN: both are invalid ε
+        levels = _numbers(table.column("__level"), np.float64)
         if exact:
-            raw_arr = np.array(raw, dtype=np.float64)  # null -> NaN: both are invalid ε
-            level_arr = levels_numpy(raw_arr, None)
-            levels = level_arr.tolist()
-            # The rules changed no value (no floor, cap or invalid ε): each (key, raw ε)
-            # cell is its own level cell, nothing to merge.
-            merge = not np.array_equal(level_arr, raw_arr)
-        # a counts-only plan (``explain``: no specs) has no sum column
-        totals_rows = list(zip(*sum_cols, strict=True)) if sum_cols else [()] * len(counts)
-        if not merge:  # a grid (levels come from Spark), or rules that changed no value
-            cells_it = zip(found, levels, counts, totals_rows, strict=True)
-            tables.append(build_groups(plan.eps, cells_it))
-            continue
-        merged: dict[tuple[tuple[object, ...], float], tuple[int, list[int]]] = {}
-        for key, level, n, totals in zip(found, levels, counts, totals_rows, strict=True):
-            cell = (key, float(level))
-            if cell in merged:  # several raw ε of one level (floor, cap, invalid values)
-                n0, t0 = merged[cell]
-                merged[cell] = (n0 + n, [a + b for a, b in zip(t0, totals, strict=True)])
-            else:
-                merged[cell] = (n, list(totals))
-        cells = [(key, level, n, totals) for (key, level), (n, totals) in merged.items()]
-        tables.append(build_groups(plan.eps, cells))
+            levels = levels_numpy(levels, None)
+        totals = np.zeros((table.num_rows, len(plan.specs)), dtype=np.int64)
+        for i in range(len(plan.specs)):
+            totals[:, i] = _numbers(table.column(f"__q{i}"), np.int64)
+        group_of, group_keys = _codes(found)
+        tables.append(LevelTable.from_cells(plan.eps, group_keys, group_of, levels,
+                                            _numbers(table.column("__n"), np.int64), totals))
     return tables
 
 
@@ -115,17 +105,46 @@ def _native_table(
     by: tuple[str, ...],
     by_fields: list[T.StructField],
     keys: tuple[tuple[object, ...], ...] | None,
-) -> dict[tuple[object, ...], GroupStats]:
+) -> LevelTable:
     """One plan's table through the native ``hdp_cells`` aggregate: one pass, the level
-    rules and the encoding inside it (the same cells as the ``groupBy(ε)`` pass)."""
+    rules and the encoding inside it (the same cells as the ``groupBy(ε)`` pass), read
+    from the struct's flat list arrays."""
     values = tuple((s.column, s.lower, s.upper, s.fill_value) for s in plan.specs)
     cells_df = df.groupBy(*[F.expr(ident(c)) for c in by]).agg(
         native_cells(plan.eps, plan.grid, values=values).alias("__c"))
-    found, columns = collect_cells(cells_df, by_fields, keys)
+    found, table = collect_cells_arrow(cells_df, by_fields, keys)
+    cells = table.column("__c").combine_chunks()
+    if cells.null_count:
+        msg = "the native cells aggregate returned a null row"
+        raise InternalError(msg)
+    level = cells.field("level")
+    lengths = level.value_lengths().to_numpy(zero_copy_only=False)
+    group_of, group_keys = _codes(found)
     k = len(plan.specs)
-    cells = [
-        (key, level, n, c["sums"][k * i:k * (i + 1)])
-        for key, c in zip(found, columns["__c"], strict=True)
-        for i, (level, n) in enumerate(zip(c["level"], c["n"], strict=True))
-    ]
-    return build_groups(plan.eps, cells)
+    sums = _numbers(cells.field("sums").flatten(), np.int64).reshape(-1, k) if k else (
+        np.zeros((int(lengths.sum()), 0), dtype=np.int64))
+    return LevelTable.from_cells(
+        plan.eps, group_keys, np.repeat(group_of, lengths),
+        _numbers(level.flatten(), np.float64), _numbers(cells.field("n").flatten(), np.int64),
+        sums)
+
+
+def _codes(found: list[tuple[object, ...]]) -> tuple[npt.NDArray[np.int64],
+                                                    list[tuple[object, ...]]]:
+    """A code per cell's group key (in order of first appearance) and the keys."""
+    code: dict[tuple[object, ...], int] = {}
+    setdefault = code.setdefault
+    group_of = np.fromiter((setdefault(key, len(code)) for key in found), dtype=np.int64,
+                           count=len(found))
+    return group_of, list(code)
+
+
+def _numbers(column: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A numeric Arrow column as numpy (a null float is NaN: an invalid ε level)."""
+    if dtype is np.float64:
+        return np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False),
+                          dtype=np.float64)
+    if column.null_count:
+        msg = "a cell count or sum came back null from Spark"
+        raise InternalError(msg)
+    return np.asarray(column.cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
