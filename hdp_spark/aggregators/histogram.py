@@ -81,7 +81,8 @@ def hdp_histogram(
         ``category`` (label), ``frequency`` (noisy weighted share of the group's rows,
         clipped to [0, 1]; with ``project=True`` the Euclidean projection of the unclipped
         vector onto the simplex), ``noise_scale`` (Laplace scale 2·max w/ε, times
-        1 + 2**-20 for the exact sampler; 0 when no private row carries weight), ``ci_low``
+        1 + 2**-20 and rounded up to whole grid steps for the exact sampler; 0 when no
+        private row carries weight), ``ci_low``
         / ``ci_high`` (per-bin (1 - beta) noise interval around the unprojected estimate,
         within [0, 1]; [0, 1] for a fallback), ``bias_bound`` (||w - 1/n||₁/2 >= every
         bin's reweighting bias; a function of ε only), ``n`` (rows of the group, in or out

@@ -30,7 +30,7 @@ from hdp_spark.core.noise import (
     encode_context,
     laplace_mechanism,
 )
-from hdp_spark.core.noise.exact import GRID_SLACK, grid_for
+from hdp_spark.core.noise.exact import GRID_SLACK, grid_for, laplace_grid, laplace_noise
 from hdp_spark.errors import InternalError
 
 P_MIN = 1e-6
@@ -73,7 +73,8 @@ def _mechanism_noise(n: int) -> tuple[np.ndarray, float]:
         assert draw.value % draw.granularity == 0  # grid test on every output
         out.append(float(draw.value - value))
         used = draw.scale
-    assert used == scale * (1 + GRID_SLACK)
+    assert scale * (1 + GRID_SLACK) <= used < scale * (1 + GRID_SLACK) + grid_for(min_sens)
+    assert used % grid_for(min_sens) == 0  # a whole number of grid steps
     return np.array(out), float(used)
 
 
@@ -282,3 +283,25 @@ def test_randrange_is_rejection_on_getrandbits_of_the_bit_length() -> None:
     assert fast.getrandbits(64) == ref.getrandbits(64)  # both streams at the same place
     with pytest.raises(InternalError, match="n >= 1"):
         fast.randrange(0)
+
+
+def test_the_integer_scale_keeps_every_users_loss_within_d_over_b() -> None:
+    """Mechanism version 2: T = ceil(b(1 + 2**-20)/g), scale used T·g. Exact check of the
+    module docstring's argument, (d + g)/(T·g) <= d/b for every sensitivity d >= d_min,
+    over scales far above and far below the grid (T = 1 when b is below one grid step)."""
+    r = random.Random(3)
+    seen_one = False
+    for _ in range(3_000):
+        d_min = Fraction(r.randrange(1, 10**6), r.randrange(1, 10 ** r.randrange(1, 12)))
+        b = d_min * Fraction(r.randrange(1, 10**6), r.randrange(1, 10 ** r.randrange(1, 14)))
+        e, t = laplace_grid(b, d_min)
+        g = grid_for(d_min)
+        assert g == Fraction(2) ** e
+        used = t * g
+        assert used >= b * (1 + GRID_SLACK)
+        assert used - g < b * (1 + GRID_SLACK)  # at most one grid step more
+        assert laplace_noise(b, d_min).scale == used
+        seen_one |= t == 1
+        for d in (d_min, d_min * r.randrange(1, 10**4)):
+            assert (d + g) / used <= d / b
+    assert seen_one

@@ -353,7 +353,8 @@ def test_turbo_noise_is_laplace_of_the_claimed_scale(method: str) -> None:
     w = histogram_weights(spec, stats.levels, stats.counts)
     results = releases(spec, stats, trials, tag=f"{method}-noise")
     scale = results[0].noise_scale
-    assert results[0].scale == 2 * w.eta * (1 + GRID_SLACK)
+    wanted = 2 * w.eta * (1 + GRID_SLACK)  # rounded up to whole grid steps (exact.py)
+    assert wanted <= results[0].scale < wanted + results[0].granularity
     noise = noise_matrix(results, statistics_of(spec, stats))
     law = sst.laplace(scale=scale)
     for j in range(spec.k):

@@ -1,7 +1,9 @@
 """The golden cases: every public release function with fixed seeds on a fixed table.
 
 ``golden.json`` holds their outputs as recorded from the code before the one-pipeline
-refactor (issue 16); :mod:`test_golden` checks that both engines still produce exactly them.
+refactor (issue 16), re-recorded once for the exact noise's version 2 (issue 31: the integer
+noise scale; only the central noise changed, the columns, types and local-DP cases are as
+before); :mod:`test_golden` checks that both engines still produce exactly them.
 Regenerate only on purpose: ``PYTHONPATH=$PWD python tests/pipeline/golden_cases.py``.
 """
 

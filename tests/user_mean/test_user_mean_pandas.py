@@ -15,7 +15,7 @@ from um_data import LaplaceSpy, Recorder, example1
 import hdp_spark.pandas as hpd
 from hdp_spark.core import user_mean as core
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.noise import LaplaceDraw, ReleaseKey
+from hdp_spark.core.noise import ReleaseKey, laplace_noise
 from hdp_spark.core.noise.exact import GRID_SLACK, grid_for
 from hdp_spark.core.user_mean import hdp_user_mean
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
@@ -61,12 +61,14 @@ def test_equal_k_reduces_to_the_clipped_mean(monkeypatch: pytest.MonkeyPatch) ->
     g_mean, g_fin = order[hi:], order[big_l:hi]
     ones = df.groupby("user")["x"].sum().astype(int)
     m = len(g_mean)
-    (init_stat, init_scale, init_dmin), (fin_stat, fin_scale, _) = spy.calls
+    (init_stat, init_scale, init_dmin), (fin_stat, fin_scale, fin_dmin) = spy.calls
     assert init_stat == Fraction(sum(int(ones[u]) for u in g_mean), m * k)
     assert (init_scale, init_dmin) == (Fraction(1, m) / Fraction(eps), Fraction(1, m))
     p_init = float(row["x_user_mean_initial"])
     s2 = float(row["x_user_mean_user_var"])
-    draw = LaplaceDraw(Fraction(0), init_scale * (1 + GRID_SLACK), grid_for(init_dmin))
+    draw = laplace_noise(init_scale, init_dmin)
+    assert init_scale * (1 + GRID_SLACK) <= draw.scale < (init_scale * (1 + GRID_SLACK)
+                                                          + grid_for(init_dmin))
     alpha = math.sqrt(math.log(4 / beta) / (2 * m)) + draw.half_width(beta / 2)
     f = core.concentration(k, n, s2, beta, 1.0)
     a_int = math.ceil(Fraction(max(p_init - alpha - f, 0.0)) * k * FIXED_ONE)
@@ -78,7 +80,7 @@ def test_equal_k_reduces_to_the_clipped_mean(monkeypatch: pytest.MonkeyPatch) ->
     finals = [c for c in row["x_user_mean_classes"] if c["step"] == "final"]
     assert len(finals) == 1
     assert finals[0]["weight"] == 1 / len(g_fin)
-    assert row["x_user_mean_noise_scale"] == float(fin_scale * (1 + GRID_SLACK))
+    assert row["x_user_mean_noise_scale"] == float(laplace_noise(fin_scale, fin_dmin).scale)
 
 
 def test_sensitivity_bound(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,20 +13,25 @@ What runs vectorized over groups (numpy, :mod:`.batch_weights`): the weight solv
 closed-form and prefix-scan methods (``adpm``, ``hpm-a``, ``uniform``, ``proportional``),
 the exact decomposition of φ into integer numerators, the choice of η's level, the
 smallest constrained weight, the empty groups and the histogram bytes of the noise
-context. What stays per group (Python integers, one short loop): the exact big-integer
-sums (Σ m·P, Σ P·q), the exact rationals η and the statistic, the noise context, the
-keyed stream and the exact sampler, and the per-level privacy figures (correctly rounded
-divisions of big integers). Methods with an iterative solver (``hpm-cp/ce/wp/we``,
-``drop``) and the local-DP baselines go through the scalar path per group (same numbers:
-it *is* the scalar path).
+context, and the exact discrete Laplace draws of all noisy groups at once
+(:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_batch`). What stays per
+group (Python integers, one short loop): the exact big-integer sums (Σ m·P, Σ P·q), the
+exact rationals η and the statistic, the noise context and the integer noise scale, and
+the per-level privacy figures (correctly rounded divisions of big integers). Methods with
+an iterative solver (``hpm-cp/ce/wp/we``, ``drop``) and the local-DP baselines go through
+the scalar path per group (same numbers: it *is* the scalar path).
 
 Privacy (noise binding): the batch path is the same mechanism as the scalar one, not a
 re-implementation of it. For each group it builds the same context bytes (the shared head
 of (kind, label, method, column, bounds), then the group key, the packed ε histogram, the
-exact statistic as a reduced fraction and the value index), derives the same stream
-``HMAC-SHA256(release key, domain || context)`` through :meth:`ReleaseKey.stream`, and
-calls the same exact sampler :func:`~hdp_spark.core.noise.laplace_mechanism` with the same
-η and smallest sensitivity. Same key, same context, same sampler: the same bits, so the
+exact statistic as a reduced fraction and the value index), the same stream
+``HMAC-SHA256(release key, domain || context)`` and the same grid and integer scale
+(:func:`~hdp_spark.core.noise.exact.laplace_grid`) as
+:func:`~hdp_spark.core.noise.laplace_mechanism`; the draws come from
+:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_batch`, which returns the
+scalar sampler's integers on those streams (tested draw for draw), and the output is
+:func:`~hdp_spark.core.noise.exact.laplace_on_grid` of them, as in the scalar mechanism.
+Same key, same context, same sampler: the same bits, so the
 sensitivity argument of :mod:`hdp_spark.core.mean.finalize` (loss w_l/η <= ε_l per row)
 carries over unchanged, and so do the re-evaluation and differencing properties of
 :mod:`hdp_spark.core.noise.prf` (noise is a function of key, group and exact statistic).
@@ -54,7 +59,9 @@ from hdp_spark.core.mean.finalize import (
     with_method,
 )
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.noise import ReleaseKey, encode_context_tail, laplace_mechanism
+from hdp_spark.core.noise import ReleaseKey, encode_context_tail
+from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch
+from hdp_spark.core.noise.exact import laplace_floats, laplace_grid
 from hdp_spark.core.stats import GroupStats, LevelRow
 from hdp_spark.errors import InternalError
 
@@ -215,6 +222,10 @@ def finalize_mean_columns(
     n_col, tau_col, method_col, fallback = out.n, out.tau, out.method, out.fallback
     eps_c, n_c, weight_c, eff_c = out.eps, out.level_n, out.weight, out.eps_effective
     level_offsets = out.level_offsets
+    contexts: list[bytes] = []  # the noise of every noisy group, drawn after the loop
+    scales: list[int] = []
+    pending: list[tuple[int, Fraction, int, int]] = []  # (row, statistic, e, T)
+    bounds = (lower, upper, span)
     for g in range(size):
         lo, hi = off_l[g], off_l[g + 1]
         if scalar_l[g]:
@@ -267,25 +278,29 @@ def finalize_mean_columns(
         m_at = min_at[g]
         min_sensitivity = Fraction(ps[m_at], den) if m_at >= 0 else Fraction(1)
         statistic = Fraction(sum(map(mul, ps, tot_l[lo:hi])), den * FIXED_ONE)
-        # Noise: the scalar path's context, stream and sampler (module docstring). The
-        # histogram bytes are its struct: the levels (>f8), then the counts (>i8).
-        histogram = hist_v[8 * lo:8 * hi] + hist_m[8 * lo:8 * hi]
-        context = encode_context_tail(
-            head, (context_key(groups[g]), histogram, statistic, value_index))
-        draw = laplace_mechanism(statistic, eta, min_sensitivity, key.stream(context))
-        value, scale = draw.value, draw.scale
-        estimate = lower + span * (value.numerator / value.denominator)
-        half = span * draw.half_width(beta)
-        lo_ci, hi_ci = estimate - half, estimate + half
-        if clips:
-            estimate = min(max(estimate, lower), upper)
-        lo_ci, hi_ci = max(lo_ci, lower), min(hi_ci, upper)
-        est.append(estimate)
-        noise_sd.append(span * (scale.numerator / scale.denominator))
-        ci_low.append(min(lo_ci, estimate))
-        ci_high.append(max(hi_ci, estimate))
         tau_col.append(tau)
         fallback.append(False)
+        row = len(est)
+        est.append(_NAN)  # placeholders of the four noisy figures, set by _released
+        noise_sd.append(_NAN)
+        ci_low.append(_NAN)
+        ci_high.append(_NAN)
+        if not eta:  # every weighted row public: the statistic itself (no draw)
+            _released(out, (statistic.numerator / statistic.denominator, 0.0, 0.0), bounds,
+                      clips, row)
+            continue
+        # Noise: the scalar path's context, stream, grid and integer scale (module
+        # docstring), drawn below for all groups at once. The histogram bytes are its
+        # struct: the levels (>f8), then the counts (>i8).
+        histogram = hist_v[8 * lo:8 * hi] + hist_m[8 * lo:8 * hi]
+        contexts.append(encode_context_tail(
+            head, (context_key(groups[g]), histogram, statistic, value_index)))
+        e, t = laplace_grid(eta, min_sensitivity)
+        pending.append((row, statistic, e, t))
+        scales.append(t)
+    for (row, statistic, e, t), y in zip(pending, discrete_laplace_batch(key, contexts, scales),
+                                         strict=True):
+        _released(out, laplace_floats(statistic, e, t, y, beta), bounds, clips, row)
     return out.check()
 
 
@@ -310,6 +325,25 @@ def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: Rele
         for row, g in enumerate(idx):
             where[g] = (p, row)
     return MeanColumns.gather(parts, where)
+
+
+def _released(out: MeanColumns, noisy: tuple[float, float, float],
+              bounds: tuple[float, float, float], clips: bool, row: int) -> None:
+    """Set row ``row``'s estimate, noise scale and interval from the noisy value, the scale
+    and the half-width of its draw (unit scale), as
+    :func:`~hdp_spark.core.mean.finalize.finalize_mean` computes them from its draw."""
+    lower, upper, span = bounds
+    value, scale, half_unit = noisy
+    estimate = lower + span * value
+    half = span * half_unit
+    lo_ci, hi_ci = estimate - half, estimate + half
+    if clips:
+        estimate = min(max(estimate, lower), upper)
+    lo_ci, hi_ci = max(lo_ci, lower), min(hi_ci, upper)
+    out.estimate[row] = estimate
+    out.noise_scale[row] = span * scale
+    out.ci_low[row] = min(lo_ci, estimate)
+    out.ci_high[row] = max(hi_ci, estimate)
 
 
 def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],

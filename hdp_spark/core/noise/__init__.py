@@ -15,7 +15,9 @@ release keys. The arguments are in the submodules.
   noise, and changed data gets unrelated noise.
 * :mod:`.exact` -- exact discrete Laplace and discrete Gaussian sampling
   (Canonne-Kamath-Steinke 2020) on rationals, and the floating-point-safe Laplace
-  mechanism built on it.
+  mechanism built on it (an integer noise scale on a power-of-two grid).
+* :mod:`.batch_laplace` -- the same discrete Laplace draws for many keyed streams at once
+  (numpy array steps, bit for bit the scalar sampler's): the batch finalize's noise.
 * :mod:`.exponential` -- the exponential mechanism, sampled exactly (uniform proposal, exact
   Bernoulli(exp(-x)) acceptance).
 * :mod:`.binomial`, :mod:`.vector`, :mod:`.rows` -- exact binomial samplers, vector noise and

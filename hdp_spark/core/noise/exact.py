@@ -18,16 +18,25 @@ Mechanism (:func:`laplace_mechanism`) and its privacy argument
 -----------------------------------------------------------------
 Input: an exact rational statistic ``a``, a Laplace scale ``b`` and the smallest positive
 per-user sensitivity ``d_min`` of the statistic. Let ``g = 2**floor(log2(d_min * 2**-20))``
-(a power of two, ``g <= d_min * 2**-20``) and ``b' = b * (1 + 2**-20)``. Output
-``g * (round(a / g) + Y)`` with ``Y`` discrete Laplace of scale ``t = b'/g``
-(``P[Y = y] ∝ exp(-|y|/t)``).
+(a power of two, ``g <= d_min * 2**-20``) and ``T = ceil(b * (1 + 2**-20) / g)``, an
+integer >= 1. Output ``g * (round(a / g) + Y)`` with ``Y`` discrete Laplace of scale ``T``
+(``P[Y = y] ∝ exp(-|y|/T)``). The scale actually used, and reported, is ``b' = T * g``,
+at least ``b * (1 + 2**-20)``.
 
 For neighbours whose statistics differ by at most ``d_i`` (user i's sensitivity,
 ``d_i >= d_min``): ``|round(a/g) - round(a'/g)| <= d_i/g + 1``, so the privacy loss of user i
-is at most ``(d_i + g)/b' <= d_i (1 + 2**-20) / (b (1 + 2**-20)) = d_i / b``. That is exactly
-the loss of the continuous Laplace mechanism with scale ``b``; the grid costs a relative
-2**-20 of extra noise and nothing in privacy. The output is a rational on the grid; turning
-it into a float afterwards is post-processing.
+is at most ``(d_i/g + 1)/T = (d_i + g)/b' <= d_i (1 + 2**-20) / (b (1 + 2**-20)) = d_i / b``
+(``g <= d_i * 2**-20`` and ``b' >= b (1 + 2**-20)``). That is exactly the loss of the
+continuous Laplace mechanism with scale ``b``; the grid costs a relative 2**-20 of extra
+noise, and rounding the scale up to a whole number of grid steps at most one step more
+(``b' < b (1 + 2**-20) + g``), nothing in privacy. The output is a rational on the grid;
+turning it into a float afterwards is post-processing.
+
+Why an integer scale (mechanism version 2, issue 31): the sampler then runs on machine
+integers (``T`` is below 2**46 in the releases that matter), which lets
+:mod:`.batch_laplace` draw the noise of many groups at once as array steps, bit for bit the
+draws of :func:`_discrete_laplace_int`. Version 1 used the rational scale
+``b (1 + 2**-20) / g`` itself (~90-bit numerators): the same guarantee, other bits.
 """
 
 from __future__ import annotations
@@ -47,8 +56,11 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "grid_for",
+    "laplace_floats",
+    "laplace_grid",
     "laplace_mechanism",
     "laplace_noise",
+    "laplace_on_grid",
 ]
 
 _SLACK_BITS = 20
@@ -221,6 +233,58 @@ class LaplaceDraw:
         return (gn * (m + 1)) / gd
 
 
+def laplace_grid(scale: Fraction, min_sensitivity: Fraction) -> tuple[int, int]:
+    """``(e, T)`` of the mechanism for ``scale > 0``: the grid ``g = 2**e`` of
+    ``min_sensitivity`` and the integer noise scale ``T = ceil(scale·(1 + 2**-20) / g)``
+    (module docstring: ``T·g >= scale·(1 + 2**-20)`` is what the privacy argument needs).
+    """
+    e = _grid_exponent(min_sensitivity)
+    # scale·(1 + 2**-20) / 2**e = t / s; the ceiling does not depend on reducing t / s
+    t = scale.numerator * ((1 << _SLACK_BITS) + 1)
+    s = scale.denominator << _SLACK_BITS
+    if e >= 0:
+        s <<= e
+    else:
+        t <<= -e
+    return e, -(-t // s)
+
+
+def _on_grid(value: Fraction, e: int) -> int:
+    """round(value / 2**e), half to even (as ``round(Fraction)``)."""
+    a, b = value.numerator, value.denominator  # value / g = a / (b·2**e)
+    if e >= 0:
+        b <<= e
+    else:
+        a <<= -e
+    q, r = divmod(a, b)
+    if 2 * r > b or (2 * r == b and q % 2 == 1):
+        q += 1
+    return q
+
+
+def laplace_on_grid(value: Fraction, e: int, t: int, y: int) -> LaplaceDraw:
+    """The mechanism's output for the draw ``y`` (discrete Laplace of scale ``t``) on the
+    grid ``2**e``: ``g·(round(value/g) + y)``, with the scale used, ``t·g``, and the grid."""
+    z = _on_grid(value, e) + y
+    # g·z and t·g as one Fraction each (the product of two Fractions normalizes twice)
+    if e >= 0:
+        return LaplaceDraw(Fraction(z << e), Fraction(t << e), Fraction(1 << e))
+    return LaplaceDraw(Fraction(z, 1 << -e), Fraction(t, 1 << -e), Fraction(1, 1 << -e))
+
+
+def laplace_floats(value: Fraction, e: int, t: int, y: int, beta: float
+                   ) -> tuple[float, float, float]:
+    """``float(d.value)``, ``float(d.scale)`` and ``d.half_width(beta)`` of
+    ``d = laplace_on_grid(value, e, t, y)``, from the integers: each float is the correctly
+    rounded quotient of the same rational as there, so they are equal (tested)."""
+    z = _on_grid(value, e) + y
+    m = math.ceil(t / 1 * math.log(1.0 / beta)) + 2  # float(scale / grid) = t / 1
+    if e >= 0:
+        return (z << e) / 1, (t << e) / 1, ((m + 1) << e) / 1
+    g = 1 << -e
+    return z / g, t / g, (m + 1) / g
+
+
 def laplace_noise(scale: Fraction, min_sensitivity: Fraction) -> LaplaceDraw:
     """The noise :func:`laplace_mechanism` would add, without drawing it.
 
@@ -237,7 +301,8 @@ def laplace_noise(scale: Fraction, min_sensitivity: Fraction) -> LaplaceDraw:
         raise ParameterError(msg)
     if scale == 0:
         return LaplaceDraw(Fraction(0), Fraction(0), Fraction(0))
-    return LaplaceDraw(Fraction(0), scale * _INFLATE, _pow2(_grid_exponent(min_sensitivity)))
+    e, t = laplace_grid(scale, min_sensitivity)
+    return laplace_on_grid(Fraction(0), e, t, 0)
 
 
 def laplace_mechanism(
@@ -255,35 +320,12 @@ def laplace_mechanism(
         rng: the bit source (a KeyedStream in releases).
 
     Returns:
-        The draw, with the inflated scale actually used and the grid.
+        The draw, with the scale actually used (``T·g >= b·(1 + 2**-20)``) and the grid.
     """
     if scale < 0:
         msg = "`scale` must be >= 0."
         raise ParameterError(msg)
     if scale == 0:
         return LaplaceDraw(value, Fraction(0), Fraction(0))
-    # Integer form of: g = grid_for(d_min); used = scale·(1 + GRID_SLACK);
-    # y = discrete_laplace(used / g); value' = g·(round(value / g) + y). Each quantity is
-    # built as a reduced pair once instead of through a chain of Fraction operations; a test
-    # checks the outputs equal that Fraction transcription bit for bit.
-    e = _grid_exponent(min_sensitivity)
-    used = scale * _INFLATE
-    t, s = used.numerator, used.denominator  # used / g = t / (s·2**e), reduced below
-    if e >= 0:
-        s <<= e
-    else:
-        t <<= -e
-    common = math.gcd(t, s)
-    y = _discrete_laplace_int(t // common, s // common, rng)
-    a, b = value.numerator, value.denominator  # value / g = a / (b·2**e)
-    if e >= 0:
-        b <<= e
-    else:
-        a <<= -e
-    q, r = divmod(a, b)  # round half to even, as round(Fraction) does
-    if 2 * r > b or (2 * r == b and q % 2 == 1):
-        q += 1
-    # g·(q + y) as one Fraction (the product of two Fractions normalizes twice)
-    z = q + y
-    noisy = Fraction(z << e) if e >= 0 else Fraction(z, 1 << -e)
-    return LaplaceDraw(noisy, used, _pow2(e))
+    e, t = laplace_grid(scale, min_sensitivity)
+    return laplace_on_grid(value, e, t, _discrete_laplace_int(t, 1, rng))

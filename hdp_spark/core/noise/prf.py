@@ -43,6 +43,7 @@ __all__ = [
     "encode_context_head",
     "encode_context_tail",
     "public_seed",
+    "stream_block",
 ]
 
 _DOMAIN = b"hdp_spark/noise/v1\x00"
@@ -145,6 +146,23 @@ class ReleaseKey:
         """The bit stream of one draw, bound to ``context`` (see :func:`encode_context`)."""
         return KeyedStream(self, context)
 
+    def stream_keys(self, contexts: Sequence[bytes]) -> list[bytes]:
+        """The block key of ``self.stream(c)`` for each context (its bytes are
+        :func:`stream_block` of that key): ``HMAC-SHA256(key, domain || c)``, with the HMAC
+        state over the key and the domain tag computed once for all contexts.
+
+        Privacy:
+            The same PRF outputs as :class:`KeyedStream` (the tests compare them); as
+            secret as the key.
+        """
+        base = hmac.new(self.material, _DOMAIN, "sha256")
+        out = []
+        for context in contexts:
+            mac = base.copy()
+            mac.update(context)
+            out.append(mac.digest())
+        return out
+
 
 class KeyedStream:
     """Deterministic uniform bits for one (key, context) pair.
@@ -168,11 +186,7 @@ class KeyedStream:
             blocks = [self._buffer[self._pos :]]
             have = len(blocks[0])
             while have < nbytes:
-                blocks.append(
-                    hashlib.blake2b(
-                        self._counter.to_bytes(16, "big"), key=self._block_key, digest_size=64
-                    ).digest()
-                )
+                blocks.append(stream_block(self._block_key, self._counter))
                 self._counter += 1
                 have += 64
             self._buffer, self._pos, end = b"".join(blocks), 0, nbytes
@@ -217,6 +231,13 @@ class KeyedStream:
     def derive_seed(self, nbits: int = 256) -> int:
         """An integer seed for a bulk generator (e.g. a ChaCha bit generator)."""
         return self.getrandbits(nbits)
+
+
+def stream_block(block_key: bytes, counter: int) -> bytes:
+    """Block ``counter`` (64 bytes) of the stream with ``block_key``: keyed BLAKE2b of the
+    counter (16 bytes, big-endian), counter mode. A stream's bytes are its blocks 0, 1, ...
+    one after another."""
+    return hashlib.blake2b(counter.to_bytes(16, "big"), key=block_key, digest_size=64).digest()
 
 
 _LENGTH = struct.Struct(">I").pack

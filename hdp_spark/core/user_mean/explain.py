@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from hdp_spark.core.noise import laplace_noise
 from hdp_spark.core.noise.exact import GRID_SLACK
 from hdp_spark.core.user_mean.census import (
     Census,
@@ -147,13 +148,15 @@ def final_scale_bound(
 def _half_width_bound(scale: float, beta: float, n_fin: int) -> float:
     """Bound of the release's (1 - β) noise half-width at any exact scale <= ``scale``.
 
-    The release reports g·(⌈t ln(1/β)⌉ + 3) with t = b(1 + 2^-20)/g and grid
-    g <= 2^-20 · min_j d_j <= 2^-20 / n_fin (Σ_j c_j d_j <= 1 since W_j <= 1), so the
-    half-width is at most b(1 + 2^-20) ln(1/β) + 4 · 2^-20 / n_fin.
+    The release reports g·(⌈T ln(1/β)⌉ + 3) with the integer scale
+    T = ⌈b(1 + 2^-20)/g⌉ < b(1 + 2^-20)/g + 1 and grid g <= 2^-20 · min_j d_j
+    <= 2^-20 / n_fin (Σ_j c_j d_j <= 1 since W_j <= 1), so the half-width is at most
+    b(1 + 2^-20) ln(1/β) + (ln(1/β) + 4) · 2^-20 / n_fin.
     """
     slack = float(GRID_SLACK)
     used = scale * (1 + slack)
-    return (used * math.log(1.0 / beta) + 4.0 * slack / n_fin) * (1 + _MARGIN)
+    log = math.log(1.0 / beta)
+    return (used * log + (log + 4.0) * slack / n_fin) * (1 + _MARGIN)
 
 
 def _fallback(spec: UserMeanSpec, plan: GroupPlan) -> UserMeanPlan:
@@ -201,7 +204,7 @@ def explain_user_mean(
         fin_cls = tuple(ClassPrivacy("final", k, e, c, math.nan, e)
                         for (k, e), c in sorted(fin.items()))
         scale = final_scale_bound(spec, fin, plan.n, plan.n_mean, plan.k_max)
-        noise_init = float(init.eta) * (1 + float(GRID_SLACK))
+        noise_init = float(laplace_noise(init.eta, init.min_weight).scale)
         out[keys[gid]] = UserMeanPlan(
             users=plan.users,
             rows=plan.rows,
@@ -215,7 +218,9 @@ def explain_user_mean(
             classes=var_cls + init.classes + fin_cls,
             initial_noise_scale=span * noise_init,
             initial_error=span * init.alpha(spec.beta),
-            noise_scale=span * scale * (1 + float(GRID_SLACK)),
+            # the scale used, T·g < b(1 + 2^-20) + g with g <= 2^-20 / n_fin (see above)
+            noise_scale=span * (scale * (1 + float(GRID_SLACK))
+                                + float(GRID_SLACK) / plan.n_fin) * (1 + _MARGIN),
             half_width=span * _half_width_bound(scale, spec.beta, plan.n_fin),
             fallback=False,
             bound=True,

@@ -1,0 +1,107 @@
+"""The batch discrete Laplace sampler (core/noise/batch_laplace.py): every draw equals the
+scalar sampler's on the same stream, whatever path the lane takes (array steps, a buffer
+overrun, a scale beyond the array steps), and the draws follow the exact pmf."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from hdp_spark.core.noise import ReleaseKey, batch_laplace, encode_context
+from hdp_spark.core.noise.batch_laplace import MAX_SCALE, discrete_laplace_batch
+from hdp_spark.core.noise.exact import _discrete_laplace_int
+from hdp_spark.core.noise.prf import stream_block
+from hdp_spark.errors import InternalError
+
+P_MIN = 1e-6
+
+
+def _scalar(key: ReleaseKey, contexts: list[bytes], scales: list[int]) -> list[int]:
+    return [_discrete_laplace_int(t, 1, key.stream(c)) for c, t in zip(contexts, scales,
+                                                                          strict=True)]
+
+
+def _scales(r: random.Random, size: int) -> list[int]:
+    edges = [1, 2, 3, 7, 255, 256, 2**20, MAX_SCALE - 1, MAX_SCALE, 2**80 + 3]
+    return [r.choice([*edges, r.randrange(1, 2**12), r.randrange(2**20, 2**34),
+                      r.randrange(2**40, MAX_SCALE)]) for _ in range(size)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batch_draws_equal_the_scalar_sampler(seed: int) -> None:
+    r = random.Random(seed)
+    key = ReleaseKey.from_unsafe_seed(f"batch-{seed}")
+    contexts = [encode_context(("g", seed, i)) for i in range(3_000)]
+    scales = _scales(r, len(contexts))
+    assert discrete_laplace_batch(key, contexts, scales) == _scalar(key, contexts, scales)
+
+
+@pytest.mark.parametrize("blocks", [1, 2])
+def test_lanes_that_read_past_their_buffer_redraw_with_the_scalar_sampler(
+        blocks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one block per lane many draws overrun it; each is redrawn from its own stream
+    by the scalar sampler and the result is the same."""
+    fallbacks: list[int] = []
+    scalar = batch_laplace._discrete_laplace_int
+
+    def spy(t: int, s: int, rng: Any) -> int:
+        fallbacks.append(t)
+        return scalar(t, s, rng)
+
+    monkeypatch.setattr(batch_laplace, "_discrete_laplace_int", spy)
+    key = ReleaseKey.from_unsafe_seed("overrun")
+    contexts = [encode_context(("o", i)) for i in range(4_000)]
+    scales = [random.Random(i).randrange(2**40, MAX_SCALE) for i in range(len(contexts))]
+    got = discrete_laplace_batch(key, contexts, scales, blocks=blocks)
+    assert got == _scalar(key, contexts, scales)
+    assert fallbacks  # the fallback path ran (2**40 <= T: ~6-byte reads overrun often)
+    assert len(fallbacks) < len(contexts) / (2 if blocks == 1 else 20)
+
+
+def test_an_empty_batch_draws_nothing() -> None:
+    assert discrete_laplace_batch(ReleaseKey.from_unsafe_seed("e"), [], []) == []
+
+
+@pytest.mark.parametrize("scale", [1, 3, 40])
+def test_batch_draws_match_the_exact_pmf(scale: int) -> None:
+    n = 8_000
+    key = ReleaseKey.from_unsafe_seed(f"pmf-{scale}")
+    y = np.array(discrete_laplace_batch(key, [encode_context((i,)) for i in range(n)],
+                                        [scale] * n))
+    q = math.exp(-1 / scale)
+    top = int(scale * 8)
+    support = np.arange(-top, top + 1)
+    pmf = (1 - q) / (1 + q) * q ** np.abs(support)
+    observed = np.array([np.sum(np.clip(y, -top, top) == k) for k in support], dtype=float)
+    expected = pmf * n
+    expected[0] += (1 - pmf.sum()) / 2 * n  # the clipped tails
+    expected[-1] += (1 - pmf.sum()) / 2 * n
+    keep = expected >= 5  # pool the sparse cells
+    observed = np.append(observed[keep], observed[~keep].sum())
+    expected = np.append(expected[keep], expected[~keep].sum())
+    if expected[-1] == 0:
+        observed, expected = observed[:-1], expected[:-1]
+    _, p = stats.chisquare(observed, expected * observed.sum() / expected.sum())
+    assert p > P_MIN
+
+
+def test_a_batch_refuses_scales_below_one_or_a_missing_scale() -> None:
+    key = ReleaseKey.from_unsafe_seed("bad")
+    with pytest.raises(InternalError, match="T >= 1"):
+        discrete_laplace_batch(key, [b"a"], [0])
+    with pytest.raises(InternalError, match="T >= 1"):
+        discrete_laplace_batch(key, [b"a", b"b"], [3])
+
+
+def test_stream_keys_and_blocks_are_the_streams_bytes() -> None:
+    key = ReleaseKey.from_unsafe_seed("blocks")
+    contexts = [encode_context(("k", i)) for i in range(5)]
+    for context, block_key in zip(contexts, key.stream_keys(contexts), strict=True):
+        stream = key.stream(context)
+        want = b"".join(stream_block(block_key, c) for c in range(3))
+        assert bytes(stream.getrandbits(8) for _ in range(192)) == want
