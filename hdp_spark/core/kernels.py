@@ -9,6 +9,8 @@ same kernels).
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +34,7 @@ from hdp_spark.core.mean.finalize import MeanResult, finalize_mean
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.output_columns import Column, ListColumn
 from hdp_spark.core.partial.heavy_hitters import (
     COUNT_COLUMNS,
     HeavyHittersResult,
@@ -134,6 +137,14 @@ class MeanKernel:
              for lv in r.levels],
         )
 
+    def value_columns(self, spec: MeanSpec, results: Sequence[MeanResult]) -> list[Column]:
+        levels = [lv for r in results for lv in r.levels]
+        offsets = [0, *itertools.accumulate(len(r.levels) for r in results)]
+        out: list[Column] = [list(map(operator.attrgetter(name), results)) for name in _MEAN_VALUES]
+        out.append(ListColumn(offsets, {name: list(map(operator.attrgetter(name), levels))
+                                        for name in ("eps", "n", "weight", "eps_effective")}))
+        return out
+
 
 def histogram_bin_items(spec: HistogramSpec, counts: bool = True) -> tuple[OutputField, ...]:
     """Struct fields of one released bin (``counts``: the counts view too)."""
@@ -143,6 +154,11 @@ def histogram_bin_items(spec: HistogramSpec, counts: bool = True) -> tuple[Outpu
     tail = tuple(OutputField(n, F, nullable=False)
                  for n in ("count", "count_ci_low", "count_ci_high"))
     return head + tail if counts else head
+
+
+_MEAN_VALUES = ("estimate", "noise_scale", "ci_low", "ci_high", "n", "tau", "method",
+                "fallback")
+"""The mean's scalar output fields, in the order of :meth:`MeanKernel.values`."""
 
 
 @functools.lru_cache(maxsize=256)

@@ -29,6 +29,7 @@ from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.output_columns import Column, OutputColumns
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.records import records
@@ -186,8 +187,10 @@ class Engine(Protocol):
         ...
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
-                    rows: list[tuple[Any, ...]], unsafe: bool) -> Any:
-        """Released rows (group values, then ``columns``) as the engine's frame."""
+                    rows: list[tuple[Any, ...]] | OutputColumns, unsafe: bool) -> Any:
+        """Released rows (group values, then ``columns``) as the engine's frame; ``rows``
+        as row tuples or as :class:`~hdp_spark.core.output_columns.OutputColumns` (the same
+        frame either way)."""
         ...
 
 
@@ -200,6 +203,16 @@ class Kernel(Protocol):
 
     def values(self, spec: Any, result: Any) -> tuple[Any, ...]:
         """One group's result as values in the order of :meth:`fields`."""
+        ...
+
+
+@runtime_checkable
+class ColumnarKernel(Kernel, Protocol):
+    """A kernel that lays out many groups' results as columns at once."""
+
+    def value_columns(self, spec: Any, results: Sequence[Any]) -> list[Column]:
+        """The columns of ``[values(spec, r) for r in results]``, equal value for value
+        (a ``list`` field as a :class:`~hdp_spark.core.output_columns.ListColumn`)."""
         ...
 
 
@@ -295,9 +308,25 @@ class Release:
             out.append(tuple(row))
         return out
 
+    def output_columns(self) -> OutputColumns:
+        """:meth:`rows` as columns: the same values, without a tuple per group (and, for
+        kernels with a columnar layout, without a dict per nested item)."""
+        columns: list[Column] = [[key[j] for key in self.keys] for j in range(len(self.by))]
+        for spec, kernel in zip(self.specs, self.kernels, strict=True):
+            mine = self.results[_name(spec)]
+            results = [mine[key] for key in self.keys]
+            if isinstance(kernel, ColumnarKernel):
+                columns.extend(kernel.value_columns(spec, results))
+                continue
+            values = [kernel.values(spec, r) for r in results]
+            columns.extend(map(list, zip(*values, strict=True)) if values
+                           else [[] for _ in kernel.fields(spec)])
+        return OutputColumns(columns)
+
     def materialize(self, engine: Engine) -> Any:
         """The engine's frame of this release."""
-        return engine.materialize(self.by, self.columns(), self.rows(), self.unsafe_seed)
+        return engine.materialize(self.by, self.columns(), self.output_columns(),
+                                  self.unsafe_seed)
 
 
 class _Named(Protocol):

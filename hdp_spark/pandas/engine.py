@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hdp_spark.core.output_columns import ListColumn, OutputColumns
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
     CellRequest,
@@ -100,7 +101,8 @@ class PandasEngine:
         return PandasEngine(out)
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
-                    rows: list[tuple[Any, ...]], unsafe: bool) -> pd.DataFrame:
+                    rows: list[tuple[Any, ...]] | OutputColumns, unsafe: bool
+                    ) -> pd.DataFrame:
         return mark_unsafe(frame(by, columns, rows), unsafe)
 
 
@@ -117,15 +119,20 @@ def _column(values: list[Any], kind: str) -> Any:
 
 
 def frame(by: Sequence[str], columns: Sequence[tuple[str, OutputField]],
-          rows: list[tuple[Any, ...]]) -> pd.DataFrame:
-    """Released rows (group values, then ``columns``) as a DataFrame: the group columns
+          rows: list[tuple[Any, ...]] | OutputColumns) -> pd.DataFrame:
+    """Released rows (group values, then ``columns``; row tuples or
+    :class:`~hdp_spark.core.output_columns.OutputColumns`) as a DataFrame: the group columns
     keep the values' inferred dtypes, the others get the dtype of their kind."""
     width = len(by)
+    if isinstance(rows, OutputColumns):
+        lists = [c.rows() if isinstance(c, ListColumn) else c for c in rows.columns]
+    else:
+        lists = [[r[j] for r in rows] for j in range(width + len(columns))]
     data: dict[str, Any] = {}
     for j, name in enumerate(by):
-        data[name] = pd.Series([r[j] for r in rows], dtype=None if rows else object)
+        data[name] = pd.Series(lists[j], dtype=None if len(rows) else object)
     for j, (name, f) in enumerate(columns):
-        data[name] = _column([r[width + j] for r in rows], f.kind)
+        data[name] = _column(lists[width + j], f.kind)
     names = [*by, *(n for n, _ in columns)]
     if len(data) == len(names):  # distinct names: data holds every column, in order
         # the columns are this call's own new arrays: no copy (pandas copies a dict's

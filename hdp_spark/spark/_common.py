@@ -19,6 +19,7 @@ from hdp_spark.core.keys import (
     normalize_key,
     public_keys,
 )
+from hdp_spark.core.output_columns import ListColumn, OutputColumns
 from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = [
@@ -365,7 +366,8 @@ def _arrow_safe(dtype: T.DataType) -> bool:
     return isinstance(dtype, _ARROW_OUTPUT_TYPES)
 
 
-def local_frame(session: Any, rows: list[tuple[Any, ...]], schema: T.StructType) -> DataFrame:
+def local_frame(session: Any, rows: list[tuple[Any, ...]] | OutputColumns,
+                schema: T.StructType) -> DataFrame:
     """A DataFrame of released rows built on the driver.
 
     The rows come from the finalize step with the schema's exact Python types (keys were
@@ -374,21 +376,40 @@ def local_frame(session: Any, rows: list[tuple[Any, ...]], schema: T.StructType)
     48 MB by default): a later ``collect()`` or ``show()`` runs no Spark job (the row path
     made an RDD whose every action launched tasks, ~0.1 s). Types that involve a time zone
     (timestamp keys) use the row path, without PySpark's per-value verification. Spark
-    Connect sends Arrow itself.
+    Connect sends Arrow itself. Rows given as :class:`OutputColumns` go to Arrow column by
+    column (a list-of-structs column from its flat lists, no dict per item).
     """
     if type(session).__module__.startswith("pyspark.sql.connect"):
-        return session.createDataFrame(rows, schema=schema)  # type: ignore[no-any-return]
+        data = rows.rows() if isinstance(rows, OutputColumns) else rows
+        return session.createDataFrame(data, schema=schema)  # type: ignore[no-any-return]
     if all(_arrow_safe(f.dataType) for f in schema.fields):
         arrow_schema = to_arrow_schema(schema)
-        columns = [
-            pa.array([r[i] for r in rows], type=arrow_schema.field(i).type)
-            for i in range(len(schema.fields))
-        ]
+        if isinstance(rows, OutputColumns):
+            columns = [_arrow_column(c, arrow_schema.field(i).type)
+                       for i, c in enumerate(rows.columns)]
+        else:
+            columns = [
+                pa.array([r[i] for r in rows], type=arrow_schema.field(i).type)
+                for i in range(len(schema.fields))
+            ]
         table = pa.Table.from_arrays(columns, schema=arrow_schema)
         return session.createDataFrame(table, schema=schema)  # type: ignore[no-any-return]
     return session.createDataFrame(  # type: ignore[no-any-return]
-        rows, schema=schema, verifySchema=False
+        rows.rows() if isinstance(rows, OutputColumns) else rows, schema=schema,
+        verifySchema=False,
     )
+
+
+def _arrow_column(column: list[Any] | ListColumn, dtype: pa.DataType) -> pa.Array:
+    """One output column as an Arrow array of ``dtype`` (a ``ListColumn`` as a list of
+    structs over its flat field arrays)."""
+    if not isinstance(column, ListColumn):
+        return pa.array(column, type=dtype)
+    item = dtype.value_type
+    values = pa.StructArray.from_arrays(
+        [pa.array(column.fields[f.name], type=f.type) for f in item], fields=list(item))
+    return pa.ListArray.from_arrays(pa.array(column.offsets, type=pa.int32()), values,
+                                    type=dtype)
 
 
 def mark_unsafe(frame: DataFrame, unsafe: bool) -> DataFrame:

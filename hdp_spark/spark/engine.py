@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from hdp_spark.core.output_columns import OutputColumns
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
     CellRequest,
@@ -91,6 +92,6 @@ class SparkEngine:
         return SparkEngine(out)
 
     def materialize(self, by: tuple[str, ...], columns: Sequence[tuple[str, OutputField]],
-                    rows: list[tuple[Any, ...]], unsafe: bool) -> DataFrame:
+                    rows: list[tuple[Any, ...]] | OutputColumns, unsafe: bool) -> DataFrame:
         schema = spark_schema(self.df, by, columns)
         return mark_unsafe(local_frame(self.df.sparkSession, rows, schema), unsafe)
