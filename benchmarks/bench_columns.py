@@ -19,6 +19,9 @@ values, key uniform over --keys integers), each case runs in turn after a warm-u
     select   df.groupBy(key).agg(hdp_mean(..., keys=select_keys(delta=1e-7, c=1.0,
              share=0.4)))                                      (private groups: the
              selection pass, the filter, the finalize of the selected groups)
+    release  hs.agg(df, hdp_mean(...), by="key", keys=range(--keys))  (the release API
+             over the public keys; its frame is local, ``collect`` runs no job; issue 31:
+             <= 1.3x floor1 with collect)
 
 Each grouped case is timed twice: with ``collect()`` (the rows travel to the driver and
 become Python ``Row`` objects) and written to Spark's ``noop`` sink (the query runs to the
@@ -97,6 +100,7 @@ def main() -> None:
     mean_selected = hs.hdp_mean("x", eps="eps", lower=0, upper=250_000,
                                 keys=hs.select_keys(delta=1e-7, c=1.0, share=0.4))
     cells = native_cells("eps", None, values=(("x", 0, 250_000, 125_000.0),))
+    public_keys = list(range(args.keys))
     cases = {
         "global native": lambda: df.agg(F.avg(clamped)).collect(),
         "global floor groupBy(eps)": lambda: df.groupBy("eps").agg(F.count("*"),
@@ -111,6 +115,7 @@ def main() -> None:
         "grouped column": lambda: df.groupBy("key").agg(mean_public).collect(),
         "grouped cells only": lambda: df.groupBy("key").agg(cells).collect(),
         "grouped select_keys": lambda: df.groupBy("key").agg(mean_selected).collect(),
+        "grouped release": lambda: hs.agg(df, mean, by="key", keys=public_keys).collect(),
         "grouped native noop": lambda: _noop(df.groupBy("key").agg(F.avg(clamped))),
         "grouped floor noop": lambda: _noop(df.groupBy("key", "eps").agg(F.count("*"),
                                                                          F.sum("x"))),
@@ -131,6 +136,8 @@ def main() -> None:
                "grouped column / native": res["grouped column"] / res["grouped native"],
                "grouped floor / native":
                    res["grouped floor groupBy(key,eps)"] / res["grouped native"],
+               "grouped release / floor":
+                   res["grouped release"] / res["grouped floor groupBy(key,eps)"],
                "noop: grouped column / native":
                    res["grouped column noop"] / res["grouped native noop"],
                "noop: grouped floor / native":
