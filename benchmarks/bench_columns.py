@@ -20,8 +20,10 @@ values, key uniform over --keys integers), each case runs in turn after a warm-u
              share=0.4)))                                      (private groups: the
              selection pass, the filter, the finalize of the selected groups)
     release  hs.agg(df, hdp_mean(...), by="key", keys=range(--keys))  (the release API
-             over the public keys; its frame is local, ``collect`` runs no job; issue 31:
-             <= 1.3x floor1 with collect)
+             over the public keys, timed without and with ``collect``: ``agg`` returns
+             when the release is done, its rows in a local relation; ``collect`` then only
+             turns them into Python ``Row`` objects, no Spark job; issue 31: <= 1.3x
+             floor1)
 
 Each grouped case is timed twice: with ``collect()`` (the rows travel to the driver and
 become Python ``Row`` objects) and written to Spark's ``noop`` sink (the query runs to the
@@ -115,7 +117,9 @@ def main() -> None:
         "grouped column": lambda: df.groupBy("key").agg(mean_public).collect(),
         "grouped cells only": lambda: df.groupBy("key").agg(cells).collect(),
         "grouped select_keys": lambda: df.groupBy("key").agg(mean_selected).collect(),
-        "grouped release": lambda: hs.agg(df, mean, by="key", keys=public_keys).collect(),
+        "grouped release": lambda: hs.agg(df, mean, by="key", keys=public_keys),
+        "grouped release collect": lambda: hs.agg(df, mean, by="key",
+                                                  keys=public_keys).collect(),
         "grouped native noop": lambda: _noop(df.groupBy("key").agg(F.avg(clamped))),
         "grouped floor noop": lambda: _noop(df.groupBy("key", "eps").agg(F.count("*"),
                                                                          F.sum("x"))),
@@ -138,6 +142,8 @@ def main() -> None:
                    res["grouped floor groupBy(key,eps)"] / res["grouped native"],
                "grouped release / floor":
                    res["grouped release"] / res["grouped floor groupBy(key,eps)"],
+               "grouped release collect / floor":
+                   res["grouped release collect"] / res["grouped floor groupBy(key,eps)"],
                "noop: grouped column / native":
                    res["grouped column noop"] / res["grouped native noop"],
                "noop: grouped floor / native":
