@@ -138,6 +138,11 @@ class MeanKernel:
         )
 
     def value_columns(self, spec: MeanSpec, results: Sequence[MeanResult]) -> list[Column]:
+        """:meth:`values` of every result, as columns (the ε levels as a ``ListColumn``).
+
+        Privacy:
+            None: the released values, laid out by column.
+        """
         levels = [lv for r in results for lv in r.levels]
         offsets = [0, *itertools.accumulate(len(r.levels) for r in results)]
         out: list[Column] = [list(map(operator.attrgetter(name), results)) for name in _MEAN_VALUES]

@@ -172,7 +172,11 @@ class LevelGroups(Sequence[GroupStats]):
     sums: IntArray
 
     def totals(self, slot: int) -> IntArray:
-        """The encoded sums of value ``slot`` per cell (contiguous)."""
+        """The encoded sums of value ``slot`` per cell (contiguous).
+
+        Privacy:
+            None: a change of layout of the pre-noise cells (never published).
+        """
         return np.ascontiguousarray(self.sums[:, slot])
 
     def __len__(self) -> int:

@@ -45,7 +45,11 @@ class ListColumn:
         return len(self.offsets) - 1
 
     def rows(self) -> list[list[dict[str, Any]]]:
-        """Each row's items as dicts (field name to value), as the kernels' ``values``."""
+        """Each row's items as dicts (field name to value), as the kernels' ``values``.
+
+        Privacy:
+            None: a change of layout of released values.
+        """
         names = list(self.fields)
         items = [dict(zip(names, values, strict=True))
                  for values in zip(*self.fields.values(), strict=True)] if names else []
@@ -71,6 +75,10 @@ class OutputColumns:
         return len(self.columns[0]) if self.columns else 0
 
     def rows(self) -> list[tuple[Any, ...]]:
-        """The row tuples (group values, then every aggregator's values)."""
+        """The row tuples (group values, then every aggregator's values).
+
+        Privacy:
+            None: a change of layout of released values.
+        """
         lists = [c.rows() if isinstance(c, ListColumn) else c for c in self.columns]
         return list(zip(*lists, strict=True))

@@ -212,7 +212,8 @@ class ColumnarKernel(Kernel, Protocol):
 
     def value_columns(self, spec: Any, results: Sequence[Any]) -> list[Column]:
         """The columns of ``[values(spec, r) for r in results]``, equal value for value
-        (a ``list`` field as a :class:`~hdp_spark.core.output_columns.ListColumn`)."""
+        (a ``list`` field as a :class:`~hdp_spark.core.output_columns.ListColumn`).
+        Privacy: none, a layout of released values."""
         ...
 
 
@@ -310,7 +311,11 @@ class Release:
 
     def output_columns(self) -> OutputColumns:
         """:meth:`rows` as columns: the same values, without a tuple per group (and, for
-        kernels with a columnar layout, without a dict per nested item)."""
+        kernels with a columnar layout, without a dict per nested item).
+
+        Privacy:
+            None: the released values of :meth:`rows`, laid out by column.
+        """
         columns: list[Column] = [[key[j] for key in self.keys] for j in range(len(self.by))]
         for spec, kernel in zip(self.specs, self.kernels, strict=True):
             mine = self.results[_name(spec)]

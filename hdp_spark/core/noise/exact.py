@@ -237,6 +237,11 @@ def laplace_grid(scale: Fraction, min_sensitivity: Fraction) -> tuple[int, int]:
     """``(e, T)`` of the mechanism for ``scale > 0``: the grid ``g = 2**e`` of
     ``min_sensitivity`` and the integer noise scale ``T = ceil(scale·(1 + 2**-20) / g)``
     (module docstring: ``T·g >= scale·(1 + 2**-20)`` is what the privacy argument needs).
+
+    Privacy:
+        Fixes the noise of :func:`laplace_mechanism`: rounding T up, never down, is what
+        keeps every user's loss at most d_i / scale (the exact test in the tests). A
+        function of the public noise parameters only.
     """
     e = _grid_exponent(min_sensitivity)
     # scale·(1 + 2**-20) / 2**e = t / s; the ceiling does not depend on reducing t / s
@@ -264,7 +269,13 @@ def _on_grid(value: Fraction, e: int) -> int:
 
 def laplace_on_grid(value: Fraction, e: int, t: int, y: int) -> LaplaceDraw:
     """The mechanism's output for the draw ``y`` (discrete Laplace of scale ``t``) on the
-    grid ``2**e``: ``g·(round(value/g) + y)``, with the scale used, ``t·g``, and the grid."""
+    grid ``2**e``: ``g·(round(value/g) + y)``, with the scale used, ``t·g``, and the grid.
+
+    Privacy:
+        The mechanism's output only when ``(e, t)`` come from :func:`laplace_grid` and
+        ``y`` is one discrete Laplace draw of scale ``t`` from the value's own stream
+        (:func:`laplace_mechanism` and the batch finalize call it so).
+    """
     z = _on_grid(value, e) + y
     # g·z and t·g as one Fraction each (the product of two Fractions normalizes twice)
     if e >= 0:
@@ -276,7 +287,11 @@ def laplace_floats(value: Fraction, e: int, t: int, y: int, beta: float
                    ) -> tuple[float, float, float]:
     """``float(d.value)``, ``float(d.scale)`` and ``d.half_width(beta)`` of
     ``d = laplace_on_grid(value, e, t, y)``, from the integers: each float is the correctly
-    rounded quotient of the same rational as there, so they are equal (tested)."""
+    rounded quotient of the same rational as there, so they are equal (tested).
+
+    Privacy:
+        Post-processing of :func:`laplace_on_grid`'s output (the same floats).
+    """
     z = _on_grid(value, e) + y
     m = math.ceil(t / 1 * math.log(1.0 / beta)) + 2  # float(scale / grid) = t / 1
     if e >= 0:

@@ -236,7 +236,11 @@ class KeyedStream:
 def stream_block(block_key: bytes, counter: int) -> bytes:
     """Block ``counter`` (64 bytes) of the stream with ``block_key``: keyed BLAKE2b of the
     counter (16 bytes, big-endian), counter mode. A stream's bytes are its blocks 0, 1, ...
-    one after another."""
+    one after another.
+
+    Privacy:
+        The PRF expansion of :class:`KeyedStream` (its bytes; as secret as the block key).
+    """
     return hashlib.blake2b(counter.to_bytes(16, "big"), key=block_key, digest_size=64).digest()
 
 
