@@ -105,3 +105,14 @@ def test_stream_keys_and_blocks_are_the_streams_bytes() -> None:
         stream = key.stream(context)
         want = b"".join(stream_block(block_key, c) for c in range(3))
         assert bytes(stream.getrandbits(8) for _ in range(192)) == want
+
+
+def test_chunks_of_lanes_give_the_same_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lanes are drawn CHUNK at a time (bounded memory); chunk boundaries, and scales
+    beyond the array steps between them, change no draw."""
+    monkeypatch.setattr(batch_laplace, "CHUNK", 7)
+    r = random.Random(9)
+    key = ReleaseKey.from_unsafe_seed("chunks")
+    contexts = [encode_context(("c", i)) for i in range(100)]
+    scales = _scales(r, len(contexts))
+    assert discrete_laplace_batch(key, contexts, scales) == _scalar(key, contexts, scales)

@@ -31,7 +31,7 @@ from hdp_spark.core.noise.exact import _discrete_laplace_int
 from hdp_spark.core.noise.prf import ReleaseKey, stream_block
 from hdp_spark.errors import InternalError
 
-__all__ = ["BLOCKS", "MAX_SCALE", "discrete_laplace_batch"]
+__all__ = ["BLOCKS", "CHUNK", "MAX_SCALE", "discrete_laplace_batch"]
 
 BLOCKS = 2
 """BLAKE2b blocks (64 bytes each) per lane; a draw reads ~20-40 bytes, a longer one falls
@@ -42,6 +42,9 @@ MAX_SCALE = 1 << 46
 stays below 2**53, where the float64 exponent gives its bit length exactly."""
 
 _MAX_K = 128
+
+CHUNK = 1 << 16
+"""Lanes drawn together: their buffers (128 bytes each) and index arrays stay ~10 MB."""
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -127,6 +130,38 @@ def _bernoulli_exp_le1(src: _Lanes, lanes: I64, num: U64, den: U64) -> B:
     return result
 
 
+def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int], blocks: int
+                ) -> list[int]:
+    """The draws of lanes with ``1 <= T < MAX_SCALE`` (see :func:`discrete_laplace_batch`)."""
+    src = _Lanes(_buffers(key, contexts, blocks))
+    t = np.array(scales, dtype=np.uint64)
+    y = np.zeros(len(contexts), dtype=np.int64)
+    todo = np.arange(len(contexts))
+    one = np.ones(len(contexts), dtype=np.uint64)
+    while todo.size:
+        u = src.randrange(todo, t[todo])
+        g = np.gcd(u, t[todo])  # u/t in lowest terms (u = 0: 0/1)
+        accept = _bernoulli_exp_le1(src, todo, u // g, t[todo] // g) & ~src.over[todo]
+        lanes, u = todo[accept], u[accept]
+        v = np.zeros(lanes.shape[0], dtype=np.uint64)
+        live = np.arange(lanes.shape[0])
+        while live.size:  # v: Bernoulli(exp(-1)) successes before the first failure
+            hit = _bernoulli_exp_le1(src, lanes[live], one[:live.size], one[:live.size])
+            hit &= ~src.over[lanes[live]]
+            v[live[hit]] += np.uint64(1)
+            live = live[hit]
+        magnitude = (u + t[lanes] * v).astype(np.int64)
+        negative = src.getrandbit(lanes)
+        retry = negative & (magnitude == 0) & ~src.over[lanes]
+        y[lanes] = np.where(negative, -magnitude, magnitude)
+        todo = np.sort(np.concatenate([todo[~accept & ~src.over[todo]], lanes[retry]]))
+    # lanes that read past their buffer (or left the exact range): the scalar sampler on a
+    # fresh stream of the same context, which gives the integer the lane would have
+    return [_discrete_laplace_int(t_i, 1, key.stream(c)) if over else draw
+            for c, t_i, draw, over in zip(contexts, scales, y.tolist(), src.over.tolist(),
+                                          strict=True)]
+
+
 def discrete_laplace_batch(key: ReleaseKey, contexts: Sequence[bytes],
                            scales: Sequence[int], *, blocks: int = BLOCKS) -> list[int]:
     """``[_discrete_laplace_int(T, 1, key.stream(c)) for c, T in zip(contexts, scales)]``.
@@ -150,34 +185,13 @@ def discrete_laplace_batch(key: ReleaseKey, contexts: Sequence[bytes],
         msg = "discrete_laplace_batch needs one integer scale T >= 1 per context"
         raise InternalError(msg)
     ok = [i for i, t in enumerate(scales) if t < MAX_SCALE]  # the others: scalar sampler
-    lanes_ok = np.array(ok, dtype=np.int64)
-    src = _Lanes(_buffers(key, [contexts[i] for i in ok], blocks))
-    t = np.array([scales[i] for i in ok], dtype=np.uint64)
-    y = np.zeros(lanes_ok.shape[0], dtype=np.int64)
-    todo = np.arange(lanes_ok.shape[0])
-    one = np.ones(lanes_ok.shape[0], dtype=np.uint64)
-    while todo.size:
-        u = src.randrange(todo, t[todo])
-        g = np.gcd(u, t[todo])  # u/t in lowest terms (u = 0: 0/1)
-        accept = _bernoulli_exp_le1(src, todo, u // g, t[todo] // g) & ~src.over[todo]
-        lanes, u = todo[accept], u[accept]
-        v = np.zeros(lanes.shape[0], dtype=np.uint64)
-        live = np.arange(lanes.shape[0])
-        while live.size:  # v: Bernoulli(exp(-1)) successes before the first failure
-            hit = _bernoulli_exp_le1(src, lanes[live], one[:live.size], one[:live.size])
-            hit &= ~src.over[lanes[live]]
-            v[live[hit]] += np.uint64(1)
-            live = live[hit]
-        magnitude = (u + t[lanes] * v).astype(np.int64)
-        negative = src.getrandbit(lanes)
-        retry = negative & (magnitude == 0) & ~src.over[lanes]
-        y[lanes] = np.where(negative, -magnitude, magnitude)
-        todo = np.sort(np.concatenate([todo[~accept & ~src.over[todo]], lanes[retry]]))
     out = [0] * size
-    over = src.over.tolist()
-    for lane, (i, draw) in enumerate(zip(ok, y.tolist(), strict=True)):
-        out[i] = (_discrete_laplace_int(scales[i], 1, key.stream(contexts[i])) if over[lane]
-                  else draw)
+    for at in range(0, len(ok), CHUNK):  # bounded memory: CHUNK lanes' buffers at a time
+        part = ok[at:at + CHUNK]
+        chunk = [contexts[i] for i in part]
+        draws = _draw_lanes(key, chunk, [scales[i] for i in part], blocks)
+        for i, draw in zip(part, draws, strict=True):
+            out[i] = draw
     for i, t_i in enumerate(scales):
         if t_i >= MAX_SCALE:
             out[i] = _discrete_laplace_int(t_i, 1, key.stream(contexts[i]))
