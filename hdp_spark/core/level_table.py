@@ -28,7 +28,7 @@ from hdp_spark.core.levels import INVALID_LEVEL
 from hdp_spark.core.stats import GroupStats, LevelRow, check_cell_rows, check_levels
 from hdp_spark.errors import InternalError
 
-__all__ = ["LevelGroups", "LevelTable"]
+__all__ = ["LevelGroups", "LevelTable", "gather_groups"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -147,14 +147,25 @@ class LevelTable(Mapping[Key, GroupStats]):
         position = self._position()
         idx = np.fromiter((position.get(k, -1) for k in order), dtype=np.int64,
                           count=len(order))
-        # code -1 (a key without rows) reads the appended empty group
-        starts = np.append(self.offsets[:-1], 0)[idx]
-        sizes = np.append(np.diff(self.offsets), 0)[idx]
-        offsets = np.zeros(len(order) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        cell = (np.arange(int(offsets[-1]), dtype=np.int64)
-                - np.repeat(offsets[:-1] - starts, sizes))
+        offsets, cell = gather_groups(self.offsets, idx)
         return LevelGroups(offsets, self.levels[cell], self.counts[cell], self.sums[cell])
+
+
+def gather_groups(offsets: IntArray, idx: IntArray) -> tuple[IntArray, IntArray]:
+    """The offsets and the cell positions of groups ``idx`` of a flat cell layout
+    (``offsets``: group g's cells are ``[offsets[g], offsets[g + 1])``), in the order of
+    ``idx``; index -1 is an empty group.
+
+    Privacy:
+        None: a change of layout of the pre-noise cells (never published).
+    """
+    # index -1 reads the appended empty group
+    starts = np.append(offsets[:-1], 0)[idx]
+    sizes = np.append(np.diff(offsets), 0)[idx]
+    out = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    cell = np.arange(int(out[-1]), dtype=np.int64) - np.repeat(out[:-1] - starts, sizes)
+    return out, cell
 
 
 @dataclass(frozen=True, slots=True)

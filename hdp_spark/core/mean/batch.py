@@ -50,12 +50,14 @@ import numpy.typing as npt
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.keys import context_key
+from hdp_spark.core.level_table import gather_groups
 from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, choose_mean_cells
 from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
 from hdp_spark.core.mean.columns import MeanColumns
 from hdp_spark.core.mean.finalize import (
     _context_head,
     finalize_mean,
+    released_figures,
     with_method,
 )
 from hdp_spark.core.mean.spec import MeanSpec
@@ -127,12 +129,7 @@ class MeanCells:
         Privacy:
             None: a change of layout of the pre-noise cells (never published).
         """
-        starts = self.offsets[idx]
-        sizes = self.offsets[idx + 1] - starts
-        offsets = np.zeros(idx.shape[0] + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        cell = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1] - starts,
-                                                                        sizes)
+        offsets, cell = gather_groups(self.offsets, idx)
         return MeanCells(offsets, self.levels[cell], self.counts[cell], self.totals[cell])
 
     def group_stats(self, g: int, slot: int) -> GroupStats:
@@ -211,7 +208,6 @@ def finalize_mean_columns(
     hist_v = cells.levels.astype(">f8").tobytes()
     hist_m = cells.counts.astype(">i8").tobytes()
     lower, upper = float(spec.lower), float(spec.upper)
-    span = upper - lower
     midpoint = (lower + upper) / 2
     method, clips, beta, adpm = spec.method, spec.clips, spec.beta, spec.method == "adpm"
     head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
@@ -225,7 +221,7 @@ def finalize_mean_columns(
     contexts: list[bytes] = []  # the noise of every noisy group, drawn after the loop
     scales: list[int] = []
     pending: list[tuple[int, Fraction, int, int]] = []  # (row, statistic, e, T)
-    bounds = (lower, upper, span)
+    bounds = (lower, upper)
     for g in range(size):
         lo, hi = off_l[g], off_l[g + 1]
         if scalar_l[g]:
@@ -328,22 +324,12 @@ def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: Rele
 
 
 def _released(out: MeanColumns, noisy: tuple[float, float, float],
-              bounds: tuple[float, float, float], clips: bool, row: int) -> None:
+              bounds: tuple[float, float], clips: bool, row: int) -> None:
     """Set row ``row``'s estimate, noise scale and interval from the noisy value, the scale
-    and the half-width of its draw (unit scale), as
-    :func:`~hdp_spark.core.mean.finalize.finalize_mean` computes them from its draw."""
-    lower, upper, span = bounds
+    and the half-width of its draw (unit scale), as the scalar finalize does."""
     value, scale, half_unit = noisy
-    estimate = lower + span * value
-    half = span * half_unit
-    lo_ci, hi_ci = estimate - half, estimate + half
-    if clips:
-        estimate = min(max(estimate, lower), upper)
-    lo_ci, hi_ci = max(lo_ci, lower), min(hi_ci, upper)
-    out.estimate[row] = estimate
-    out.noise_scale[row] = span * scale
-    out.ci_low[row] = min(lo_ci, estimate)
-    out.ci_high[row] = max(hi_ci, estimate)
+    (out.estimate[row], out.noise_scale[row], out.ci_low[row],
+     out.ci_high[row]) = released_figures(*bounds, value, scale, half_unit, clips)
 
 
 def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],

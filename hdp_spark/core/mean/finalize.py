@@ -228,7 +228,6 @@ def finalize_mean(
         plan.min_sensitivity,
         key.stream(context),
     )
-    span = upper - lower
     value, scale = draw.value, draw.scale
     unit = value.numerator / value.denominator
     if spec.method in LDP_BASE_METHOD:
@@ -237,26 +236,40 @@ def finalize_mean(
         per_row = [p / den for p in nums]
         unit += ldp_remainder(v, m, per_row, key, context)
         sd, half_unit = ldp_noise_figures(v, m, per_row, scale, draw.granularity, spec.beta)
-        estimate, noise_scale, half = lower + span * unit, span * sd, span * half_unit
     else:
-        estimate = lower + span * unit
-        noise_scale = span * (scale.numerator / scale.denominator)
-        half = span * draw.half_width(spec.beta)
-    lo, hi = estimate - half, estimate + half
-    if spec.clips:
-        estimate = min(max(estimate, lower), upper)
-    lo, hi = max(lo, lower), min(hi, upper)
+        sd, half_unit = scale.numerator / scale.denominator, draw.half_width(spec.beta)
+    estimate, noise_scale, ci_low, ci_high = released_figures(lower, upper, unit, sd,
+                                                              half_unit, spec.clips)
     return MeanResult(
         estimate,
         noise_scale,
-        min(lo, estimate),  # ci_low
-        max(hi, estimate),  # ci_high
+        ci_low,
+        ci_high,
         n,
         weights.tau,
         spec.method,
         False,  # fallback
         levels,
     )
+
+
+def released_figures(lower: float, upper: float, unit: float, noise_unit: float,
+                     half_unit: float, clips: bool) -> tuple[float, float, float, float]:
+    """(estimate, noise scale, ci_low, ci_high) in value units from the noisy unit-scale
+    statistic, its noise scale and its interval half-width (the scalar and the batch
+    finalize both call this: the same floats).
+
+    Privacy:
+        Post-processing of the noisy statistic and public figures (bounds, β).
+    """
+    span = upper - lower
+    estimate = lower + span * unit
+    half = span * half_unit
+    lo, hi = estimate - half, estimate + half
+    if clips:
+        estimate = min(max(estimate, lower), upper)
+    lo, hi = max(lo, lower), min(hi, upper)
+    return estimate, span * noise_unit, min(lo, estimate), max(hi, estimate)
 
 
 def resolve_mean(spec: MeanSpec, v: list[float], m: list[int]) -> MeanSpec:

@@ -228,9 +228,15 @@ class LaplaceDraw:
         # float(scale / grid) and float(grid·(m + 1)) as single correctly rounded integer
         # divisions (Fraction -> float is one, whatever the form of the pair)
         gn, gd = grid.numerator, grid.denominator
-        t = (scale.numerator * gd) / (scale.denominator * gn)
-        m = math.ceil(t * math.log(1.0 / beta)) + 2
-        return (gn * (m + 1)) / gd
+        return _half_width((scale.numerator * gd) / (scale.denominator * gn), gn, gd, beta)
+
+
+def _half_width(t: float, gn: int, gd: int, beta: float) -> float:
+    """:meth:`LaplaceDraw.half_width` for the scale ``t`` in grid steps (as a float) and the
+    grid ``gn/gd``: ``g·(m + 1)`` with ``m = ceil(t ln(1/beta)) + 2``, one correctly rounded
+    integer division."""
+    m = math.ceil(t * math.log(1.0 / beta)) + 2
+    return (gn * (m + 1)) / gd
 
 
 def laplace_grid(scale: Fraction, min_sensitivity: Fraction) -> tuple[int, int]:
@@ -293,11 +299,8 @@ def laplace_floats(value: Fraction, e: int, t: int, y: int, beta: float
         Post-processing of :func:`laplace_on_grid`'s output (the same floats).
     """
     z = _on_grid(value, e) + y
-    m = math.ceil(t / 1 * math.log(1.0 / beta)) + 2  # float(scale / grid) = t / 1
-    if e >= 0:
-        return (z << e) / 1, (t << e) / 1, ((m + 1) << e) / 1
-    g = 1 << -e
-    return z / g, t / g, (m + 1) / g
+    gn, gd = (1 << e, 1) if e >= 0 else (1, 1 << -e)
+    return (z * gn) / gd, (t * gn) / gd, _half_width(t / 1, gn, gd, beta)
 
 
 def laplace_noise(scale: Fraction, min_sensitivity: Fraction) -> LaplaceDraw:
