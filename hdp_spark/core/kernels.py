@@ -34,7 +34,7 @@ from hdp_spark.core.mean.finalize import MeanResult, finalize_mean
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.output_columns import Column, ListColumn
+from hdp_spark.core.output_columns import Column, ColumnResults, ListColumn
 from hdp_spark.core.partial.heavy_hitters import (
     COUNT_COLUMNS,
     HeavyHittersResult,
@@ -125,10 +125,12 @@ class MeanKernel:
 
     def finalize_batch(self, spec: MeanSpec, stats: Sequence[GroupStats], slot: int,
                        key: ReleaseKey, groups: tuple[tuple[object, ...], ...], label: str
-                       ) -> list[MeanResult]:
+                       ) -> Sequence[MeanResult]:
+        """:meth:`finalize` of every group, held as columns (records built on first use;
+        the output frame is laid out from the columns)."""
         cells = (MeanCells(stats.offsets, stats.levels, stats.counts, stats.totals(slot))
                  if isinstance(stats, LevelGroups) else MeanCells.from_stats(stats, slot))
-        return finalize_mean_columns(spec, cells, slot, key, groups, label).results()
+        return ColumnResults(finalize_mean_columns(spec, cells, slot, key, groups, label))
 
     def values(self, spec: MeanSpec, r: MeanResult) -> tuple[Any, ...]:
         return (
@@ -143,6 +145,8 @@ class MeanKernel:
         Privacy:
             None: the released values, laid out by column.
         """
+        if isinstance(results, ColumnResults):  # the batch's own columns, no records
+            return results.batch.value_columns()
         levels = [lv for r in results for lv in r.levels]
         offsets = [0, *itertools.accumulate(len(r.levels) for r in results)]
         out: list[Column] = [list(map(operator.attrgetter(name), results)) for name in _MEAN_VALUES]

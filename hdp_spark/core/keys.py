@@ -234,6 +234,12 @@ def normalize_keys(keys: Iterable[object], width: int) -> tuple[tuple[object, ..
     return tuple(out)
 
 
+def context_keys(keys: Iterable[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """:func:`context_key` of every key (a one-column key of an exact ``int``, ``float`` or
+    ``str`` is its own, without building a new tuple)."""
+    return [k if len(k) == 1 and type(k[0]) in _PLAIN else context_key(k) for k in keys]
+
+
 def context_key(key: tuple[object, ...]) -> tuple[object, ...]:
     """A key as primitives for the noise context (dates and decimals by their text)."""
     return tuple(

@@ -29,7 +29,7 @@ from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.levels import EpsGrid
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.output_columns import Column, OutputColumns
+from hdp_spark.core.output_columns import Column, GroupResults, OutputColumns
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.records import records
@@ -235,7 +235,7 @@ class BatchCellKernel(CellKernel, Protocol):
     """A cell kernel that also finalizes all groups of a spec in one call."""
 
     def finalize_batch(self, spec: Any, stats: Sequence[Any], slot: int, key: ReleaseKey,
-                       groups: Keys, label: str) -> list[Any]:
+                       groups: Keys, label: str) -> Sequence[Any]:
         """Every group's result, equal to :meth:`CellKernel.finalize` per group: ``stats[g]``
         is group ``groups[g]``'s table, noise bound to (``key``, ``groups[g]``, ``label``)."""
         ...
@@ -319,7 +319,8 @@ class Release:
         columns: list[Column] = [[key[j] for key in self.keys] for j in range(len(self.by))]
         for spec, kernel in zip(self.specs, self.kernels, strict=True):
             mine = self.results[_name(spec)]
-            results = [mine[key] for key in self.keys]
+            results = (mine.in_order(self.keys) if isinstance(mine, GroupResults)
+                       else [mine[key] for key in self.keys])
             if isinstance(kernel, ColumnarKernel):
                 columns.extend(kernel.value_columns(spec, results))
                 continue
@@ -458,7 +459,7 @@ def run_release(
     merged, where = _share(requests)
     tables = engine.cells(merged, by_t, found) if merged else []
     release_key = ReleaseKey.resolve(unsafe_seed)
-    results: dict[str, dict[Key, Any]] = {}
+    results: dict[str, Mapping[Key, Any]] = {}
     picked: dict[Key, Selected] | None = None
     if selection is not None:
         picked = select_groups(selection, tables[0], release_key, len(specs))
@@ -483,7 +484,7 @@ def run_release(
             stats = (table.select(order) if isinstance(table, LevelTable)
                      else [table.get(k, blank) for k in order])
             batch = kernel.finalize_batch(spec, stats, slot, release_key, order, name)
-            results[name] = dict(zip(order, batch, strict=True))
+            results[name] = GroupResults(order, batch)  # no dict or record until read
             continue
         size = len(order)
         cells = records(GroupCells, [table.get(key, blank) for key in order], [slot] * size)

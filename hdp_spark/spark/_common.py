@@ -6,6 +6,8 @@ import datetime
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -29,9 +31,11 @@ __all__ = [
     "check_key_types",
     "check_keys_not_derived",
     "coerce_keys",
+    "collect_cell_groups",
     "collect_cells",
     "collect_cells_arrow",
     "field",
+    "group_codes",
     "is_dataframe",
     "key_frame",
     "key_table_rows",
@@ -323,19 +327,8 @@ def collect_cells_arrow(
     Privacy: the filter only decides which cells the trusted driver sees; keys outside the
     public set never reach a release either way.
     """
+    table = _collected(cells_df, by_fields, keys)
     by = [f.name for f in by_fields]
-    table = None
-    if keys is not None:
-        check_key_types(cells_df.sparkSession, by_fields, keys)
-    if keys is not None and len(keys) <= DRIVER_FILTER_MAX_KEYS:
-        table = cells_df.limit(DRIVER_FILTER_MAX_CELLS + 1).toArrow()
-        if table.num_rows > DRIVER_FILTER_MAX_CELLS:
-            table = None
-    if table is None:
-        if keys is not None:
-            key_df = key_frame(cells_df.sparkSession, by_fields, keys)
-            cells_df = cells_df.join(F.broadcast(key_df), on=by, how="left_semi")
-        table = cells_df.toArrow()
     if by:
         key_columns = []
         for f in by_fields:
@@ -354,6 +347,77 @@ def collect_cells_arrow(
     if len(keep) == len(found):
         return found, table
     return [found[j] for j in keep], table.take(pa.array(keep, type=pa.int64()))
+
+
+def _collected(cells_df: DataFrame, by_fields: Sequence[T.StructField],
+               keys: tuple[tuple[object, ...], ...] | None) -> pa.Table:
+    """The cell table as Arrow, filtered to public keys in Spark when it is large (see
+    :func:`collect_cells_arrow`); the exact key filter follows on the driver."""
+    by = [f.name for f in by_fields]
+    table = None
+    if keys is not None:
+        check_key_types(cells_df.sparkSession, by_fields, keys)
+    if keys is not None and len(keys) <= DRIVER_FILTER_MAX_KEYS:
+        table = cells_df.limit(DRIVER_FILTER_MAX_CELLS + 1).toArrow()
+        if table.num_rows > DRIVER_FILTER_MAX_CELLS:
+            table = None
+    if table is None:
+        if keys is not None:
+            key_df = key_frame(cells_df.sparkSession, by_fields, keys)
+            cells_df = cells_df.join(F.broadcast(key_df), on=by, how="left_semi")
+        table = cells_df.toArrow()
+    return table
+
+
+_CODED_KEY_TYPES = (*INTEGRAL, T.StringType, T.BooleanType, T.DateType)
+"""Key types whose Arrow equality is Python's equality of their values (no float: Arrow's
+hashing tells -0.0 from 0.0 and matches NaNs, a Python tuple does neither)."""
+
+
+def collect_cell_groups(
+    cells_df: DataFrame,
+    by_fields: Sequence[T.StructField],
+    keys: tuple[tuple[object, ...], ...] | None,
+) -> tuple[npt.NDArray[np.int64], list[tuple[object, ...]], pa.Table]:
+    """:func:`collect_cells_arrow` with each kept cell's group as a code: ``(group_of,
+    group_keys, table)``, where cell j belongs to ``group_keys[group_of[j]]`` and the keys
+    are in order of first appearance (the codes of the tuples ``collect_cells_arrow``
+    returns, equal to them). One key column of a type in :data:`_CODED_KEY_TYPES` is coded
+    by Arrow (``dictionary_encode``) and only its distinct values are checked against the
+    public keys, instead of one Python tuple and one set lookup per cell.
+
+    Privacy: as :func:`collect_cells_arrow` (the same cells kept, the same keys).
+    """
+    if len(by_fields) != 1 or not isinstance(by_fields[0].dataType, _CODED_KEY_TYPES):
+        found, table = collect_cells_arrow(cells_df, by_fields, keys)
+        return (*group_codes(found), table)
+    table = _collected(cells_df, by_fields, keys)
+    name = by_fields[0].name
+    encoded = table.column(name).combine_chunks().dictionary_encode(null_encoding="encode")
+    table = table.drop_columns([name])
+    group_keys: list[tuple[object, ...]] = [(v,) for v in encoded.dictionary.to_pylist()]
+    group_of = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if keys is None:
+        return group_of, group_keys, table
+    public = set(keys)
+    ok = np.fromiter((k in public for k in group_keys), dtype=bool, count=len(group_keys))
+    if ok.all():
+        return group_of, group_keys, table
+    keep = np.flatnonzero(ok[group_of])
+    recode = np.cumsum(ok) - 1  # a kept group's new code, in the same order
+    return (recode[group_of[keep]].astype(np.int64),
+            [k for k, kept in zip(group_keys, ok.tolist(), strict=True) if kept],
+            table.take(pa.array(keep, type=pa.int64())))
+
+
+def group_codes(found: Sequence[tuple[object, ...]]
+                ) -> tuple[npt.NDArray[np.int64], list[tuple[object, ...]]]:
+    """A code per cell's group key (in order of first appearance) and the keys."""
+    code: dict[tuple[object, ...], int] = {}
+    setdefault = code.setdefault
+    group_of = np.fromiter((setdefault(key, len(code)) for key in found), dtype=np.int64,
+                           count=len(found))
+    return group_of, list(code)
 
 
 def _arrow_safe(dtype: T.DataType) -> bool:

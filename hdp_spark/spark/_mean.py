@@ -29,7 +29,7 @@ from hdp_spark.core.level_table import LevelTable
 from hdp_spark.core.levels import levels_numpy
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.errors import InternalError
-from hdp_spark.spark._common import collect_cells_arrow, dataframe_schema, field
+from hdp_spark.spark._common import collect_cell_groups, dataframe_schema, field
 from hdp_spark.spark.columns import native_cells
 from hdp_spark.spark.expressions import encode_sql, with_level
 from hdp_spark.spark.extension import native_ready
@@ -85,7 +85,7 @@ def level_tables(
         cells_df = src.groupBy(*[F.expr(ident(c)) for c in by], level_col).agg(
             F.expr("count(1) AS __n"), *sums
         )
-        found, table = collect_cells_arrow(cells_df, by_fields, keys)
+        group_of, group_keys, table = collect_cell_groups(cells_df, by_fields, keys)
         # null -> NaN: both are invalid ε
         levels = _numbers(table.column("__level"), np.float64)
         if exact:
@@ -93,7 +93,6 @@ def level_tables(
         totals = np.zeros((table.num_rows, len(plan.specs)), dtype=np.int64)
         for i in range(len(plan.specs)):
             totals[:, i] = _numbers(table.column(f"__q{i}"), np.int64)
-        group_of, group_keys = _codes(found)
         tables.append(LevelTable.from_cells(plan.eps, group_keys, group_of, levels,
                                             _numbers(table.column("__n"), np.int64), totals))
     return tables
@@ -112,14 +111,13 @@ def _native_table(
     values = tuple((s.column, s.lower, s.upper, s.fill_value) for s in plan.specs)
     cells_df = df.groupBy(*[F.expr(ident(c)) for c in by]).agg(
         native_cells(plan.eps, plan.grid, values=values).alias("__c"))
-    found, table = collect_cells_arrow(cells_df, by_fields, keys)
+    group_of, group_keys, table = collect_cell_groups(cells_df, by_fields, keys)
     cells = table.column("__c").combine_chunks()
     if cells.null_count:
         msg = "the native cells aggregate returned a null row"
         raise InternalError(msg)
     level = cells.field("level")
     lengths = level.value_lengths().to_numpy(zero_copy_only=False)
-    group_of, group_keys = _codes(found)
     k = len(plan.specs)
     sums = _numbers(cells.field("sums").flatten(), np.int64).reshape(-1, k) if k else (
         np.zeros((int(lengths.sum()), 0), dtype=np.int64))
@@ -127,16 +125,6 @@ def _native_table(
         plan.eps, group_keys, np.repeat(group_of, lengths),
         _numbers(level.flatten(), np.float64), _numbers(cells.field("n").flatten(), np.int64),
         sums)
-
-
-def _codes(found: list[tuple[object, ...]]) -> tuple[npt.NDArray[np.int64],
-                                                    list[tuple[object, ...]]]:
-    """A code per cell's group key (in order of first appearance) and the keys."""
-    code: dict[tuple[object, ...], int] = {}
-    setdefault = code.setdefault
-    group_of = np.fromiter((setdefault(key, len(code)) for key in found), dtype=np.int64,
-                           count=len(found))
-    return group_of, list(code)
 
 
 def _numbers(column: pa.Array | pa.ChunkedArray, dtype: type[np.generic]) -> npt.NDArray[Any]:

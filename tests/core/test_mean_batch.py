@@ -8,6 +8,7 @@ bits (``==`` on floats, plus NaN where the reference has NaN).
 
 from __future__ import annotations
 
+import datetime
 import math
 import struct
 from typing import Any
@@ -19,8 +20,14 @@ from hypothesis import strategies as st
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
-from hdp_spark.core.mean.batch_weights import VECTOR_METHODS
-from hdp_spark.core.mean.finalize import LevelPrivacy, MeanResult, finalize_mean
+from hdp_spark.core.mean.batch_weights import VECTOR_METHODS, adpm_fallback, batch_phi
+from hdp_spark.core.mean.finalize import (
+    LevelPrivacy,
+    MeanResult,
+    finalize_mean,
+    mean_weights,
+    plan_mean,
+)
 from hdp_spark.core.mean.spec import MEAN_METHODS, MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.stats import GroupStats, LevelRow
@@ -65,9 +72,19 @@ def _group(draw: st.DrawFn) -> GroupStats:
     return GroupStats(tuple(rows))
 
 
-def _check(spec: MeanSpec, stats: list[GroupStats], slot: int) -> None:
+_KEY_SHAPES = (  # the group keys' encodings: general tuples and the one-column fast paths
+    lambda g: (g, "k", 0.5),
+    lambda g: (g,),
+    lambda g: (f"k{g}é",),
+    lambda g: (g / 4,),
+    lambda g: (datetime.date(2024, 1, 1 + g % 28),),
+    lambda g: (bool(g % 2),),
+)
+
+
+def _check(spec: MeanSpec, stats: list[GroupStats], slot: int, shape: int = 0) -> None:
     key = ReleaseKey(bytes(range(32)), unsafe=True)
-    groups = [(g, "k", 0.5) for g in range(len(stats))]
+    groups = [_KEY_SHAPES[shape](g) for g in range(len(stats))]
     want = [finalize_mean(spec, s, slot, key, k, "lab") for s, k in zip(stats, groups,
                                                                            strict=True)]
     got = finalize_mean_batch(spec, MeanCells.from_stats(stats, slot), slot, key, groups,
@@ -87,10 +104,13 @@ def test_batch_equals_scalar(stats: list[GroupStats], method: str, slot: int,
 
 
 @given(stats=st.lists(_group(), min_size=1, max_size=30),
-       method=st.sampled_from(sorted(VECTOR_METHODS)))
+       method=st.sampled_from(sorted(VECTOR_METHODS)),
+       shape=st.integers(0, len(_KEY_SHAPES) - 1))
 @settings(max_examples=150, deadline=None)
-def test_vectorized_methods_equal_scalar(stats: list[GroupStats], method: str) -> None:
-    _check(MeanSpec("x", "eps", 0.0, 1.0, method=method), stats, 0)  # type: ignore[arg-type]
+def test_vectorized_methods_equal_scalar(stats: list[GroupStats], method: str,
+                                         shape: int) -> None:
+    _check(MeanSpec("x", "eps", 0.0, 1.0, method=method), stats, 0,  # type: ignore[arg-type]
+           shape)
 
 
 def _rows(*cells: tuple[float, int]) -> GroupStats:
@@ -185,3 +205,44 @@ def test_auto_batch_with_mixed_choices_equals_scalar() -> None:
     assert "auto" not in chosen
     assert chosen & VECTOR_METHODS  # both paths in one batch
     assert chosen - VECTOR_METHODS
+
+
+@given(stats=st.lists(_group(), min_size=1, max_size=40))
+@settings(max_examples=150, deadline=None)
+def test_adpm_fallback_settled_from_floats_is_the_exact_test(stats: list[GroupStats]) -> None:
+    """Where the float estimate settles ADPM's fallback test, it is the exact test's answer
+    (plan_mean's: ||w||²/4 + 2η² > 1/4 from the exact weights)."""
+    cells = MeanCells.from_stats(stats, 0)
+    table = batch_phi("adpm", cells.offsets, cells.levels, cells.counts)
+    fallback, settled = adpm_fallback(table, cells.offsets, cells.levels, cells.counts)
+    spec = MeanSpec("x", "eps", 0.0, 1.0, method="adpm")
+    for g, s in enumerate(stats):
+        v, m = [r.level for r in s.rows], [r.count for r in s.rows]
+        if not sum(m) or mean_weights(spec, v, m).trivial:
+            assert not settled[g]  # no weight: left to the exact path, which skips the test
+            continue
+        if settled[g]:
+            w = mean_weights(spec, v, m)
+            nums, den = w.numerators, w.denominator
+            l2 = sum(c * p * p for c, p in zip(m, nums, strict=True)) / (den * den)
+            eta = w.eta.numerator / w.eta.denominator
+            assert bool(fallback[g]) == (l2 / 4 + 2 * eta**2 > 0.25)
+            assert bool(fallback[g]) == (plan_mean(spec, v, m).fallback)
+
+
+def test_adpm_fallback_leaves_groups_near_the_threshold_to_the_exact_test() -> None:
+    """A group whose estimate is within the margin of 1/4, and a group with no weight, are
+    not settled from floats."""
+    offsets = np.array([0, 1, 2], dtype=np.int64)
+    levels = np.array([0.0, 1.0])
+    counts = np.array([5, 8], dtype=np.int64)
+    table = batch_phi("adpm", offsets, levels, counts)
+    _, settled = adpm_fallback(table, offsets, levels, counts)
+    assert not settled[0]  # ε = 0 only: no weight
+    # one level of n rows at ε: w = 1/n, η = 1/(n·ε), so ||w||²/4 + 2η² = 1/(4n) + 2/(n·ε)²,
+    # which is 1/4 at n = 2, ε = 2
+    n, eps = 2, 2.0
+    offsets = np.array([0, 1], dtype=np.int64)
+    table = batch_phi("adpm", offsets, np.array([eps]), np.array([n], dtype=np.int64))
+    _, settled = adpm_fallback(table, offsets, np.array([eps]), np.array([n], dtype=np.int64))
+    assert not settled[0]

@@ -12,7 +12,12 @@ import pytest
 from golden_cases import table
 
 from hdp_spark.core.kernels import release_specs
-from hdp_spark.core.output_columns import ListColumn, OutputColumns
+from hdp_spark.core.output_columns import (
+    ColumnResults,
+    GroupResults,
+    ListColumn,
+    OutputColumns,
+)
 from hdp_spark.errors import InternalError
 from hdp_spark.front import spec_of
 
@@ -85,3 +90,53 @@ def test_output_columns_rows_and_checks() -> None:
     assert len(OutputColumns([])) == 0
     with pytest.raises(InternalError, match="one length"):
         OutputColumns([[1, 2], [3]])
+
+
+def test_the_mean_output_is_laid_out_from_the_batch_columns(engine: Any) -> None:
+    """The release API keeps the mean's batch columns: its frame is built without a record
+    per group, and the records, built when read, are the same values."""
+    mod = engine.module
+    core = _core_engine(engine, engine.frame(table()))
+    spec = spec_of(mod.hdp_mean("x", eps="eps", lower=0, upper=100))
+    rel = release_specs(core, (spec,), by="g", keys=[("a",), ("b",), ("z",)], schema=None,
+                        unsafe_seed=5)
+    held = rel.results[spec.name]
+    assert isinstance(held, GroupResults)
+    assert isinstance(held.results, ColumnResults)
+    columns = rel.output_columns()
+    assert held.results._built is None  # the frame needed no record
+    assert _same(columns.rows(), rel.rows())
+    assert held.results._built is not None
+
+
+def test_group_and_column_results() -> None:
+    class Batch:
+        size = 3
+
+        def results(self) -> list[Any]:
+            return ["r1", "r2", "r3"]
+
+        def value_columns(self) -> list[Any]:
+            return [["r1", "r2", "r3"]]
+
+    lazy = ColumnResults(Batch())
+    assert len(lazy) == 3
+    assert lazy[1] == "r2"
+    assert lazy[1:] == ["r2", "r3"]
+    assert list(lazy) == ["r1", "r2", "r3"]
+    assert lazy == ["r1", "r2", "r3"]
+    assert lazy == ColumnResults(Batch())
+    assert repr(lazy) == repr(["r1", "r2", "r3"])
+    keys = (("a",), ("b",), ("c",))
+    held = GroupResults(keys, lazy)
+    assert held[("b",)] == "r2"
+    assert list(held) == list(keys)
+    assert len(held) == 3
+    assert dict(held) == {("a",): "r1", ("b",): "r2", ("c",): "r3"}
+    assert held.in_order(keys) is lazy
+    assert held.in_order(list(keys)) is lazy
+    assert held.in_order((("c",), ("a",))) == ["r3", "r1"]
+    with pytest.raises(KeyError):
+        held[("d",)]
+    with pytest.raises(InternalError, match="one result per key"):
+        GroupResults(keys, ["r1"])

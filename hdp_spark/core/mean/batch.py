@@ -12,14 +12,22 @@ cheaply.
 What runs vectorized over groups (numpy, :mod:`.batch_weights`): the weight solver of the
 closed-form and prefix-scan methods (``adpm``, ``hpm-a``, ``uniform``, ``proportional``),
 the exact decomposition of φ into integer numerators, the choice of η's level, the
-smallest constrained weight, the empty groups and the histogram bytes of the noise
-context, and the exact discrete Laplace draws of all noisy groups at once
-(:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_batch`). What stays per
-group (Python integers, one short loop): the exact big-integer sums (Σ m·P, Σ P·q), the
-exact rationals η and the statistic, the noise context and the integer noise scale, and
-the per-level privacy figures (correctly rounded divisions of big integers). Methods with
-an iterative solver (``hpm-cp/ce/wp/we``, ``drop``) and the local-DP baselines go through
-the scalar path per group (same numbers: it *is* the scalar path).
+smallest constrained weight, ADPM's fallback test wherever floats settle it
+(:func:`~hdp_spark.core.mean.batch_weights.adpm_fallback`; the others exactly), the empty
+groups and the histogram bytes of the noise context, the exact discrete Laplace draws of
+all noisy groups at once
+(:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_batch`), and the released
+floats computed from the integers
+(:func:`~hdp_spark.core.noise.batch_laplace.floats_on_grid_batch`,
+:func:`~hdp_spark.core.mean.finalize.released_figures_arrays`). What stays per group
+(Python integers, one short loop): the exact big-integer sums (Σ m·P, Σ P·q), η and the
+statistic as unreduced integer pairs (no ``Fraction``: every use is a comparison, a
+ceiling or a correctly rounded quotient, the same for any pair of one rational; the
+context encodes the statistic reduced, :func:`~hdp_spark.core.noise.prf.encode_rational`),
+the integer noise scale and grid point, and the per-level figures (correctly rounded
+divisions of big integers). Methods with an iterative solver (``hpm-cp/ce/wp/we``,
+``drop``) and the local-DP baselines go through the scalar path per group (same numbers:
+it *is* the scalar path).
 
 Privacy (noise binding): the batch path is the same mechanism as the scalar one, not a
 re-implementation of it. For each group it builds the same context bytes (the shared head
@@ -42,28 +50,29 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
 
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.keys import context_key
+from hdp_spark.core.keys import context_keys
 from hdp_spark.core.level_table import gather_groups
 from hdp_spark.core.mean.auto import AUTO, MEAN_CANDIDATES, choose_mean_cells
-from hdp_spark.core.mean.batch_weights import batch_phi, vector_method
+from hdp_spark.core.mean.batch_weights import adpm_fallback, batch_phi, vector_method
 from hdp_spark.core.mean.columns import MeanColumns
 from hdp_spark.core.mean.finalize import (
     _context_head,
     finalize_mean,
     released_figures,
+    released_figures_arrays,
     with_method,
 )
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.noise import ReleaseKey, encode_context_tail
-from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch
-from hdp_spark.core.noise.exact import laplace_floats, laplace_grid
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch, floats_on_grid_batch
+from hdp_spark.core.noise.exact import grid_index, laplace_grid_of
+from hdp_spark.core.noise.prf import encode_bytes, encode_context_parts, encode_rational
 from hdp_spark.core.stats import GroupStats, LevelRow
 from hdp_spark.errors import InternalError
 
@@ -205,12 +214,23 @@ def finalize_mean_columns(
     unit_l: list[bool] = table.eta_unit.tolist()
     phi_l: list[float] = table.phi[mask].tolist()
     min_at: list[int] = table.min_at.tolist()
+    # ADPM's fallback test, settled from floats where it is far from the threshold; the
+    # others exactly in the loop (as plan_mean)
+    fallback_l: list[bool] = []
+    settled_l: list[bool] = []
+    if spec.method == "adpm":
+        fallback_a, settled_a = adpm_fallback(table, offsets, cells.levels, cells.counts)
+        fallback_l, settled_l = fallback_a.tolist(), settled_a.tolist()
     hist_v = cells.levels.astype(">f8").tobytes()
     hist_m = cells.counts.astype(">i8").tobytes()
     lower, upper = float(spec.lower), float(spec.upper)
     midpoint = (lower + upper) / 2
     method, clips, beta, adpm = spec.method, spec.clips, spec.beta, spec.method == "adpm"
     head = _context_head(label, spec.method, spec.column, spec.lower, spec.upper)
+    # the context items that differ per group, encoded once each (encode_context_tail's
+    # bytes: head, key, histogram, statistic, value index, ")")
+    key_parts = encode_context_parts(context_keys(groups))
+    index_part = encode_context_parts((value_index,))[0]
     mul = operator.mul
     out = MeanColumns()
     # per finalized group: the MeanResult columns; per level: the LevelPrivacy columns
@@ -219,8 +239,10 @@ def finalize_mean_columns(
     eps_c, n_c, weight_c, eff_c = out.eps, out.level_n, out.weight, out.eps_effective
     level_offsets = out.level_offsets
     contexts: list[bytes] = []  # the noise of every noisy group, drawn after the loop
-    scales: list[int] = []
-    pending: list[tuple[int, Fraction, int, int]] = []  # (row, statistic, e, T)
+    scales: list[int] = []  # their integer scales T, grid exponents and grid points
+    exps: list[int] = []
+    points: list[int] = []
+    noisy_rows: list[int] = []
     bounds = (lower, upper)
     for g in range(size):
         lo, hi = off_l[g], off_l[g + 1]
@@ -250,13 +272,18 @@ def finalize_mean_columns(
             continue
         tau = tau_l[g]
         e_at = eta_l[g]
+        # η = max_l P_l/(den·ε_l) = P·d/(den·c) with ε = c/d exactly (normalize), kept as
+        # an unreduced pair: every use below is a comparison, a ceiling or a correctly
+        # rounded quotient of the rational, the same for any pair (scalar: the Fraction)
         if e_at < 0:
-            eta = Fraction(0)
-        else:  # max_l P_l/(den·ε_l) = P·d/(den·c) with ε = c/d exactly (normalize)
+            eta_n = eta_d = c = d = p_at = 0
+        else:
             c, d = eps_l[lo + e_at].as_integer_ratio()
-            eta = Fraction(ps[e_at] * d, den * c)
-        if adpm and (sum(map(mul, m, [p * p for p in ps])) / (den * den) / 4
-                     + 2 * (eta.numerator / eta.denominator) ** 2 > 0.25):
+            p_at = ps[e_at]
+            eta_n, eta_d = p_at * d, den * c
+        if adpm and (fallback_l[g] if settled_l[g] else
+                     sum(map(mul, m, [p * p for p in ps])) / (den * den) / 4
+                     + 2 * (eta_n / eta_d if eta_n else 0.0) ** 2 > 0.25):
             # data-independent fallback (ISIT paper, Alg. 1), as plan_mean
             _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
                       upper, tau)
@@ -264,16 +291,16 @@ def finalize_mean_columns(
             eff_c.extend(repeat(0.0, hi - lo))
             continue
         weight_c.extend([p / den for p in ps])
-        if not eta:
+        if not eta_n:
             eff_c.extend([_INF if p else 0.0 for p in ps])
         elif unit_l[g]:  # w_l/η = P_l/2**K = φ_l exactly (batch_weights.PhiTable)
             eff_c.extend(phi_l[lo:hi])
-        else:
-            scale_d, divisor = eta.denominator, den * eta.numerator
-            eff_c.extend([(p * scale_d) / divisor if p else 0.0 for p in ps])
+        else:  # w_l/η = (P_l/den)/(P·d/(den·c)) = P_l·c/(P·d), one correctly rounded quotient
+            divisor = p_at * d
+            eff_c.extend([(p * c) / divisor if p else 0.0 for p in ps])
         m_at = min_at[g]
-        min_sensitivity = Fraction(ps[m_at], den) if m_at >= 0 else Fraction(1)
-        statistic = Fraction(sum(map(mul, ps, tot_l[lo:hi])), den * FIXED_ONE)
+        # the statistic Σ P_l·q_l/(den·2**31) as a pair (the Fraction of the scalar path)
+        s_num, s_den = sum(map(mul, ps, tot_l[lo:hi])), den * FIXED_ONE
         tau_col.append(tau)
         fallback.append(False)
         row = len(est)
@@ -281,22 +308,29 @@ def finalize_mean_columns(
         noise_sd.append(_NAN)
         ci_low.append(_NAN)
         ci_high.append(_NAN)
-        if not eta:  # every weighted row public: the statistic itself (no draw)
-            _released(out, (statistic.numerator / statistic.denominator, 0.0, 0.0), bounds,
-                      clips, row)
+        if not eta_n:  # every weighted row public: the statistic itself (no draw)
+            _released(out, (s_num / s_den, 0.0, 0.0), bounds, clips, row)
             continue
         # Noise: the scalar path's context, stream, grid and integer scale (module
         # docstring), drawn below for all groups at once. The histogram bytes are its
         # struct: the levels (>f8), then the counts (>i8).
-        histogram = hist_v[8 * lo:8 * hi] + hist_m[8 * lo:8 * hi]
-        contexts.append(encode_context_tail(
-            head, (context_key(groups[g]), histogram, statistic, value_index)))
-        e, t = laplace_grid(eta, min_sensitivity)
-        pending.append((row, statistic, e, t))
+        contexts.append(b"".join((
+            head, key_parts[g], encode_bytes(hist_v[8 * lo:8 * hi] + hist_m[8 * lo:8 * hi]),
+            encode_rational(s_num, s_den), index_part, b")")))
+        # the grid of the smallest sensitivity P_min/den (1 without a constrained level)
+        e, t = laplace_grid_of(eta_n, eta_d, *((ps[m_at], den) if m_at >= 0 else (1, 1)))
+        noisy_rows.append(row)
+        points.append(grid_index(s_num, s_den, e))  # the statistic's grid point
+        exps.append(e)
         scales.append(t)
-    for (row, statistic, e, t), y in zip(pending, discrete_laplace_batch(key, contexts, scales),
-                                         strict=True):
-        _released(out, laplace_floats(statistic, e, t, y, beta), bounds, clips, row)
+    if noisy_rows:  # the draws, then the four figures of every noisy group as arrays
+        draws = discrete_laplace_batch(key, contexts, scales)
+        figures = released_figures_arrays(
+            lower, upper, *floats_on_grid_batch(list(map(operator.add, points, draws)),
+                                                exps, scales, beta), clips)
+        for column, values in zip((est, noise_sd, ci_low, ci_high), figures, strict=True):
+            for row, x in zip(noisy_rows, values.tolist(), strict=True):
+                column[row] = x
     return out.check()
 
 

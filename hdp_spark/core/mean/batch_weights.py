@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from hdp_spark.core.mean.spec import MeanSpec
 
-__all__ = ["VECTOR_METHODS", "PhiTable", "batch_phi", "padded", "vector_method"]
+__all__ = ["VECTOR_METHODS", "PhiTable", "adpm_fallback", "batch_phi", "padded", "vector_method"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -215,3 +215,42 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
                       np.argmin(np.where(eligible, phi, math.inf), axis=1), -1)
     return PhiTable(mask, phi, np.asarray(tau, np.float64), mant, shift,
                     eta_at.astype(np.int64), min_at.astype(np.int64), eta_unit, scalar)
+
+
+_MARGIN = 1e-9
+"""How far from 1/4 the float estimate of ADPM's worst-case MSE must be to settle the
+fallback test without exact arithmetic (its relative error is below (L + 8)·2**-53)."""
+
+
+def adpm_fallback(table: PhiTable, offsets: IntArray, levels: FloatArray, counts: IntArray
+                  ) -> tuple[BoolArray, BoolArray]:
+    """ADPM's fallback test ``||w||²/4 + 2η² > 1/4`` (ISIT paper, Algorithm 1) for every
+    group, from floats: ``(fallback, settled)``.
+
+    The exact test (:func:`~hdp_spark.core.mean.finalize.plan_mean`) rounds ``Σ m·P²/den²``
+    and η once each from exact integers, then combines them in floats; here ``w = φ/Σ m·φ``
+    and η = (φ/ε at η's level)/Σ m·φ are evaluated in floats. Both are within a relative
+    (L + 8)·2**-53 of the real value, so where this estimate is more than
+    :data:`_MARGIN` away from 1/4 (and L < 10**5) both give the same answer: ``settled``.
+    Groups not settled (or with no weight) must be tested exactly by the caller.
+
+    Privacy:
+        None by itself: a function of the public ε histograms; a settled group's decision
+        equals the exact test's.
+    """
+    v, _ = padded(offsets, levels, 0.0)
+    mi, _ = padded(offsets, counts, 0)
+    m = mi.astype(np.float64)
+    phi = table.phi
+    rows = np.arange(phi.shape[0])
+    at = np.maximum(table.eta_at, 0)
+    with np.errstate(all="ignore"):
+        total = (m * phi).sum(axis=1)
+        w = phi / total[:, None]
+        l2 = (m * w * w).sum(axis=1)
+        eta = np.where(table.eta_at >= 0, phi[rows, at] / np.asarray(v)[rows, at] / total,
+                       0.0)
+        worst = l2 / 4 + 2 * eta**2
+    settled = (np.isfinite(worst) & (total > 0) & (np.abs(worst - 0.25) > _MARGIN)
+               & (phi.shape[1] < 100_000))
+    return np.asarray(worst > 0.25) & settled, settled

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.mean.finalize import LevelPrivacy, MeanResult
+from hdp_spark.core.output_columns import Column, ListColumn
 from hdp_spark.core.records import gc_paused, records
 from hdp_spark.errors import InternalError
 
@@ -116,6 +117,20 @@ class MeanColumns:
                 getattr(out, name).extend(getattr(part, name)[lo:hi])
             out.level_offsets.append(len(out.eps))
         return out.check()
+
+    def value_columns(self) -> list[Column]:
+        """The output columns of the release API's mean (``MeanKernel.values`` of every
+        group, as columns): the group fields, then the ε levels as a ``ListColumn``.
+
+        Privacy:
+            None: released values in another layout.
+        """
+        self.check()
+        out: list[Column] = [getattr(self, c) for c in GROUP_COLUMNS]
+        out.append(ListColumn(self.level_offsets, {
+            "eps": self.eps, "n": self.level_n, "weight": self.weight,
+            "eps_effective": self.eps_effective}))
+        return out
 
     def results(self) -> list[MeanResult]:
         """One :class:`MeanResult` per group (the release API's records)."""

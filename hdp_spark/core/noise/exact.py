@@ -55,9 +55,13 @@ __all__ = [
     "bernoulli_exp",
     "discrete_gaussian",
     "discrete_laplace",
+    "floats_on_grid",
     "grid_for",
+    "grid_index",
     "laplace_floats",
+    "laplace_floats_of",
     "laplace_grid",
+    "laplace_grid_of",
     "laplace_mechanism",
     "laplace_noise",
     "laplace_on_grid",
@@ -181,8 +185,13 @@ def _grid_exponent(min_sensitivity: Fraction) -> int:
     if min_sensitivity <= 0:
         msg = "grid_for needs a positive sensitivity"
         raise InternalError(msg)
-    num = min_sensitivity.numerator
-    den = min_sensitivity.denominator << _SLACK_BITS  # x = num/den = d_min·2**-20
+    return _grid_exponent_of(min_sensitivity.numerator, min_sensitivity.denominator)
+
+
+def _grid_exponent_of(num: int, den: int) -> int:
+    """The e of :func:`grid_for` for the sensitivity ``num/den`` (positive integers, not
+    necessarily in lowest terms: the comparisons below do not depend on it)."""
+    den <<= _SLACK_BITS  # x = num/den = d_min·2**-20
     e = num.bit_length() - den.bit_length()
     # 2**e is within a factor 2 of x = num/den; step down until 2**e <= x and up while
     # 2**(e+1) <= x, comparing integers (2**e <= num/den  <=>  den·2**e <= num).
@@ -249,10 +258,27 @@ def laplace_grid(scale: Fraction, min_sensitivity: Fraction) -> tuple[int, int]:
         keeps every user's loss at most d_i / scale (the exact test in the tests). A
         function of the public noise parameters only.
     """
-    e = _grid_exponent(min_sensitivity)
+    return laplace_grid_of(scale.numerator, scale.denominator, min_sensitivity.numerator,
+                           min_sensitivity.denominator)
+
+
+def laplace_grid_of(scale_num: int, scale_den: int, sens_num: int, sens_den: int
+                    ) -> tuple[int, int]:
+    """:func:`laplace_grid` of ``scale = scale_num/scale_den`` and ``min_sensitivity =
+    sens_num/sens_den`` (positive integers, in lowest terms or not: the same ``(e, T)``, as
+    both are comparisons and a ceiling of the same rationals; the batch finalize calls it
+    with unreduced pairs).
+
+    Privacy:
+        As :func:`laplace_grid` (it is its computation).
+    """
+    if sens_num <= 0 or sens_den <= 0:
+        msg = "grid_for needs a positive sensitivity"
+        raise InternalError(msg)
+    e = _grid_exponent_of(sens_num, sens_den)
     # scale·(1 + 2**-20) / 2**e = t / s; the ceiling does not depend on reducing t / s
-    t = scale.numerator * ((1 << _SLACK_BITS) + 1)
-    s = scale.denominator << _SLACK_BITS
+    t = scale_num * ((1 << _SLACK_BITS) + 1)
+    s = scale_den << _SLACK_BITS
     if e >= 0:
         s <<= e
     else:
@@ -262,7 +288,17 @@ def laplace_grid(scale: Fraction, min_sensitivity: Fraction) -> tuple[int, int]:
 
 def _on_grid(value: Fraction, e: int) -> int:
     """round(value / 2**e), half to even (as ``round(Fraction)``)."""
-    a, b = value.numerator, value.denominator  # value / g = a / (b·2**e)
+    return grid_index(value.numerator, value.denominator, e)
+
+
+def grid_index(a: int, b: int, e: int) -> int:
+    """round(a / (b·2**e)), half to even, for b > 0 (the same for any pair of one rational:
+    the quotient and the comparison of twice the remainder scale together): the grid point
+    of the value ``a/b`` before the noise is added.
+
+    Privacy:
+        None by itself (a pre-noise rounding; the mechanism adds the draw to it).
+    """
     if e >= 0:
         b <<= e
     else:
@@ -298,7 +334,28 @@ def laplace_floats(value: Fraction, e: int, t: int, y: int, beta: float
     Privacy:
         Post-processing of :func:`laplace_on_grid`'s output (the same floats).
     """
-    z = _on_grid(value, e) + y
+    return laplace_floats_of(value.numerator, value.denominator, e, t, y, beta)
+
+
+def laplace_floats_of(num: int, den: int, e: int, t: int, y: int, beta: float
+                      ) -> tuple[float, float, float]:
+    """:func:`laplace_floats` of the value ``num/den`` (``den > 0``; in lowest terms or not:
+    the same floats, as every step is a rounding of the same rational).
+
+    Privacy:
+        Post-processing of :func:`laplace_on_grid`'s output (the same floats).
+    """
+    return floats_on_grid(grid_index(num, den, e) + y, e, t, beta)
+
+
+def floats_on_grid(z: int, e: int, t: int, beta: float) -> tuple[float, float, float]:
+    """The floats of :func:`laplace_floats` from the noisy grid index ``z`` (the grid point
+    plus the draw): ``z·g``, ``t·g`` and the half-width, each one correctly rounded
+    division.
+
+    Privacy:
+        Post-processing of the mechanism's output.
+    """
     gn, gd = (1 << e, 1) if e >= 0 else (1, 1 << -e)
     return (z * gn) / gd, (t * gn) / gd, _half_width(t / 1, gn, gd, beta)
 

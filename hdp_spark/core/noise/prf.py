@@ -29,7 +29,7 @@ import logging
 import math
 import secrets
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -39,9 +39,12 @@ from hdp_spark.errors import InternalError, ParameterError
 __all__ = [
     "KeyedStream",
     "ReleaseKey",
+    "encode_bytes",
     "encode_context",
     "encode_context_head",
+    "encode_context_parts",
     "encode_context_tail",
+    "encode_rational",
     "public_seed",
     "stream_block",
 ]
@@ -245,6 +248,7 @@ def stream_block(block_key: bytes, counter: int) -> bytes:
 
 
 _LENGTH = struct.Struct(">I").pack
+_ONE = b"(" + _LENGTH(1)  # a tuple of one item
 
 
 def _encode(part: Any, out: list[bytes]) -> None:
@@ -332,3 +336,39 @@ def encode_context_tail(head: bytes, parts: Sequence[object]) -> bytes:
         _encode(item, out)
     out.append(b")")
     return b"".join(out)
+
+
+def encode_context_parts(parts: Iterable[object]) -> list[bytes]:
+    """Each item's bytes in a context: ``encode_context_tail(head, items)`` equals
+    ``head + b"".join(encode_context_parts(items)) + b")"`` (a batch encodes the items
+    that differ per group once per group, and joins them with the shared ones)."""
+    out: list[bytes] = []
+    parts_out: list[bytes] = []
+    for item in parts:
+        if type(item) is tuple and len(item) == 1:  # a one-column group key: its bytes
+            kind = type(item[0])  # as _encode writes them, without the recursion
+            if kind is int:
+                raw = b"%d" % item[0]
+                parts_out.append(_ONE + b"i" + _LENGTH(len(raw)) + raw + b")")
+                continue
+            if kind is str:
+                raw = item[0].encode()
+                parts_out.append(_ONE + b"s" + _LENGTH(len(raw)) + raw + b")")
+                continue
+        _encode(item, out)
+        parts_out.append(b"".join(out))
+        out.clear()
+    return parts_out
+
+
+def encode_rational(num: int, den: int) -> bytes:
+    """The context bytes of ``Fraction(num, den)`` for ``den > 0`` (reduced by one gcd, as
+    the Fraction would be, without building it)."""
+    g = math.gcd(num, den)
+    raw = b"%d/%d" % (num // g, den // g)
+    return b"q" + _LENGTH(len(raw)) + raw
+
+
+def encode_bytes(data: bytes) -> bytes:
+    """The context bytes of the item ``data`` (bytes)."""
+    return b"b" + _LENGTH(len(data)) + data
