@@ -6,11 +6,12 @@ For G groups (default 1,000 and 100,000) with L ε levels each (default 8 and 64
   scalar  ``MeanKernel.finalize`` once per group (the release API's per-group loop
           before issue 31);
   batch   ``MeanKernel.finalize_batch`` once for all groups (columnar cells built from the
-          same ``GroupStats`` tables, included in the time), as one record per group and
-          per ε level (what the release API keeps);
+          same ``GroupStats`` tables, included in the time), read as one record per group
+          and per ε level (what a reader of a release's results, a job or a report, pays;
+          the release keeps the columns and builds these only when they are read);
   columns ``finalize_mean_columns`` on the same columnar cells (built outside the time):
           the same figures as lists, no record per group or level (what the Column
-          aggregators' Arrow finalize builds its output from);
+          aggregators' Arrow finalize and the release API's output frame are built from);
   batch, gc paused  the same call with Python's cyclic garbage collector paused, to show
           what the collector costs while 100,000s of result records are built (reported,
           not what the library does);
@@ -101,7 +102,7 @@ def main() -> None:
 
             def batch(stats: list[Any] = stats, order: tuple[Any, ...] = order
                       ) -> list[Any]:
-                return kernel.finalize_batch(spec, stats, 0, key, order, "x")
+                return list(kernel.finalize_batch(spec, stats, 0, key, order, "x"))
 
             cells = MeanCells.from_stats(stats, 0)
 

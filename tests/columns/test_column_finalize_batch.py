@@ -19,6 +19,7 @@ from hdp_spark.core.pipeline import GroupCells, NoiseContext
 from hdp_spark.errors import EpsilonColumnError, ParameterError
 from hdp_spark.spark.column_finalize import (
     decode_group,
+    decode_groups,
     finalize_batch,
     query_key,
     struct_fields,
@@ -179,3 +180,24 @@ def test_mean_columns_name_the_record_fields_in_order() -> None:
     broken.estimate.append(1.0)
     with pytest.raises(InternalError, match="one entry per group"):
         broken.check()
+
+
+def test_groups_decoded_in_one_parse_equal_one_by_one() -> None:
+    texts = [
+        None,
+        json.dumps([["int", "7"]]),
+        json.dumps([["str", "a\\\"b,]"], ["float", str(0x7FF8000000000000)],
+                    ["float", str(-2**63)]]),  # float bits: NaN, -0.0
+        json.dumps([["date", "2024-02-29"], ["decimal", "1.50"], ["int", None]]),
+        json.dumps([["timestamp", "2024-01-01 00:00:00"], ["binary", "00ff"]]),
+        json.dumps([]),
+    ]
+    want = tuple(decode_group(t) for t in texts)
+    got = decode_groups(texts)
+    assert repr(got) == repr(want)
+    assert decode_groups([]) == ()
+    assert decode_groups([None, None]) == ((), ())
+    # texts that do not parse as one value each are decoded one by one (same result)
+    split = ['[["int", "1"]', '["int", "2"]]']
+    with pytest.raises(json.JSONDecodeError):
+        decode_groups(split)
