@@ -21,7 +21,6 @@ from hdp_spark.core.noise.exact import (
     floats_on_grid,
     grid_index,
     laplace_floats,
-    laplace_floats_of,
     laplace_grid,
     laplace_grid_of,
 )
@@ -50,8 +49,7 @@ def test_grid_point_and_floats_of_unreduced_pairs(num: int, den: int, f: int, e:
     value = Fraction(num, den)
     assert grid_index(num * f, den * f, e) == _on_grid(value, e)
     want = laplace_floats(value, e, t, y, beta)
-    assert laplace_floats_of(num * f, den * f, e, t, y, beta) == want
-    assert floats_on_grid(_on_grid(value, e) + y, e, t, beta) == want
+    assert floats_on_grid(grid_index(num * f, den * f, e) + y, e, t, beta) == want
 
 
 def test_pairs_refuse_a_non_positive_sensitivity() -> None:

@@ -59,7 +59,6 @@ __all__ = [
     "grid_for",
     "grid_index",
     "laplace_floats",
-    "laplace_floats_of",
     "laplace_grid",
     "laplace_grid_of",
     "laplace_mechanism",
@@ -334,18 +333,7 @@ def laplace_floats(value: Fraction, e: int, t: int, y: int, beta: float
     Privacy:
         Post-processing of :func:`laplace_on_grid`'s output (the same floats).
     """
-    return laplace_floats_of(value.numerator, value.denominator, e, t, y, beta)
-
-
-def laplace_floats_of(num: int, den: int, e: int, t: int, y: int, beta: float
-                      ) -> tuple[float, float, float]:
-    """:func:`laplace_floats` of the value ``num/den`` (``den > 0``; in lowest terms or not:
-    the same floats, as every step is a rounding of the same rational).
-
-    Privacy:
-        Post-processing of :func:`laplace_on_grid`'s output (the same floats).
-    """
-    return floats_on_grid(grid_index(num, den, e) + y, e, t, beta)
+    return floats_on_grid(grid_index(value.numerator, value.denominator, e) + y, e, t, beta)
 
 
 def floats_on_grid(z: int, e: int, t: int, beta: float) -> tuple[float, float, float]:
