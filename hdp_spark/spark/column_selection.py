@@ -4,7 +4,8 @@ run on the executors (Arrow UDFs).
 Privacy-critical module. Two steps, each over one Arrow batch of groups:
 
 * :func:`selection_weights`, the selection: per candidate group, the release API's
-  decision (:func:`~hdp_spark.core.selection.mechanism.select_one`: W = Σ k_i over the
+  decision (:func:`~hdp_spark.core.selection.mechanism.select_one`, for the whole batch
+  through :func:`~hdp_spark.core.selection.mechanism.select_many`: W = Σ k_i over the
   group's ε levels, W̃ = W + two-sided geometric noise from the group's own keyed stream,
   released iff W̃ >= T): the noisy weight W̃ of a selected group, null otherwise. The JVM extension
   (``SelectionPlan``) computes it once per group from the first aggregator's cells and drops
@@ -32,10 +33,10 @@ import pyarrow as pa
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import GroupCells, NoiseContext
 from hdp_spark.core.selection.kernels import selected_kernel_of
-from hdp_spark.core.selection.mechanism import Selected, group_weight, select_one
+from hdp_spark.core.selection.mechanism import Selected, group_weight, select_many
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
-from hdp_spark.spark.column_finalize import cell_stats, decode_group, query_key
+from hdp_spark.spark.column_finalize import cell_stats, decode_group, decode_groups, query_key
 
 __all__ = ["SELECT_PREFIX", "selected_finalize", "selected_rows", "selection_of",
            "selection_weights"]
@@ -93,14 +94,24 @@ def selection_weights(spec: Any, key: ReleaseKey, selection: SelectKeys,
     """
     if len(cells) == 0:
         return pa.array([], type=pa.int64())
-    out: list[int | None] = []
-    for text, levels, codes, counts, sums, qkey in _rows(key, _columns(cells)):
+    weights: list[int] = []
+    texts: list[str | None] = []
+    by_key: dict[int, tuple[ReleaseKey, list[int]]] = {}  # rows per query key (one, usually)
+    for i, (text, levels, codes, counts, sums, qkey) in enumerate(_rows(key, _columns(cells))):
         lv, n = levels.tolist(), counts.tolist()
         if any(x < 0 or x != x for x in lv):  # an invalid ε: the level table's error
             stats = cell_stats(spec, levels, codes, counts, sums)
             lv, n = [r.level for r in stats.rows], [r.count for r in stats.rows]
-        weight = group_weight(selection, lv, n)
-        out.append(select_one(selection, weight, qkey, decode_group(text)))
+        weights.append(group_weight(selection, lv, n))
+        texts.append(text)
+        by_key.setdefault(id(qkey), (qkey, []))[1].append(i)
+    groups = decode_groups(texts)
+    out: list[int | None] = [None] * len(weights)
+    for qkey, rows in by_key.values():  # each group's decision, the noise drawn at once
+        decided = select_many(selection, [weights[i] for i in rows], qkey,
+                              [groups[i] for i in rows])
+        for i, noisy in zip(rows, decided, strict=True):
+            out[i] = noisy
     return pa.array(out, type=pa.int64())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from scipy import stats
 
 from hdp_spark.core.noise import ReleaseKey, batch_laplace, encode_context
 from hdp_spark.core.noise.batch_laplace import MAX_SCALE, discrete_laplace_batch
-from hdp_spark.core.noise.exact import _discrete_laplace_int
+from hdp_spark.core.noise.exact import _discrete_laplace_int, discrete_laplace
 from hdp_spark.core.noise.prf import stream_block
 from hdp_spark.errors import InternalError
 
@@ -116,3 +117,25 @@ def test_chunks_of_lanes_give_the_same_draws(monkeypatch: pytest.MonkeyPatch) ->
     contexts = [encode_context(("c", i)) for i in range(100)]
     scales = _scales(r, len(contexts))
     assert discrete_laplace_batch(key, contexts, scales) == _scalar(key, contexts, scales)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_draws_of_rational_scales_equal_the_scalar_sampler(seed: int) -> None:
+    """Scales T/s (the selection's t_S): the same draws as ``discrete_laplace`` of the
+    Fraction, including divisors past the array steps' range (scalar lanes)."""
+    r = random.Random(100 + seed)
+    key = ReleaseKey.from_unsafe_seed(f"ratio-{seed}")
+    contexts = [encode_context(("q", seed, i)) for i in range(2_000)]
+    fractions = [Fraction(r.choice([1, 3, 7, 2**20 + 1, 2**45, 2**47]),
+                          r.choice([1, 2, 3, 10, 999, 2**30 + 7, 2**50])) for _ in contexts]
+    got = discrete_laplace_batch(key, contexts, [f.numerator for f in fractions],
+                                 divisors=[f.denominator for f in fractions])
+    assert got == [discrete_laplace(f, key.stream(c))
+                   for c, f in zip(contexts, fractions, strict=True)]
+
+
+def test_a_divisor_below_one_is_refused() -> None:
+    with pytest.raises(InternalError, match="divisor"):
+        discrete_laplace_batch(ReleaseKey.from_unsafe_seed("d"), [b"c"], [3], divisors=[0])
+    with pytest.raises(InternalError, match="divisor"):
+        discrete_laplace_batch(ReleaseKey.from_unsafe_seed("d"), [b"c"], [3], divisors=[])

@@ -1,8 +1,8 @@
 """Exact discrete Laplace draws for many keyed streams at once, bit for bit the scalar ones.
 
 Privacy-critical: the central releases' batch finalize draws its noise here.
-:func:`discrete_laplace_batch` returns, for each (context, T), exactly the integer that
-``_discrete_laplace_int(T, 1, key.stream(context))`` (:mod:`.exact`, Canonne, Kamath &
+:func:`discrete_laplace_batch` returns, for each (context, T, s), exactly the integer that
+``_discrete_laplace_int(T, s, key.stream(context))`` (:mod:`.exact`, Canonne, Kamath &
 Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, Algorithms 1-2)
 returns: the same stream bytes are read in the same order and compared with the same
 integers, only many streams advance together as numpy array steps. The law of every draw is
@@ -132,11 +132,13 @@ def _bernoulli_exp_le1(src: _Lanes, lanes: I64, num: U64, den: U64) -> B:
     return result
 
 
-def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int], blocks: int
-                ) -> list[int]:
-    """The draws of lanes with ``1 <= T < MAX_SCALE`` (see :func:`discrete_laplace_batch`)."""
+def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int],
+                divisors: list[int], blocks: int) -> list[int]:
+    """The draws of lanes with ``1 <= T < MAX_SCALE`` and ``1 <= s < MAX_SCALE`` (see
+    :func:`discrete_laplace_batch`)."""
     src = _Lanes(_buffers(key, contexts, blocks))
     t = np.array(scales, dtype=np.uint64)
+    div = np.array(divisors, dtype=np.uint64)
     y = np.zeros(len(contexts), dtype=np.int64)
     todo = np.arange(len(contexts))
     one = np.ones(len(contexts), dtype=np.uint64)
@@ -152,26 +154,30 @@ def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int], block
             hit &= ~src.over[lanes[live]]
             v[live[hit]] += np.uint64(1)
             live = live[hit]
-        magnitude = (u + t[lanes] * v).astype(np.int64)
+        magnitude = ((u + t[lanes] * v) // div[lanes]).astype(np.int64)
         negative = src.getrandbit(lanes)
         retry = negative & (magnitude == 0) & ~src.over[lanes]
         y[lanes] = np.where(negative, -magnitude, magnitude)
         todo = np.sort(np.concatenate([todo[~accept & ~src.over[todo]], lanes[retry]]))
     # lanes that read past their buffer (or left the exact range): the scalar sampler on a
     # fresh stream of the same context, which gives the integer the lane would have
-    return [_discrete_laplace_int(t_i, 1, key.stream(c)) if over else draw
-            for c, t_i, draw, over in zip(contexts, scales, y.tolist(), src.over.tolist(),
-                                          strict=True)]
+    return [_discrete_laplace_int(t_i, s_i, key.stream(c)) if over else draw
+            for c, t_i, s_i, draw, over in zip(contexts, scales, divisors, y.tolist(),
+                                               src.over.tolist(), strict=True)]
 
 
 def discrete_laplace_batch(key: ReleaseKey, contexts: Sequence[bytes],
-                           scales: Sequence[int], *, blocks: int = BLOCKS) -> list[int]:
-    """``[_discrete_laplace_int(T, 1, key.stream(c)) for c, T in zip(contexts, scales)]``.
+                           scales: Sequence[int], *, divisors: Sequence[int] | None = None,
+                           blocks: int = BLOCKS) -> list[int]:
+    """``[_discrete_laplace_int(T, s, key.stream(c)) for c, T, s in zip(contexts, scales,
+    divisors)]`` (``s = 1`` without ``divisors``): discrete Laplace of scale T/s.
 
     Args:
         key: the release key.
         contexts: each draw's context bytes (its stream: ``key.stream(context)``).
-        scales: each draw's integer scale T >= 1.
+        scales: each draw's integer T >= 1 (the scale's numerator).
+        divisors: each draw's integer s >= 1 (the scale's denominator, in lowest terms with
+            T, as :func:`~hdp_spark.core.noise.exact.discrete_laplace` passes it); None: 1.
         blocks: stream blocks read ahead per lane (a longer draw redraws on the scalar
             path; any value gives the same draws).
 
@@ -180,23 +186,27 @@ def discrete_laplace_batch(key: ReleaseKey, contexts: Sequence[bytes],
 
     Privacy:
         Exactly the scalar sampler on exactly the scalar streams (module docstring): each
-        draw is discrete Laplace of scale T from its own context's stream.
+        draw is discrete Laplace of scale T/s from its own context's stream.
     """
     size = len(contexts)
-    if size != len(scales) or any(t < 1 for t in scales):
-        msg = "discrete_laplace_batch needs one integer scale T >= 1 per context"
+    divs = [1] * size if divisors is None else list(divisors)
+    if (size != len(scales) or size != len(divs) or any(t < 1 for t in scales)
+            or any(d < 1 for d in divs)):
+        msg = ("discrete_laplace_batch needs one integer scale T >= 1 (and divisor s >= 1) "
+               "per context")
         raise InternalError(msg)
-    ok = [i for i, t in enumerate(scales) if t < MAX_SCALE]  # the others: scalar sampler
+    lanes = [t < MAX_SCALE and d < MAX_SCALE for t, d in zip(scales, divs, strict=True)]
+    ok = [i for i, lane in enumerate(lanes) if lane]  # the others: scalar sampler
     out = [0] * size
     for at in range(0, len(ok), CHUNK):  # bounded memory: CHUNK lanes' buffers at a time
         part = ok[at:at + CHUNK]
-        chunk = [contexts[i] for i in part]
-        draws = _draw_lanes(key, chunk, [scales[i] for i in part], blocks)
+        draws = _draw_lanes(key, [contexts[i] for i in part], [scales[i] for i in part],
+                            [divs[i] for i in part], blocks)
         for i, draw in zip(part, draws, strict=True):
             out[i] = draw
-    for i, t_i in enumerate(scales):
-        if t_i >= MAX_SCALE:
-            out[i] = _discrete_laplace_int(t_i, 1, key.stream(contexts[i]))
+    for i, lane in enumerate(lanes):
+        if not lane:
+            out[i] = _discrete_laplace_int(scales[i], divs[i], key.stream(contexts[i]))
     return out
 
 

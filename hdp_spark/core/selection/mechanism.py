@@ -63,8 +63,10 @@ from hdp_spark.core.noise import (
     encode_context,
     laplace_mechanism,
 )
+from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
+from hdp_spark.errors import InternalError
 
 __all__ = [
     "Selected",
@@ -75,6 +77,7 @@ __all__ = [
     "noisy_weight",
     "ratio_interval",
     "select_groups",
+    "select_many",
     "select_one",
     "selected_histogram",
     "selected_mean",
@@ -106,8 +109,38 @@ def group_units(selection: SelectKeys, stats: GroupStats) -> list[int]:
 
 def noisy_weight(selection: SelectKeys, weight: int, key: ReleaseKey, group: Key) -> int:
     """W̃ = W + Z, Z two-sided geometric of scale t_S, from the group's own stream."""
-    context = encode_context((_TAG, "weight", selection.context(), context_key(group), weight))
+    context = _weight_context(selection.context(), group, weight)
     return weight + discrete_laplace(selection.selection_scale, key.stream(context))
+
+
+def _weight_context(head: object, group: Key, weight: int) -> bytes:
+    """The context of a group's selection noise (its stream: one per group and weight)."""
+    return encode_context((_TAG, "weight", head, context_key(group), weight))
+
+
+def select_many(selection: SelectKeys, weights: Sequence[int], key: ReleaseKey,
+                groups: Sequence[Key]) -> list[int | None]:
+    """:func:`select_one` of every ``(weights[i], groups[i])``, the noise of all admissible
+    groups drawn at once (:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_batch`:
+    the scalar sampler's draws on the same streams, tested equal).
+
+    Privacy:
+        As :func:`select_one` for each group: the same context, stream and exact sampler,
+        so the same decision; nothing is shared between groups.
+    """
+    if len(weights) != len(groups):
+        msg = "select_many needs one weight per group"
+        raise InternalError(msg)
+    scale, head, threshold = selection.selection_scale, selection.context(), selection.threshold
+    at = [i for i, group in enumerate(groups) if _admissible(group)]
+    draws = discrete_laplace_batch(
+        key, [_weight_context(head, groups[i], weights[i]) for i in at],
+        [scale.numerator] * len(at), divisors=[scale.denominator] * len(at))
+    out: list[int | None] = [None] * len(groups)
+    for i, z in zip(at, draws, strict=True):
+        noisy = weights[i] + z
+        out[i] = noisy if noisy >= threshold else None
+    return out
 
 
 def _missing(value: object) -> bool:
@@ -141,12 +174,12 @@ def select_groups(
         See the module docstring: each candidate's decision is a function of its own
         noisy weight; the candidates' order and the unreleased keys never leave here.
     """
-    picked: dict[Key, Selected] = {}
-    for group, stats in table.items():
-        noisy = select_one(selection, group_weight(selection, [r.level for r in stats.rows],
-                                                   [r.count for r in stats.rows]), key, group)
-        if noisy is not None:
-            picked[group] = Selected(selection, noisy, parts)
+    groups = list(table)
+    weights = [group_weight(selection, [r.level for r in stats.rows],
+                            [r.count for r in stats.rows]) for stats in table.values()]
+    picked = {group: Selected(selection, noisy, parts)
+              for group, noisy in zip(groups, select_many(selection, weights, key, groups),
+                                      strict=True) if noisy is not None}
     return {g: picked[g] for g in sort_keys(picked)}
 
 
