@@ -49,7 +49,12 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import load_average
 
 
 def _time(fn: Any, repeats: int) -> float:
@@ -76,6 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.rows, args.keys, args.repeats = 20_000, 50, 1
+    load_start = load_average()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -157,7 +163,8 @@ def main() -> None:
                res["grouped column noop"] - res["grouped cells noop"],
            "grouped finalize seconds": res["grouped column"] - res["grouped cells only"],
            "select_keys / grouped column": res["grouped select_keys"] / res["grouped column"],
-           "groups selected": len(df.groupBy("key").agg(mean_selected).collect())}
+           "groups selected": len(df.groupBy("key").agg(mean_selected).collect()),
+           "load average at start": load_start, "load average at end": load_average()}
     print(json.dumps(out, indent=2))
     spark.stop()
 
