@@ -32,9 +32,10 @@ import functools
 import math
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -269,35 +270,37 @@ def released_figures(lower: float, upper: float, unit: float, noise_unit: float,
     Privacy:
         Post-processing of the noisy statistic and public figures (bounds, β).
     """
-    span = upper - lower
-    estimate = lower + span * unit
-    half = span * half_unit
-    lo, hi = estimate - half, estimate + half
-    if clips:
-        estimate = min(max(estimate, lower), upper)
-    lo, hi = max(lo, lower), min(hi, upper)
-    return estimate, span * noise_unit, min(lo, estimate), max(hi, estimate)
+    return _figures(lower, upper, unit, noise_unit, half_unit, clips, max, min)
 
 
 def released_figures_arrays(lower: float, upper: float, unit: FloatArray,
                             noise_unit: FloatArray, half_unit: FloatArray, clips: bool
                             ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """:func:`released_figures` of many groups at once, the same floats: the same IEEE
-    operations in the same order, and Python's ``max(a, b)`` / ``min(a, b)`` (``a`` unless
-    ``b`` is strictly larger / smaller) as ``where`` (tested equal).
+    """:func:`released_figures` of many groups at once, the same floats: the same
+    operations (one body, :func:`_figures`), IEEE's on arrays, with Python's ``max(a, b)``
+    / ``min(a, b)`` (``a`` unless ``b`` is strictly larger / smaller) as ``where`` (tested
+    equal).
 
     Privacy:
         Post-processing of the noisy statistics and public figures (bounds, β).
     """
     with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as Python's floats
-        span = upper - lower
-        estimate = lower + span * unit
-        half = span * half_unit
-        lo, hi = estimate - half, estimate + half
-        if clips:
-            estimate = _py_min(_py_max(estimate, lower), upper)
-        lo, hi = _py_max(lo, lower), _py_min(hi, upper)
-        return estimate, span * noise_unit, _py_min(lo, estimate), _py_max(hi, estimate)
+        return _figures(lower, upper, unit, noise_unit, half_unit, clips,
+                        _py_max, _py_min)
+
+
+def _figures(lower: float, upper: float, unit: Any, noise_unit: Any, half_unit: Any,
+             clips: bool, hi_of: Callable[[Any, Any], Any], lo_of: Callable[[Any, Any], Any]
+             ) -> tuple[Any, Any, Any, Any]:
+    """The released figures' arithmetic, for floats (``max``, ``min``) or arrays."""
+    span = upper - lower
+    estimate = lower + span * unit
+    half = span * half_unit
+    lo, hi = estimate - half, estimate + half
+    if clips:
+        estimate = lo_of(hi_of(estimate, lower), upper)
+    lo, hi = hi_of(lo, lower), lo_of(hi, upper)
+    return estimate, span * noise_unit, lo_of(lo, estimate), hi_of(hi, estimate)
 
 
 def _py_max(a: FloatArray, b: FloatArray | float) -> FloatArray:
