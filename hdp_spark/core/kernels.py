@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hdp_spark.core.histogram.auto import resolve_histogram, resolve_histograms
-from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
+from hdp_spark.core.histogram.auto import resolve_histograms
+from hdp_spark.core.histogram.batch import finalize_histograms
+from hdp_spark.core.histogram.finalize import HistogramResult
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.histogram.spec import histogram_weights as _histogram_weights
 from hdp_spark.core.ldp.release import (
@@ -200,21 +201,18 @@ class HistogramKernel:
     def finalize(
         self, spec: HistogramSpec, cells: GroupCells, noise: NoiseContext
     ) -> HistogramResult:
-        stats: GroupStats = cells.stats
-        spec = resolve_histogram(spec, stats.levels, stats.counts)  # "auto": the choice
-        weights = _weights(spec, tuple(stats.levels), tuple(stats.counts)) if stats.n else None
-        return finalize_histogram(spec, stats, noise.key, noise.group, weights)
+        return self.finalize_batch(spec, [cells.stats], cells.slot, noise.key, (noise.group,),
+                                   noise.label)[0]
 
     def finalize_batch(self, spec: HistogramSpec, stats: Sequence[GroupStats], slot: int,
                        key: ReleaseKey, groups: tuple[tuple[object, ...], ...], label: str
                        ) -> list[HistogramResult]:
         """:meth:`finalize` of every group; ``method="auto"`` chooses for all groups in one
         vectorized prediction (the same choices as per group)."""
-        out = []
-        for s, st, group in zip(resolve_histograms(spec, stats), stats, groups, strict=True):
-            weights = _weights(s, tuple(st.levels), tuple(st.counts)) if st.n else None
-            out.append(finalize_histogram(s, st, key, group, weights))
-        return out
+        specs = resolve_histograms(spec, stats)
+        weights = [_weights(s, tuple(st.levels), tuple(st.counts)) if st.n else None
+                   for s, st in zip(specs, stats, strict=True)]
+        return finalize_histograms(specs, stats, key, groups, weights)
 
     def values(self, spec: HistogramSpec, r: HistogramResult) -> tuple[Any, ...]:
         freqs = r.frequencies(self.project)

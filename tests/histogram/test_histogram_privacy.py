@@ -178,11 +178,11 @@ def test_empirical_audit_lower_bound_stays_below_eps() -> None:
 
 def test_release_refuses_a_grid_that_breaks_the_bound() -> None:
     """The integer self-check that finalize runs before releasing anything."""
-    from hdp_spark.core.histogram.finalize import _check_losses
+    from hdp_spark.core.histogram.finalize import check_level_losses
     from hdp_spark.errors import InternalError
 
     w = Fraction(1, 3)
     scale = 2 * w * (1 + GRID_SLACK)
-    _check_losses([1.0], [1], 3, grid_for(w), scale)
+    check_level_losses([1.0], [1], 3, grid_for(w), scale)
     with pytest.raises(InternalError, match=r"privacy loss bound exceeds its ε"):
-        _check_losses([1.0], [1], 3, grid_for(2 * w), scale)
+        check_level_losses([1.0], [1], 3, grid_for(2 * w), scale)

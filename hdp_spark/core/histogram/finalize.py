@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -131,14 +132,19 @@ def integer_weights(weights: Weights) -> tuple[tuple[int, ...], int]:
     return tuple(x.numerator * (den // x.denominator) for x in w), den
 
 
-def _bin_sums(nums: Sequence[int], counts: Sequence[Sequence[int]], k: int) -> list[int]:
-    sums = [0] * k
-    for nl, row in zip(nums, counts, strict=True):
-        if nl:
-            for j, c in enumerate(row):
-                if c:
-                    sums[j] += nl * c
-    return sums
+def bin_sums(nums: Sequence[int], counts: Sequence[Sequence[int]], k: int) -> list[int]:
+    """Numerators Σ_l nums[l]·counts[l][j] of the exact bin statistics (over the weights'
+    common denominator).
+
+    Privacy:
+        The pre-noise statistics: only the mechanism may read them.
+    """
+    if len(nums) != len(counts) or any(len(row) != k for row in counts):
+        msg = "bin sums need one weight per level and k counts per level"
+        raise InternalError(msg)
+    if not counts:
+        return [0] * k
+    return [sum(map(operator.mul, nums, column)) for column in zip(*counts, strict=True)]
 
 
 def bin_statistics(
@@ -152,7 +158,7 @@ def bin_statistics(
         k: number of released bins.
     """
     nums, den = integer_weights(weights)
-    return tuple(Fraction(s, den) for s in _bin_sums(nums, counts, k))
+    return tuple(Fraction(s, den) for s in bin_sums(nums, counts, k))
 
 
 def level_loss_bounds(
@@ -254,10 +260,15 @@ def _bias_bound(m: Sequence[int], nums: Sequence[int], den: int) -> float:
     return float(Fraction(total, 2 * n * den))
 
 
-def _check_losses(
+def check_level_losses(
     v: Sequence[float], nums: Sequence[int], den: int, grid: Fraction, scale: Fraction
 ) -> None:
-    """Raise unless 2·(w_l + g)/b' <= ε_l for every private level (integer arithmetic)."""
+    """Raise unless 2·(w_l + g)/b' <= ε_l for every private level (integer arithmetic).
+
+    Privacy:
+        The exact check of the module docstring's bound, before a release; reads only the
+        public ε levels, the weights and the noise parameters.
+    """
     gn, gd = grid.numerator, grid.denominator
     sn, sd = scale.numerator, scale.denominator
     for vl, p in zip(v, nums, strict=True):
@@ -310,7 +321,7 @@ def finalize_histogram(
         return _finalize_rappor(spec, stats, key, group, plan, weights)
     nums, den = integer_weights(weights)
     counts = released_counts(spec, stats)
-    statistics = tuple(Fraction(x, den) for x in _bin_sums(nums, counts, k))
+    statistics = tuple(Fraction(x, den) for x in bin_sums(nums, counts, k))
     constrained = plan.min_sensitivity is not None
     min_sensitivity = plan.min_sensitivity or Fraction(1)
     scale = 2 * weights.eta
@@ -333,7 +344,7 @@ def finalize_histogram(
         if used < scale * (1 + GRID_SLACK) or grid > min_sensitivity * GRID_SLACK:
             msg = "histogram noise does not match its privacy analysis"
             raise InternalError(msg)
-        _check_losses(v, nums, den, grid, used)
+        check_level_losses(v, nums, den, grid, used)
     elif constrained:
         msg = "a private level carries weight but the noise scale is 0"
         raise InternalError(msg)

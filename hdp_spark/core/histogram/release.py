@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.histogram.auto import resolve_histograms
-from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
+from hdp_spark.core.histogram.batch import finalize_histograms
+from hdp_spark.core.histogram.finalize import HistogramResult
 from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
 from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
@@ -210,17 +211,19 @@ def finalize_histogram_release(
     order = keys if keys is not None else ((),)
     empty = GroupStats(())
     cache: dict[tuple[str, tuple[tuple[float, int], ...]], Weights] = {}
-    results: dict[tuple[object, ...], HistogramResult] = {}
     tables = [table.get(key, empty) for key in order]
-    # "auto": every group's choice in one vectorized prediction
-    for key, stats, chosen in zip(order, tables, resolve_histograms(spec, tables), strict=True):
-        weights = None
+    specs = resolve_histograms(spec, tables)  # "auto": every choice in one prediction
+    weights: list[Weights | None] = []
+    for stats, chosen in zip(tables, specs, strict=True):
+        w = None
         if stats.n:
             signature = (chosen.method, tuple(zip(stats.levels, stats.counts, strict=True)))
-            weights = cache.get(signature)
-            if weights is None:
-                weights = histogram_weights(chosen, stats.levels, stats.counts)
-                cache[signature] = weights
-        results[key] = finalize_histogram(chosen, stats, release_key, key, weights)
+            w = cache.get(signature)
+            if w is None:
+                w = cache[signature] = histogram_weights(chosen, stats.levels, stats.counts)
+        weights.append(w)
+    # every bin of every group drawn in one call (the per-group finalize's results)
+    done = finalize_histograms(specs, tables, release_key, order, weights)
+    results: dict[tuple[object, ...], HistogramResult] = dict(zip(order, done, strict=True))
     return HistogramRelease(by, order, spec, results, project, counts, release_key.unsafe)
 
