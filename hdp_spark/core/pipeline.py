@@ -254,6 +254,12 @@ class SelectionKernel(Kernel, Protocol):
         """One selected group's released result (κ_i weights, no exact n)."""
         ...
 
+    def finalize_selected_batch(self, spec: Any, stats: Sequence[Any], slot: int,
+                                key: ReleaseKey, groups: Keys, label: str,
+                                selected: Sequence[Selected]) -> Sequence[Any]:
+        """:meth:`finalize_selected` of every selected group, result for result."""
+        ...
+
 
 @runtime_checkable
 class InteractiveKernel(Kernel, Protocol):
@@ -472,12 +478,10 @@ def run_release(
             if not isinstance(kernel, SelectionKernel):  # check_selection refused it
                 msg = f"{type(kernel).__name__} has no selection finalize"
                 raise InternalError(msg)
-            finish = kernel.finalize_selected
-            results[name] = {
-                k: finish(spec, GroupCells(table.get(k, blank), slot),
-                          NoiseContext(release_key, k, name), picked[k])
-                for k in order
-            }
+            done = kernel.finalize_selected_batch(
+                spec, [table.get(k, blank) for k in order], slot, release_key, order, name,
+                [picked[k] for k in order])
+            results[name] = dict(zip(order, done, strict=True))
             continue
         if isinstance(kernel, BatchCellKernel):
             # one call for every group: the same results as the per-group loop below

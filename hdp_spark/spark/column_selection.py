@@ -31,7 +31,6 @@ from typing import Any
 import pyarrow as pa
 
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.pipeline import GroupCells, NoiseContext
 from hdp_spark.core.selection.kernels import selected_kernel_of
 from hdp_spark.core.selection.mechanism import Selected, group_weight, select_many
 from hdp_spark.core.selection.spec import SelectKeys
@@ -127,14 +126,18 @@ def selected_rows(spec: Any, key: ReleaseKey, selection: SelectKeys,
         all, per query).
     """
     kernel = selected_kernel_of(spec)
-    rows = []
-    for (group, stats, qkey), weight, part in zip(_groups(spec, key, cells), weights, parts,
-                                                  strict=True):
-        selected = Selected(selection, int(weight), int(part))
-        result = kernel.finalize_selected(spec, GroupCells(stats, 0),
-                                          NoiseContext(qkey, group, spec.name), selected)
-        rows.append(kernel.values(spec, result))
-    return rows
+    found = _groups(spec, key, cells)
+    by_key: dict[int, tuple[ReleaseKey, list[int]]] = {}  # rows per query key (one, usually)
+    for i, (_, _, qkey) in enumerate(found):
+        by_key.setdefault(id(qkey), (qkey, []))[1].append(i)
+    results: list[Any] = [None] * len(found)
+    for qkey, at in by_key.values():  # every group of a query key at once
+        done = kernel.finalize_selected_batch(
+            spec, [found[i][1] for i in at], 0, qkey, [found[i][0] for i in at], spec.name,
+            [Selected(selection, int(weights[i]), int(parts[i])) for i in at])
+        for i, result in zip(at, done, strict=True):
+            results[i] = result
+    return [kernel.values(spec, r) for r in results]
 
 
 def selected_finalize(spec: Any, key: ReleaseKey, selection: SelectKeys,

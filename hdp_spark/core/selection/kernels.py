@@ -7,11 +7,13 @@ mode with each row's charge (κ_i = min(ε_i, c) rounded down to the step, and �
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import (
     CategoryRequest,
     CellRequest,
@@ -21,12 +23,15 @@ from hdp_spark.core.pipeline import (
     OutputField,
 )
 from hdp_spark.core.selection.mechanism import (
+    Key,
     Selected,
     SelectedHistogram,
     SelectedMean,
     selected_histogram,
     selected_mean,
+    selected_means,
 )
+from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import ParameterError
 
 __all__ = ["MODE", "SelectedHistogramKernel", "SelectedMeanKernel", "selected_kernel_of"]
@@ -66,6 +71,13 @@ class SelectedMeanKernel:
         return selected_mean(spec, cells.stats, cells.slot, noise.key, noise.group,
                              noise.label, selected)
 
+    def finalize_selected_batch(self, spec: MeanSpec, stats: Sequence[GroupStats], slot: int,
+                                key: ReleaseKey, groups: Sequence[Key], label: str,
+                                selected: Sequence[Selected]) -> list[SelectedMean]:
+        """Every selected group at once: the noise of all groups drawn in one call (the
+        same results as :meth:`finalize_selected` per group)."""
+        return selected_means(spec, stats, slot, key, groups, label, selected)
+
     def values(self, spec: MeanSpec, r: SelectedMean) -> tuple[Any, ...]:
         return (r.estimate, r.ci_low, r.ci_high, *_selection_values(r.selected))
 
@@ -88,6 +100,15 @@ class SelectedHistogramKernel:
                           selected: Selected) -> SelectedHistogram:
         return selected_histogram(spec, cells.stats, noise.key, noise.group, noise.label,
                                   selected)
+
+    def finalize_selected_batch(self, spec: HistogramSpec, stats: Sequence[GroupStats],
+                                slot: int, key: ReleaseKey, groups: Sequence[Key], label: str,
+                                selected: Sequence[Selected]) -> list[SelectedHistogram]:
+        """:meth:`finalize_selected` of every group, one by one: a group's bins are drawn
+        in order from one stream (its context), which the one-draw-per-stream batch
+        sampler does not cover."""
+        return [selected_histogram(spec, st, key, g, label, sel)
+                for st, g, sel in zip(stats, groups, selected, strict=True)]
 
     def values(self, spec: HistogramSpec, r: SelectedHistogram) -> tuple[Any, ...]:
         bins = [{"category": label, "frequency": p, "ci_low": lo, "ci_high": hi}

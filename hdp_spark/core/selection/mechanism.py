@@ -62,8 +62,11 @@ from hdp_spark.core.noise import (
     discrete_laplace,
     encode_context,
     laplace_mechanism,
+    laplace_noise,
 )
 from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch
+from hdp_spark.core.noise.exact import grid_index, laplace_grid
+from hdp_spark.core.noise.prf import encode_context_head, encode_context_parts, encode_rational
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
@@ -81,6 +84,7 @@ __all__ = [
     "select_one",
     "selected_histogram",
     "selected_mean",
+    "selected_means",
 ]
 
 Key = tuple[object, ...]
@@ -248,26 +252,100 @@ def selected_mean(
     spec: MeanSpec, stats: GroupStats, slot: int, key: ReleaseKey, group: Key, label: str,
     selected: Selected,
 ) -> SelectedMean:
-    """The ratio estimator μ̂ = clip(½ + Ñ/W̃, 0, 1) of one selected group."""
-    selection = selected.selection
-    units = group_units(selection, stats)
-    # N·2·FIXED_ONE = Σ k_l·(2·U_l - m_l·FIXED_ONE): x̄ - ½ summed exactly per level
-    num = sum(k * (2 * r.totals[slot] - r.count * FIXED_ONE)
-              for k, r in zip(units, stats.rows, strict=True))
+    """The ratio estimator μ̂ = clip(½ + Ñ/W̃, 0, 1) of one selected group (the reference
+    of :func:`selected_means`)."""
+    num = _mean_numerator(group_units(selected.selection, stats), stats, slot)
     statistic = Fraction(num, 2 * FIXED_ONE)
-    context = encode_context((_TAG, "mean", label, spec.column, float(spec.lower),
-                              float(spec.upper), selection.context(), selected.parts,
-                              context_key(group), statistic))
-    draw = laplace_mechanism(statistic, selection.mean_scale(selected.parts), _HALF,
+    context = encode_context((*_mean_head(spec, label, selected), context_key(group),
+                              statistic))
+    draw = laplace_mechanism(statistic, selected.selection.mean_scale(selected.parts), _HALF,
                              key.stream(context))
-    ratio = draw.value / selected.weight
+    return _ratio_mean(spec, selected, draw.value, draw.half_width(spec.beta / 2),
+                       _weight_half(selected, spec.beta / 2))
+
+
+def _mean_numerator(units: Sequence[int], stats: GroupStats, slot: int) -> int:
+    """N·2·FIXED_ONE = Σ k_l·(2·U_l - m_l·FIXED_ONE): x̄ - ½ summed exactly per level
+    (``units``: each level's integer weight k_l)."""
+    return sum(k * (2 * r.totals[slot] - r.count * FIXED_ONE)
+               for k, r in zip(units, stats.rows, strict=True))
+
+
+def _mean_head(spec: MeanSpec, label: str, selected: Selected) -> tuple[object, ...]:
+    """The first eight items of a selected mean's noise context (all but the group key and
+    the statistic)."""
+    return (_TAG, "mean", label, spec.column, float(spec.lower), float(spec.upper),
+            selected.selection.context(), selected.parts)
+
+
+def _ratio_mean(spec: MeanSpec, selected: Selected, noisy: Fraction, half: float,
+                weight_half: float) -> SelectedMean:
+    """μ̂ and its interval from Ñ (exact), its noise's (1 - β/2) half-width and W̃'s."""
+    ratio = noisy / selected.weight
     unit = min(max(0.5 + ratio.numerator / ratio.denominator, 0.0), 1.0)
-    lo, hi = ratio_interval(draw.value, draw.half_width(spec.beta / 2), selected.weight,
-                            _weight_half(selected, spec.beta / 2), 0.5)
+    lo, hi = ratio_interval(noisy, half, selected.weight, weight_half, 0.5)
     lower, span = float(spec.lower), float(spec.upper) - float(spec.lower)
     estimate = lower + span * unit
     return SelectedMean(estimate, min(lower + span * lo, estimate),
-                        max(lower + span * hi, estimate), draw.value, selected)
+                        max(lower + span * hi, estimate), noisy, selected)
+
+
+def selected_means(
+    spec: MeanSpec, stats: Sequence[GroupStats], slot: int, key: ReleaseKey,
+    groups: Sequence[Key], label: str, selected: Sequence[Selected],
+) -> list[SelectedMean]:
+    """:func:`selected_mean` of every selected group, equal result for result, the noise of
+    all groups drawn in one call.
+
+    Privacy:
+        As :func:`selected_mean` for each group (step 3 of the module docstring): the same
+        context and stream, the same grid (e, T) of the scale u/(2·s·γ) and the same exact
+        sampler (:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_batch`, tested
+        draw for draw), so the same Ñ; nothing is shared between groups.
+    """
+    size = len(stats)
+    if len(groups) != size or len(selected) != size:
+        msg = "selected_means needs one group key and one selection per group"
+        raise InternalError(msg)
+    # per (selection, share): the context's head, (e, T) and the two half-widths; per
+    # selection: each ε level's integer weight (objects of this call, keyed by identity)
+    heads: dict[tuple[int, int], tuple[bytes, int, int, float, float]] = {}
+    units: dict[int, dict[float, int]] = {}
+    contexts: list[bytes] = []
+    scales: list[int] = []
+    nums: list[int] = []
+    grids: list[tuple[int, float, float]] = []
+    den = 2 * FIXED_ONE
+    for stats_g, group, sel in zip(stats, groups, selected, strict=True):
+        plan = heads.get((id(sel.selection), sel.parts))
+        if plan is None:
+            scale = sel.selection.mean_scale(sel.parts)
+            e, t = laplace_grid(scale, _HALF)  # laplace_mechanism's grid and integer scale
+            plan = heads[id(sel.selection), sel.parts] = (
+                encode_context_head(_mean_head(spec, label, sel), 10), e, t,
+                laplace_noise(scale, _HALF).half_width(spec.beta / 2),
+                _weight_half(sel, spec.beta / 2))
+        known = units.setdefault(id(sel.selection), {})
+        level_units = []
+        for row in stats_g.rows:
+            k = known.get(row.level)
+            if k is None:
+                k = known[row.level] = sel.selection.units(row.level)
+            level_units.append(k)
+        num = _mean_numerator(level_units, stats_g, slot)
+        contexts.append(b"".join((plan[0], *encode_context_parts((context_key(group),)),
+                                  encode_rational(num, den), b")")))
+        scales.append(plan[2])
+        nums.append(num)
+        grids.append((plan[1], plan[3], plan[4]))
+    draws = discrete_laplace_batch(key, contexts, scales)
+    out = []
+    for num, y, (e, half, weight_half), sel in zip(nums, draws, grids, selected,
+                                                   strict=True):
+        z = grid_index(num, den, e) + y
+        noisy = Fraction(z << e) if e >= 0 else Fraction(z, 1 << -e)
+        out.append(_ratio_mean(spec, sel, noisy, half, weight_half))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
