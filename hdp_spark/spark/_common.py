@@ -449,7 +449,7 @@ def local_frame(session: Any, rows: list[tuple[Any, ...]] | OutputColumns,
     if all(_arrow_safe(f.dataType) for f in schema.fields):
         arrow_schema = to_arrow_schema(schema)
         if isinstance(rows, OutputColumns):
-            columns = [_arrow_column(c, arrow_schema.field(i).type)
+            columns = [arrow_column(c, arrow_schema.field(i).type)
                        for i, c in enumerate(rows.columns)]
         else:
             columns = [
@@ -464,9 +464,14 @@ def local_frame(session: Any, rows: list[tuple[Any, ...]] | OutputColumns,
     )
 
 
-def _arrow_column(column: list[Any] | ListColumn, dtype: pa.DataType) -> pa.Array:
+def arrow_column(column: list[Any] | ListColumn, dtype: pa.DataType) -> pa.Array:
     """One output column as an Arrow array of ``dtype`` (a ``ListColumn`` as a list of
-    structs over its flat field arrays)."""
+    structs over its flat field arrays, fields by name): the release API's output frame and
+    the Column's finalize build their arrays here.
+
+    Privacy:
+        None: released values in another layout.
+    """
     if not isinstance(column, ListColumn):
         return pa.array(column, type=dtype)
     item = dtype.value_type

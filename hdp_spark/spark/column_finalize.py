@@ -29,12 +29,13 @@ from hdp_spark.core.histogram.release import build_histogram_groups
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
-from hdp_spark.core.mean.columns import GROUP_COLUMNS, LEVEL_COLUMNS, MeanColumns
+from hdp_spark.core.mean.columns import MeanColumns
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, OutputField
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import InternalError, ParameterError
+from hdp_spark.spark._common import arrow_column
 
 __all__ = ["NO_FINGERPRINT", "arrow_finalize", "cell_stats", "decode_group", "decode_groups",
            "finalize_batch", "finalize_rows", "query_key", "struct_fields"]
@@ -268,23 +269,17 @@ def _flat_list(array: pa.Array) -> tuple[Any, Any] | None:
 
 
 def _mean_arrow(columns: MeanColumns, rtype: pa.StructType) -> pa.StructArray:
-    """The Column's struct array straight from the batch's columns: one Arrow array per
-    field and the levels as a list of structs over flat arrays (no per-group or per-level
-    Python object). The fields of ``rtype`` are the mean kernel's, in its order."""
-    names = (*GROUP_COLUMNS, "levels")
-    if len(rtype) != len(names):
+    """The Column's struct array straight from the batch's columns (``value_columns``: one
+    Arrow array per field and the levels as a list of structs over flat arrays, no
+    per-group or per-level Python object). The fields of ``rtype`` are the mean kernel's,
+    in its order."""
+    values = columns.value_columns()
+    if len(rtype) != len(values):
         msg = "the mean Column's struct type does not have the mean kernel's fields"
         raise InternalError(msg)
-    arrays = [pa.array(getattr(columns, name), type=f.type)
-              for name, f in zip(GROUP_COLUMNS, rtype, strict=False)]
-    list_type = rtype[len(GROUP_COLUMNS)].type
-    item = list_type.value_type
-    values = pa.StructArray.from_arrays(
-        [pa.array(getattr(columns, name), type=f.type)
-         for name, f in zip(LEVEL_COLUMNS, item, strict=True)], fields=list(item))
-    offsets = pa.array(columns.level_offsets, type=pa.int32())
-    arrays.append(pa.ListArray.from_arrays(offsets, values, type=list_type))
-    return pa.StructArray.from_arrays(arrays, fields=list(rtype))
+    return pa.StructArray.from_arrays(
+        [arrow_column(column, f.type) for column, f in zip(values, rtype, strict=True)],
+        fields=list(rtype))
 
 
 def _checked_cells(offsets: Any, flat: Any, count: Any, total: Any) -> MeanCells | None:
