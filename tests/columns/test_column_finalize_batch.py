@@ -201,3 +201,16 @@ def test_groups_decoded_in_one_parse_equal_one_by_one() -> None:
     split = ['[["int", "1"]', '["int", "2"]]']
     with pytest.raises(json.JSONDecodeError):
         decode_groups(split)
+
+
+def test_the_mean_struct_needs_the_kernels_fields() -> None:
+    """The Column's mean struct is laid out from the batch's columns by position: a struct
+    type with another number of fields is refused, not filled in part."""
+    import pyarrow as pa
+
+    from hdp_spark.core.mean.columns import MeanColumns
+    from hdp_spark.errors import InternalError
+    from hdp_spark.spark.column_finalize import _mean_arrow
+
+    with pytest.raises(InternalError, match="does not have the mean kernel's fields"):
+        _mean_arrow(MeanColumns(), pa.struct([pa.field("estimate", pa.float64())]))
