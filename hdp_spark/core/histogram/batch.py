@@ -123,7 +123,7 @@ def finalize_histograms(
     waiting: list[tuple[int, _Noisy]] = []
     contexts: list[bytes] = []
     scales: list[int] = []
-    heads: dict[HistogramSpec, bytes] = {}
+    heads: dict[int, bytes] = {}  # by identity: a spec's hash reads its whole domain
     bin_tails: dict[int, list[bytes]] = {}
     key_parts = encode_context_parts(context_keys(groups))
     for g, (spec, st, w) in enumerate(zip(specs, stats, given, strict=True)):
@@ -155,9 +155,9 @@ def finalize_histograms(
             msg = "histogram noise does not match its privacy analysis"
             raise InternalError(msg)
         check_level_losses(v, nums, den, grid, used)
-        head = heads.get(spec)
+        head = heads.get(id(spec))
         if head is None:
-            head = heads[spec] = _digest_head(spec)
+            head = heads[id(spec)] = _digest_head(spec)
         statistic = b"".join([b"(", _LENGTH(k), *(encode_rational(s, den) for s in sums),
                               b")"])
         raw_n = b"%d" % n
