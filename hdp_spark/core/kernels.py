@@ -8,7 +8,6 @@ same kernels).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 from collections.abc import Mapping, Sequence
@@ -16,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.histogram.auto import resolve_histograms
-from hdp_spark.core.histogram.batch import finalize_histograms
+from hdp_spark.core.histogram.batch import finalize_histograms, group_weights
 from hdp_spark.core.histogram.finalize import HistogramResult
 from hdp_spark.core.histogram.spec import HistogramSpec
-from hdp_spark.core.histogram.spec import histogram_weights as _histogram_weights
 from hdp_spark.core.ldp.release import (
     LdpResult,
     _row_values,
@@ -33,7 +31,6 @@ from hdp_spark.core.level_table import LevelGroups
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.finalize import MeanResult, finalize_mean
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.output_columns import Column, ColumnResults, ListColumn
 from hdp_spark.core.partial.heavy_hitters import (
@@ -171,11 +168,6 @@ _MEAN_VALUES = ("estimate", "noise_scale", "ci_low", "ci_high", "n", "tau", "met
 """The mean's scalar output fields, in the order of :meth:`MeanKernel.values`."""
 
 
-@functools.lru_cache(maxsize=256)
-def _weights(spec: HistogramSpec, v: tuple[float, ...], m: tuple[int, ...]) -> Weights:
-    return _histogram_weights(spec, v, m)
-
-
 @dataclass(frozen=True, slots=True)
 class HistogramKernel:
     """The heterogeneous-DP histogram (``hdp_histogram``).
@@ -210,9 +202,7 @@ class HistogramKernel:
         """:meth:`finalize` of every group; ``method="auto"`` chooses for all groups in one
         vectorized prediction (the same choices as per group)."""
         specs = resolve_histograms(spec, stats)
-        weights = [_weights(s, tuple(st.levels), tuple(st.counts)) if st.n else None
-                   for s, st in zip(specs, stats, strict=True)]
-        return finalize_histograms(specs, stats, key, groups, weights)
+        return finalize_histograms(specs, stats, key, groups, group_weights(specs, stats))
 
     def values(self, spec: HistogramSpec, r: HistogramResult) -> tuple[Any, ...]:
         freqs = r.frequencies(self.project)

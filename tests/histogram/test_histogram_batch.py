@@ -235,3 +235,21 @@ def test_bin_sums_refuse_counts_of_another_width() -> None:
         bin_sums([2, 3], [[1, 0], [4]], 2)
     with pytest.raises(InternalError, match="one weight per level"):
         bin_sums([2], [[1, 0], [4, 5]], 2)
+
+
+def test_group_weights_are_each_groups_weights_computed_once_per_histogram() -> None:
+    from hdp_spark.core.histogram.batch import group_weights
+
+    spec = HistogramSpec("c", "eps", ("a", "b"), method="hpf-cp")
+    other = HistogramSpec("c", "eps", ("a", "b"), method="hpf-cp", beta=0.2)
+    one, two = _rows(3, (0.5, 10), (1.0, 3)), _rows(3, (0.5, 2), (2.0, 3))
+    stats = [one, GroupStats(()), two, one, one]
+    specs = [spec, spec, spec, spec, other]
+    got = group_weights(specs, stats)
+    assert got[1] is None
+    for s, t, w in zip(specs, stats, got, strict=True):
+        if t.n:
+            assert w == histogram_weights(s, t.levels, t.counts)
+    assert got[3] is got[0]  # the same ε histogram and spec: computed once
+    assert got[4] is not got[0]
+    assert got[4] == histogram_weights(other, one.levels, one.counts)

@@ -42,7 +42,7 @@ from hdp_spark.core.histogram.finalize import (
     plan_histogram,
     released_counts,
 )
-from hdp_spark.core.histogram.spec import RAPPOR_METHODS, HistogramSpec
+from hdp_spark.core.histogram.spec import RAPPOR_METHODS, HistogramSpec, histogram_weights
 from hdp_spark.core.keys import context_keys
 from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
@@ -57,7 +57,7 @@ from hdp_spark.core.noise.prf import (
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
 
-__all__ = ["finalize_histograms"]
+__all__ = ["finalize_histograms", "group_weights"]
 
 _LENGTH = struct.Struct(">I").pack
 _BIN_HEAD = encode_context_head(("bin",), 3)
@@ -179,6 +179,29 @@ def finalize_histograms(
     if len(out) != size:
         msg = "finalize_histograms left a group without a result"
         raise InternalError(msg)
+    return out
+
+
+def group_weights(specs: Sequence[HistogramSpec], stats: Sequence[GroupStats]
+                  ) -> list[Weights | None]:
+    """:func:`histogram_weights` of every group with rows (None for empty groups), computed
+    once per distinct (method, k, β, ε histogram) of the batch.
+
+    Privacy:
+        A function of the public ε histograms and the specs' public method, k and β.
+    """
+    cache: dict[tuple[object, ...], Weights] = {}
+    out: list[Weights | None] = []
+    for spec, st in zip(specs, stats, strict=True):
+        if not st.n:
+            out.append(None)
+            continue
+        levels, counts = st.levels, st.counts
+        signature = (spec.method, spec.k, spec.beta, tuple(levels), tuple(counts))
+        weights = cache.get(signature)
+        if weights is None:
+            weights = cache[signature] = histogram_weights(spec, levels, counts)
+        out.append(weights)
     return out
 
 

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.histogram.auto import resolve_histograms
-from hdp_spark.core.histogram.batch import finalize_histograms
+from hdp_spark.core.histogram.batch import finalize_histograms, group_weights
 from hdp_spark.core.histogram.finalize import HistogramResult
-from hdp_spark.core.histogram.spec import HistogramSpec, histogram_weights
-from hdp_spark.core.mean.weights import Weights
+from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import LEVEL_ITEMS, OutputField
 from hdp_spark.core.stats import GroupStats, build_groups
@@ -210,18 +209,9 @@ def finalize_histogram_release(
     check_histogram_options(spec, by, project, counts)
     order = keys if keys is not None else ((),)
     empty = GroupStats(())
-    cache: dict[tuple[str, tuple[tuple[float, int], ...]], Weights] = {}
     tables = [table.get(key, empty) for key in order]
     specs = resolve_histograms(spec, tables)  # "auto": every choice in one prediction
-    weights: list[Weights | None] = []
-    for stats, chosen in zip(tables, specs, strict=True):
-        w = None
-        if stats.n:
-            signature = (chosen.method, tuple(zip(stats.levels, stats.counts, strict=True)))
-            w = cache.get(signature)
-            if w is None:
-                w = cache[signature] = histogram_weights(chosen, stats.levels, stats.counts)
-        weights.append(w)
+    weights = group_weights(specs, tables)
     # every bin of every group drawn in one call (the per-group finalize's results)
     done = finalize_histograms(specs, tables, release_key, order, weights)
     results: dict[tuple[object, ...], HistogramResult] = dict(zip(order, done, strict=True))
