@@ -32,7 +32,7 @@ from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.columns import MeanColumns
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.pipeline import BatchCellKernel, GroupCells, NoiseContext, OutputField
+from hdp_spark.core.pipeline import BatchCellKernel, OutputField
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import InternalError, ParameterError
 from hdp_spark.spark._common import arrow_column
@@ -158,23 +158,10 @@ def finalize_rows(spec: Any, key: ReleaseKey, cells: Mapping[str, Any]) -> list[
         free), per query.
     """
     kernel = kernel_of(spec)
-    if isinstance(kernel, BatchCellKernel):
-        return _batch_values(kernel, spec, key, cells)
-    out = []
-    keys: dict[str | None, ReleaseKey] = {}
-    for text, levels, codes, counts, sums, query in zip(
-        cells["group"], cells["level"], cells["code"], cells["n"], cells["sums"],
-        cells["query"], strict=True
-    ):  # column lists: no per-row Series (DataFrame.iloc costs ~100 µs a row)
-        qkey = keys.get(query)
-        if qkey is None:
-            qkey = keys[query] = query_key(key, query)
-        stats = cell_stats(spec, levels, codes, counts, sums)
-        result = kernel.finalize(  # type: ignore[attr-defined]
-            spec, GroupCells(stats, 0), NoiseContext(qkey, decode_group(text), spec.name)
-        )
-        out.append(kernel.values(spec, result))
-    return out
+    if not isinstance(kernel, BatchCellKernel):  # the Columns are the mean and histogram
+        msg = f"{type(kernel).__name__} has no batch finalize for a Column"
+        raise InternalError(msg)
+    return _batch_values(kernel, spec, key, cells)
 
 
 def finalize_batch(spec: Any, key: ReleaseKey, main: str, cells: pd.DataFrame) -> pd.DataFrame:
