@@ -139,3 +139,49 @@ def test_a_divisor_below_one_is_refused() -> None:
         discrete_laplace_batch(ReleaseKey.from_unsafe_seed("d"), [b"c"], [3], divisors=[0])
     with pytest.raises(InternalError, match="divisor"):
         discrete_laplace_batch(ReleaseKey.from_unsafe_seed("d"), [b"c"], [3], divisors=[])
+
+
+def _runs(key: ReleaseKey, contexts: list[bytes], fractions: list[Fraction],
+          count: int) -> list[list[int]]:
+    """The scalar reference: ``count`` draws, one after another, from each one stream."""
+    out = []
+    for c, f in zip(contexts, fractions, strict=True):
+        stream = key.stream(c)
+        out.append([discrete_laplace(f, stream) for _ in range(count)])
+    return out
+
+
+@pytest.mark.parametrize("count", [1, 2, 5, 40])
+@pytest.mark.parametrize("blocks", [None, 1, 3])
+def test_runs_of_draws_from_one_stream_equal_the_scalar_sampler(
+        count: int, blocks: int | None) -> None:
+    """Several draws per stream (a selected histogram's bins): each run equals the scalar
+    sampler drawing ``count`` times from that stream, whether the lane keeps to its buffer,
+    overruns it somewhere in the run (redrawn whole on the scalar path) or has a scale
+    beyond the array steps."""
+    r = random.Random(count * 10 + (blocks or 0))
+    key = ReleaseKey.from_unsafe_seed(f"runs-{count}-{blocks}")
+    contexts = [encode_context(("r", i)) for i in range(400)]
+    fractions = [Fraction(r.choice([1, 3, 7, 2**20 + 1, 2**33, 2**45, 2**47]),
+                          r.choice([1, 2, 3, 999, 2**50])) for _ in contexts]
+    got = batch_laplace.discrete_laplace_runs(
+        key, contexts, [f.numerator for f in fractions], count=count,
+        divisors=[f.denominator for f in fractions], blocks=blocks)
+    assert got == _runs(key, contexts, fractions, count)
+    if count == 1:
+        assert [run[0] for run in got] == discrete_laplace_batch(
+            key, contexts, [f.numerator for f in fractions],
+            divisors=[f.denominator for f in fractions])
+
+
+def test_runs_in_chunks_and_a_run_needs_a_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_laplace, "CHUNK", 3)
+    key = ReleaseKey.from_unsafe_seed("run-chunks")
+    contexts = [encode_context(("rc", i)) for i in range(50)]
+    fractions = [Fraction(2**30 + i) for i in range(50)]
+    got = batch_laplace.discrete_laplace_runs(
+        key, contexts, [f.numerator for f in fractions], count=9)
+    assert got == _runs(key, contexts, fractions, 9)
+    assert batch_laplace.discrete_laplace_runs(key, [], [], count=3) == []
+    with pytest.raises(InternalError, match="at least one draw per stream"):
+        batch_laplace.discrete_laplace_runs(key, [b"a"], [3], count=0)

@@ -103,3 +103,42 @@ def test_the_inputs_must_agree_in_size() -> None:
     assert selected_means(spec, [], 0, key, [], "lab", []) == []
     with pytest.raises(InternalError, match="one group key and one selection per group"):
         selected_means(spec, [GroupStats(())], 0, key, [], "lab", [])
+
+
+_HISTOGRAMS = [
+    HistogramSpec("c", "eps", ("a", "b", "c")),
+    HistogramSpec("c", "eps", (4, 9), other=None),
+    HistogramSpec("c", "eps", tuple(f"l{j}" for j in range(60)), other="l3"),
+]
+
+
+@pytest.mark.parametrize("at", range(len(SELECTIONS)))
+@pytest.mark.parametrize("which", range(len(_HISTOGRAMS)))
+def test_selected_histograms_equal_selected_histogram(at: int, which: int) -> None:
+    """Each group's bins come from its one stream in order: the batch equals the
+    per-group draws bin for bin (mixed shares, several key shapes, empty groups)."""
+    from hdp_spark.core.selection.mechanism import selected_histogram, selected_histograms
+
+    selection, spec = SELECTIONS[at], _HISTOGRAMS[which]
+    r = random.Random(at * 7 + which)
+    key = ReleaseKey.from_unsafe_seed(f"hists-{at}-{which}")
+    width = len(spec.categories) + 1
+    stats = []
+    for g in range(120):
+        levels = sorted(r.sample([0.0, 0.3, 1.0, 1.7, math.inf], r.randint(0, 3)))
+        rows = []
+        for lv in levels:
+            totals = tuple(r.choice([0, 1, 5, 400]) for _ in range(width))
+            if sum(totals):
+                rows.append(LevelRow(lv, sum(totals), totals))
+        stats.append(GroupStats(tuple(rows)) if g % 17 else GroupStats(()))
+    groups = [_SHAPES[g % len(_SHAPES)](g) for g in range(len(stats))]
+    picked = [Selected(selection, selection.threshold + r.randrange(0, 10**5),
+                       r.choice([1, 2, 3])) for _ in stats]
+    got = selected_histograms(spec, stats, key, groups, "lab", picked)
+    want = [selected_histogram(spec, s, key, g, "lab", p)
+            for s, g, p in zip(stats, groups, picked, strict=True)]
+    assert got == want
+    assert len({h.counts for h in got}) > len(got) // 2
+    with pytest.raises(InternalError, match="one group key and one selection per group"):
+        selected_histograms(spec, stats, key, groups[:-1], "lab", picked)

@@ -23,7 +23,7 @@ scalar sampler from a fresh stream of the same context: the same bits either way
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,8 @@ from hdp_spark.core.noise.exact import _discrete_laplace_int, floats_on_grid
 from hdp_spark.core.noise.prf import ReleaseKey, stream_block
 from hdp_spark.errors import InternalError
 
-__all__ = ["BLOCKS", "CHUNK", "MAX_SCALE", "discrete_laplace_batch", "floats_on_grid_batch"]
+__all__ = ["BLOCKS", "CHUNK", "MAX_SCALE", "discrete_laplace_batch", "discrete_laplace_runs",
+           "floats_on_grid_batch"]
 
 BLOCKS = 2
 """BLAKE2b blocks (64 bytes each) per lane; a draw reads ~20-40 bytes, a longer one falls
@@ -132,16 +133,13 @@ def _bernoulli_exp_le1(src: _Lanes, lanes: I64, num: U64, den: U64) -> B:
     return result
 
 
-def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int],
-                divisors: list[int], blocks: int) -> list[int]:
-    """The draws of lanes with ``1 <= T < MAX_SCALE`` and ``1 <= s < MAX_SCALE`` (see
-    :func:`discrete_laplace_batch`)."""
-    src = _Lanes(_buffers(key, contexts, blocks))
-    t = np.array(scales, dtype=np.uint64)
-    div = np.array(divisors, dtype=np.uint64)
-    y = np.zeros(len(contexts), dtype=np.int64)
-    todo = np.arange(len(contexts))
-    one = np.ones(len(contexts), dtype=np.uint64)
+def _draw_round(src: _Lanes, t: U64, div: U64) -> I64:
+    """One draw of every lane, continuing where its stream was left (lanes marked in
+    ``src.over`` get an arbitrary value and must be drawn again by the scalar sampler)."""
+    size = t.shape[0]
+    y = np.zeros(size, dtype=np.int64)
+    todo = np.arange(size)
+    one = np.ones(size, dtype=np.uint64)
     while todo.size:
         u = src.randrange(todo, t[todo])
         g = np.gcd(u, t[todo])  # u/t in lowest terms (u = 0: 0/1)
@@ -159,11 +157,54 @@ def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int],
         retry = negative & (magnitude == 0) & ~src.over[lanes]
         y[lanes] = np.where(negative, -magnitude, magnitude)
         todo = np.sort(np.concatenate([todo[~accept & ~src.over[todo]], lanes[retry]]))
-    # lanes that read past their buffer (or left the exact range): the scalar sampler on a
-    # fresh stream of the same context, which gives the integer the lane would have
-    return [_discrete_laplace_int(t_i, s_i, key.stream(c)) if over else draw
-            for c, t_i, s_i, draw, over in zip(contexts, scales, divisors, y.tolist(),
-                                               src.over.tolist(), strict=True)]
+    return y
+
+
+def _draw_lanes(key: ReleaseKey, contexts: list[bytes], scales: list[int],
+                divisors: list[int], blocks: int, count: int
+                ) -> tuple[list[list[int]], list[bool]]:
+    """``count`` rounds of draws, one after another on each stream, of lanes with
+    ``1 <= T < MAX_SCALE`` and ``1 <= s < MAX_SCALE``, and which lanes read past their
+    buffer (or left the exact range): those must be drawn again, whole, by the scalar
+    sampler on a fresh stream of the same context, which gives the integers the lane
+    would have."""
+    src = _Lanes(_buffers(key, contexts, blocks))
+    t = np.array(scales, dtype=np.uint64)
+    div = np.array(divisors, dtype=np.uint64)
+    rounds = [_draw_round(src, t, div).tolist() for _ in range(count)]
+    return rounds, src.over.tolist()
+
+
+def _chunks(key: ReleaseKey, contexts: Sequence[bytes], scales: Sequence[int],
+            divisors: Sequence[int] | None, count: int, blocks: int
+            ) -> Iterator[tuple[list[int], list[list[int]], list[bool]]]:
+    """The lanes drawn in bounded chunks (~``CHUNK``·128 bytes of buffers each): per chunk,
+    the indices of its contexts, its rounds of draws and its over-read marks; contexts
+    outside the lanes' exact range come last as a chunk of their own, all marked."""
+    size = len(contexts)
+    divs = [1] * size if divisors is None else list(divisors)
+    if (size != len(scales) or size != len(divs) or any(t < 1 for t in scales)
+            or any(d < 1 for d in divs) or count < 1):
+        msg = ("discrete_laplace_batch needs one integer scale T >= 1 (and divisor s >= 1) "
+               "per context, and at least one draw per stream")
+        raise InternalError(msg)
+    ok: list[int] = []
+    scalar: list[int] = []
+    for i, (t, d) in enumerate(zip(scales, divs, strict=True)):
+        (ok if t < MAX_SCALE and d < MAX_SCALE else scalar).append(i)
+    chunk = max(1, CHUNK * BLOCKS // blocks)
+    for at in range(0, len(ok), chunk):
+        part = ok[at:at + chunk]
+        rounds, over = _draw_lanes(key, [contexts[i] for i in part], [scales[i] for i in part],
+                                   [divs[i] for i in part], blocks, count)
+        yield part, rounds, over
+    if scalar:
+        yield scalar, [[0] * len(scalar) for _ in range(count)], [True] * len(scalar)
+
+
+def _scalar_run(key: ReleaseKey, context: bytes, t: int, s: int, count: int) -> list[int]:
+    stream = key.stream(context)
+    return [_discrete_laplace_int(t, s, stream) for _ in range(count)]
 
 
 def discrete_laplace_batch(key: ReleaseKey, contexts: Sequence[bytes],
@@ -188,25 +229,48 @@ def discrete_laplace_batch(key: ReleaseKey, contexts: Sequence[bytes],
         Exactly the scalar sampler on exactly the scalar streams (module docstring): each
         draw is discrete Laplace of scale T/s from its own context's stream.
     """
-    size = len(contexts)
-    divs = [1] * size if divisors is None else list(divisors)
-    if (size != len(scales) or size != len(divs) or any(t < 1 for t in scales)
-            or any(d < 1 for d in divs)):
-        msg = ("discrete_laplace_batch needs one integer scale T >= 1 (and divisor s >= 1) "
-               "per context")
-        raise InternalError(msg)
-    lanes = [t < MAX_SCALE and d < MAX_SCALE for t, d in zip(scales, divs, strict=True)]
-    ok = [i for i, lane in enumerate(lanes) if lane]  # the others: scalar sampler
-    out = [0] * size
-    for at in range(0, len(ok), CHUNK):  # bounded memory: CHUNK lanes' buffers at a time
-        part = ok[at:at + CHUNK]
-        draws = _draw_lanes(key, [contexts[i] for i in part], [scales[i] for i in part],
-                            [divs[i] for i in part], blocks)
-        for i, draw in zip(part, draws, strict=True):
-            out[i] = draw
-    for i, lane in enumerate(lanes):
-        if not lane:
-            out[i] = _discrete_laplace_int(scales[i], divs[i], key.stream(contexts[i]))
+    out = [0] * len(contexts)
+    for part, (draws,), over in _chunks(key, contexts, scales, divisors, 1, blocks):
+        for i, draw, redo in zip(part, draws, over, strict=True):
+            out[i] = (_discrete_laplace_int(scales[i], 1 if divisors is None else divisors[i],
+                                            key.stream(contexts[i])) if redo else draw)
+    return out
+
+
+def discrete_laplace_runs(key: ReleaseKey, contexts: Sequence[bytes],
+                          scales: Sequence[int], *, count: int,
+                          divisors: Sequence[int] | None = None, blocks: int | None = None
+                          ) -> list[list[int]]:
+    """``count`` draws from each stream, one after another: for every context ``c``,
+    ``[_discrete_laplace_int(T, s, stream) for _ in range(count)]`` with the one stream
+    ``stream = key.stream(c)`` (what a group's bins read when they share one stream).
+
+    Args:
+        key: the release key.
+        contexts: each stream's context bytes.
+        scales: each stream's integer T >= 1.
+        count: draws per stream (>= 1).
+        divisors: each stream's integer s >= 1 (lowest terms with T); None: 1.
+        blocks: stream blocks read ahead per lane; None: enough for ~40 bytes a draw
+            (a longer run redraws its whole stream on the scalar path; any value gives the
+            same draws).
+
+    Returns:
+        Per context, its ``count`` draws, equal to the scalar sampler's on that stream.
+
+    Privacy:
+        Exactly the scalar sampler on exactly the scalar streams (module docstring): each
+        run is ``count`` successive discrete Laplace draws of scale T/s from its own
+        context's stream, nothing shared between streams.
+    """
+    if blocks is None:
+        blocks = max(BLOCKS, -(-count * 40 // 64) + 1)
+    out: list[list[int]] = [[] for _ in contexts]
+    for part, rounds, over in _chunks(key, contexts, scales, divisors, count, blocks):
+        for j, (i, redo) in enumerate(zip(part, over, strict=True)):
+            out[i] = (_scalar_run(key, contexts[i], scales[i],
+                                  1 if divisors is None else divisors[i], count)
+                      if redo else [draws[j] for draws in rounds])
     return out
 
 

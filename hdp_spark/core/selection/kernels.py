@@ -28,6 +28,7 @@ from hdp_spark.core.selection.mechanism import (
     SelectedHistogram,
     SelectedMean,
     selected_histogram,
+    selected_histograms,
     selected_mean,
     selected_means,
 )
@@ -104,11 +105,9 @@ class SelectedHistogramKernel:
     def finalize_selected_batch(self, spec: HistogramSpec, stats: Sequence[GroupStats],
                                 slot: int, key: ReleaseKey, groups: Sequence[Key], label: str,
                                 selected: Sequence[Selected]) -> list[SelectedHistogram]:
-        """:meth:`finalize_selected` of every group, one by one: a group's bins are drawn
-        in order from one stream (its context), which the one-draw-per-stream batch
-        sampler does not cover."""
-        return [selected_histogram(spec, st, key, g, label, sel)
-                for st, g, sel in zip(stats, groups, selected, strict=True)]
+        """Every selected group at once: each group's bins drawn in order from its one
+        stream, all groups together (the same results as :meth:`finalize_selected`)."""
+        return selected_histograms(spec, stats, key, groups, label, selected)
 
     def values(self, spec: HistogramSpec, r: SelectedHistogram) -> tuple[Any, ...]:
         bins = [{"category": label, "frequency": p, "ci_low": lo, "ci_high": hi}

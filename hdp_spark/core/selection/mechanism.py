@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.histogram.finalize import released_counts
+from hdp_spark.core.histogram.finalize import bin_sums, released_counts
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.keys import context_key, sort_keys
 from hdp_spark.core.mean.spec import MeanSpec
@@ -64,7 +64,7 @@ from hdp_spark.core.noise import (
     laplace_mechanism,
     laplace_noise,
 )
-from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch
+from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch, discrete_laplace_runs
 from hdp_spark.core.noise.exact import grid_index, laplace_grid
 from hdp_spark.core.noise.prf import encode_context_head, encode_context_parts, encode_rational
 from hdp_spark.core.selection.spec import SelectKeys
@@ -83,6 +83,7 @@ __all__ = [
     "select_many",
     "select_one",
     "selected_histogram",
+    "selected_histograms",
     "selected_mean",
     "selected_means",
 ]
@@ -370,21 +371,42 @@ def selected_histogram(
     spec: HistogramSpec, stats: GroupStats, key: ReleaseKey, group: Key, label: str,
     selected: Selected,
 ) -> SelectedHistogram:
-    """p̂_j = clip(C̃_j/W̃, 0, 1) per released bin of one selected group."""
+    """p̂_j = clip(C̃_j/W̃, 0, 1) per released bin of one selected group (the reference of
+    :func:`selected_histograms`)."""
     selection = selected.selection
-    units = group_units(selection, stats)
-    per_level = released_counts(spec, stats) if stats.rows else []
-    counts = [sum(k * row[j] for k, row in zip(units, per_level, strict=True))
-              for j in range(spec.k)]
+    counts = _bin_counts(spec, group_units(selection, stats), stats)
     scale = selection.count_scale(selected.parts)
-    context = encode_context((_TAG, "histogram", label, spec.column, spec.labels,
-                              selection.context(), selected.parts, context_key(group),
+    context = encode_context((*_histogram_head(spec, label, selected), context_key(group),
                               tuple(counts)))
     stream = key.stream(context)
-    noisy = tuple(c + discrete_laplace(scale, stream) for c in counts)
+    noise = [discrete_laplace(scale, stream) for _ in counts]
     beta = spec.beta / 2
-    half = LaplaceDraw(Fraction(0), scale, Fraction(1)).half_width(beta)
-    weight_half = _weight_half(selected, beta)
+    return _ratio_histogram(spec, selected, counts, noise,
+                            LaplaceDraw(Fraction(0), scale, Fraction(1)).half_width(beta),
+                            _weight_half(selected, beta))
+
+
+def _bin_counts(spec: HistogramSpec, units: Sequence[int], stats: GroupStats) -> list[int]:
+    """C_j = Σ_{x_i = j} k_i: each released bin's integer weight (exact)."""
+    if not stats.rows:
+        return [0] * spec.k
+    return bin_sums(units, released_counts(spec, stats), spec.k)
+
+
+def _histogram_head(spec: HistogramSpec, label: str, selected: Selected
+                    ) -> tuple[object, ...]:
+    """The first seven items of a selected histogram's noise context (all but the group key
+    and the bin counts)."""
+    return (_TAG, "histogram", label, spec.column, spec.labels,
+            selected.selection.context(), selected.parts)
+
+
+def _ratio_histogram(spec: HistogramSpec, selected: Selected, counts: Sequence[int],
+                     noise: Sequence[int], half: float, weight_half: float
+                     ) -> SelectedHistogram:
+    """p̂_j and its interval from C̃_j = C_j + noise_j, the bins' (1 - β/2) half-width and
+    W̃'s."""
+    noisy = tuple(c + z for c, z in zip(counts, noise, strict=True))
     freqs = tuple(min(max(c / selected.weight, 0.0), 1.0) for c in noisy)
     intervals = tuple(ratio_interval(Fraction(c), half, selected.weight, weight_half, 0.0)
                       for c in noisy)
@@ -392,3 +414,60 @@ def selected_histogram(
                                                                         strict=True))
     return SelectedHistogram(spec.labels, freqs, intervals, noisy, selected)
 
+
+def selected_histograms(
+    spec: HistogramSpec, stats: Sequence[GroupStats], key: ReleaseKey,
+    groups: Sequence[Key], label: str, selected: Sequence[Selected],
+) -> list[SelectedHistogram]:
+    """:func:`selected_histogram` of every selected group, equal result for result: each
+    group's bins drawn one after another from its one stream, all groups at once.
+
+    Privacy:
+        As :func:`selected_histogram` for each group (step 3 of the module docstring): the
+        same context and stream, read in the same order by the same exact sampler
+        (:func:`~hdp_spark.core.noise.batch_laplace.discrete_laplace_runs`, tested draw for
+        draw), so the same C̃; nothing is shared between groups.
+    """
+    size = len(stats)
+    if len(groups) != size or len(selected) != size:
+        msg = "selected_histograms needs one group key and one selection per group"
+        raise InternalError(msg)
+    heads: dict[tuple[int, int], tuple[bytes, Fraction, float, float]] = {}
+    units: dict[int, dict[float, int]] = {}
+    by_scale: dict[Fraction, list[int]] = {}
+    contexts: list[bytes] = []
+    counts_l: list[list[int]] = []
+    k = spec.k
+    for g, (stats_g, group, sel) in enumerate(zip(stats, groups, selected, strict=True)):
+        plan = heads.get((id(sel.selection), sel.parts))
+        if plan is None:
+            scale = sel.selection.count_scale(sel.parts)
+            beta = spec.beta / 2
+            plan = heads[id(sel.selection), sel.parts] = (
+                encode_context_head(_histogram_head(spec, label, sel), 9), scale,
+                LaplaceDraw(Fraction(0), scale, Fraction(1)).half_width(beta),
+                _weight_half(sel, beta))
+        known = units.setdefault(id(sel.selection), {})
+        level_units = []
+        for row in stats_g.rows:
+            unit = known.get(row.level)
+            if unit is None:
+                unit = known[row.level] = sel.selection.units(row.level)
+            level_units.append(unit)
+        counts = _bin_counts(spec, level_units, stats_g)
+        counts_l.append(counts)
+        contexts.append(plan[0] + b"".join(encode_context_parts(
+            (context_key(group), tuple(counts)))) + b")")
+        by_scale.setdefault(plan[1], []).append(g)
+    noise: list[list[int]] = [[] for _ in range(size)]
+    for scale, rows in by_scale.items():  # one scale per (selection, share): one call each
+        runs = discrete_laplace_runs(key, [contexts[g] for g in rows],
+                                     [scale.numerator] * len(rows), count=k,
+                                     divisors=[scale.denominator] * len(rows))
+        for g, run in zip(rows, runs, strict=True):
+            noise[g] = run
+    out = []
+    for g, sel in enumerate(selected):
+        _, _, half, weight_half = heads[id(sel.selection), sel.parts]
+        out.append(_ratio_histogram(spec, sel, counts_l[g], noise[g], half, weight_half))
+    return out
