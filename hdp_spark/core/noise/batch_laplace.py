@@ -18,6 +18,11 @@ of Algorithm 1 are reduced with ``gcd`` as the scalar code reduces them. A lane 
 would read past its buffer, or whose integers would leave the exact range of the array
 steps (``T >= 2**46``, more than 127 Bernoulli steps), is marked and drawn again by the
 scalar sampler from a fresh stream of the same context: the same bits either way.
+
+Runs. :func:`discrete_laplace_runs` draws ``count`` values one after another from each
+stream (a group whose bins share one stream): the lanes keep their read positions from one
+round of draws to the next, exactly as the scalar sampler keeps reading its stream, and a
+lane that overruns anywhere in its run is redrawn whole by the scalar sampler.
 """
 
 from __future__ import annotations
