@@ -403,6 +403,13 @@ class LdpKernel:
     def finalize(self, spec: Any, cells: GroupCells, noise: NoiseContext) -> LdpResult:
         return finalize_one(spec, cells.stats)
 
+    def finalize_batch(self, spec: Any, stats: Sequence[Any], slot: int, key: ReleaseKey,
+                       groups: tuple[tuple[object, ...], ...], label: str
+                       ) -> list[LdpResult]:
+        """:meth:`finalize` of every group (post-processing of the reports: no noise, so
+        nothing to draw at once)."""
+        return [finalize_one(spec, s) for s in stats]
+
     def values(self, spec: Any, r: LdpResult) -> tuple[Any, ...]:
         return tuple(_row_values(spec, r))
 

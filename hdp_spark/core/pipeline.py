@@ -32,7 +32,6 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.output_columns import Column, GroupResults, OutputColumns
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
-from hdp_spark.core.records import records
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.mechanism import Selected, select_groups
@@ -483,24 +482,14 @@ def run_release(
                 [picked[k] for k in order])
             results[name] = dict(zip(order, done, strict=True))
             continue
-        if isinstance(kernel, BatchCellKernel):
-            # one call for every group: the same results as the per-group loop below
-            stats = (table.select(order) if isinstance(table, LevelTable)
-                     else [table.get(k, blank) for k in order])
-            batch = kernel.finalize_batch(spec, stats, slot, release_key, order, name)
-            results[name] = GroupResults(order, batch)  # no dict or record until read
-            continue
-        size = len(order)
-        cells = records(GroupCells, [table.get(key, blank) for key in order], [slot] * size)
-        noise = records(NoiseContext, [release_key] * size, order, [name] * size)
-        if not isinstance(kernel, CellKernel):  # selection kernels come with select_keys
+        if not isinstance(kernel, BatchCellKernel):  # selection kernels: with select_keys
             msg = f"{type(kernel).__name__} finalizes only under `select_keys`"
             raise InternalError(msg)
-        finalize = kernel.finalize
-        results[name] = {
-            key: finalize(spec, group_cells, context)
-            for key, group_cells, context in zip(order, cells, noise, strict=True)
-        }
+        # one call for every group: what the kernel's finalize gives per group
+        stats = (table.select(order) if isinstance(table, LevelTable)
+                 else [table.get(k, blank) for k in order])
+        batch = kernel.finalize_batch(spec, stats, slot, release_key, order, name)
+        results[name] = GroupResults(order, batch)  # no dict or record until read
     for spec, any_kernel in zip(specs, kernels, strict=True):
         if isinstance(any_kernel, InteractiveKernel):
             results[_name(spec)] = any_kernel.run(spec, engine, by_t, order, release_key)

@@ -140,3 +140,20 @@ def test_group_and_column_results() -> None:
         held[("d",)]
     with pytest.raises(InternalError, match="one result per key"):
         GroupResults(keys, ["r1"])
+
+
+def test_a_selection_kernel_without_select_keys_is_refused() -> None:
+    """Every cell kernel finalizes through its batch; a selection kernel has none and runs
+    only under `select_keys` (an internal guard: the public calls never get there)."""
+    import pandas as pd
+
+    from hdp_spark.core.kernels import release_specs
+    from hdp_spark.core.mean.spec import MeanSpec
+    from hdp_spark.core.selection.kernels import SelectedMeanKernel
+    from hdp_spark.errors import InternalError
+    from hdp_spark.pandas.engine import PandasEngine
+
+    frame = pd.DataFrame({"x": [1.0, 2.0], "eps": [1.0, 1.0]})
+    with pytest.raises(InternalError, match="SelectedMeanKernel finalizes only under"):
+        release_specs(PandasEngine(frame), [MeanSpec("x", "eps", 0.0, 3.0)],
+                      kernels={0: SelectedMeanKernel()}, unsafe_seed=1)
