@@ -253,3 +253,23 @@ def test_group_weights_are_each_groups_weights_computed_once_per_histogram() -> 
     assert got[3] is got[0]  # the same ε histogram and spec: computed once
     assert got[4] is not got[0]
     assert got[4] == histogram_weights(other, one.levels, one.counts)
+
+
+def test_groups_sharing_an_eps_histogram_share_its_plan_not_their_noise() -> None:
+    """The plan and its checks run once per distinct ε histogram of a batch; groups that
+    share one still get their own statistics, contexts and draws, and -0.0 and 0.0 levels
+    stay apart (their released level records differ in the sign of zero)."""
+    spec = HistogramSpec("c", "eps", ("a", "b"))
+    one = GroupStats((LevelRow(0.5, 6, (1, 2, 3)), LevelRow(1.0, 3, (3, 0, 0))))
+    other_counts = GroupStats((LevelRow(0.5, 6, (3, 3, 0)), LevelRow(1.0, 3, (0, 0, 3))))
+    minus = GroupStats((LevelRow(-0.0, 2, (1, 1, 0)), LevelRow(1.0, 3, (3, 0, 0))))
+    plus = GroupStats((LevelRow(0.0, 2, (1, 1, 0)), LevelRow(1.0, 3, (3, 0, 0))))
+    stats = [one, other_counts, one, minus, plus, minus]
+    groups = [(g,) for g in range(len(stats))]
+    got = finalize_histograms([spec] * len(stats), stats, _KEY, groups)
+    want = _reference([spec] * len(stats), stats, groups)
+    for w, g in zip(want, got, strict=True):
+        assert _same(w, g), (w, g)
+    assert got[0].noisy != got[2].noisy  # the same table in two groups: other noise
+    assert math.copysign(1.0, got[3].levels[0].eps) == -1.0
+    assert math.copysign(1.0, got[4].levels[0].eps) == 1.0

@@ -124,6 +124,7 @@ def finalize_histograms(
     contexts: list[bytes] = []
     scales: list[int] = []
     heads: dict[int, bytes] = {}  # by identity: a spec's hash reads its whole domain
+    prepared: dict[tuple[int, bytes], _Ready | None] = {}
     bin_tails: dict[int, list[bytes]] = {}
     key_parts = encode_context_parts(context_keys(groups))
     for g, (spec, st, w) in enumerate(zip(specs, stats, given, strict=True)):
@@ -131,30 +132,21 @@ def finalize_histograms(
             results[g] = finalize_histogram(spec, st, key, groups[g], w)
             continue
         v, m, n = st.levels, st.counts, st.n
-        plan = plan_histogram(spec, v, m, w)
-        weights_g = plan.weights
-        if weights_g is None:  # the trivial output (finalize_histogram's, exactly)
+        histogram = struct.pack(f">{len(v)}d{len(m)}q", *v, *m)  # bit-exact: -0.0 apart
+        signature = (id(spec), histogram)
+        if signature in prepared:
+            ready = prepared[signature]
+        else:  # once per distinct spec and ε histogram of the batch (public facts only)
+            ready = prepared[signature] = _prepare(spec, v, m, w)
+        if ready is None:  # the trivial output (finalize_histogram's, exactly)
             results[g] = finalize_histogram(spec, st, key, groups[g], w)
             continue
-        labels = spec.labels
-        k = len(labels)
-        nums, den = integer_weights(weights_g)
+        plan, nums, den, e, t = ready
+        k = len(spec.labels)
         sums = bin_sums(nums, released_counts(spec, st), k)
-        scale = 2 * weights_g.eta
-        if scale == 0:
-            if plan.min_sensitivity is not None:
-                msg = "a private level carries weight but the noise scale is 0"
-                raise InternalError(msg)
+        if t == 0:  # every weighted row public: the exact statistics, no noise
             results[g] = _noiseless(spec, plan, sums, den)
             continue
-        min_sensitivity = plan.min_sensitivity or Fraction(1)
-        used, grid = plan.noise.scale, plan.noise.granularity
-        e, t = _grid_of(used, grid)  # the plan's (e, T): what is checked is what is drawn
-        # the mechanism's scale T·g is at least scale·(1 + 2**-20) (exact.laplace_grid)
-        if used < scale * (1 + GRID_SLACK) or grid > min_sensitivity * GRID_SLACK:
-            msg = "histogram noise does not match its privacy analysis"
-            raise InternalError(msg)
-        check_level_losses(v, nums, den, grid, used)
         head = heads.get(id(spec))
         if head is None:
             head = heads[id(spec)] = _digest_head(spec)
@@ -163,7 +155,7 @@ def finalize_histograms(
         raw_n = b"%d" % n
         digest = hashlib.sha256(b"".join((
             head, key_parts[g], b"i", _LENGTH(len(raw_n)), raw_n,
-            encode_bytes(struct.pack(f">{len(v)}d{len(m)}q", *v, *m)), statistic, b")",
+            encode_bytes(histogram), statistic, b")",
         ))).digest()
         tails = bin_tails.get(k)
         if tails is None:
@@ -182,6 +174,43 @@ def finalize_histograms(
     return out
 
 
+_Ready = tuple[HistogramPlan, tuple[int, ...], int, int, int]
+"""A group's plan, integer weights (numerators, denominator) and noise grid (e, T); T = 0
+when no private level carries weight (no noise)."""
+
+
+def _prepare(spec: HistogramSpec, v: Sequence[float], m: Sequence[int], w: Weights | None
+             ) -> _Ready | None:
+    """The plan of one ε histogram, its noise grid, and the exact privacy checks of
+    ``finalize_histogram`` (None: the trivial output).
+
+    Privacy:
+        Raises unless every level's loss bound 2·(w_l + g)/b' is at most ε_l and the noise
+        matches the analysis (T·g >= 2η·(1 + 2**-20), g <= w_min·2**-20); reads only the
+        public ε histogram and the spec.
+    """
+    plan = plan_histogram(spec, v, m, w)
+    weights = plan.weights
+    if weights is None:
+        return None
+    nums, den = integer_weights(weights)
+    scale = 2 * weights.eta
+    if scale == 0:
+        if plan.min_sensitivity is not None:
+            msg = "a private level carries weight but the noise scale is 0"
+            raise InternalError(msg)
+        return plan, nums, den, 0, 0
+    min_sensitivity = plan.min_sensitivity or Fraction(1)
+    used, grid = plan.noise.scale, plan.noise.granularity
+    e, t = _grid_of(used, grid)  # the plan's (e, T): what is checked is what is drawn
+    # the mechanism's scale T·g is at least scale·(1 + 2**-20) (exact.laplace_grid)
+    if used < scale * (1 + GRID_SLACK) or grid > min_sensitivity * GRID_SLACK:
+        msg = "histogram noise does not match its privacy analysis"
+        raise InternalError(msg)
+    check_level_losses(v, nums, den, grid, used)
+    return plan, nums, den, e, t
+
+
 def group_weights(specs: Sequence[HistogramSpec], stats: Sequence[GroupStats]
                   ) -> list[Weights | None]:
     """:func:`histogram_weights` of every group with rows (None for empty groups), computed
@@ -190,14 +219,15 @@ def group_weights(specs: Sequence[HistogramSpec], stats: Sequence[GroupStats]
     Privacy:
         A function of the public ε histograms and the specs' public method, k and β.
     """
-    cache: dict[tuple[object, ...], Weights] = {}
+    cache: dict[tuple[str, int, float, bytes], Weights] = {}
     out: list[Weights | None] = []
     for spec, st in zip(specs, stats, strict=True):
         if not st.n:
             out.append(None)
             continue
         levels, counts = st.levels, st.counts
-        signature = (spec.method, spec.k, spec.beta, tuple(levels), tuple(counts))
+        signature = (spec.method, spec.k, spec.beta,  # the ε histogram bit for bit
+                     struct.pack(f">{len(levels)}d{len(counts)}q", *levels, *counts))
         weights = cache.get(signature)
         if weights is None:
             weights = cache[signature] = histogram_weights(spec, levels, counts)
