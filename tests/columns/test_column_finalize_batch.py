@@ -218,13 +218,15 @@ def test_the_mean_struct_needs_the_kernels_fields() -> None:
 
 def test_a_column_finalizes_only_through_a_batch_kernel(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
-    """The Column's finalize has one path, the kernels' batch; a kernel without one (the
-    local-DP kernel: not a Column) is refused before any statistic is read."""
-    from hdp_spark.core.kernels import LdpKernel
+    """The Column's finalize has one path, the kernels' batch; a kernel without one (a
+    selection kernel: it finalizes only selected groups) is refused before any statistic
+    is read."""
+    from hdp_spark.core.selection.kernels import SelectedMeanKernel
     from hdp_spark.errors import InternalError
     from hdp_spark.spark import column_finalize
 
-    monkeypatch.setattr(column_finalize, "kernel_of", lambda spec: LdpKernel())
+    monkeypatch.setattr(column_finalize, "kernel_of", lambda spec: SelectedMeanKernel())
     spec = MeanSpec("x", "eps", 0.0, 1.0)
-    with pytest.raises(InternalError, match="LdpKernel has no batch finalize for a Column"):
+    with pytest.raises(InternalError,
+                       match="SelectedMeanKernel has no batch finalize for a Column"):
         column_finalize.finalize_rows(spec, ReleaseKey.from_unsafe_seed(1), _cells(["q"]))

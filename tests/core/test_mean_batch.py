@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
-from hdp_spark.core.mean.batch_weights import VECTOR_METHODS, adpm_fallback, batch_phi
+from hdp_spark.core.mean.batch_weights import (
+    SOLVER_METHODS,
+    VECTOR_METHODS,
+    adpm_fallback,
+    batch_phi,
+)
 from hdp_spark.core.mean.finalize import (
     LevelPrivacy,
     MeanResult,
@@ -183,8 +188,8 @@ def test_groups_left_to_the_scalar_path_keep_their_place(method: str) -> None:
 
 
 def test_auto_batch_with_mixed_choices_equals_scalar() -> None:
-    """``method="auto"``: groups of one batch choose different methods (vectorized and
-    scalar-path ones); the batch runs each method's subset and reassembles them in order,
+    """``method="auto"``: groups of one batch choose different methods (closed-form ones
+    and a solver's); the batch runs each method's subset and reassembles them in order,
     bit for bit the scalar finalize."""
     rng = np.random.default_rng(35)
     stats = list(_EDGES.values())
@@ -203,8 +208,8 @@ def test_auto_batch_with_mixed_choices_equals_scalar() -> None:
     chosen = {r.method for r in out}
     assert len(chosen) >= 3
     assert "auto" not in chosen
-    assert chosen & VECTOR_METHODS  # both paths in one batch
-    assert chosen - VECTOR_METHODS
+    assert chosen & SOLVER_METHODS  # a solver's φ per ε histogram, and closed forms
+    assert chosen - SOLVER_METHODS
 
 
 @given(stats=st.lists(_group(), min_size=1, max_size=40))
@@ -246,3 +251,27 @@ def test_adpm_fallback_leaves_groups_near_the_threshold_to_the_exact_test() -> N
     table = batch_phi("adpm", offsets, np.array([eps]), np.array([n], dtype=np.int64))
     _, settled = adpm_fallback(table, offsets, np.array([eps]), np.array([n], dtype=np.int64))
     assert not settled[0]
+
+
+@pytest.mark.parametrize("method", sorted(SOLVER_METHODS))
+def test_a_solver_runs_once_per_eps_histogram_of_a_batch(method: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hpm-cp``/``hpm-ce``/``drop`` in the batch: the scalar solver once per distinct ε
+    histogram (bit for bit, -0.0 apart from 0.0), the same results as the scalar path."""
+    from hdp_spark.core.mean import batch_weights
+
+    calls: list[tuple[float, ...]] = []
+    name = "drop_phi" if method == "drop" else "solve_l1"
+    real = getattr(batch_weights, name)
+
+    def spy(v: list[float], m: list[int], lf: float) -> Any:
+        calls.append(tuple(v))
+        return real(v, m, lf)
+
+    monkeypatch.setattr(batch_weights, name, spy)
+    one = _rows((0.5, 10), (1.0, 20))
+    two = _rows((0.5, 11), (1.0, 20))
+    stats = [one, two, one, one, two, _rows(), _rows((0.0, 3), (1.0, 2)),
+             _rows((-0.0, 3), (1.0, 2))]
+    _check(MeanSpec("x", "eps", 0.0, 1.0, method=method), stats, 0)  # type: ignore[arg-type]
+    assert len(calls) == 5, calls  # one, two, the empty group, 0.0 and -0.0 apart

@@ -199,7 +199,7 @@ def finalize_mean_columns(
             finalize_mean(spec, cells.group_stats(g, value_index), value_index, key,
                           groups[g], label) for g in range(size)])
     offsets = cells.offsets
-    table = batch_phi(spec.method, offsets, cells.levels, cells.counts)
+    table = batch_phi(spec.method, offsets, cells.levels, cells.counts, spec.beta)
     mask = table.mask
     # exact numerators P = M << (E + K), flat over the real cells
     nums: list[int] = list(map(operator.lshift, table.mant[mask].tolist(),

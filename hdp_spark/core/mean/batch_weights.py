@@ -11,12 +11,16 @@ the methods whose weights are closed-form or a single prefix scan:
   (groups x levels) table, which adds the same floats in the same order (padding adds
   +0.0, which changes no sum), so every candidate τ is the same double;
 * ``hpm-a``, ``uniform`` and ``proportional``: φ in closed form (``hpm-a`` through
-  ``math.expm1`` on the distinct levels, the scalar function itself).
+  ``math.expm1`` on the distinct levels, the scalar function itself);
+* ``hpm-cp``, ``hpm-ce`` and ``drop``: φ and τ from the scalar solver, called once per
+  distinct ε histogram of the batch with the scalar path's arguments (the same floats);
+  everything after φ is vectorized as for the others.
 
 A group whose η the float quotients cannot settle (two levels whose float ratios φ/ε tie
 but may differ exactly) is flagged ``scalar``: the caller computes that group with the
-scalar path. Every other method (the iterative solvers and the local-DP baselines) goes
-through the scalar path as a whole (:func:`vector_method`).
+scalar path. Every other method (``hpm-wp``/``hpm-we``, which pick between two solvers,
+and the local-DP baselines) goes through the scalar path as a whole
+(:func:`vector_method`).
 
 Exact normalization (as :func:`~hdp_spark.core.mean.weights.normalize`): each φ = M·2**E
 (M odd, from ``frexp``) exactly; with K the largest denominator exponent max(0, -E) of the
@@ -32,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.mean.weights import drop_phi, solve_l1
 
 __all__ = ["VECTOR_METHODS", "PhiTable", "adpm_fallback", "batch_phi", "padded", "vector_method"]
 
@@ -39,7 +44,13 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-VECTOR_METHODS = frozenset({"adpm", "hpm-a", "uniform", "proportional"})
+SOLVER_METHODS = frozenset({"hpm-cp", "hpm-ce", "drop"})
+"""Methods whose φ and τ come from the scalar solver of each distinct ε histogram of a
+batch (:func:`~hdp_spark.core.mean.weights.solve_l1`,
+:func:`~hdp_spark.core.mean.weights.drop_phi`, the same calls as the scalar path); the
+exact normalization, η and the rest are this module's, for all groups at once."""
+
+VECTOR_METHODS = frozenset({"adpm", "hpm-a", "uniform", "proportional"}) | SOLVER_METHODS
 """Methods whose weights this module computes for many groups at once."""
 
 _ADPM_C = 8.0  # = finalize.ADPM_C (not imported: finalize imports nothing from here)
@@ -165,8 +176,32 @@ def _method_phi(method: str, v: FloatArray, m: FloatArray) -> tuple[FloatArray, 
     return phi, np.where(public, math.nan, math.inf)
 
 
-def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArray
-              ) -> PhiTable:
+def _solver_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArray,
+                mask: BoolArray, log_factor: float) -> tuple[FloatArray, FloatArray]:
+    """φ (padded like ``mask``) and τ of every group from the scalar solver, called once per
+    distinct ε histogram with the scalar path's arguments (plain lists, the same log
+    factor), so the same floats."""
+    solve = drop_phi if method == "drop" else solve_l1
+    phi = np.zeros(mask.shape)
+    tau = np.empty(offsets.shape[0] - 1)
+    flat: list[float] = []
+    done: dict[bytes, tuple[list[float], float]] = {}
+    bounds = offsets.tolist()
+    for g in range(len(bounds) - 1):
+        lo, hi = bounds[g], bounds[g + 1]
+        signature = levels[lo:hi].tobytes() + counts[lo:hi].tobytes()
+        solved = done.get(signature)
+        if solved is None:
+            solved = done[signature] = solve(levels[lo:hi].tolist(), counts[lo:hi].tolist(),
+                                             log_factor)
+        flat.extend(solved[0])
+        tau[g] = solved[1]
+    phi[mask] = flat
+    return phi, tau
+
+
+def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArray,
+              beta: float = 0.05) -> PhiTable:
     """φ, τ, exact numerators and η's level of every group of a batch (one method).
 
     Args:
@@ -174,6 +209,7 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
         offsets: group g's cells are ``[offsets[g], offsets[g + 1])``.
         levels: ε level per cell, ascending within a group.
         counts: rows per cell.
+        beta: the spec's β (the log factor ln(1/β) of ``hpm-cp`` and ``drop``).
 
     Privacy:
         Reads no value and draws no noise: a function of the public ε histograms only.
@@ -182,7 +218,11 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     mi, _ = padded(offsets, counts, 0)
     v: FloatArray = np.asarray(vp, dtype=np.float64)
     m: FloatArray = mi.astype(np.float64)  # counts < 2**53: as exact as Python's int·float
-    phi, tau = _method_phi(method, v, m)
+    if method in SOLVER_METHODS:
+        phi, tau = _solver_phi(method, offsets, levels, counts, mask,
+                               1.0 if method == "hpm-ce" else math.log(1.0 / beta))
+    else:
+        phi, tau = _method_phi(method, v, m)
     phi = np.where(mask, phi, 0.0)
     # exact φ = M·2**E with M odd; denominator exponent k = max(0, -E); K = max_l k
     frac, exp = np.frexp(phi)
