@@ -256,19 +256,18 @@ def test_adpm_fallback_leaves_groups_near_the_threshold_to_the_exact_test() -> N
 @pytest.mark.parametrize("method", sorted(SOLVER_METHODS))
 def test_a_solver_runs_once_per_eps_histogram_of_a_batch(method: str,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """``hpm-cp``/``hpm-ce``/``drop`` in the batch: the scalar solver once per distinct ε
-    histogram (bit for bit, -0.0 apart from 0.0), the same results as the scalar path."""
+    """The solvers' methods in the batch: the scalar solver once per distinct ε histogram
+    (bit for bit, -0.0 apart from 0.0), the same results as the scalar path."""
     from hdp_spark.core.mean import batch_weights
 
     calls: list[tuple[float, ...]] = []
-    name = "drop_phi" if method == "drop" else "solve_l1"
-    real = getattr(batch_weights, name)
+    real = batch_weights._SOLVERS[method]
 
     def spy(v: list[float], m: list[int], lf: float) -> Any:
         calls.append(tuple(v))
         return real(v, m, lf)
 
-    monkeypatch.setattr(batch_weights, name, spy)
+    monkeypatch.setitem(batch_weights._SOLVERS, method, spy)
     one = _rows((0.5, 10), (1.0, 20))
     two = _rows((0.5, 11), (1.0, 20))
     stats = [one, two, one, one, two, _rows(), _rows((0.0, 3), (1.0, 2)),

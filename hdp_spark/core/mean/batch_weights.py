@@ -12,14 +12,14 @@ the methods whose weights are closed-form or a single prefix scan:
   +0.0, which changes no sum), so every candidate τ is the same double;
 * ``hpm-a``, ``uniform`` and ``proportional``: φ in closed form (``hpm-a`` through
   ``math.expm1`` on the distinct levels, the scalar function itself);
-* ``hpm-cp``, ``hpm-ce`` and ``drop``: φ and τ from the scalar solver, called once per
+* ``hpm-cp``/``ce``/``wp``/``we`` and ``drop``: φ and τ from the scalar solver (for
+  ``wp``/``we`` the better of two, as the scalar path chooses), called once per
   distinct ε histogram of the batch with the scalar path's arguments (the same floats);
   everything after φ is vectorized as for the others.
 
 A group whose η the float quotients cannot settle (two levels whose float ratios φ/ε tie
 but may differ exactly) is flagged ``scalar``: the caller computes that group with the
-scalar path. Every other method (``hpm-wp``/``hpm-we``, which pick between two solvers,
-and the local-DP baselines) goes through the scalar path as a whole
+scalar path. The local-DP baselines go through the scalar path as a whole
 (:func:`vector_method`).
 
 Exact normalization (as :func:`~hdp_spark.core.mean.weights.normalize`): each φ = M·2**E
@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.mean.weights import drop_phi, solve_l1
+from hdp_spark.core.mean.weights import best_solver_phi, drop_phi, solve_l1
 
 __all__ = ["VECTOR_METHODS", "PhiTable", "adpm_fallback", "batch_phi", "padded", "vector_method"]
 
@@ -44,9 +44,10 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-SOLVER_METHODS = frozenset({"hpm-cp", "hpm-ce", "drop"})
+SOLVER_METHODS = frozenset({"hpm-cp", "hpm-ce", "hpm-wp", "hpm-we", "drop"})
 """Methods whose φ and τ come from the scalar solver of each distinct ε histogram of a
 batch (:func:`~hdp_spark.core.mean.weights.solve_l1`,
+:func:`~hdp_spark.core.mean.weights.best_solver_phi`,
 :func:`~hdp_spark.core.mean.weights.drop_phi`, the same calls as the scalar path); the
 exact normalization, η and the rest are this module's, for all groups at once."""
 
@@ -176,12 +177,21 @@ def _method_phi(method: str, v: FloatArray, m: FloatArray) -> tuple[FloatArray, 
     return phi, np.where(public, math.nan, math.inf)
 
 
+def _best_of_two(v: list[float], m: list[int], lf: float) -> tuple[list[float], float]:
+    phi, tau, _ = best_solver_phi(v, m, lf)
+    return phi, tau
+
+
+_SOLVERS = {"hpm-cp": solve_l1, "hpm-ce": solve_l1, "hpm-wp": _best_of_two,
+            "hpm-we": _best_of_two, "drop": drop_phi}
+
+
 def _solver_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArray,
                 mask: BoolArray, log_factor: float) -> tuple[FloatArray, FloatArray]:
     """φ (padded like ``mask``) and τ of every group from the scalar solver, called once per
     distinct ε histogram with the scalar path's arguments (plain lists, the same log
     factor), so the same floats."""
-    solve = drop_phi if method == "drop" else solve_l1
+    solve = _SOLVERS[method]
     phi = np.zeros(mask.shape)
     tau = np.empty(offsets.shape[0] - 1)
     flat: list[float] = []
@@ -220,7 +230,8 @@ def batch_phi(method: str, offsets: IntArray, levels: FloatArray, counts: IntArr
     m: FloatArray = mi.astype(np.float64)  # counts < 2**53: as exact as Python's int·float
     if method in SOLVER_METHODS:
         phi, tau = _solver_phi(method, offsets, levels, counts, mask,
-                               1.0 if method == "hpm-ce" else math.log(1.0 / beta))
+                               1.0 if method in ("hpm-ce", "hpm-we")
+                               else math.log(1.0 / beta))
     else:
         phi, tau = _method_phi(method, v, m)
     phi = np.where(mask, phi, 0.0)

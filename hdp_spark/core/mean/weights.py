@@ -46,6 +46,7 @@ __all__ = [
     "Weights",
     "agnostic_phi",
     "best_of_solvers",
+    "best_solver_phi",
     "drop_phi",
     "normalize",
     "proportional_phi",
@@ -349,10 +350,19 @@ def best_of_solvers(v: Sequence[float], m: Sequence[int], lf: float) -> Weights:
     """The weights of solver S1 (L1) or S2 (clip level), whichever has the smaller
     worst-case risk ``r_wc2`` at log factor ``lf`` (the "WP"/"WE" methods of both the mean
     and the histogram). A function of the public ε histogram only."""
+    return best_solver_phi(v, m, lf)[2]
+
+
+def best_solver_phi(v: Sequence[float], m: Sequence[int], lf: float
+                    ) -> tuple[list[float], float, Weights]:
+    """φ, τ and the weights (``normalize`` of that φ and τ) of :func:`best_of_solvers`'
+    choice. A function of the public ε histogram only."""
     phi_a, tau_a = solve_l1(v, m, lf)
     phi_b, tau_b = solve_clip_level(v, m, lf)
     wa, wb = normalize(v, m, phi_a, tau_a), normalize(v, m, phi_b, tau_b)
-    return wa if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf) else wb
+    if r_wc2(v, m, wa, lf) <= r_wc2(v, m, wb, lf):
+        return phi_a, tau_a, wa
+    return phi_b, tau_b, wb
 
 
 def _l2_dev(m: Sequence[int], w: Weights) -> float:
