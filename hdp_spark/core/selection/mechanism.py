@@ -265,6 +265,20 @@ def selected_mean(
                        _weight_half(selected, spec.beta / 2))
 
 
+def _known_units(known: dict[int, dict[float, int]], selection: SelectKeys,
+                 stats: GroupStats) -> list[int]:
+    """:func:`group_units` of a batch's group, each ε level's integer weight computed once
+    per selection of the batch (``known``: by the selection's identity, then by level)."""
+    table = known.setdefault(id(selection), {})
+    out = []
+    for row in stats.rows:
+        unit = table.get(row.level)
+        if unit is None:
+            unit = table[row.level] = selection.units(row.level)
+        out.append(unit)
+    return out
+
+
 def _mean_numerator(units: Sequence[int], stats: GroupStats, slot: int) -> int:
     """N·2·FIXED_ONE = Σ k_l·(2·U_l - m_l·FIXED_ONE): x̄ - ½ summed exactly per level
     (``units``: each level's integer weight k_l)."""
@@ -326,14 +340,7 @@ def selected_means(
                 encode_context_head(_mean_head(spec, label, sel), 10), e, t,
                 laplace_noise(scale, _HALF).half_width(spec.beta / 2),
                 _weight_half(sel, spec.beta / 2))
-        known = units.setdefault(id(sel.selection), {})
-        level_units = []
-        for row in stats_g.rows:
-            k = known.get(row.level)
-            if k is None:
-                k = known[row.level] = sel.selection.units(row.level)
-            level_units.append(k)
-        num = _mean_numerator(level_units, stats_g, slot)
+        num = _mean_numerator(_known_units(units, sel.selection, stats_g), stats_g, slot)
         contexts.append(b"".join((plan[0], *encode_context_parts((context_key(group),)),
                                   encode_rational(num, den), b")")))
         scales.append(plan[2])
@@ -447,14 +454,7 @@ def selected_histograms(
                 encode_context_head(_histogram_head(spec, label, sel), 9), scale,
                 LaplaceDraw(Fraction(0), scale, Fraction(1)).half_width(beta),
                 _weight_half(sel, beta))
-        known = units.setdefault(id(sel.selection), {})
-        level_units = []
-        for row in stats_g.rows:
-            unit = known.get(row.level)
-            if unit is None:
-                unit = known[row.level] = sel.selection.units(row.level)
-            level_units.append(unit)
-        counts = _bin_counts(spec, level_units, stats_g)
+        counts = _bin_counts(spec, _known_units(units, sel.selection, stats_g), stats_g)
         counts_l.append(counts)
         contexts.append(plan[0] + b"".join(encode_context_parts(
             (context_key(group), tuple(counts)))) + b")")
