@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import datetime
 import math
-import struct
 from typing import Any
 
 import numpy as np
 import pytest
+from bit_equality import same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,8 +27,6 @@ from hdp_spark.core.mean.batch_weights import (
     batch_phi,
 )
 from hdp_spark.core.mean.finalize import (
-    LevelPrivacy,
-    MeanResult,
     finalize_mean,
     mean_weights,
     plan_mean,
@@ -48,23 +46,6 @@ def finalize_mean_batch(spec: Any, cells: MeanCells, value_index: int, key: Any,
                         groups: Any, label: str) -> list[Any]:
     """The batch finalize as records (what the release API's kernel returns)."""
     return finalize_mean_columns(spec, cells, value_index, key, groups, label).results()
-
-def _bits(x: float) -> bytes:
-    return struct.pack(">d", x)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values; floats equal by ``==`` and by their bits (NaN matches NaN)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return (a == b or (math.isnan(a) and math.isnan(b))) and _bits(a) == _bits(b)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, MeanResult | LevelPrivacy):
-        return all(_same(getattr(a, f), getattr(b, f)) for f in type(a).__slots__)
-    return bool(a == b)
-
 
 @st.composite
 def _group(draw: st.DrawFn) -> GroupStats:
@@ -96,7 +77,7 @@ def _check(spec: MeanSpec, stats: list[GroupStats], slot: int, shape: int = 0) -
                               "lab")
     assert len(got) == len(want)
     for w, g in zip(want, got, strict=True):
-        assert _same(w, g), (w, g)
+        assert same_bits(w, g), (w, g)
 
 
 @given(stats=st.lists(_group(), max_size=12), method=st.sampled_from(MEAN_METHODS),

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import datetime
 import math
-import struct
 from fractions import Fraction
 from typing import Any
 
 import pytest
+from bit_equality import same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,6 @@ from hdp_spark.core.histogram.batch import finalize_histograms
 from hdp_spark.core.histogram.finalize import HistogramResult, finalize_histogram
 from hdp_spark.core.histogram.spec import HISTOGRAM_METHODS, HistogramSpec, histogram_weights
 from hdp_spark.core.kernels import HistogramKernel
-from hdp_spark.core.mean.finalize import LevelPrivacy
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import GroupCells, NoiseContext
 from hdp_spark.core.stats import GroupStats, LevelRow
@@ -47,19 +46,6 @@ _SPECS = {
                                                  other=None),
     "one category": lambda m: HistogramSpec("c", "eps", ("only",), method=m),
 }
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values; floats equal by their bits (NaN matches NaN), Fractions exactly."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return struct.pack(">d", a) == struct.pack(">d", b)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, HistogramResult | LevelPrivacy):
-        return all(_same(getattr(a, f), getattr(b, f)) for f in type(a).__slots__)
-    return bool(a == b)
 
 
 @st.composite
@@ -90,7 +76,7 @@ def _check(spec: HistogramSpec, stats: list[GroupStats], shape: int) -> None:
                 HistogramKernel().finalize_batch(spec, stats, 0, _KEY, tuple(groups), "x")):
         assert len(got) == len(want)
         for w, g in zip(want, got, strict=True):
-            assert _same(w, g), (w, g)
+            assert same_bits(w, g), (w, g)
 
 
 @given(data=st.data(), method=st.sampled_from(HISTOGRAM_METHODS),
@@ -130,7 +116,7 @@ def test_edge_cases_in_one_batch_and_alone(method: str) -> None:
         cells, noise = GroupCells(one, 0), NoiseContext(_KEY, (1,), "x")
         alone = HistogramKernel().finalize(spec, cells, noise)
         (want,) = _reference(resolve_histograms(spec, [one]), [one], [(1,)])
-        assert _same(alone, want)
+        assert same_bits(alone, want)
 
 
 def test_every_bin_of_every_group_has_its_own_noise() -> None:
@@ -185,7 +171,7 @@ def test_the_release_of_public_keys_equals_the_per_group_finalize(method: str) -
     want = _reference(resolve_histograms(spec, stats), stats, list(keys))
     assert release.keys == keys
     for k, w in zip(keys, want, strict=True):
-        assert _same(release.results[k], w)
+        assert same_bits(release.results[k], w)
 
 
 def test_the_drawn_scale_is_read_back_from_the_checked_plan() -> None:
@@ -269,7 +255,7 @@ def test_groups_sharing_an_eps_histogram_share_its_plan_not_their_noise() -> Non
     got = finalize_histograms([spec] * len(stats), stats, _KEY, groups)
     want = _reference([spec] * len(stats), stats, groups)
     for w, g in zip(want, got, strict=True):
-        assert _same(w, g), (w, g)
+        assert same_bits(w, g), (w, g)
     assert got[0].noisy != got[2].noisy  # the same table in two groups: other noise
     assert math.copysign(1.0, got[3].levels[0].eps) == -1.0
     assert math.copysign(1.0, got[4].levels[0].eps) == 1.0
