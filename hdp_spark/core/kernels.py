@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.histogram.auto import resolve_histograms
-from hdp_spark.core.histogram.batch import finalize_histograms, group_weights
+from hdp_spark.core.histogram.batch import finalize_histograms
 from hdp_spark.core.histogram.finalize import HistogramResult
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.ldp.release import (
@@ -202,7 +202,7 @@ class HistogramKernel:
         """:meth:`finalize` of every group; ``method="auto"`` chooses for all groups in one
         vectorized prediction (the same choices as per group)."""
         specs = resolve_histograms(spec, stats)
-        return finalize_histograms(specs, stats, key, groups, group_weights(specs, stats))
+        return finalize_histograms(specs, stats, key, groups)
 
     def values(self, spec: HistogramSpec, r: HistogramResult) -> tuple[Any, ...]:
         freqs = r.frequencies(self.project)

@@ -223,25 +223,8 @@ def test_bin_sums_refuse_counts_of_another_width() -> None:
         bin_sums([2], [[1, 0], [4, 5]], 2)
 
 
-def test_group_weights_are_each_groups_weights_computed_once_per_histogram() -> None:
-    from hdp_spark.core.histogram.batch import group_weights
-
-    spec = HistogramSpec("c", "eps", ("a", "b"), method="hpf-cp")
-    other = HistogramSpec("c", "eps", ("a", "b"), method="hpf-cp", beta=0.2)
-    one, two = _rows(3, (0.5, 10), (1.0, 3)), _rows(3, (0.5, 2), (2.0, 3))
-    stats = [one, GroupStats(()), two, one, one]
-    specs = [spec, spec, spec, spec, other]
-    got = group_weights(specs, stats)
-    assert got[1] is None
-    for s, t, w in zip(specs, stats, got, strict=True):
-        if t.n:
-            assert w == histogram_weights(s, t.levels, t.counts)
-    assert got[3] is got[0]  # the same ε histogram and spec: computed once
-    assert got[4] is not got[0]
-    assert got[4] == histogram_weights(other, one.levels, one.counts)
-
-
-def test_groups_sharing_an_eps_histogram_share_its_plan_not_their_noise() -> None:
+def test_groups_sharing_an_eps_histogram_share_its_plan_not_their_noise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The plan and its checks run once per distinct ε histogram of a batch; groups that
     share one still get their own statistics, contexts and draws, and -0.0 and 0.0 levels
     stay apart (their released level records differ in the sign of zero)."""
@@ -252,7 +235,20 @@ def test_groups_sharing_an_eps_histogram_share_its_plan_not_their_noise() -> Non
     plus = GroupStats((LevelRow(0.0, 2, (1, 1, 0)), LevelRow(1.0, 3, (3, 0, 0))))
     stats = [one, other_counts, one, minus, plus, minus]
     groups = [(g,) for g in range(len(stats))]
+    from hdp_spark.core.histogram import finalize as finalize_module
+
+    solved: list[tuple[float, ...]] = []
+    real = finalize_module.histogram_weights
+
+    def spy(s: HistogramSpec, v: Any, m: Any) -> Any:
+        solved.append(tuple(v))
+        return real(s, v, m)
+
+    monkeypatch.setattr(finalize_module, "histogram_weights", spy)
     got = finalize_histograms([spec] * len(stats), stats, _KEY, groups)
+    # weights once per distinct ε histogram: one and other_counts share theirs (the same
+    # levels and rows per level, other categories), then minus and plus
+    assert len(solved) == 3
     want = _reference([spec] * len(stats), stats, groups)
     for w, g in zip(want, got, strict=True):
         assert same_bits(w, g), (w, g)

@@ -42,7 +42,7 @@ from hdp_spark.core.histogram.finalize import (
     plan_histogram,
     released_counts,
 )
-from hdp_spark.core.histogram.spec import RAPPOR_METHODS, HistogramSpec, histogram_weights
+from hdp_spark.core.histogram.spec import RAPPOR_METHODS, HistogramSpec
 from hdp_spark.core.keys import context_keys
 from hdp_spark.core.mean.weights import Weights
 from hdp_spark.core.noise import ReleaseKey
@@ -57,7 +57,7 @@ from hdp_spark.core.noise.prf import (
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
 
-__all__ = ["finalize_histograms", "group_weights"]
+__all__ = ["finalize_histograms"]
 
 _LENGTH = struct.Struct(">I").pack
 _BIN_HEAD = encode_context_head(("bin",), 3)
@@ -136,7 +136,8 @@ def finalize_histograms(
         signature = (id(spec), histogram)
         if signature in prepared:
             ready = prepared[signature]
-        else:  # once per distinct spec and ε histogram of the batch (public facts only)
+        else:  # weights, plan and checks once per distinct spec and ε histogram of the
+            # batch (public facts only)
             ready = prepared[signature] = _prepare(spec, v, m, w)
         if ready is None:  # the trivial output (finalize_histogram's, exactly)
             results[g] = finalize_histogram(spec, st, key, groups[g], w)
@@ -209,30 +210,6 @@ def _prepare(spec: HistogramSpec, v: Sequence[float], m: Sequence[int], w: Weigh
         raise InternalError(msg)
     check_level_losses(v, nums, den, grid, used)
     return plan, nums, den, e, t
-
-
-def group_weights(specs: Sequence[HistogramSpec], stats: Sequence[GroupStats]
-                  ) -> list[Weights | None]:
-    """:func:`histogram_weights` of every group with rows (None for empty groups), computed
-    once per distinct (method, k, β, ε histogram) of the batch.
-
-    Privacy:
-        A function of the public ε histograms and the specs' public method, k and β.
-    """
-    cache: dict[tuple[str, int, float, bytes], Weights] = {}
-    out: list[Weights | None] = []
-    for spec, st in zip(specs, stats, strict=True):
-        if not st.n:
-            out.append(None)
-            continue
-        levels, counts = st.levels, st.counts
-        signature = (spec.method, spec.k, spec.beta,  # the ε histogram bit for bit
-                     struct.pack(f">{len(levels)}d{len(counts)}q", *levels, *counts))
-        weights = cache.get(signature)
-        if weights is None:
-            weights = cache[signature] = histogram_weights(spec, levels, counts)
-        out.append(weights)
-    return out
 
 
 def _grid_of(scale: Fraction, grid: Fraction) -> tuple[int, int]:

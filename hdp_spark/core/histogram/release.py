@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hdp_spark.core.histogram.auto import resolve_histograms
-from hdp_spark.core.histogram.batch import finalize_histograms, group_weights
+from hdp_spark.core.histogram.batch import finalize_histograms
 from hdp_spark.core.histogram.finalize import HistogramResult
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.noise import ReleaseKey
@@ -211,9 +211,8 @@ def finalize_histogram_release(
     empty = GroupStats(())
     tables = [table.get(key, empty) for key in order]
     specs = resolve_histograms(spec, tables)  # "auto": every choice in one prediction
-    weights = group_weights(specs, tables)
     # every bin of every group drawn in one call (the per-group finalize's results)
-    done = finalize_histograms(specs, tables, release_key, order, weights)
+    done = finalize_histograms(specs, tables, release_key, order)
     results: dict[tuple[object, ...], HistogramResult] = dict(zip(order, done, strict=True))
     return HistogramRelease(by, order, spec, results, project, counts, release_key.unsafe)
 
