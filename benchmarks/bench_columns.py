@@ -44,6 +44,9 @@ column (same run), over 100,000 candidate groups. With 10M rows, 1,000 keys ever
 selected (the finalize's worst case); 100,000 keys hold ~100 rows each, below the threshold
 (T ~ 81 in units of ε at δ = 1e-7, c = 1, f = 0.4): few are selected.
 
+``--python-socket tcp`` runs Spark's Python workers over loopback TCP instead of the Unix
+socket ``hs.configure`` chooses (to measure what the socket costs each Python UDF task).
+
 Run: .venv/bin/python benchmarks/bench_columns.py --rows 10000000 --levels 8
 """
 
@@ -86,6 +89,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--grid", type=float, default=None,
                     help="continuous ε on EpsGrid(ratio=GRID) instead of --levels values")
+    ap.add_argument("--python-socket", choices=("unix", "tcp"), default=None,
+                    help="how Spark talks to its Python workers (default: what "
+                         "hs.configure sets, a Unix socket where the platform has one)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (the test suite's check)")
     args = ap.parse_args()
     if args.smoke:
@@ -98,10 +104,13 @@ def main() -> None:
     import hdp_spark.spark as hs
     from hdp_spark.spark.columns import native_cells
 
-    spark = hs.configure(
-        SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "4g")
-    ).getOrCreate()
+    from hdp_spark.spark.extension import PYTHON_SOCKET
+
+    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "4g"))
+    if args.python_socket is not None:
+        builder = builder.config(PYTHON_SOCKET[0], str(args.python_socket == "unix").lower())
+    spark = hs.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     levels = [round(0.1 * 1.25**i, 6) for i in range(args.levels)]
     lv = F.array(*[F.lit(v) for v in levels])
@@ -152,7 +161,10 @@ def main() -> None:
         fn()  # warm-up
     res = {name: _time(fn, args.repeats) for name, fn in cases.items()}
     out = {"rows": args.rows, "levels": args.levels if grid is None else f"grid {args.grid}",
-           "keys": args.keys, "seconds": res,
+           "keys": args.keys,
+           "python workers on a unix socket":
+               spark.sparkContext.getConf().get(PYTHON_SOCKET[0], "false"),
+           "seconds": res,
            "ratios": {
                "global column / native": res["global column"] / res["global native"],
                "global release / native": res["global release"] / res["global native"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import warnings
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "MISSING_MESSAGE",
     "NATIVE_CONF",
     "PYTHON_CONF",
+    "PYTHON_SOCKET",
     "QUERY_RULE",
     "ExtensionMissingError",
     "analyzer_ready",
@@ -47,6 +49,18 @@ FALLBACK_THRESHOLD = ("spark.sql.objectHashAggregate.sortBased.fallbackThreshold
 """Groups an object aggregate keeps in a hash map per task before it sorts (Spark's default
 128 makes ``groupBy`` over 1,000 keys sort: 1.43 s against 0.74 s on 2M rows, 2 cores).
 :func:`install` and :func:`configure` raise it to this value unless it was set."""
+
+
+PYTHON_SOCKET = ("spark.python.unix.domain.socket.enabled", "true")
+"""Spark (4.1+) talks to its Python workers over a Unix domain socket instead of loopback
+TCP. Over TCP every Python UDF task of this VM waited ~40 ms for its first Arrow batch (the
+JVM's small writes held back until the worker's delayed acknowledgement): an identity UDF
+on a one-row aggregate added 55 ms to the query, 15 ms over the Unix socket (2M rows,
+2 cores, medians of 21; benchmarks/log/columns.md). Every Column finalizes in a Python
+UDF, so :func:`configure` sets this unless it was set, where the driver's platform has Unix
+sockets and the session is not a remote Connect server's (whose workers are its own).
+Spark then checks a worker's peer by the socket file's permissions instead of its
+loopback secret (see Spark's ``spark.python.unix.domain.socket.dir``)."""
 
 
 def _tune(session: Any) -> None:
@@ -141,7 +155,9 @@ def configure(builder: Any) -> Any:
 
     Sets ``spark.jars`` (the extension's jar, built by the install step) and
     ``spark.sql.extensions`` (``org.hdpspark.HdpExtensions``), keeping values already set,
-    :data:`FALLBACK_THRESHOLD` unless set, and for a local session (``local[...]`` or a
+    :data:`FALLBACK_THRESHOLD` unless set, :data:`PYTHON_SOCKET` unless set (not for a
+    remote Connect server, nor where the driver's platform lacks Unix sockets), and for a
+    local session (``local[...]`` or a
     local Connect server) ``spark.pyspark.python`` = this interpreter unless the user set
     it or ``PYSPARK_PYTHON`` (it then sets ``PYSPARK_PYTHON`` in this process's environment
     too, which PySpark reads when it starts the JVM). Needed by the Column and SQL
@@ -165,6 +181,10 @@ def configure(builder: Any) -> Any:
         "spark.sql.extensions", ",".join(exts))
     if FALLBACK_THRESHOLD[0] not in opts:
         builder = builder.config(*FALLBACK_THRESHOLD)
+    remote = str(opts.get("spark.remote", ""))
+    if (PYTHON_SOCKET[0] not in opts and hasattr(socket, "AF_UNIX")
+            and (not remote or remote.startswith("local"))):
+        builder = builder.config(*PYTHON_SOCKET)
     if str(opts.get("spark.remote", "")).startswith("local"):
         _quiet_static_conf_warnings()
     return builder
@@ -195,11 +215,16 @@ def _quiet_static_conf_warnings() -> None:
     """A local Spark Connect server starts with the builder's static settings, then the
     client sets every setting again on the running session, which warns ``Failed to set
     spark.jars ... [CANNOT_MODIFY_CONFIG]`` and ``... spark.sql.extensions ...`` although
-    both are in force (pyspark 4.3). Hide exactly those two warnings (about hdp_spark's own
-    values) so that a correct set-up prints none; a server without the extension is still
-    an error naming :func:`configure` when a Column is used."""
+    both are in force (pyspark 4.3). Hide exactly those warnings (about hdp_spark's own
+    values, and the Python worker settings it makes) so that a correct set-up prints none;
+    a server without the extension is still an error naming :func:`configure` when a
+    Column is used."""
     for conf in ("spark.jars", "spark.sql.extensions", PYTHON_CONF):
         warnings.filterwarnings(
             "ignore", category=UserWarning,
             message=rf"Failed to set {re.escape(conf)} to Some\(.*(hdp_spark|HdpExtensions|"
                     rf"{re.escape(sys.executable)}).*\) due to \[CANNOT_MODIFY_")
+    warnings.filterwarnings(
+        "ignore", category=UserWarning,
+        message=rf"Failed to set {re.escape(PYTHON_SOCKET[0])} to "
+                rf"Some\({PYTHON_SOCKET[1]}\) due to \[CANNOT_MODIFY_")

@@ -138,3 +138,49 @@ def test_configure_names_the_worker_interpreter_for_local_sessions(
     assert "org.hdpspark.HdpExtensions" in out["spark.sql.extensions"]
     if want == sys.executable:
         assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+
+@pytest.mark.parametrize(
+    ("opts", "want"),
+    [
+        ({"spark.master": "local[2]"}, "true"),
+        ({"spark.remote": "local[2]"}, "true"),  # the local Connect server's workers
+        ({"spark.master": "yarn"}, "true"),  # a classic cluster's executors
+        ({"spark.remote": "sc://host:15002"}, None),  # a running server's are its own
+        ({"spark.master": "local[2]",
+          "spark.python.unix.domain.socket.enabled": "false"}, "false"),  # the user's
+    ],
+)
+def test_configure_puts_the_python_workers_on_a_unix_socket(
+    monkeypatch: pytest.MonkeyPatch, opts: dict[str, str], want: str | None
+) -> None:
+    import hdp_spark.spark as hs
+    from hdp_spark.spark.extension import PYTHON_SOCKET
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    out = hs.configure(_Builder(**opts))._options
+    assert out.get(PYTHON_SOCKET[0]) == want
+
+
+def test_configure_keeps_tcp_where_the_platform_has_no_unix_sockets(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    import hdp_spark.spark as hs
+    from hdp_spark.spark.extension import PYTHON_SOCKET
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.delattr(socket, "AF_UNIX")
+    out = hs.configure(_Builder(**{"spark.master": "local[2]"}))._options
+    assert PYTHON_SOCKET[0] not in out
+
+
+@pytest.mark.spark
+def test_the_suite_session_runs_its_python_workers_on_a_unix_socket(spark: Any) -> None:
+    """The suite's session is built by ``configure``, as a user's: every Column test runs
+    its finalize over the Unix socket (Spark's own check of the setting, not ours)."""
+    from hdp_spark.spark.extension import PYTHON_SOCKET
+
+    conf = spark.sparkContext.getConf()
+    assert conf.get(PYTHON_SOCKET[0]) == "true"
