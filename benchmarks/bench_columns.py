@@ -103,7 +103,6 @@ def main() -> None:
 
     import hdp_spark.spark as hs
     from hdp_spark.spark.columns import native_cells
-
     from hdp_spark.spark.extension import PYTHON_SOCKET
 
     builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")

@@ -185,3 +185,48 @@ def test_runs_in_chunks_and_a_run_needs_a_draw(monkeypatch: pytest.MonkeyPatch) 
     assert batch_laplace.discrete_laplace_runs(key, [], [], count=3) == []
     with pytest.raises(InternalError, match="at least one draw per stream"):
         batch_laplace.discrete_laplace_runs(key, [b"a"], [3], count=0)
+
+
+class _RowReader:
+    """One lane's bytes read as ``KeyedStream.randrange`` reads its stream (nbytes big-endian,
+    shift, reject), with an overrun marked instead of a next block."""
+
+    def __init__(self, row: bytes) -> None:
+        self.row, self.pos, self.over = row, 0, False
+
+    def randrange(self, n: int) -> int:
+        k = n.bit_length()
+        nbytes = (k + 7) >> 3
+        while True:
+            if self.pos + nbytes > len(self.row):
+                self.over = True
+                self.pos += nbytes
+                return 0
+            r = int.from_bytes(self.row[self.pos:self.pos + nbytes], "big") >> (8 * nbytes - k)
+            self.pos += nbytes
+            if r < n:
+                return r
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lane_reads_equal_byte_by_byte_reads_up_to_the_buffer_end(seed: int) -> None:
+    """The lanes' gathered words give each lane exactly the integers, read positions and
+    overrun marks of a byte-by-byte reader of its row, for every bound width (1 to 53
+    bits) and at the buffer's end (where the padding must never leak into a value)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        rows, width = int(rng.integers(1, 200)), 64 * int(rng.integers(1, 3))
+        buf = rng.integers(0, 256, size=(rows, width), dtype=np.uint8)
+        lanes_src = batch_laplace._Lanes(buf)
+        readers = [_RowReader(bytes(buf[i])) for i in range(rows)]
+        for _ in range(40):
+            lanes = np.sort(rng.choice(rows, size=int(rng.integers(1, rows + 1)),
+                                       replace=False)).astype(np.int64)
+            top = int(rng.choice([1, 2, 255, 256, 257, 2**16 + 1, 2**31, 2**46, 2**53 - 1]))
+            n = rng.integers(1, top + 1, size=lanes.shape[0], dtype=np.uint64)
+            got = lanes_src.randrange(lanes, n).tolist()
+            want = [readers[i].randrange(int(b)) for i, b in zip(lanes.tolist(), n.tolist(),
+                                                                 strict=True)]
+            assert got == want
+            assert lanes_src.pos.tolist() == [r.pos for r in readers]
+            assert lanes_src.over.tolist() == [r.over for r in readers]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -78,9 +79,16 @@ class _Lanes:
 
     def __init__(self, buffers: npt.NDArray[np.uint8]) -> None:
         self.buf = buffers
-        self.width = buffers.shape[1]
-        self.pos = np.zeros(buffers.shape[0], dtype=np.int64)
-        self.over = np.zeros(buffers.shape[0], dtype=bool)
+        rows, self.width = buffers.shape
+        self.pos = np.zeros(rows, dtype=np.int64)
+        self.over = np.zeros(rows, dtype=bool)
+        # words[i, p]: the 8 bytes of lane i from position p as one big-endian integer (a
+        # strided view over the buffers, each row padded with 8 zero bytes): a read of
+        # nbytes <= 7 is the top bits of one gathered word instead of nbytes gathers
+        padded = np.zeros((rows, self.width + 8), dtype=np.uint8)
+        padded[:, :self.width] = buffers
+        self.words: npt.NDArray[Any] = np.ndarray(
+            (rows, self.width), dtype=">u8", buffer=padded, strides=(self.width + 8, 1))
 
     def randrange(self, lanes: I64, n: U64) -> U64:
         """A uniform integer in [0, n[i]) for each lane ``lanes[i]``; over-read lanes are
@@ -88,19 +96,18 @@ class _Lanes:
         out = np.zeros(lanes.shape[0], dtype=np.uint64)
         bits = _bit_length(n)
         nbytes = (bits + 7) >> 3
-        shift = (8 * nbytes - bits).astype(np.uint64)
+        # the scalar reads nbytes big-endian bytes and drops their 8·nbytes - bits low bits:
+        # the top ``bits`` bits of the word at the read position (bits <= 53 < 64; bytes
+        # past the read, the padding included, are shifted out)
+        drop = (64 - bits).astype(np.uint64)
         todo = np.arange(lanes.shape[0])
+        last = self.width - 1
         while todo.size:
             lane, nb = lanes[todo], nbytes[todo]
             at = self.pos[lane]
             bad = at + nb > self.width
             self.over[lane[bad]] = True
-            value = np.zeros(todo.size, dtype=np.uint64)
-            for j in range(int(nb.max())):
-                read = j < nb
-                byte = self.buf[lane, np.minimum(at + j, self.width - 1)].astype(np.uint64)
-                value = np.where(read, (value << np.uint64(8)) | byte, value)
-            value >>= shift[todo]
+            value = self.words[lane, np.minimum(at, last)].astype(np.uint64) >> drop[todo]
             self.pos[lane] = at + nb
             done = (value < n[todo]) | bad
             out[todo[done]] = np.where(bad[done], np.uint64(0), value[done])
