@@ -1,8 +1,9 @@
 """Speed of the Spark Column aggregators against native Spark, as ratios in one run.
 
 On one cached DataFrame of --rows rows (x uniform on [-10, 260k], ε from --levels distinct
-values, key uniform over --keys integers), each case runs in turn after a warm-up
-(median of --repeats wall times of a full ``collect``):
+values, key uniform over --keys integers), every case runs once after a warm-up, then
+--repeats rounds each run every case once in turn (interleaved; the median of each case's
+wall times of a full ``collect``):
 
   global
     native   df.agg(avg(clamped x))                           (the non-private mean)
@@ -67,13 +68,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_average
 
 
-def _time(fn: Any, repeats: int) -> float:
-    times = []
+def _time_interleaved(cases: dict[str, Any], repeats: int) -> dict[str, float]:
+    """Median wall time of each case over ``repeats`` rounds, every round running each case
+    once in turn (so a slow spell of the shared machine falls on all cases alike)."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for name, fn in cases.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def _noop(frame: Any) -> None:
@@ -158,7 +162,7 @@ def main() -> None:
     }
     for fn in cases.values():
         fn()  # warm-up
-    res = {name: _time(fn, args.repeats) for name, fn in cases.items()}
+    res = _time_interleaved(cases, args.repeats)
     out = {"rows": args.rows, "levels": args.levels if grid is None else f"grid {args.grid}",
            "keys": args.keys,
            "python workers on a unix socket":
