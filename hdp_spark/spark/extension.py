@@ -157,10 +157,10 @@ def configure(builder: Any) -> Any:
     ``spark.sql.extensions`` (``org.hdpspark.HdpExtensions``), keeping values already set,
     :data:`FALLBACK_THRESHOLD` unless set, :data:`PYTHON_SOCKET` unless set (not for a
     remote Connect server, nor where the driver's platform lacks Unix sockets), and for a
-    local session (``local[...]`` or a
-    local Connect server) ``spark.pyspark.python`` = this interpreter unless the user set
-    it or ``PYSPARK_PYTHON`` (it then sets ``PYSPARK_PYTHON`` in this process's environment
-    too, which PySpark reads when it starts the JVM). Needed by the Column and SQL
+    local session (``local[...]`` or a local Connect server) ``spark.pyspark.python`` =
+    this interpreter unless the user set it or ``PYSPARK_PYTHON`` (it then sets
+    ``PYSPARK_PYTHON`` in this process's environment too, which PySpark reads when it
+    starts the JVM). Needed by the Column and SQL
     aggregators on every session (``configure(SparkSession.builder.remote("local[2]"))``
     starts a local Connect server with it; give a remote server the same two settings);
     the release API works without it.
