@@ -185,7 +185,7 @@ def configure(builder: Any) -> Any:
     if (PYTHON_SOCKET[0] not in opts and hasattr(socket, "AF_UNIX")
             and (not remote or remote.startswith("local"))):
         builder = builder.config(*PYTHON_SOCKET)
-    if str(opts.get("spark.remote", "")).startswith("local"):
+    if remote.startswith("local"):
         _quiet_static_conf_warnings()
     return builder
 

@@ -78,13 +78,12 @@ class _Lanes:
     """Per-lane byte buffers and read positions (:meth:`KeyedStream.randrange`, masked)."""
 
     def __init__(self, buffers: npt.NDArray[np.uint8]) -> None:
-        self.buf = buffers
         rows, self.width = buffers.shape
         self.pos = np.zeros(rows, dtype=np.int64)
         self.over = np.zeros(rows, dtype=bool)
         # words[i, p]: the 8 bytes of lane i from position p as one big-endian integer (a
         # strided view over the buffers, each row padded with 8 zero bytes): a read of
-        # nbytes <= 7 is the top bits of one gathered word instead of nbytes gathers
+        # nbytes <= 7 (or one bit) is the top bits of one gathered word, not nbytes gathers
         padded = np.zeros((rows, self.width + 8), dtype=np.uint8)
         padded[:, :self.width] = buffers
         self.words: npt.NDArray[Any] = np.ndarray(
@@ -120,7 +119,7 @@ class _Lanes:
         bad = at + 1 > self.width
         self.over[lanes[bad]] = True
         self.pos[lanes] = at + 1
-        top: B = (self.buf[lanes, np.minimum(at, self.width - 1)] >> 7).astype(bool)
+        top: B = (self.words[lanes, np.minimum(at, self.width - 1)] >> 63).astype(bool)
         return np.asarray(top & ~bad, dtype=bool)
 
 
