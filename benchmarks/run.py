@@ -123,7 +123,7 @@ REGISTRY: list[Entry] = [
         protocol=False,
         note="`df.agg(hdp_mean(...))` and `df.groupBy(key).agg(hdp_mean(...))` against the "
         "native average, with Spark's `groupBy([key,] eps)` and no-group floors, and what "
-        "the finalize on the executors adds (issue 17 targets are reported, not asserted).",
+        "the finalize on the executors adds (issue 31 targets are reported, not asserted).",
     ),
     Entry(
         "seed001",
