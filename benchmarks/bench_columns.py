@@ -64,56 +64,30 @@ import math
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import load_average
-
-
-def _time_interleaved(cases: dict[str, Any], repeats: int) -> dict[str, list[float]]:
-    """Wall times of each case over ``repeats`` rounds, every round running each case once
-    in turn (so a slow spell of the shared machine falls on all cases alike)."""
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return times
-
-
-def _quartiles(values: list[float]) -> list[float]:
-    """[p25, median, p75] of ``values`` (the median alone for fewer than 4)."""
-    if len(values) < 4:
-        return [statistics.median(values)] * 3
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return [q[0], q[1], q[2]]
-
+from common import interleaved_runs, load_average, quartiles
 
 PAIRED = (("global column / native", "global column", "global native"),
           ("global column / floor groupBy(eps)", "global column", "global floor groupBy(eps)"),
-          ("global column - release, x native", "global column", "global release"),
           ("noop: grouped column / floor", "grouped column noop", "grouped floor noop"),
           ("noop: grouped cells / floor", "grouped cells noop", "grouped floor noop"),
           ("grouped release / floor", "grouped release", "grouped floor groupBy(key,eps)"))
 """Ratios also taken round by round (both cases timed in the same round), reported as
 [p25, median, p75] over the rounds: less sensitive to a slow spell than a ratio of medians.
-The difference row is (column - release) / native of the same round."""
+Beside them, (global column - global release) / global native of each round."""
 
 
 def _paired(times: dict[str, list[float]]) -> dict[str, list[float]]:
-    out = {}
-    for label, a, b in PAIRED:
-        if "release, x native" in label:
-            per_round = [(x - y) / z for x, y, z in zip(times[a], times[b],
-                                                         times["global native"], strict=True)]
-        else:
-            per_round = [x / y for x, y in zip(times[a], times[b], strict=True)]
-        out[label] = [round(v, 3) for v in _quartiles(per_round)]
-    return out
+    rounds = {label: [x / y for x, y in zip(times[a], times[b], strict=True)]
+              for label, a, b in PAIRED}
+    rounds["global column - release, x native"] = [
+        (c - r) / n for c, r, n in zip(times["global column"], times["global release"],
+                                       times["global native"], strict=True)]
+    return {label: [round(v, 3) for v in quartiles(per)] for label, per in rounds.items()}
 
 
 def _noop(frame: Any) -> None:
@@ -196,9 +170,7 @@ def main() -> None:
         "grouped column noop": lambda: _noop(df.groupBy("key").agg(mean_public)),
         "grouped cells noop": lambda: _noop(df.groupBy("key").agg(cells)),
     }
-    for fn in cases.values():
-        fn()  # warm-up
-    times = _time_interleaved(cases, args.repeats)
+    times = interleaved_runs(cases, repeats=args.repeats, warmup=1, keep_values=False)[0]
     res = {name: statistics.median(ts) for name, ts in times.items()}
     out = {"rows": args.rows, "levels": args.levels if grid is None else f"grid {args.grid}",
            "keys": args.keys,
@@ -233,7 +205,7 @@ def main() -> None:
            "grouped finalize seconds": res["grouped column"] - res["grouped cells only"],
            "select_keys / grouped column": res["grouped select_keys"] / res["grouped column"],
            "round by round [p25, median, p75]": _paired(times),
-           "seconds [p25, median, p75]": {name: [round(v, 3) for v in _quartiles(ts)]
+           "seconds [p25, median, p75]": {name: [round(v, 3) for v in quartiles(ts)]
                                           for name, ts in times.items()},
            "groups selected": len(df.groupBy("key").agg(mean_selected).collect()),
            "load average at start": load_start, "load average at end": load_average()}

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from common import (
     load_average,
     md_table,
     median,
+    quartiles,
     spark_session,
     use_repo,
     write_report,
@@ -140,8 +140,7 @@ def main() -> None:
 
 def _paired(results: dict[str, float], key: str, hdp: list[float], native: list[float]) -> None:
     """Quartiles of the per-repeat ratios hdp_i / native_i (cases ran in turn)."""
-    ratios = sorted(h / n for h, n in zip(hdp, native, strict=True))
-    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    q = quartiles([h / n for h, n in zip(hdp, native, strict=True)])
     results[f"{key}_paired_p25"], results[f"{key}_paired_p50"], results[f"{key}_paired_p75"] = q
 
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 import warnings
@@ -56,6 +55,7 @@ from common import (
     load_average,
     md_table,
     median,
+    quartiles,
     use_repo,
     write_report,
 )
@@ -214,10 +214,7 @@ def timed_runs(
 
 
 def paired(hdp: list[float], base: list[float]) -> list[float]:
-    ratios = sorted(h / b for h, b in zip(hdp, base, strict=True))
-    if len(ratios) == 1:
-        return ratios * 3
-    return [float(q) for q in statistics.quantiles(ratios, n=4, method="inclusive")]
+    return quartiles([h / b for h, b in zip(hdp, base, strict=True)])
 
 
 def main() -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from common import (
     load_average,
     md_table,
     median,
+    quartiles,
     spark_session,
     use_repo,
     write_report,
@@ -101,9 +101,7 @@ def main() -> None:
     results["hdp_collect_ratio"] = t["hdp_collect"] / t["native"]
     results["floor_ratio"] = t["floor"] / t["native"]
     results["hdp_over_floor"] = t["hdp"] / t["floor"]
-    paired = sorted(h / n for h, n in zip(runs["hdp"], runs["native"], strict=True))
-    q = (statistics.quantiles(paired, n=4, method="inclusive") if len(paired) > 1
-         else paired * 3)
+    q = quartiles([h / n for h, n in zip(runs["hdp"], runs["native"], strict=True)])
     results["paired_p25"], results["paired_p50"], results["paired_p75"] = q
     last = values["hdp_collect"][-1]
     results["released_users"] = float(last[0]["x_user_mean_users"])  # type: ignore[index]

@@ -72,11 +72,14 @@ def interleaved(
 
 
 def interleaved_runs(
-    cases: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1
+    cases: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
+    keep_values: bool = True,
 ) -> tuple[dict[str, list[float]], dict[str, list[object]]]:
     """Every wall time and every return value of each case, cases run in turn.
 
-    Warm-up rounds are timed but dropped (their values are dropped too).
+    Warm-up rounds are timed but dropped (their values are dropped too). With
+    ``keep_values=False`` no return value is kept (large collected results would otherwise
+    stay alive and slow the later rounds' garbage collection).
     """
     for _ in range(warmup):
         for fn in cases.values():
@@ -88,12 +91,20 @@ def interleaved_runs(
             start = time.perf_counter()
             out = fn()
             times[name].append(time.perf_counter() - start)
-            values[name].append(out)
+            if keep_values:
+                values[name].append(out)
     return times, values
 
 
 def median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
+
+
+def quartiles(xs: Sequence[float]) -> list[float]:
+    """[p25, median, p75] of ``xs`` (inclusive method; one value: itself three times)."""
+    if len(xs) == 1:
+        return [float(xs[0])] * 3
+    return [float(q) for q in statistics.quantiles(xs, n=4, method="inclusive")]
 
 
 def load_average() -> list[float]:
