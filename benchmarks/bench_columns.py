@@ -69,7 +69,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import interleaved_runs, load_average, quartiles
+from common import interleaved_runs, load_average, quartiles, uniform
 
 PAIRED = (("global column / native", "global column", "global native"),
           ("global column / floor groupBy(eps)", "global column", "global floor groupBy(eps)"),
@@ -127,11 +127,12 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     levels = [round(0.1 * 1.25**i, 6) for i in range(args.levels)]
     lv = F.array(*[F.lit(v) for v in levels])
-    eps = (F.element_at(lv, (F.rand(2) * len(levels)).cast("int") + 1) if args.grid is None
-           else F.exp(F.lit(-4.0) + F.lit(6.0) * F.rand(2)))
+    # deterministic columns (rand below a Column aggregator is refused: see common.uniform)
+    eps = (F.element_at(lv, (uniform(2) * len(levels)).cast("int") + 1) if args.grid is None
+           else F.exp(F.lit(-4.0) + F.lit(6.0) * uniform(2)))
     df = (spark.range(args.rows, numPartitions=2)
-          .select((F.rand(1) * 260_010 - 10).alias("x"), eps.alias("eps"),
-                  (F.rand(3) * args.keys).cast("int").alias("key"))
+          .select((uniform(1) * 260_010 - 10).alias("x"), eps.alias("eps"),
+                  (uniform(3) * args.keys).cast("int").alias("key"))
           .cache())
     df.count()
     grid = None if args.grid is None else hs.EpsGrid(ratio=args.grid, lowest=1e-3,

@@ -61,6 +61,17 @@ def spark_session(memory: str = "8g", conf: dict[str, str] | None = None) -> Any
     return session
 
 
+def uniform(seed: int) -> Any:
+    """A uniform [0, 1) Spark column from the row's ``id`` (``spark.range``): deterministic,
+    unlike ``F.rand``, which the Column aggregators refuse below them (it can change the
+    rows between two evaluations of one query)."""
+    from pyspark.sql import functions as F
+
+    bits = 1 << 40
+    return (F.pmod(F.xxhash64(F.col("id"), F.lit(seed)), F.lit(bits)).cast("double")
+            / float(bits))
+
+
 def interleaved(
     cases: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1
 ) -> dict[str, float]:

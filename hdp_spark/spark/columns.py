@@ -23,10 +23,13 @@ Privacy (the composition rule):
     - two different queries (another filter, projection, ``CASE WHEN``, join, source or
       grouping) draw independent noise, even when their statistics are equal: each costs
       its ε, and the ε of all queries add up (sequential composition);
-    - the *same* query over changed data (a table or file that was rewritten) draws
-      independent noise when its statistics changed, and repeats its numbers when they did
-      not: equal outputs then reveal that the statistics are unchanged. Build a new Column
-      (a new key) for each scheduled run or snapshot, as ``agg`` and jobs do.
+    - a rewritten file (its path, size and modification time are in the fingerprint), a
+      replaced view or a rewritten joined table is another query: fresh noise;
+    - whatever could change the rows under one fingerprint (time and session functions,
+      nondeterministic expressions and operators such as ``rand``, ``LIMIT`` and
+      ``sample``, order-dependent aggregates, sources the fingerprint cannot pin) is
+      refused at analysis by the extension's ``QueryGuard``, naming the construct and the
+      fix (materialize the input first: ``localCheckpoint()``).
 
     A query that adds a repartition or a sort is another query (its own release). Which
     groups appear is a privacy decision: in a grouped aggregate a Column needs

@@ -220,9 +220,11 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
         what the query aggregates, each group's own grouping values and its exact
         statistics. Re-running one query on the same data repeats its numbers; two different
         queries (``WHERE id != 17`` against the whole table) draw independent noise even
-        when their statistics are equal, and their ε add up. The same query over changed
-        data repeats its numbers exactly when the statistics did not change: register again
-        (a new key) for each scheduled run or snapshot.
+        when their statistics are equal, and their ε add up. A rewritten file, a replaced
+        view or table is another query (fresh noise); whatever could change the rows
+        under one fingerprint (``current_timestamp()``, ``rand()``, ``LIMIT``,
+        ``TABLESAMPLE``, order-dependent aggregates, unpinnable sources) is refused at
+        analysis (docs/columns.md).
     """
     from hdp_spark.aggregators import hdp_histogram as spec_histogram
     from hdp_spark.aggregators import hdp_mean as spec_mean

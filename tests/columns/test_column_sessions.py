@@ -78,8 +78,20 @@ def test_connect_column_equals_release_api_and_classic(classic: dict[str, Any]) 
     got = _run("connect")
     assert "connect" in got["session"]
     _check(got)
-    same = ("total", "mean", "sql", "bins", "key_list", "selected")  # a file source: one key
-    assert {k: got[k] for k in same} == {k: classic[k] for k in same}
+    _same_release_shape(got, classic)
+
+
+def _same_release_shape(got: dict[str, Any], classic: dict[str, Any]) -> None:
+    """Two processes release the same groups and keys. Their noise differs: the query
+    fingerprint keys a file source's listing with a secret of its JVM (a file's size is a
+    function of the data, and the fingerprint is printed by ``explain()``), so each
+    process is compared bit for bit with its own release API (``_check``) and here only
+    by what does not depend on the fingerprint."""
+    assert [k for k, _ in got["key_list"]] == [k for k, _ in classic["key_list"]]
+    assert [g for g, _, _ in got["selected"]] == [g for g, _, _ in classic["selected"]]
+    for name in ("mean", "sql", "bins"):
+        assert len(got[name]) == len(classic[name])
+    assert got["total"] == pytest.approx(classic["total"], rel=0.05)
 
 
 @pytest.mark.slow
@@ -88,8 +100,7 @@ def test_local_cluster_column_equals_classic(classic: dict[str, Any]) -> None:
     load the extension from spark.jars and the finalize from the installed package only."""
     got = _run("local-cluster[2,1,1024]")
     _check(got)
-    same = ("total", "mean", "sql", "bins", "key_list", "selected")  # a file source: one key
-    assert {k: got[k] for k in same} == {k: classic[k] for k in same}
+    _same_release_shape(got, classic)
 
 
 def test_connect_without_the_extension_names_configure() -> None:

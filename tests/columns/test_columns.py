@@ -243,11 +243,10 @@ def test_tied_groups_draw_independent_laplace_noise(spark: object) -> None:
     independent Laplace(b) draw (KS test), none repeats, and neighbouring groups' noises are
     uncorrelated. If the noise were a function of (key, statistics) only, all 300 would be
     equal. The seed alone does not fix the draws: the noise key also carries the query's
-    fingerprint, and a table made from local rows enters it through a per-JVM MAC. So the
-    table is a parquet file at a fixed path (a file source enters by its path: the same
-    fingerprint in every session), which makes the outcome the same on every run, and the
-    thresholds hold the false-failure probability of a fresh draw below 1e-6 anyway: the KS
-    check fails w.p. 5e-7, the correlation check (|r| >= 0.3 at 299 pairs, 5.2σ) w.p. ~2e-7.
+    fingerprint, and local rows and a file source's listing enter it through a per-JVM
+    MAC, so every run is a fresh draw; the thresholds hold its false-failure probability
+    below 1e-6: the KS check fails w.p. 5e-7, the correlation check (|r| >= 0.3 at 299
+    pairs, 5.2σ) w.p. ~2e-7.
     """
     import tempfile
 

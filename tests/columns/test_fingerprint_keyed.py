@@ -1,9 +1,10 @@
 """The query fingerprint (a constant in every plan, shown by ``explain()``) carries no
-unkeyed hash of data: a table made from local rows enters it through a MAC keyed with a
-secret of the JVM, so the same rows in two Spark processes give unrelated fingerprints
-(nobody can test a guess of the rows against a printed plan), while a file source enters
-by its path and gives the same fingerprint in both. Two processes, since one JVM has one
-secret."""
+unkeyed hash of data: a table made from local rows, and a file source's listing (each
+file's path, size and modification time: a size is a function of the data), enter it
+through a MAC keyed with a secret of the JVM, so the same rows or files in two Spark
+processes give unrelated fingerprints (nobody can test a guess of the rows or of a file's
+size against a printed plan), while one process repeats its fingerprint (re-evaluation
+gives the same numbers). Two processes, since one JVM has one secret."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def fingerprint(df):
 
 local = spark.createDataFrame(pdf)
 print(json.dumps({"local": [fingerprint(local), fingerprint(local)],
-                  "file": fingerprint(spark.read.parquet(sys.argv[1]))}))
+                  "file": [fingerprint(spark.read.parquet(sys.argv[1])),
+                           fingerprint(spark.read.parquet(sys.argv[1]))]}))
 spark.stop()
 """
 
@@ -51,7 +53,7 @@ def _run(path: str) -> dict[str, object]:
     return out
 
 
-def test_local_rows_enter_the_fingerprint_through_a_per_jvm_mac() -> None:
+def test_local_rows_and_file_listings_enter_the_fingerprint_through_a_per_jvm_mac() -> None:
     import pandas as pd
 
     path = Path(tempfile.gettempdir()) / "hdp_spark_fingerprint_keyed.parquet"
@@ -63,4 +65,8 @@ def test_local_rows_enter_the_fingerprint_through_a_per_jvm_mac() -> None:
     assert isinstance(local_2, list)
     assert local_1[0] == local_1[1]  # one JVM, one query: one fingerprint (re-evaluation)
     assert local_1[0] != local_2[0]  # the same rows in another JVM: unrelated
-    assert first["file"] == second["file"]  # a file source enters by its path
+    file_1, file_2 = first["file"], second["file"]
+    assert isinstance(file_1, list)
+    assert isinstance(file_2, list)
+    assert file_1[0] == file_1[1]  # the same files read twice in one JVM: one query
+    assert file_1[0] != file_2[0]  # the same files in another JVM: unrelated

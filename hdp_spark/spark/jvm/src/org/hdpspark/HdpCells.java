@@ -119,11 +119,6 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
       throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
           + "group, categories, query, [value, lower, upper, fill]...)");
     }
-    if (!(kids[QUERY] instanceof HdpQuery) && !(kids[QUERY] instanceof Literal
-        && kids[QUERY].dataType() instanceof StringType)) {
-      throw new IllegalArgumentException("hdp_cells: the query child must be a placeholder "
-          + "or the constant fingerprint");
-    }
     this.mutableOffset = mutableOffset;
     this.inputOffset = inputOffset;
     double[] rules = null;
@@ -134,6 +129,13 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
     double[] fl = new double[k];
     String problem = null;
     try {
+      // reported, not thrown: Spark rebuilds this node with other children when it prints
+      // an expression for its own errors (a nondeterministic argument, say)
+      if (!(kids[QUERY] instanceof HdpQuery) && !(kids[QUERY] instanceof Literal
+          && kids[QUERY].dataType() instanceof StringType)) {
+        throw new IllegalArgumentException("hdp_cells: the query child must be a "
+            + "placeholder or the constant fingerprint");
+      }
       rules = constants(kids[2]);
       if (rules == null || rules.length != 5) {
         throw new IllegalArgumentException("hdp_cells: `rules` must be a constant array of 5");

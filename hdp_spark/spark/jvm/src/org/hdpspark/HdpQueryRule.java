@@ -123,8 +123,11 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     }
                     keyList[0] = groups;
                   }
-                  String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
                   boolean release = !HdpQuery.CELLS.equals(groups);
+                  if (release) {  // what can change the rows under one fingerprint: refused
+                    QueryGuard.check(a, x);
+                  }
+                  String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
                   return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
                     @Override
                     public boolean isDefinedAt(Expression y) {

@@ -33,6 +33,9 @@ import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.execution.datasources.FileIndex;
+import org.apache.spark.sql.execution.datasources.FileStatusWithMetadata;
+import org.apache.spark.sql.execution.datasources.PartitionDirectory;
+import org.apache.spark.sql.execution.datasources.v2.FileTable;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -55,13 +58,21 @@ import scala.jdk.javaapi.CollectionConverters;
  * manager rely on: expression ids replaced by ordinals, names erased), then every field of
  * every node written out, so that two plans with the same fingerprint are equal as canonical
  * plans. A constant expression is written as its value and type. Fields Spark's printed form
- * leaves out are written in full: file sources by their
- * root paths, RDD-backed tables by their RDD id, local tables by their rows, Python and Scala
- * functions by their bytes or identity. A local table's rows enter through a MAC keyed with a
- * secret of this JVM, so the fingerprint (a constant in the plan, visible in
- * {@code explain()}) carries no unkeyed hash of data; the cost is that a Spark server restart
- * makes a query over a local table a new release. An object of a kind not listed is written
- * as its class and {@code hashCode()} (consistent with equality).
+ * leaves out are written in full: file sources by their root paths and every file's path,
+ * size and modification time (a rewritten file makes another query), RDD-backed tables by
+ * their RDD id, local tables by their rows, Python and Scala functions by their bytes or
+ * identity. A local table's rows and a source's file listing enter through a MAC keyed with
+ * a secret of this JVM, so the fingerprint (a constant in the plan, visible in
+ * {@code explain()}) carries no unkeyed hash of data; the cost is that a Spark server
+ * restart makes such a query a new release. An object of a kind not listed is written as
+ * its class and {@code hashCode()} (consistent with equality).
+ *
+ * <p>What the fingerprint cannot see is refused before it is computed ({@link QueryGuard}):
+ * time and session functions, nondeterministic expressions and operators, order-dependent
+ * aggregates, sources it cannot pin. Why the noise stays bound to the exact statistics too:
+ * were it bound to the fingerprint alone, a fingerprint covering two data sets would
+ * publish their exact difference (f(D) + N - (f(D') + N)); bound to the statistics it can
+ * at most tell whether they are equal. The guard closes both.
  */
 public final class QueryFingerprint {
 
@@ -132,6 +143,37 @@ public final class QueryFingerprint {
     } catch (java.security.GeneralSecurityException e) {
       throw new IllegalStateException("hdp_spark: HmacSHA256 is not available", e);
     }
+  }
+
+  /**
+   * What a file source holds: every file's path, size and modification time, sorted, through
+   * the MAC (sizes are a function of the data; the fingerprint is printed by explain()). A
+   * rewritten file is then another query, with fresh noise. A source whose files cannot be
+   * listed is refused.
+   */
+  static byte[] listing(FileIndex index) {
+    List<String> files = new ArrayList<>();
+    try {
+      scala.collection.immutable.Seq<Expression> none =
+          CollectionConverters.asScala(new ArrayList<Expression>()).toSeq();
+      for (PartitionDirectory dir : CollectionConverters.asJava(index.listFiles(none, none))) {
+        for (FileStatusWithMetadata f : CollectionConverters.asJava(dir.files())) {
+          files.add(f.getPath().toString() + "\0" + f.getLen() + "\0"
+              + f.getModificationTime());
+        }
+      }
+    } catch (RuntimeException e) {
+      throw new IllegalArgumentException("hdp_spark: the files of a source below a DP "
+          + "aggregate could not be listed (" + e.getClass().getSimpleName() + "), so the "
+          + "query fingerprint cannot pin them." + QueryGuard.FIX, e);
+    }
+    Collections.sort(files);
+    Writer w = new Writer();
+    w.out(files.size());
+    for (String f : files) {
+      w.text(f);
+    }
+    return mac(w.bytes());
   }
 
   static String hex(byte[] bytes) {
@@ -302,6 +344,12 @@ public final class QueryFingerprint {
         for (String p : paths) {
           text(p);
         }
+        raw(listing((FileIndex) o));
+      } else if (o instanceof FileTable) {
+        tag('t');  // a file table of a version-2 source: its files (see above)
+        text(o.getClass().getName());
+        node(((FileTable) o).fileIndex(), d);
+        node(((FileTable) o).schema(), d);
       } else if (o instanceof org.apache.spark.sql.execution.datasources.FileFormat) {
         tag('f');  // a file format: equal by class (Spark's own equality)
         text(o.getClass().getName());
