@@ -242,13 +242,12 @@ class ParquetLedger:
         except (OSError, ValueError) as exc:
             msg = f"the ledger manifest `{path}` is unreadable (corrupt ledger)."
             raise LedgerDamagedError(msg) from exc
-        if not isinstance(data, dict) or data.get("format") not in (
-            _FORMAT, integrity.FORMAT_V1
-        ) or data.get("version") != newest:
-            raise damaged(str(self.root), f"`{path.name}` is not a manifest of format "
-                          f"{integrity.FORMAT_V1} or {_FORMAT}")
-        if data["format"] == _FORMAT:
-            integrity.check_manifest(self._sealer, data, str(self.root), path.name)
+        fmt = integrity.manifest_format(self._sealer, data, str(self.root), path.name)
+        if data.get("version") != newest:
+            raise damaged(str(self.root), f"`{path.name}` holds another version than its name")
+        if fmt == integrity.FORMAT_V1 and self._sealed():
+            raise damaged(str(self.root), f"`{path.name}` claims format {fmt}, after a sealed "
+                          "manifest (a ledger never goes back to an unsealed format)")
         return data
 
     def _check_parquet(self, paths: list[str], manifest: dict[str, Any]) -> None:
@@ -335,14 +334,20 @@ class ParquetLedger:
         """
         where = str(self.root)
         manifest = self._latest()
+        sealed_seen = False
         for p in sorted((self.root / "_manifests").iterdir()):
             if _MANIFEST.match(p.name):
                 try:
                     older = json.loads(p.read_text())
                 except (OSError, ValueError) as exc:
                     raise damaged(where, f"the manifest `{p.name}` is unreadable") from exc
-                if isinstance(older, dict) and older.get("format") == _FORMAT:
-                    integrity.check_manifest(self._sealer, older, where, p.name)
+                # every manifest's label is checked: a sealed one (MAC over its label too),
+                # or an unsealed format 1 that precedes every sealed one
+                fmt = integrity.manifest_format(self._sealer, older, where, p.name)
+                if fmt == integrity.FORMAT_V1 and sealed_seen:
+                    raise damaged(where, f"the manifest `{p.name}` claims format {fmt}, "
+                                  "after a sealed one")
+                sealed_seen = sealed_seen or fmt == _FORMAT
         dirs = [*self._spent_paths(manifest),
                 *(str(self.root / a) for a in manifest.get("archived", []))]
         self._check_parquet(dirs, manifest)
