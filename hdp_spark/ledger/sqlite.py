@@ -129,6 +129,7 @@ class SqliteLedger:
         self.path = Path(path)
         self.lock_timeout = float(lock_timeout)
         self.compact_every = max(1, int(compact_every))
+        self.read_only = False
         if not self.path.exists():
             if not create:
                 msg = (
@@ -144,14 +145,11 @@ class SqliteLedger:
                 "\"Backup and restore\")."
             )
             raise LedgerDamagedError(msg)
-        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
-        if not writable:
-            msg = (
-                f"the SQLite ledger `{self.path}` is read-only (the file or its directory is "
-                "not writable by this user, or on a read-only file system); SQLite needs both "
-                "to commit and to read a WAL database. Nothing was computed or charged."
-            )
-            raise StorageError(msg)
+        # A read-only file or directory (a ledger mounted read-only) is opened for reading:
+        # `verify`, `check` and runs that only re-publish work; a session (a charge) is
+        # refused before anything is computed (exit code 7).
+        self.read_only = not (os.access(self.path, os.W_OK)
+                              and os.access(self.path.parent, os.W_OK))
         with self._connect() as conn, translated(self.path, "opening it", self.lock_timeout):
             self._key, self.ledger_id = self._open(conn)
 
@@ -164,11 +162,29 @@ class SqliteLedger:
         """
         return self._key.mac(message)
 
+    def _read_only_error(self, doing: str) -> StorageError:
+        msg = (
+            f"the SQLite ledger `{self.path}` is read-only (the file or its directory is not "
+            "writable by this user, or on a read-only file system): it was opened for "
+            f"reading only, and {doing} needs to write it. Nothing was computed or charged."
+        )
+        return StorageError(msg)
+
     def _connect(self) -> _Conn:
+        target: str | Path = self.path
+        if self.read_only:
+            # SQLite reads a WAL database in a read-only directory only if its -wal and -shm
+            # files exist; without a -wal file, the main file holds every commit and is read
+            # as immutable (no -shm needed). Nobody can commit meanwhile through this
+            # directory (a commit creates the -wal file), and a reader never charges.
+            wal = self.path.with_name(self.path.name + "-wal")
+            frozen = not os.access(self.path.parent, os.W_OK) and not wal.exists()
+            target = self.path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if frozen
+                                                                   else "")
         try:
             conn = sqlite3.connect(
-                self.path, timeout=self.lock_timeout, isolation_level=None,
-                check_same_thread=False,
+                target, timeout=self.lock_timeout, isolation_level=None,
+                check_same_thread=False, uri=isinstance(target, str),
             )
         except sqlite3.Error as exc:
             raise translate(exc, self.path, "opening it", self.lock_timeout) from exc
@@ -285,6 +301,9 @@ class SqliteLedger:
             raise damaged(str(self.path), "it fails SQLite's PRAGMA quick_check (corrupt file)")
         fmt, meta = self._format(c)
         if fmt != _FORMAT:
+            if self.read_only:
+                doing = f"its upgrade from {fmt or 'a plain database'}"
+                raise self._read_only_error(doing)
             self._upgrade(c)
         with reading(c):
             meta = store.meta(c)
@@ -375,6 +394,9 @@ class SqliteLedger:
             LedgerDamagedError: the ledger fails a check.
             StorageError: the ledger cannot be written (read-only, disk full).
         """
+        if self.read_only:
+            doing = "a release that charges"
+            raise self._read_only_error(doing)
         with self._connect() as conn:
             c = conn.raw
             try:
