@@ -324,6 +324,17 @@ class ParquetLedger:
             ids.add(str(cid) if cid else self._read_record(manifest, entry["file"]).commit_id)
         return ids
 
+    def history(self) -> list[tuple[str, str]]:
+        """``(idempotency key, commit id)`` of every commit, oldest first, from the newest
+        (MAC-checked) manifest (what a rollback witness chains:
+        :mod:`hdp_spark.ledger.witness`)."""
+        manifest = self._latest()
+        return [
+            (str(e["key"]), str(e.get("commit_id") or
+                                self._read_record(manifest, e["file"]).commit_id))
+            for e in manifest["commits"]
+        ]
+
     def verify(self) -> VerifyReport:
         """Check everything the ledger keeps, in one pass: the MAC of every manifest still
         on disk, and every file (size and SHA-256; no missing or extra file) of the current
