@@ -137,10 +137,15 @@ class Witness:
             raise _damaged(self.path, "it is not a witness (unreadable JSON)") from exc
         if not isinstance(doc, dict) or set(doc) != _FIELDS or doc["format"] != FORMAT:
             raise _damaged(self.path, f"it is not a witness of format {FORMAT}")
-        if doc["ledger_id"] != ledger.ledger_id:
+        other = doc["ledger_id"]
+        if not isinstance(other, str) or len(other) != 16 or any(
+            c not in "0123456789abcdef" for c in other
+        ):
+            raise _damaged(self.path, "its ledger id is malformed")
+        if other != ledger.ledger_id:
             msg = (
                 f"the ledger witness `{self.path}` belongs to another ledger (id "
-                f"{doc['ledger_id']!s:.16}) than `{_where(ledger)}` (id {ledger.ledger_id}): "
+                f"{other}) than `{_where(ledger)}` (id {ledger.ledger_id}): "
                 "the ledger was reset, replaced or re-created. Nothing was computed or "
                 f"charged; {_RESTORE}, or give a new ledger a new witness."
             )

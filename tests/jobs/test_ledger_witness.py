@@ -155,7 +155,7 @@ def test_a_witness_of_another_history_or_ledger_is_refused(tmp_path: Path, backe
     assert "belongs to another ledger" in err
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "counter"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "counter", "id"])
 def test_a_damaged_witness_is_refused(tmp_path: Path, damage: str) -> None:
     first, _later = _jobs(tmp_path, "sqlite")
     assert _cli(["run", str(first)])[0] == 0
@@ -168,6 +168,10 @@ def test_a_damaged_witness_is_refused(tmp_path: Path, damage: str) -> None:
     elif damage == "counter":  # a smaller count reads as "nothing lost": must fail the MAC
         doc = json.loads(text)
         doc["commits"] = 0
+        text = json.dumps(doc)
+    elif damage == "id":  # a garbled id is damage, not "another ledger"
+        doc = json.loads(text)
+        doc["ledger_id"] = "\u0007" + doc["ledger_id"][1:]
         text = json.dumps(doc)
     else:
         text = text[: len(text) // 2]
