@@ -65,7 +65,12 @@ def _mac(ledger: Any, *parts: str) -> str:
 
 def chain(ledger: Any, history: list[tuple[str, str]]) -> list[str]:
     """The heads ``h_0 .. h_n`` of the MAC chain over ``history`` (``(key, commit id)`` in
-    commit order) under ``ledger``'s secret; ``h_0`` binds the ledger id."""
+    commit order) under ``ledger``'s secret; ``h_0`` binds the ledger id.
+
+    Privacy:
+        Keyed by the ledger's secret: the heads reveal nothing about the idempotency keys
+        (themselves keyed digests of the input) to anyone without it.
+    """
     heads = [_mac(ledger, "start", str(ledger.ledger_id))]
     for k, (key, commit_id) in enumerate(history, start=1):
         heads.append(_mac(ledger, "commit", heads[-1], str(k), key, commit_id))
@@ -170,6 +175,11 @@ class Witness:
             LedgerDamagedError: the ledger is behind its witness (fewer commits: restored
                 from an older copy, or its newest commits were lost), or its history is
                 not the one the witness saw (another copy); the witness is damaged.
+
+        Privacy:
+            Refuses a ledger sent back in time before anything is computed or charged
+            (its lost releases would be recomputed with fresh noise and charged against
+            an older spend).
         """
         seen = self.read(ledger)
         history = ledger.history()
@@ -226,6 +236,11 @@ class Witness:
         Raises:
             LedgerDamagedError: as :meth:`check` (the ledger went back meanwhile).
             StorageError: the witness cannot be written (exit code 7).
+
+        Privacy:
+            Called after a commit and before its outputs are published, so every
+            published release is covered by the witness. Writes counts, the ledger's public
+            id and MACs under its secret; nothing computed from data.
         """
         with self._locked():
             status = self.check(ledger)
