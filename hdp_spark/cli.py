@@ -12,8 +12,10 @@ Commands::
                                             (committed releases are marked); charges
                                             nothing; writes only its plot (default under
                                             the job's ``[output] path``)
-    verify LEDGER [--backend sqlite|parquet]  check every checksum of a ledger (audit log and
-                                            archived deltas included); upgrades an old ledger
+    verify LEDGER [--backend sqlite|parquet] [--witness PATH]  check every checksum of a
+                                            ledger (audit log and archived deltas included)
+                                            and that it is not behind its rollback witness;
+                                            upgrades an old ledger
 
 Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
 ``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
@@ -87,6 +89,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("ledger", help="the ledger: a SQLite file or a parquet directory")
     p.add_argument("--backend", choices=("sqlite", "parquet"),
                    help="default: parquet for a directory, sqlite otherwise")
+    p.add_argument("--witness", metavar="PATH", help="the ledger's rollback witness (the "
+                   "job's `[ledger] witness`): exit code 6 if the ledger is behind it (lost "
+                   "commits, an older copy restored); without it, that is not checked")
     _log_flags(p)
     return parser
 
@@ -222,11 +227,40 @@ def _verify(args: argparse.Namespace) -> int:
     backend: Literal["sqlite", "parquet"] = "parquet" if path.is_dir() else "sqlite"
     if args.backend == "sqlite" or args.backend == "parquet":
         backend = args.backend
+    from hdp_spark.ledger.witness import Witness
+
+    wal = None
+    if backend == "sqlite":  # before SQLite opens it: its last close deletes the -wal file
+        from hdp_spark.ledger._sqlite_wal import check_wal
+
+        try:
+            wal = check_wal(path)
+        except OSError as exc:
+            msg = f"the -wal file of the ledger `{path}` cannot be read: {exc.strerror}."
+            raise StorageError(msg) from exc
     ledger = open_ledger(backend, path, create=False)
     report = ledger.verify()
     print(f"ledger {path} ({backend}) verified: {report.commits} commit(s), {report.users} "
           f"user(s), {report.charges} charge(s) in the audit log, {report.items} checksum(s) "
           "checked; nothing damaged")
+    if wal is not None and wal.unverifiable:
+        print(f"not checked: the -wal file ends in {wal.unverifiable} frame(s) failing "
+              "SQLite's checksum after its last whole commit: a commit cut short by a crash "
+              "(nothing lost) or damage to the newest commit (lost; SQLite drops it "
+              "silently); only --witness tells them apart" + ("" if args.witness else
+                                                            "; exit code 0 does not cover it"))
+    if args.witness:
+        status = Witness(Path(args.witness)).check(ledger)
+        seen = ("no witness file yet (a run creates it)" if status.witnessed is None else
+                f"the ledger holds the {status.witnessed} commit(s) it saw"
+                + (f" and {status.lag} newer (a run catches it up)" if status.lag else ""))
+        print(f"witness {args.witness}: {seen}")
+    else:
+        logging.getLogger("hdp_spark.ledger").warning(
+            "no witness given (--witness): a rollback of ledger %s cannot be detected", path)
+        print("not checked (no --witness): whether the ledger lost commits or was sent back "
+              "to an older copy (a restored backup; for SQLite, a damaged or lost -wal file, "
+              "whose commits SQLite drops silently); exit code 0 does not cover it")
     return 0
 
 

@@ -21,7 +21,8 @@ STAGES: tuple[str, ...] = (
     "budgets_checked",  # remaining budgets read, ε capped
     "computed",         # release computed (noise drawn), nothing written
     "charged",          # ledger rows written, commit point not yet reached
-    "committed",        # ledger commit done, outputs not yet written
+    "committed",        # ledger commit done, witness not yet advanced, no output written
+    "witnessed",        # rollback witness advanced (if any), outputs not yet written
     "staged",           # outputs written to the staging directory, not yet published
     "published",        # outputs renamed into place, manifest not yet updated
     "reported",         # manifest and report written

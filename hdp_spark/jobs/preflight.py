@@ -8,6 +8,7 @@ that cite it; :func:`input_fingerprint` keys the input's digest with the ledger'
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,12 @@ from hdp_spark.jobs.outputs import check_output_location, cited
 from hdp_spark.jobs.registry import get_kind
 from hdp_spark.jobs.spec import EngineName, JobSpec, load_job
 from hdp_spark.ledger import open_ledger
+from hdp_spark.ledger.witness import Witness
 
-__all__ = ["input_fingerprint", "load", "open_job_ledger", "preflight", "resolve", "typed"]
+__all__ = ["advance_witness", "input_fingerprint", "load", "open_job_ledger", "preflight",
+           "resolve", "typed"]
+
+log = logging.getLogger("hdp_spark.jobs")
 
 
 def load(adapter: EngineAdapter, job: JobSpec) -> tuple[Any, Any]:
@@ -66,8 +71,11 @@ def input_fingerprint(
     return fingerprint
 
 
-def open_job_ledger(job: JobSpec) -> Any:
-    """Open the job's ledger and check it against the outputs that cite it.
+def open_job_ledger(job: JobSpec, *, catch_up: bool = False) -> Any:
+    """Open the job's ledger and check it against the outputs that cite it and against its
+    rollback witness (``[ledger] witness``; without one, a WARNING says that a rollback
+    cannot be detected). ``catch_up`` (a run): create a missing witness, or advance one
+    that lags behind the ledger (a crash between a commit and its witness write).
 
     A ledger that is missing, empty, truncated or corrupt, or that is not the one (or is
     older than the one) the outputs under ``[output] path`` came from, is refused before
@@ -106,7 +114,34 @@ def open_job_ledger(job: JobSpec) -> Any:
             f"computed or charged; {restore}."
         )
         raise LedgerDamagedError(msg)
+    if job.ledger.witness is None:
+        log.warning("ledger %s has no witness (`[ledger] witness`): a rollback (the ledger "
+                    "restored together with its outputs) cannot be detected", job.ledger.path)
+        return ledger
+    witness = Witness(job.ledger.witness)
+    status = witness.check(ledger)
+    if catch_up and (status.witnessed is None or status.lag):
+        status = witness.advance(ledger)
+    log.debug("ledger witness %s: %s commit(s) witnessed, %d in the ledger", witness.path,
+              status.witnessed, status.commits)
     return ledger
+
+
+def advance_witness(job: JobSpec, ledger: Any) -> None:
+    """After a commit, before its outputs are published: record the ledger's new history
+    in the job's witness (no-op without one). See :mod:`hdp_spark.ledger.witness` for why
+    this order is the safe one.
+
+    Raises:
+        LedgerDamagedError: the ledger went back behind its witness meanwhile.
+        StorageError: the witness cannot be written (the release stays committed; the next
+            run publishes it and catches the witness up).
+
+    Privacy:
+        Writes counts, the ledger id and MACs under the ledger's secret; nothing from data.
+    """
+    if job.ledger.witness is not None:
+        Witness(job.ledger.witness).advance(ledger)
 
 
 def _check_ledger_location(job: JobSpec) -> None:
@@ -118,6 +153,13 @@ def _check_ledger_location(job: JobSpec) -> None:
             f"`[ledger] path` must lie outside `[output] path` (the ledger holds its MAC "
             f"secret and per-user spend, which must never be published); got ledger "
             f"{str(job.ledger.path)!r} and output {str(job.output.path)!r}."
+        )
+        raise JobError(msg)
+    witness = job.ledger.witness
+    if witness is not None and (witness.resolve() == out or out in witness.resolve().parents):
+        msg = (
+            f"`[ledger] witness` must lie outside `[output] path` (it is for the operator, "
+            f"never published); got {str(witness)!r}."
         )
         raise JobError(msg)
 

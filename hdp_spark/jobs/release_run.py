@@ -25,6 +25,7 @@ from hdp_spark.jobs.adapter import AggCharge, ChargeSummary, EngineAdapter
 from hdp_spark.jobs.charging import release_policy
 from hdp_spark.jobs.faults import fault_point
 from hdp_spark.jobs.outputs import ensure_published, output_error, publish, stage
+from hdp_spark.jobs.preflight import advance_witness
 from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
 from hdp_spark.jobs.results import ReleaseRun
 from hdp_spark.jobs.selection import (
@@ -353,6 +354,8 @@ def run_release(
             log.warning("release %s: ledger conflict (attempt %d); retrying", rel.id, attempt)
             continue
         fault_point("committed", rel.id)
+        advance_witness(job, ledger)  # after the commit, before any output: see its docs
+        fault_point("witnessed", rel.id)
         # Outputs are materialized only now: no noisy value of a release that might never be
         # committed (hence never charged) is ever written where readers of outputs look.
         with timer.stage(f"{rel.id}:publish", rel.selection is not None):

@@ -168,7 +168,7 @@ def run_job(
         validate(adapter, df, spec)
     fault_point("validated")
     # The ledger is opened once the input passed: its secret keys the input fingerprint.
-    ledger = open_job_ledger(spec)
+    ledger = open_job_ledger(spec, catch_up=True)
     with timer.stage("fingerprint"):
         fingerprint = input_fingerprint(adapter, spec, df, before, ledger)
     # The output directory appears only once the input passed every check, and must be

@@ -260,12 +260,16 @@ class LedgerSpec:
             per-user totals (both backends also write one once the commits since the last
             hold as many charges as there are users; docs/jobs.md, "Ledger storage
             format").
+        witness: the rollback witness file (:mod:`hdp_spark.ledger.witness`), kept apart
+            from the ledger and its backups; None: a rollback cannot be detected (a run says
+            so at WARNING).
     """
 
     path: Path
     backend: LedgerBackend | None = None
     lock_timeout: float = 600.0
     compact_every: int = 20
+    witness: Path | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, Path):
@@ -279,6 +283,13 @@ class LedgerSpec:
         if isinstance(self.compact_every, bool) or not isinstance(self.compact_every, int) \
                 or self.compact_every < 1:
             reject("[ledger] compact_every", "must be an integer >= 1", self.compact_every)
+        if self.witness is not None:
+            if not isinstance(self.witness, Path):
+                reject("[ledger] witness", "must be a path", self.witness)
+            w, led = self.witness.resolve(), self.path.resolve()
+            if w == led or led in w.parents:
+                reject("[ledger] witness", "must lie outside the ledger (a copy of the "
+                       "ledger must not carry its witness)", str(self.witness))
 
 
 @dataclass(frozen=True, slots=True)

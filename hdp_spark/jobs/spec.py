@@ -181,7 +181,8 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
     inp = _table(data, "input", {"path", "table", "format", "schema", "user_id", "eps",
                                  "types", "fingerprint"})
     bud = _table(data, "budget", {"default", "column", "policy", "charge", "allocation"})
-    led = _table(data, "ledger", {"path", "backend", "lock_timeout", "compact_every"})
+    led = _table(data, "ledger", {"path", "backend", "lock_timeout", "compact_every",
+                                  "witness"})
     out = _table(data, "output", {"path", "report"})
     spark = data.get("spark", {})
     if not isinstance(spark, Mapping):
@@ -228,6 +229,8 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
             backend=led.get("backend"),
             lock_timeout=led.get("lock_timeout", 600.0),
             compact_every=led.get("compact_every", 20),
+            witness=(_path(base_dir, "[ledger] witness", led["witness"])
+                     if "witness" in led else None),
         ),
         output=OutputSpec(
             path=_path(base_dir, "[output] path", out["path"]), report=out.get("report", True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -37,8 +38,13 @@ def quality_dir(job: JobSpec) -> Path:
     return job.ledger.path.parent / "quality"
 
 
-def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path:
-    """Write the data-quality report (counts for the operator) beside the ledger."""
+def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path | None:
+    """Write the data-quality report (counts for the operator) beside the ledger.
+
+    On a read-only directory (a ledger mounted read-only for runs that only re-publish)
+    the report is skipped with one WARNING naming the directory (``check`` prints the same
+    counts); any other failure (a full disk) stops the run before anything is charged.
+    """
     directory = quality_dir(job)
     now = dt.datetime.now(dt.UTC)
     name = f"{job.name}-{now.strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}.json"
@@ -47,6 +53,10 @@ def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write(directory / name, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
     except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            log.warning("data-quality report not written: `%s` is read-only or not writable "
+                        "by this user (`hdp-release check` prints the same counts)", directory)
+            return None
         raise output_error(
             directory, "the data-quality report beside the ledger; nothing was charged", exc,
             what="the data-quality report directory",
@@ -55,12 +65,15 @@ def _write_quality(job: JobSpec, quality: dict[str, Any]) -> Path:
     return directory / name
 
 
-def validate(adapter: EngineAdapter, df: Any, job: JobSpec) -> tuple[dict[str, Any], Path]:
+def validate(
+    adapter: EngineAdapter, df: Any, job: JobSpec
+) -> tuple[dict[str, Any], Path | None]:
     """Validate the input; write the counts to the operator's data-quality report.
 
     Returns:
         The data-quality counts (schema rule violations, user-id and budget checks) and the
-        path of the report (written even when a rule stops the run).
+        path of the report (written even when a rule stops the run; None when its directory
+        is read-only).
 
     Privacy:
         Violation counts of value rules are functions of private data: they go to the

@@ -19,7 +19,7 @@ from typing import Any
 from hdp_spark.ledger.integrity import Sealer, damaged, file_digest
 
 __all__ = ["FORMAT", "FORMAT_V1", "check_dir", "check_file", "check_manifest", "digests",
-           "seal_manifest"]
+           "manifest_format", "seal_manifest"]
 
 FORMAT = "hdp_spark.ledger.parquet/2"
 FORMAT_V1 = "hdp_spark.ledger.parquet/1"
@@ -39,6 +39,38 @@ def check_manifest(sealer: Sealer, manifest: dict[str, Any], where: str, name: s
     """Raise damage unless the manifest's MAC is valid."""
     if not sealer.valid(manifest.get("mac"), "manifest", _canonical(manifest)):
         raise damaged(where, f"the manifest `{name}` fails its MAC")
+
+
+_SEALED_FIELDS = ("mac", "files")
+"""Fields only a sealed manifest (format 2) has: a manifest holding any of them is checked
+as sealed, whatever its format label says."""
+
+
+def manifest_format(sealer: Sealer, manifest: object, where: str, name: str) -> str:
+    """The format of a manifest read from disk, its MAC checked when it is sealed.
+
+    The label is not trusted on its own: the MAC covers it (it is part of the canonical
+    JSON), and a manifest that holds any field only a sealed one has (``mac``, ``files``)
+    is checked as sealed whatever its label says, so a rewritten or flipped
+    label (``.../2`` to ``.../1`` or ``.../3``) fails the MAC instead of being skipped.
+    Only a manifest with the exact format-1 label and none of those fields reads as
+    format 1 (unsealed, written before checksums existed).
+
+    Raises:
+        LedgerDamagedError: not a JSON object, an unknown label without sealed fields, or a
+            sealed manifest failing its MAC.
+    """
+    if not isinstance(manifest, dict):
+        raise damaged(where, f"`{name}` is not a manifest")
+    label = manifest.get("format")
+    if label == FORMAT_V1 and not any(f in manifest for f in _SEALED_FIELDS):
+        return FORMAT_V1
+    if label == FORMAT or any(f in manifest for f in _SEALED_FIELDS):
+        check_manifest(sealer, manifest, where, name)
+        if label != FORMAT:  # unreachable unless the MAC was forged with the secret
+            raise damaged(where, f"`{name}` is not a manifest of format {FORMAT_V1} or {FORMAT}")
+        return FORMAT
+    raise damaged(where, f"`{name}` is not a manifest of format {FORMAT_V1} or {FORMAT}")
 
 
 def digests(root: Path, rels: list[str]) -> dict[str, list[Any]]:

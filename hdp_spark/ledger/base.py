@@ -225,6 +225,9 @@ class Ledger(Protocol):
     def commit_ids(self) -> set[str]:
         """The public ids of every committed release."""
 
+    def history(self) -> list[tuple[str, str]]:
+        """``(idempotency key, commit id)`` of every commit, oldest first (checked)."""
+
     def verify(self) -> VerifyReport:
         """Check every checksum of the ledger (``docs/jobs.md``, "Checksums").
 

@@ -242,13 +242,12 @@ class ParquetLedger:
         except (OSError, ValueError) as exc:
             msg = f"the ledger manifest `{path}` is unreadable (corrupt ledger)."
             raise LedgerDamagedError(msg) from exc
-        if not isinstance(data, dict) or data.get("format") not in (
-            _FORMAT, integrity.FORMAT_V1
-        ) or data.get("version") != newest:
-            raise damaged(str(self.root), f"`{path.name}` is not a manifest of format "
-                          f"{integrity.FORMAT_V1} or {_FORMAT}")
-        if data["format"] == _FORMAT:
-            integrity.check_manifest(self._sealer, data, str(self.root), path.name)
+        fmt = integrity.manifest_format(self._sealer, data, str(self.root), path.name)
+        if data.get("version") != newest:
+            raise damaged(str(self.root), f"`{path.name}` holds another version than its name")
+        if fmt == integrity.FORMAT_V1 and self._sealed():
+            raise damaged(str(self.root), f"`{path.name}` claims format {fmt}, after a sealed "
+                          "manifest (a ledger never goes back to an unsealed format)")
         return data
 
     def _check_parquet(self, paths: list[str], manifest: dict[str, Any]) -> None:
@@ -325,6 +324,17 @@ class ParquetLedger:
             ids.add(str(cid) if cid else self._read_record(manifest, entry["file"]).commit_id)
         return ids
 
+    def history(self) -> list[tuple[str, str]]:
+        """``(idempotency key, commit id)`` of every commit, oldest first, from the newest
+        (MAC-checked) manifest (what a rollback witness chains:
+        :mod:`hdp_spark.ledger.witness`)."""
+        manifest = self._latest()
+        return [
+            (str(e["key"]), str(e.get("commit_id") or
+                                self._read_record(manifest, e["file"]).commit_id))
+            for e in manifest["commits"]
+        ]
+
     def verify(self) -> VerifyReport:
         """Check everything the ledger keeps, in one pass: the MAC of every manifest still
         on disk, and every file (size and SHA-256; no missing or extra file) of the current
@@ -335,14 +345,20 @@ class ParquetLedger:
         """
         where = str(self.root)
         manifest = self._latest()
+        sealed_seen = False
         for p in sorted((self.root / "_manifests").iterdir()):
             if _MANIFEST.match(p.name):
                 try:
                     older = json.loads(p.read_text())
                 except (OSError, ValueError) as exc:
                     raise damaged(where, f"the manifest `{p.name}` is unreadable") from exc
-                if isinstance(older, dict) and older.get("format") == _FORMAT:
-                    integrity.check_manifest(self._sealer, older, where, p.name)
+                # every manifest's label is checked: a sealed one (MAC over its label too),
+                # or an unsealed format 1 that precedes every sealed one
+                fmt = integrity.manifest_format(self._sealer, older, where, p.name)
+                if fmt == integrity.FORMAT_V1 and sealed_seen:
+                    raise damaged(where, f"the manifest `{p.name}` claims format {fmt}, "
+                                  "after a sealed one")
+                sealed_seen = sealed_seen or fmt == _FORMAT
         dirs = [*self._spent_paths(manifest),
                 *(str(self.root / a) for a in manifest.get("archived", []))]
         self._check_parquet(dirs, manifest)

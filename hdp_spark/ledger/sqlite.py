@@ -45,7 +45,7 @@ import random
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -54,13 +54,11 @@ import numpy as np
 import pyarrow as pa
 
 from hdp_spark.errors import (
-    LedgerConflictError,
     LedgerDamagedError,
     LedgerError,
     StorageError,
 )
 from hdp_spark.ledger import _sqlite_store as store
-from hdp_spark.ledger._columnar import charge_arrays, intern
 from hdp_spark.ledger._fs import DISK_FULL_ENV, fsync_dir, is_orphan, tmp_name
 from hdp_spark.ledger._secret import LedgerKey, new_ledger_id, new_secret_hex
 from hdp_spark.ledger._sqlite_errors import (
@@ -70,6 +68,7 @@ from hdp_spark.ledger._sqlite_errors import (
     translate,
     translated,
 )
+from hdp_spark.ledger._sqlite_session import SqliteSession as _SqliteSession
 from hdp_spark.ledger._sqlite_store import State
 from hdp_spark.ledger._sqlite_upgrade import ADD_MACS, MIGRATE_V1, SCHEMA, migrate_v2
 from hdp_spark.ledger.base import CommitRecord, FrameIO
@@ -129,6 +128,7 @@ class SqliteLedger:
         self.path = Path(path)
         self.lock_timeout = float(lock_timeout)
         self.compact_every = max(1, int(compact_every))
+        self.read_only = False
         if not self.path.exists():
             if not create:
                 msg = (
@@ -144,14 +144,11 @@ class SqliteLedger:
                 "\"Backup and restore\")."
             )
             raise LedgerDamagedError(msg)
-        writable = os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
-        if not writable:
-            msg = (
-                f"the SQLite ledger `{self.path}` is read-only (the file or its directory is "
-                "not writable by this user, or on a read-only file system); SQLite needs both "
-                "to commit and to read a WAL database. Nothing was computed or charged."
-            )
-            raise StorageError(msg)
+        # A read-only file or directory (a ledger mounted read-only) is opened for reading:
+        # `verify`, `check` and runs that only re-publish work; a session (a charge) is
+        # refused before anything is computed (exit code 7).
+        self.read_only = not (os.access(self.path, os.W_OK)
+                              and os.access(self.path.parent, os.W_OK))
         with self._connect() as conn, translated(self.path, "opening it", self.lock_timeout):
             self._key, self.ledger_id = self._open(conn)
 
@@ -164,11 +161,29 @@ class SqliteLedger:
         """
         return self._key.mac(message)
 
+    def _read_only_error(self, doing: str) -> StorageError:
+        msg = (
+            f"the SQLite ledger `{self.path}` is read-only (the file or its directory is not "
+            "writable by this user, or on a read-only file system): it was opened for "
+            f"reading only, and {doing} needs to write it. Nothing was computed or charged."
+        )
+        return StorageError(msg)
+
     def _connect(self) -> _Conn:
+        target: str | Path = self.path
+        if self.read_only:
+            # SQLite reads a WAL database in a read-only directory only if its -wal and -shm
+            # files exist; without a -wal file, the main file holds every commit and is read
+            # as immutable (no -shm needed). Nobody can commit meanwhile through this
+            # directory (a commit creates the -wal file), and a reader never charges.
+            wal = self.path.with_name(self.path.name + "-wal")
+            frozen = not os.access(self.path.parent, os.W_OK) and not wal.exists()
+            target = self.path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if frozen
+                                                                   else "")
         try:
             conn = sqlite3.connect(
-                self.path, timeout=self.lock_timeout, isolation_level=None,
-                check_same_thread=False,
+                target, timeout=self.lock_timeout, isolation_level=None,
+                check_same_thread=False, uri=isinstance(target, str),
             )
         except sqlite3.Error as exc:
             raise translate(exc, self.path, "opening it", self.lock_timeout) from exc
@@ -285,6 +300,9 @@ class SqliteLedger:
             raise damaged(str(self.path), "it fails SQLite's PRAGMA quick_check (corrupt file)")
         fmt, meta = self._format(c)
         if fmt != _FORMAT:
+            if self.read_only:
+                doing = f"its upgrade from {fmt or 'a plain database'}"
+                raise self._read_only_error(doing)
             self._upgrade(c)
         with reading(c):
             meta = store.meta(c)
@@ -375,6 +393,9 @@ class SqliteLedger:
             LedgerDamagedError: the ledger fails a check.
             StorageError: the ledger cannot be written (read-only, disk full).
         """
+        if self.read_only:
+            doing = "a release that charges"
+            raise self._read_only_error(doing)
         with self._connect() as conn:
             c = conn.raw
             try:
@@ -429,6 +450,13 @@ class SqliteLedger:
         """The public ids of every committed release (to check outputs against the ledger)."""
         with self._checked() as (c, _state):
             return {cid for _seq, cid in store.key_map(c, self._sealer, str(self.path)).values()}
+
+    def history(self) -> list[tuple[str, str]]:
+        """``(idempotency key, commit id)`` of every commit, oldest first, each key checked
+        by its MAC (what a rollback witness chains: :mod:`hdp_spark.ledger.witness`)."""
+        with self._checked() as (c, _state):
+            found = store.key_map(c, self._sealer, str(self.path))
+        return [(k, cid) for k, (_seq, cid) in sorted(found.items(), key=lambda e: e[1][0])]
 
     def charges(self, key: str) -> dict[str, int]:
         """The audit log of one committed release (by idempotency key): units per user."""
@@ -498,101 +526,3 @@ class _Conn:
 
     def __exit__(self, *exc: object) -> None:
         self.raw.close()
-
-
-class _SqliteSession:
-    """One release inside ``BEGIN IMMEDIATE`` (see :meth:`SqliteLedger.session`)."""
-
-    def __init__(
-        self, conn: sqlite3.Connection, io: FrameIO, ledger: SqliteLedger, compact_every: int
-    ) -> None:
-        self._c = conn
-        self._io = io
-        self._path = ledger.path
-        self._where = str(ledger.path)
-        self._sealer = ledger._sealer
-        self._ledger_id = ledger.ledger_id
-        self._compact_every = compact_every
-        self._store: store.Store | None = None
-        self._keys: dict[str, tuple[int, str]] | None = None
-        self.state: State | None = None
-        self.done = False
-
-    def _key_map(self) -> dict[str, tuple[int, str]]:
-        if self._keys is None:
-            with translated(self._path, "reading it"):
-                self._keys = store.key_map(self._c, self._sealer, self._where)
-        return self._keys
-
-    def find(self, key: str) -> CommitRecord | None:
-        found = self._key_map().get(key)
-        if found is None:
-            return None
-        with translated(self._path, "reading it"):
-            return store.record_at(self._c, self._sealer, self._where, found[0])
-
-    def _loaded(self) -> store.Store:
-        if self._store is None:  # under the write lock: nobody changes it meanwhile
-            assert self.state is not None
-            with translated(self._path, "reading it"):
-                self._store = store.Store.load(self._c, self._sealer, self._where, self.state)
-        return self._store
-
-    def spent(self) -> Any:
-        return self._io.from_arrow(self._loaded().spent_table())
-
-    def commit(
-        self,
-        record: CommitRecord,
-        charges: Any,
-        before_commit: Callable[[], None] | None = None,
-    ) -> None:
-        """Record ``record`` and its charges in this transaction, then ``COMMIT``.
-
-        Vectorized: the charges are interned against the user dictionary (Arrow hash
-        lookup), sorted by user number and written as a few sealed blobs; the totals are
-        updated as one numpy array; the state is sealed again. Only ``COMMIT`` makes any of
-        it visible.
-        """
-        if self.done:
-            msg = "a ledger session commits at most once."
-            raise LedgerError(msg)
-        users, units = charge_arrays(self._io.to_arrow(charges))
-        loaded = self._loaded()
-        numbers, new = intern(loaded.users, users)
-        order = np.argsort(numbers, kind="stable")
-        numbers, units = numbers[order], units[order]
-        c = self._c
-        conflict = f"release `{record.release_id}` was committed by another run first."
-        if record.key in self._key_map():
-            raise LedgerConflictError(conflict)
-        try:
-            seq = store.insert_commit(c, self._sealer, record)
-        except sqlite3.IntegrityError as exc:
-            raise LedgerConflictError(conflict) from exc
-        except sqlite3.Error as exc:
-            raise translate(exc, self._path, "committing", 0.0) from exc
-        totals_seq = loaded.state.totals_seq
-        with translated(self._path, "committing"):
-            if len(new):
-                store.write_users(c, self._sealer, len(loaded.users), new)
-            if numbers.size:
-                store.write_charges(c, self._sealer, seq, numbers, units)
-                deltas, rows = loaded.deltas + 1, loaded.delta_rows + int(numbers.size)
-                size = len(loaded.users) + len(new)
-                if rows >= size or deltas >= self._compact_every:
-                    totals = np.zeros(size, dtype=np.int64)
-                    totals[: len(loaded.totals)] = loaded.totals
-                    totals[numbers] += units
-                    if int(totals[numbers].min()) < 0:
-                        msg = "a ledger total overflowed 64 bits; nothing was committed."
-                        raise LedgerError(msg)
-                    store.write_totals(c, self._sealer, totals, seq)
-                    totals_seq = seq
-            store.write_state(c, self._sealer, self._ledger_id, totals_seq)
-        if before_commit is not None:
-            before_commit()
-        with translated(self._path, "committing"):
-            c.execute("COMMIT")
-        self.done = True
-        log.debug("ledger commit %s: %d user(s) charged", record.commit_id, int(numbers.size))

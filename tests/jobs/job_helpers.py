@@ -54,10 +54,15 @@ def job_text(
     report: bool = False,
     seed: str | None = None,
     schema: bool = False,
+    witness: Path | bool | None = True,
 ) -> str:
-    """A job file's text with absolute paths under ``tmp``."""
+    """A job file's text with absolute paths under ``tmp``; ``witness``: True (default) for
+    a rollback witness at ``<tmp>/witness/<ledger name>.json``, a path, or False/None for
+    none."""
     ledger = ledger or (tmp / ("ledger.sqlite" if backend == "sqlite" else "ledger"))
     out = out or (tmp / "out")
+    if witness is True:
+        witness = tmp / "witness" / f"{ledger.name}.json"
     lines = [
         "[job]",
         f'name = "{name}"',
@@ -80,6 +85,7 @@ def job_text(
         f'backend = "{backend}"',
         f'path = "{ledger}"',
         "lock_timeout = 60",
+        *([f'witness = "{witness}"'] if witness else []),
         "",
         "[output]",
         f'path = "{out}"',

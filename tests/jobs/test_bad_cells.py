@@ -95,6 +95,7 @@ def test_sample_job_with_one_bad_salary_runs(tmp_path: Path) -> None:
     text = (text.replace('"../data/employees.csv"', f'"{bad}"')
             .replace('"../schemas/employees.yaml"', f'"{SCHEMA}"')
             .replace('"../out/ledger/employees.sqlite"', f'"{tmp_path / "l.sqlite"}"')
+            .replace('"../out/witness/employees.json"', f'"{tmp_path / "witness.json"}"')
             .replace('"../out/sample_employees"', f'"{tmp_path / "out"}"'))
     job = tmp_path / "sample.toml"
     job.write_text(text)

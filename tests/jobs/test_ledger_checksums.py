@@ -216,3 +216,57 @@ def test_an_unreadable_row_of_an_old_format_is_damage_not_sealed(tmp_path: Path)
     fmt = conn.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()[0]
     conn.close()
     assert fmt == "hdp_spark.ledger.sqlite/3"
+
+
+def _relabel(manifest: Path, old: bytes, new: bytes) -> None:
+    data = manifest.read_bytes()
+    assert data.count(old) == 1
+    manifest.write_bytes(data.replace(old, new))
+
+
+@pytest.mark.parametrize("label", [b"hdp_spark.ledger.parquet/1", b"hdp_spark.ledger.parquet/3",
+                                   b"hdp_spark.ledger.parquet/0", b"hdp_spark.ledgdr.parquet/2"])
+def test_a_rewritten_label_of_an_older_parquet_manifest_fails_verify(
+    tmp_path: Path, label: bytes
+) -> None:
+    """The format label is covered by the manifest's MAC: an older manifest relabelled (to
+    format 1, an unknown format, or by a bit flip) is damage, not skipped (issue 51)."""
+    _job, root = _ran(tmp_path, "parquet")
+    manifests = sorted((root / "_manifests").iterdir())
+    assert len(manifests) >= 2
+    _relabel(manifests[0], b"hdp_spark.ledger.parquet/2", label)
+    code, err = _cli(["verify", str(root)])
+    assert code == 6, err
+    assert manifests[0].name in err
+    assert "MAC" in err
+
+
+@pytest.mark.parametrize("label", [b"hdp_spark.ledger.parquet/1", b"hdp_spark.ledger.parquet/3"])
+def test_a_rewritten_label_of_the_newest_parquet_manifest_is_refused(
+    tmp_path: Path, label: bytes
+) -> None:
+    """Relabelled as format 1 the newest manifest would be 'upgraded' (re-sealed as it is)
+    without its MAC ever being checked: refused instead."""
+    job, root = _ran(tmp_path, "parquet")
+    newest = max((root / "_manifests").iterdir())
+    _relabel(newest, b"hdp_spark.ledger.parquet/2", label)
+    count = len(list((root / "_manifests").iterdir()))
+    for args in (["run", str(job)], ["verify", str(root)]):
+        code, err = _cli(args)
+        assert code == 6, err
+        assert "fails its MAC" in err
+    assert len(list((root / "_manifests").iterdir())) == count
+
+
+def test_an_unsealed_manifest_after_a_sealed_one_is_damage(tmp_path: Path) -> None:
+    """A manifest stripped to what format 1 wrote (label, no MAC, no file list) after a
+    sealed one: a ledger never goes back to the unsealed format."""
+    _job, root = _ran(tmp_path, "parquet")
+    manifests = sorted((root / "_manifests").iterdir())
+    doc = json.loads(manifests[-1].read_text())
+    for name in ("mac", "files"):
+        doc.pop(name)
+    doc["format"] = "hdp_spark.ledger.parquet/1"
+    manifests[-1].write_text(json.dumps(doc))
+    with pytest.raises(LedgerDamagedError, match="after a sealed manifest"):
+        ParquetLedger(root)

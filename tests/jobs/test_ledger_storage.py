@@ -203,7 +203,8 @@ def test_read_only_ledger_real_mount(tmp_path: Path, backend: str) -> None:
     before = records(job)
     more = write_job(tmp_path, filename="more.toml", backend=backend, ledger=ledger,
                      releases=RELEASES)
-    # the ledger itself is read-only (its directory's data-quality reports stay writable)
+    # the ledger itself is read-only (its directory's data-quality reports stay writable):
+    # the committed release re-publishes, the new one is refused before it is computed
     ro = f"mount --bind {ledger} {ledger} && mount -o remount,bind,ro {ledger}"
     done = _in_ns(ro, more)
     assert done.returncode == 7, done.stderr
@@ -387,3 +388,49 @@ def test_output_path_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "before reading the input" in line  # found in preflight: no ledger was opened
     assert not load_job(job).ledger.path.exists()
     assert records(job) == []
+
+
+def _in_ns_cli(setup: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m hdp_spark.jobs ARGS`` after ``setup`` mount commands (a mount namespace)."""
+    env = {k: v for k, v in os.environ.items() if k != DISK_FULL_ENV}
+    env["PYTHONPATH"] = str(REPO)
+    script = f'{setup} && exec {sys.executable} -m hdp_spark.jobs "$@"'
+    return subprocess.run(["unshare", "--mount", "--map-root-user", "sh", "-c", script,
+                           "sh", *args], env=env, capture_output=True, text=True, cwd=REPO,
+                          check=False, timeout=300)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "parquet"])
+def test_a_read_only_ledger_directory_verifies_and_re_publishes(
+    tmp_path: Path, backend: str
+) -> None:
+    """Issue 51: on a read-only ledger directory (its data-quality reports' too), `verify`
+    only reads (exit 0, both backends) and a run that charges nothing re-publishes (exit 0;
+    the data-quality report is skipped with one WARNING); a run that must charge is refused
+    with exit 7, nothing charged."""
+    if not _mount_ns_works(tmp_path):
+        pytest.skip("mount namespaces are not available")
+    ledger_dir = tmp_path / "ledger_dir"
+    ledger_dir.mkdir()
+    ledger = ledger_dir / ("l.sqlite" if backend == "sqlite" else "l")
+    job = write_job(tmp_path, backend=backend, ledger=ledger, releases=GROUPED_RELEASE)
+    run_job(job)
+    before = records(job)
+    out = load_job(job).output.path
+    shutil.rmtree(out / "salary_by_dept")  # the re-publish re-creates it from the ledger
+    ro = f"mount --bind {ledger_dir} {ledger_dir} && mount -o remount,bind,ro {ledger_dir}"
+    done = _in_ns_cli(ro, "verify", str(ledger), "--backend", backend, "-q")
+    assert done.returncode == 0, done.stderr
+    assert "nothing damaged" in done.stdout
+    done = _in_ns_cli(ro, "run", str(job), "-q")
+    assert done.returncode == 0, done.stderr
+    assert "data-quality report not written" in done.stderr
+    assert "re-published" not in done.stderr  # -q: warnings only
+    assert [r.commit_id for r in records(job)] == [r.commit_id for r in before]
+    assert set(published(out)) == {before[0].commit_id}
+    more = write_job(tmp_path, filename="more.toml", backend=backend, ledger=ledger,
+                     releases=RELEASES)
+    done = _in_ns_cli(ro, "run", str(more), "-q")
+    assert done.returncode == 7, done.stderr
+    assert "read-only" in done.stderr.strip().splitlines()[-1]
+    assert records(job) == before

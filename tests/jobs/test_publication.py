@@ -53,6 +53,7 @@ def sample_job(root: Path, engine: str, data: Path) -> Path:
         ('path = "../data/employees.csv"', f'path = "{data}"'),
         ('schema = "../schemas/employees.yaml"', f'schema = "{SCHEMA}"'),
         ('path = "../out/ledger/employees.sqlite"', f'path = "{root / "ledger" / "ledger.db"}"'),
+        ('witness = "../out/witness/employees.json"', f'witness = "{root / "witness" / "w.json"}"'),
         ('path = "../out/sample_employees"', f'path = "{root / "out"}"'),
         ('engine = "pandas"', f'engine = "{engine}"'),
     ):
@@ -93,7 +94,7 @@ class Runner:
         self.log_text = ""
 
     def run(self, data: bytes) -> Features:
-        for sub in ("out", "ledger"):
+        for sub in ("out", "ledger", "witness"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
         self.data.write_bytes(data)
         self.caplog.clear()

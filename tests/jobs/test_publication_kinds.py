@@ -43,7 +43,7 @@ def test_new_kinds_publish_nothing_deterministic(
     all_job, _ = sample_jobs(root, seed=None, people=data)
 
     def run(frame: pd.DataFrame) -> Features:
-        for sub in ("out_all", "ledger"):
+        for sub in ("out_all", "ledger", "witness"):
             shutil.rmtree(root / sub, ignore_errors=True)
         frame.to_csv(data, index=False)
         caplog.clear()

@@ -307,7 +307,7 @@ def test_selection_job_publishes_nothing_deterministic(
     job = _job(root, table, seed=None, budget="default = 2.0")
 
     def run(frame: pd.DataFrame) -> Features:
-        for sub in ("out", "quality"):
+        for sub in ("out", "quality", "witness"):
             shutil.rmtree(root / sub, ignore_errors=True)
         for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
             (root / name).unlink(missing_ok=True)
@@ -353,6 +353,8 @@ def test_sample_selection_job_runs_and_charges_kappa(tmp_path: Path) -> None:
         ('schema = "../schemas/people.yaml"', f'schema = "{REPO / "schemas" / "people.yaml"}"'),
         ('path = "../out/ledger/people_selection.sqlite"',
          f'path = "{tmp_path / "ledger.sqlite"}"'),
+        ('witness = "../out/witness/people_selection.json"',
+         f'witness = "{tmp_path / "witness.json"}"'),
         ('path = "../out/sample_selection"', f'path = "{tmp_path / "out"}"'),
     ):
         assert old in text, old
