@@ -19,7 +19,8 @@ Progress goes to stderr through :mod:`logging` (stage timings); the summary goes
 ``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
 operator: they are functions of private data and must not be published; ``run`` writes them
 only to the data-quality report beside the ledger.
-Exit codes: 0 success; 2 job file, input or schema error; 3 budget refused
+Exit codes: 0 success; 2 job file, input or schema error (or a ``verify`` path that does
+not exist); 3 budget refused
 (``policy = "fail"``); 4 ledger busy or conflicting; 5 engine unavailable (Spark without
 Java or pyspark; nothing read or written); 6 ledger damaged: missing, empty, truncated,
 corrupt, or older than the outputs citing it (nothing computed or charged; restore it from a
@@ -219,6 +220,12 @@ def _verify(args: argparse.Namespace) -> int:
     from hdp_spark.ledger import open_ledger
 
     path = Path(args.ledger)
+    if not path.exists():
+        # nothing to verify, and nothing says a ledger was ever there: a mistyped path, not
+        # damage (a run whose outputs cite a missing ledger is refused with exit 6)
+        msg = (f"`verify LEDGER`: the path `{path}` does not exist; give the `[ledger] path` "
+               "of a job that has run (a SQLite file or a parquet ledger directory).")
+        raise ParameterError(msg)
     backend: Literal["sqlite", "parquet"] = "parquet" if path.is_dir() else "sqlite"
     if args.backend == "sqlite" or args.backend == "parquet":
         backend = args.backend

@@ -223,7 +223,9 @@ _BAD = [
     ('select_keys = { delta = 1e-7, c = "one", share = 0.4 }', "`c` must be a number"),
     ('select_keys = { delta = 1e-7, c = 1.0, share = 1.0 }', "`share` must be in (0, 1)"),
     ('select_keys = { delta = 1e-7, c = 1.0 }', "`share` is missing"),
-    ('select_keys = { delta = 1e-7, c = 1.0, share = 0.4, tau = 2 }', "accepts only"),
+    ('select_keys = { delta = 1e-7, c = 1.0, share = 0.4, tau = 2 }',
+     "unknown key `tau` in [[releases]] id = 'spend': select_keys; valid keys: c, delta, "
+     "neighbours, share, step."),
     ('select_keys = { delta = 1e-7, c = 1.0, share = 0.4, step = 5.0 }', "`step` must be"),
     ('select_keys = { delta = 1e-7, c = 1.0, share = 0.4, neighbours = "x" }',
      "`neighbours` must be one of"),
