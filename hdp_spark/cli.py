@@ -17,11 +17,15 @@ Commands::
                                             and that it is not behind its rollback witness;
                                             upgrades an old ledger
 
-Progress goes to stderr through :mod:`logging` (stage timings); the summary goes to stdout.
+``run`` shows a progress bar on stderr when stderr is a terminal (not with ``-q``) and prints
+one line per release and a short summary on stdout. Log lines go to stderr through
+:mod:`logging`: warnings and errors by default, what the job does with ``-v``, each stage's
+wall time with ``-v -v``.
 ``check`` prints the data-quality counts (nulls, out-of-bounds values per rule) for the
 operator: they are functions of private data and must not be published; ``run`` writes them
 only to the data-quality report beside the ledger.
-Exit codes: 0 success; 2 job file, input or schema error; 3 budget refused
+Exit codes: 0 success; 2 job file, input or schema error (or a ``verify`` path that does
+not exist); 3 budget refused
 (``policy = "fail"``); 4 ledger busy or conflicting; 5 engine unavailable (Spark without
 Java or pyspark; nothing read or written); 6 ledger damaged: missing, empty, truncated,
 corrupt, or older than the outputs citing it (nothing computed or charged; restore it from a
@@ -123,9 +127,11 @@ def _job(args: argparse.Namespace) -> Any:
 
 def _log_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--verbose", action="count", default=0,
-                   help="debug logging of hdp_spark; twice (-v -v) also lets the libraries' "
-                   "own INFO and DEBUG lines through (great_expectations, py4j, pyspark, ...)")
-    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+                   help="log what the job does (INFO); twice (-v -v) also each stage's wall "
+                   "time (DEBUG); three times also the libraries' own INFO and DEBUG lines "
+                   "(great_expectations, py4j, pyspark, ...)")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="warnings and errors only, and no progress bar")
 
 
 class _OwnLines(logging.Filter):
@@ -141,13 +147,25 @@ class _OwnLines(logging.Filter):
         return record.levelno >= (self.own if mine else self.others)
 
 
+class _AboveTheBar(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stderr handler that writes above an open progress bar instead of through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from hdp_spark.jobs.progress import writing_above
+
+        with writing_above(self.stream):
+            super().emit(record)
+
+
 def _logging(verbose: int, quiet: bool) -> None:
-    """stderr logging: the job's own lines at INFO (DEBUG with ``-v``, WARNING with ``-q``);
-    other libraries' lines from WARNING up, whatever level they set for themselves, unless
-    ``-v -v``. Only the root logger's level and its one handler of this CLI are set."""
-    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    others = logging.DEBUG if verbose >= 2 and not quiet else logging.WARNING
-    handler = logging.StreamHandler(sys.stderr)
+    """stderr logging: the job's own warnings and errors (INFO with ``-v``, DEBUG, the
+    stage timings, with ``-v -v``); other libraries' lines from WARNING up, whatever level
+    they set for themselves, unless ``-v -v -v``. Only the root logger's level and its one
+    handler of this CLI are set."""
+    levels = (logging.WARNING, logging.INFO, logging.DEBUG)
+    level = logging.WARNING if quiet else levels[min(verbose, 2)]
+    others = logging.DEBUG if verbose >= 3 and not quiet else logging.WARNING
+    handler = _AboveTheBar(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_OwnLines(level, others))
     root = logging.getLogger()
@@ -173,6 +191,23 @@ def _exit_code(exc: HdpError) -> int:
     if isinstance(exc, JobError | SchemaError | ParameterError):
         return 2
     return 1
+
+
+def _print_run(result: Any) -> None:
+    """What ``run`` prints on stdout: one line per release, then a summary of at most
+    three lines (counts and ledger, the manifest, the report). No timings: a release's
+    run time may depend on private data beyond n (partition selection)."""
+    for r in result.releases:
+        how = (f"computed by engine {r.computed_by}" if r.status == "committed" else
+               f"computed earlier by engine {r.computed_by}, nothing charged now")
+        print(f"{r.release_id}: {r.status} {r.record.commit_id} ({how}) -> {r.path}")
+    committed = sum(r.status == "committed" for r in result.releases)
+    print(f"job {result.job.name}: {committed} committed, "
+          f"{len(result.releases) - committed} re-published; "
+          f"ledger {result.job.ledger.path}")
+    print(f"manifest: {result.manifest}")
+    if result.report is not None:
+        print(f"report: {result.report}")
 
 
 def _print_quality(quality: Mapping[str, Any]) -> None:
@@ -224,6 +259,12 @@ def _verify(args: argparse.Namespace) -> int:
     from hdp_spark.ledger import open_ledger
 
     path = Path(args.ledger)
+    if not path.exists():
+        # nothing to verify, and nothing says a ledger was ever there: a mistyped path, not
+        # damage (a run whose outputs cite a missing ledger is refused with exit 6)
+        msg = (f"`verify LEDGER`: the path `{path}` does not exist; give the `[ledger] path` "
+               "of a job that has run (a SQLite file or a parquet ledger directory).")
+        raise ParameterError(msg)
     backend: Literal["sqlite", "parquet"] = "parquet" if path.is_dir() else "sqlite"
     if args.backend == "sqlite" or args.backend == "parquet":
         backend = args.backend
@@ -290,14 +331,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "hdp-release") -> int
         if args.command == "plan":
             return _plan(args)
         if args.command == "run":
-            result = run_job(_job(args), engine=args.engine)
-            for r in result.releases:
-                how = (f"computed by engine {r.computed_by}" if r.status == "committed" else
-                       f"computed earlier by engine {r.computed_by}, nothing charged now")
-                print(f"{r.release_id}: {r.status} {r.record.commit_id} ({how}) -> {r.path}")
-            print(f"manifest: {result.manifest}")
-            if result.report is not None:
-                print(f"report: {result.report}")
+            from hdp_spark.jobs.progress import Progress, terminal_progress
+
+            progress = Progress() if args.quiet else terminal_progress()
+            _print_run(run_job(_job(args), engine=args.engine, progress=progress))
         else:
             checked = check_job(_job(args), engine=args.engine)
             _print_quality(checked.quality)

@@ -10,7 +10,7 @@ received, which is what the ledger charges. The kinds are registered by name in
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -26,6 +26,7 @@ __all__ = [
     "KindResult",
     "ReleaseAdapter",
     "ReleaseFn",
+    "keywords",
     "parse_grid",
     "require",
 ]
@@ -119,6 +120,9 @@ class AggregatorKind:
         uniform_eps: a ``"person"`` kind's per-person ε demand, from the spec only.
         grouped: whether the kind accepts ``by`` / ``keys``.
         user_column: the user column a ``"user"`` spec reads (must be ``[input] user_id``).
+        parameters: the keys an aggregator table of this kind may hold besides ``kind`` and
+            ``unit``; the job loader rejects any other key, naming it and the closest valid
+            key. None: ``build`` checks its keys itself.
 
     Privacy:
         ``release`` must be a complete, noise-adding release (its rows are published as
@@ -139,6 +143,30 @@ class AggregatorKind:
     uniform_eps: Callable[[Any], float] = lambda _spec: 0.0
     grouped: bool = True
     user_column: Callable[[Any], str | None] = lambda _spec: None
+    parameters: Callable[[], Collection[str]] | None = None
+
+
+def keywords(function: str, *, rename: Mapping[str, str] | None = None,
+             extra: Collection[str] = ()) -> Callable[[], frozenset[str]]:
+    """The :attr:`AggregatorKind.parameters` of a kind built by the public function
+    ``hdp_spark.<function>``: its keywords (``rename`` maps a keyword to its job-file key),
+    plus ``extra`` (job-only keys). Read when asked, so the function's signature is the one
+    source of truth.
+
+    Privacy:
+        Names of public parameters only.
+    """
+    def names() -> frozenset[str]:
+        import inspect
+
+        import hdp_spark
+
+        fn = getattr(hdp_spark, function)
+        mapping = rename or {}
+        return frozenset({mapping.get(k, k) for k in inspect.signature(fn).parameters}
+                         | set(extra))
+
+    return names
 
 
 def parse_grid(raw: object) -> EpsGrid | None:

@@ -37,6 +37,7 @@ from hdp_spark.jobs.kind import (
     Key,
     KindResult,
     ReleaseAdapter,
+    keywords,
     parse_grid,
     require,
 )
@@ -95,6 +96,7 @@ MEAN = AggregatorKind(
     intervals=lambda s: (Interval(s.name, s.name, s.name + "_ci_low", s.name + "_ci_high"),),
     describe=_describe_dataclass,
     numeric_columns=lambda s: (s.column,),
+    parameters=keywords("hdp_mean"),
 )
 """Heterogeneous-DP mean (:func:`hdp_spark.hdp_mean`); parameters as its keywords."""
 
@@ -204,6 +206,7 @@ HISTOGRAM = AggregatorKind(
         for label in e.spec.labels
     ),
     describe=_describe_histogram,
+    parameters=keywords("hdp_histogram", extra=("project",)),
 )
 """Heterogeneous-DP histogram (:func:`hdp_spark.hdp_histogram`, Chaudhuri & Courtade); parameters as
 its keywords plus ``project``. Wide output: ``<name>[<label>]`` (frequency) with ``_ci_low`` /
@@ -275,6 +278,7 @@ USER_MEAN = AggregatorKind(
     numeric_columns=lambda s: (s.column,),
     unit="user",
     user_column=lambda s: s.user,
+    parameters=keywords("hdp_user_mean"),
 )
 """User-level heterogeneous-DP mean (:func:`hdp_spark.hdp_user_mean`, Cummings et al.); parameters
 as its keywords; ``user`` defaults to ``[input] user_id`` (and must equal it)."""
@@ -337,6 +341,8 @@ LDP_MEAN = AggregatorKind(
                         "already_randomized": e.already_randomized},
     numeric_columns=lambda e: (e.spec.report,),
     unit="none",
+    parameters=keywords("ldp_mean", rename={"report": "column"},
+                        extra=("already_randomized",)),
 )
 """Heterogeneous-LDP mean of already-randomized scalar reports (:func:`hdp_spark.ldp.ldp_mean`,
 Aliakbarpour et al.): ``column`` (the report column), ``eps``, ``mechanism`` (``"laplace"`` or

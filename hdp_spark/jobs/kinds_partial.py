@@ -212,8 +212,10 @@ def _describe_partial(entry: Any) -> Mapping[str, Any]:
     return {"alias": entry.name, **{k: entry.params[k] for k in sorted(entry.params)}}
 
 
-def _person_kind(name: str, build: Any, release: Any) -> AggregatorKind:
-    """A partial-DP kind: global only, every person charged the same per-person ε."""
+def _person_kind(name: str, build: Any, release: Any, keys: set[str]) -> AggregatorKind:
+    """A partial-DP kind: global only, every person charged the same per-person ε;
+    ``keys`` are its parameters (plus ``alias``, and ``eps``, which it ignores)."""
+    accepted = frozenset(keys | {"alias", "eps"})
     return AggregatorKind(
         name=name,
         build=build,
@@ -226,10 +228,12 @@ def _person_kind(name: str, build: Any, release: Any) -> AggregatorKind:
         unit="person",
         uniform_eps=lambda e: e.eps_person,
         grouped=False,
+        parameters=lambda: accepted,
     )
 
 
-HEAVY_HITTERS = _person_kind("heavy_hitters", _build_heavy_hitters, _release_heavy_hitters)
+HEAVY_HITTERS = _person_kind("heavy_hitters", _build_heavy_hitters, _release_heavy_hitters,
+                             _HH_KEYS)
 """Partial-DP heavy hitters (:func:`hdp_spark.hdp_heavy_hitters`, Ghazi et al.): parameters as
 its keywords (``cols``, ``domains``, ``eps0``, ...) plus ``alias``. One output row:
 ``<name>_records`` (released records with ``noisy_count`` and its interval), ``_n``,
@@ -237,7 +241,7 @@ its keywords (``cols``, ``domains``, ``eps0``, ...) plus ``alias``. One output r
 (the public report as JSON)."""
 
 ATTRIBUTE_HISTOGRAMS = _person_kind(
-    "attribute_histograms", _build_attribute_histograms, _release_attribute_histograms
+    "attribute_histograms", _build_attribute_histograms, _release_attribute_histograms, _AH_KEYS
 )
 """Per-attribute histograms (:func:`hdp_spark.pandas.attribute_histograms`, Ghazi et al.):
 ``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``alias``. Output as
@@ -371,7 +375,8 @@ def _release_mwem(
     return _release_zcdp(adapter, df, entries, unsafe_seed, "mwem")
 
 
-MARGINALS = _person_kind("marginals", _build_marginals, _release_marginals)
+MARGINALS = _person_kind("marginals", _build_marginals, _release_marginals,
+                         _MARGINALS_KEYS | {"beta"})
 """Partial-DP marginals by the projection mechanism (:func:`hdp_spark.hdp_marginals`, Ghazi
 et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other``, ``delta``,
 ``max_domain``, ``tol``, ``max_iter``, ``privacy_unit``, ``alias``. One output row:
@@ -381,7 +386,7 @@ et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other`
 ``delta``; ``_eps_person`` is what the ledger charges), ``_eps_person_conversion``,
 ``_report``."""
 
-MWEM = _person_kind("mwem", _build_mwem, _release_mwem)
+MWEM = _person_kind("mwem", _build_mwem, _release_mwem, _MWEM_KEYS)
 """Partial-DP MWEM (:func:`hdp_spark.hdp_mwem`, Ghazi et al. §4.2): ``cols``, ``domains``,
 ``eps0``, ``k`` or ``marginals``, ``rounds``, ``per_round``, ``other``, ``delta``,
 ``max_domain``, ``max_tuples``, ``privacy_unit``, ``alias``. Output as ``marginals``, the

@@ -26,6 +26,7 @@ from hdp_spark.jobs.charging import release_policy
 from hdp_spark.jobs.faults import fault_point
 from hdp_spark.jobs.outputs import ensure_published, output_error, publish, stage
 from hdp_spark.jobs.preflight import advance_witness
+from hdp_spark.jobs.progress import Progress
 from hdp_spark.jobs.registry import KindResult, check_kind_result, get_kind
 from hdp_spark.jobs.results import ReleaseRun
 from hdp_spark.jobs.selection import (
@@ -48,22 +49,29 @@ _MAX_ATTEMPTS = 3
 
 
 class Timer:
-    def __init__(self) -> None:
+    """Wall time per stage of a run, logged at DEBUG (``stage <name> done in <s> s``); a
+    stage given a ``shown`` name is also announced to the run's :class:`Progress`.
+
+    Timing is outside the privacy model (docs/partition_selection.md: a selection
+    release's time grows with its unreleased candidate groups), so no timing is logged at
+    INFO or above, and the progress bar shows no timings.
+    """
+
+    def __init__(self, progress: Progress | None = None) -> None:
         self.seconds: dict[str, float] = {}
+        self.progress = progress or Progress()
 
     @contextmanager
-    def stage(self, name: str, timed_privately: bool = False) -> Iterator[None]:
-        """Time a stage. ``timed_privately``: its time depends on private data beyond the
-        public n (a partition-selection release: the candidate groups that are *not*
-        released cost time too), so it is logged at DEBUG, never at INFO. Timing is outside
-        the privacy model (docs/partition_selection.md); nothing at INFO carries it."""
-        level = logging.DEBUG if timed_privately else logging.INFO
-        log.log(level, "stage %s ...", name)
+    def stage(self, name: str, *, shown: str | None = None) -> Iterator[None]:
+        """Time stage ``name`` (announced to the progress as ``shown`` if given)."""
+        if shown is not None:
+            self.progress.stage(shown)
+        log.debug("stage %s ...", name)
         t0 = time.perf_counter()
         yield
         took = time.perf_counter() - t0
         self.seconds[name] = self.seconds.get(name, 0.0) + took
-        log.log(level, "stage %s done in %.2f s", name, took)
+        log.debug("stage %s done in %.2f s", name, took)
 
 
 def definition(rel: ReleaseSpec) -> dict[str, Any]:
@@ -292,7 +300,7 @@ def run_release(
                 found = session.find(key)
                 if found is not None:
                     return republish(found)
-                with timer.stage(f"{rel.id}:budgets", rel.selection is not None):
+                with timer.stage(f"{rel.id}:budgets"):
                     prepared = adapter.prepare(df, job.input.user_id, job.budget, session.spent())
                     if share is not None:  # the allocation's cap: see jobs/allocation.py
                         prepared = adapter.limit_remaining(prepared, share)
@@ -309,13 +317,13 @@ def run_release(
                             raise BudgetExceededError(msg)
                 fault_point("budgets_checked", rel.id)
                 classes = None
-                with timer.stage(f"{rel.id}:compute", rel.selection is not None):
+                with timer.stage(f"{rel.id}:compute"):
                     if rel.selection is not None:
                         result, classes = _compute_selected(adapter, capped, job, rel)
                     else:
                         result = _compute(adapter, capped, job, rel)
                 fault_point("computed", rel.id)
-                with timer.stage(f"{rel.id}:charges", rel.selection is not None):
+                with timer.stage(f"{rel.id}:charges"):
                     aggs = [
                         AggCharge(
                             get_kind(a.kind).eps_column(a.spec),
@@ -344,7 +352,7 @@ def run_release(
                     users_charged=summary.users_charged, units_charged=summary.units_charged,
                     commit_id=new_commit_id(),  # random: names the published directory
                 )
-                with timer.stage(f"{rel.id}:commit", rel.selection is not None):
+                with timer.stage(f"{rel.id}:commit"):
                     session.commit(
                         record, charges, before_commit=lambda: fault_point("charged", rel.id)
                     )
@@ -358,7 +366,7 @@ def run_release(
         fault_point("witnessed", rel.id)
         # Outputs are materialized only now: no noisy value of a release that might never be
         # committed (hence never charged) is ever written where readers of outputs look.
-        with timer.stage(f"{rel.id}:publish", rel.selection is not None):
+        with timer.stage(f"{rel.id}:publish"):
             try:
                 staged = stage(out, record, ledger.ledger_id)
                 fault_point("staged", rel.id)

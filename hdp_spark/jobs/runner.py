@@ -56,6 +56,7 @@ from hdp_spark.jobs.preflight import (
     resolve,
     typed,
 )
+from hdp_spark.jobs.progress import Progress
 from hdp_spark.jobs.release_run import Timer, definition, run_release
 from hdp_spark.jobs.results import AllocationSummary, JobRun, ReleaseRun
 from hdp_spark.jobs.spec import EngineName, JobSpec
@@ -111,7 +112,8 @@ def _allocate(
 
 
 def run_job(
-    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None
+    job: JobSpec | str | Path, *, engine: EngineName | None = None, spark: Any = None,
+    progress: Progress | None = None,
 ) -> JobRun:
     """Run a release job: validate, check budgets, compute, publish, charge the ledger.
 
@@ -120,6 +122,9 @@ def run_job(
         engine: run on this engine instead of the job's.
         spark: the SparkSession to use (Spark engine; default: the active one or a new one
             configured from the job's ``[spark]`` table).
+        progress: told of each top-level stage (the command line passes a progress bar
+            when stderr is a terminal); default: nothing shown. Stage timings are DEBUG
+            log lines of the ``hdp_spark.jobs`` logger.
 
     Returns:
         A :class:`JobRun` (published paths, commit records, budget distribution).
@@ -153,23 +158,35 @@ def run_job(
     """
     # Public checks first: a failure here reads no data and writes nothing.
     spec = preflight(resolve(job, engine), spark)
-    timer = Timer()
+    shown = progress or Progress()
+    shown.begin(5 + len(spec.releases) + (spec.budget.allocation != "sequential"))
+    try:
+        return _run(spec, spark, shown)
+    finally:
+        shown.end()
+
+
+def _run(spec: JobSpec, spark: Any, progress: Progress) -> JobRun:
+    """The stages of :func:`run_job` after its public checks, each announced to
+    ``progress``."""
+    timer = Timer(progress)
     log.info("job %s: engine %s, ledger %s (%s), %d release(s)", spec.name, spec.engine,
              spec.ledger.path, spec.ledger_backend, len(spec.releases))
     if spec.unsafe_seed is not None:
         log.warning("job %s uses `unsafe_seed`: its noise is reproducible and NOT private",
                     spec.name)
     out = spec.output.path
-    adapter = make_adapter(spec.engine, spark, spec.spark_conf)
-    with timer.stage("load"):
+    with timer.stage("engine", shown=f"starting the {spec.engine} engine"):
+        adapter = make_adapter(spec.engine, spark, spec.spark_conf)
+    with timer.stage("load", shown="loading the input"):
         df, before = load(adapter, spec)
     fault_point("loaded")
-    with timer.stage("validate"):
+    with timer.stage("validate", shown="validating the input"):
         validate(adapter, df, spec)
     fault_point("validated")
     # The ledger is opened once the input passed: its secret keys the input fingerprint.
     ledger = open_job_ledger(spec, catch_up=True)
-    with timer.stage("fingerprint"):
+    with timer.stage("fingerprint", shown="fingerprinting the input"):
         fingerprint = input_fingerprint(adapter, spec, df, before, ledger)
     # The output directory appears only once the input passed every check, and must be
     # writable before anything is charged.
@@ -182,14 +199,14 @@ def run_job(
     shares: dict[str, float] = {}
     allocation = None
     if spec.budget.allocation != "sequential":
-        with timer.stage("allocation"):
+        with timer.stage("allocation", shown="allocating budgets"):
             df, shares, allocation = _allocate(adapter, ledger, df, spec, fingerprint)
     runs = []
     for rel in spec.releases:
-        with timer.stage(f"release:{rel.id}", rel.selection is not None):
+        with timer.stage(f"release:{rel.id}", shown=f"release {rel.id}"):
             runs.append(run_release(adapter, ledger, df, spec, rel, fingerprint, timer,
                                      shares.get(rel.id)))
-    with timer.stage("report"):
+    with timer.stage("report", shown="writing the report"):
         manifest = _write_manifest(
             out, spec.name,
             {

@@ -32,6 +32,7 @@ from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import HdpError, JobError
 from hdp_spark.jobs.job_spec import ReleaseSpec, library_spec
 from hdp_spark.jobs.kind import ReleaseAdapter
+from hdp_spark.jobs.settings import reject_unknown
 
 __all__ = [
     "SELECT_KEYS_PARAMS",
@@ -60,10 +61,7 @@ def parse_select_keys(where: str, raw: object) -> SelectKeys:
     if not isinstance(raw, Mapping):
         msg = f"`{at}` must be a table of {', '.join(SELECT_KEYS_PARAMS)}; got {raw!r}."
         raise JobError(msg)
-    unknown = sorted(set(raw) - set(SELECT_KEYS_PARAMS))
-    if unknown:
-        msg = f"`{at}` accepts only {', '.join(SELECT_KEYS_PARAMS)}; got {unknown!r}."
-        raise JobError(msg)
+    reject_unknown(at, raw, SELECT_KEYS_PARAMS)
     missing = [p for p in _REQUIRED if p not in raw]
     if missing:
         msg = f"`{at}` requires {', '.join(_REQUIRED)}; `{missing[0]}` is missing."

@@ -7,8 +7,10 @@ the rule and the value written in the file.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, NoReturn, get_args
@@ -38,6 +40,7 @@ __all__ = [
     "check_column",
     "check_name",
     "reject",
+    "reject_unknown",
 ]
 
 AllocationMethod = Literal["sequential", "equal", "optimal"]
@@ -64,6 +67,26 @@ def reject(setting: str, rule: str, value: object) -> NoReturn:
         The message shows the setting's value as written in the job file (public), never data.
     """
     msg = f"`{setting}` {rule}; got {value!r}."
+    raise JobError(msg)
+
+
+def reject_unknown(where: str, keys: Iterable[str], allowed: Iterable[str]) -> None:
+    """Raise the JobError of a table with a key outside ``allowed``, naming the key as
+    typed and the closest valid key (``unknown key `colum` in [x] (did you mean `column`?)``).
+
+    Privacy:
+        Names keys of the job file (public), never data.
+    """
+    valid = sorted(set(allowed))
+    unknown = sorted(set(keys) - set(valid))
+    if not unknown:
+        return
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, valid, n=1)
+        parts.append(f"`{key}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+    noun = "key" if len(unknown) == 1 else "keys"
+    msg = f"unknown {noun} {', '.join(parts)} in {where}; valid keys: {', '.join(valid)}."
     raise JobError(msg)
 
 

@@ -38,6 +38,7 @@ from hdp_spark.jobs.settings import (
     OutputSpec,
     check_name,
     reject,
+    reject_unknown,
 )
 
 __all__ = [
@@ -68,10 +69,7 @@ def _table(data: Mapping[str, Any], name: str, allowed: set[str]) -> dict[str, A
     section = data.get(name, {})
     if not isinstance(section, Mapping):
         reject(f"[{name}]", "must be a table", type(section).__name__)
-    unknown = sorted(set(section) - allowed)
-    if unknown:
-        reject(f"[{name}]", f"accepts only {', '.join(sorted(allowed))}",
-                    unknown)
+    reject_unknown(f"[{name}]", section, allowed)
     return dict(section)
 
 
@@ -88,10 +86,9 @@ def _release(
     where = f"[[releases]] #{index + 1}"
     if not isinstance(raw, Mapping):
         reject(where, "must be a table", type(raw).__name__)
-    unknown = sorted(set(raw) - {"id", "by", "keys", "aggregators", "weight", "select_keys"})
-    if unknown:
-        reject(where, "accepts only id, by, keys, select_keys, aggregators, weight", unknown)
     rid = raw.get("id")
+    named = f"[[releases]] id = {rid!r}" if isinstance(rid, str) else where
+    reject_unknown(named, raw, {"id", "by", "keys", "aggregators", "weight", "select_keys"})
     check_name(f"{where}: id", rid)
     where = f"[[releases]] id = {rid!r}"
     by_raw = raw.get("by", [])
@@ -117,6 +114,9 @@ def _release(
         if not isinstance(agg, Mapping) or not isinstance(agg.get("kind"), str):
             reject(f"{at}: kind", "must name an aggregator kind", agg)
         kind = get_kind(str(agg["kind"]), setting=f"{at}: kind")
+        if kind.parameters is not None:
+            reject_unknown(f"{at} (kind = {kind.name!r})", agg,
+                           {"kind", "unit", *kind.parameters()})
         params = {k: v for k, v in agg.items() if k not in ("kind", "unit")}
         unit = agg.get("unit")
         if unit is not None and (not isinstance(unit, str) or not unit.strip()):
@@ -173,10 +173,7 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
     Raises:
         JobError: a setting breaks its rule.
     """
-    unknown = sorted(set(data) - _SECTIONS)
-    if unknown:
-        reject("job file", f"accepts only the sections {', '.join(sorted(_SECTIONS))}",
-                    unknown)
+    reject_unknown("the job file's top level (its sections)", data, _SECTIONS)
     job = _table(data, "job", {"name", "engine", "description", "unsafe_seed"})
     inp = _table(data, "input", {"path", "table", "format", "schema", "user_id", "eps",
                                  "types", "fingerprint"})

@@ -26,7 +26,14 @@ from hdp_spark.ledger._fs import atomic_write
 from hdp_spark.report.describe import accuracy_words, what_all
 from hdp_spark.report.fmt import fmt_count, fmt_num, fmt_pct, fmt_span, md_table
 from hdp_spark.report.plots import plot_remaining
-from hdp_spark.report.sections import Plots, details_section, levels_section, values_section
+from hdp_spark.report.sections import (
+    PUBLIC_ROWS,
+    Plots,
+    commit_time,
+    details_section,
+    levels_section,
+    values_section,
+)
 from hdp_spark.report.summary import (
     PERSON_KINDS,
     Cost,
@@ -50,8 +57,8 @@ __all__ = ["GLOSSARY_HEADING", "render_report", "write_report"]
 
 
 def _public_words(n: int) -> str:
-    """How the report names rows with ε = +∞ in the data."""
-    return "public rows (ε = ∞ in the data)" if n != 1 else "public row (ε = ∞ in the data)"
+    """How the report names rows with ε = +∞ in the data (one wording throughout)."""
+    return PUBLIC_ROWS if n != 1 else PUBLIC_ROWS.replace("rows", "row", 1)
 
 
 def _cost_words(cost: Cost, budget: dict[str, Any], subject: str = "person") -> str:
@@ -134,9 +141,9 @@ def _release_section(
     status = ((f"computed{by_engine} and charged in this run" if charged else
                f"computed{by_engine} in this run; nothing charged")
               if run.status == "committed" else
-              f"computed in an earlier run{by_engine} and published again (nothing charged "
-              "now)")
-    lines += [f"_{status.capitalize()}._", ""]
+              f"re-published from the commit of {commit_time(run.record.committed_at)} "
+              f"(computed then{by_engine}; nothing charged now)")
+    lines += [f"_{status[:1].upper()}{status[1:]}._", ""]
     what = what_all(aggs, by, len(rows), selection is not None)
     lines += [f"- **What:** {what}."]
     if selection is not None:
@@ -285,7 +292,7 @@ def render_report(
         lines += draw.link(png, "privacy budget left per person")
     if plots and not draw.enabled:
         lines += ["_Plots skipped: install matplotlib to get them._", ""]
-    lines += glossary()
+    lines += glossary("\n".join(lines))
     return "\n".join(lines)
 
 

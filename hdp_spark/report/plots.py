@@ -75,6 +75,26 @@ def _zero_based(ax: Any, values: Sequence[float]) -> None:
         ax.axhline(0.0, color="#555555", linewidth=0.8)
 
 
+def _fit(ax: Any, values: Sequence[float]) -> None:
+    """A y axis that fits ``values`` (estimates and interval ends) with a margin, so that
+    intervals are as tall as the panel allows: zero is on the axis only when the values
+    reach it (then drawn as a line), never added to a range far from it (eight means
+    near 92,000 on an axis from 0 are a flat line with invisible intervals)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return
+    if max(abs(v) for v in finite) >= 10_000:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    lo, hi = min(finite), max(finite)
+    span = hi - lo
+    pad = 0.08 * span if span > 0 else max(abs(hi) * 0.05, 1e-9)
+    ax.set_ylim(lo - pad, hi + pad)
+    if lo <= 0 <= hi:
+        ax.axhline(0.0, color="#555555", linewidth=0.8)
+
+
 def plot_estimates(
     path: Path,
     groups: Sequence[str],
@@ -86,8 +106,8 @@ def plot_estimates(
     interval: str = "interval",
 ) -> Path | None:
     """Estimates with their intervals per group as error bars, one series per estimate
-    (``label -> (estimates, lows, highs)``); the y axis starts at 0 when every value and
-    interval end is non-negative. Below it, a second zero-based panel shows each interval's
+    (``label -> (estimates, lows, highs)``); the y axis fits the estimates and intervals
+    (zero only when they reach it). Below it, a second zero-based panel shows each interval's
     ± (half-width) per group, so that an interval too narrow to see on the first panel is
     read on the second. ``interval`` names the interval ("interval", "error bound (noise +
     bias)"). None without matplotlib."""
@@ -117,7 +137,7 @@ def plot_estimates(
         pm.bar([x + offset for x in xs], half, width=min(width, 0.5) * 0.9, color=color or _OURS)
     _xticks(pm, groups)
     pm.set_xlim(-0.6, len(groups) - 0.4)
-    _zero_based(ax, seen)
+    _fit(ax, seen)
     _zero_based(pm, halves)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
@@ -147,7 +167,8 @@ def plot_comparison(
     """Our interval (``interval`` names it) beside the single-ε baseline's, both around
     the released estimate (``ours`` and ``baseline`` are ``(lows, highs)``). The baseline
     is not a release: it is drawn without an estimate's dot, dashed, and labelled as a
-    comparison in the plot itself. None without matplotlib."""
+    comparison in the plot itself. The y axis fits both intervals (zero only when they
+    reach it). None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
@@ -171,7 +192,7 @@ def plot_comparison(
                 for t, h in zip(tops or [math.nan] * len(xs), highs, strict=True)]
     _xticks(ax, groups)
     ax.set_xlim(-0.7, len(groups) - 0.3)
-    _zero_based(ax, seen)
+    _fit(ax, seen)
     finite = [(x, t) for x, t in zip(xs, tops, strict=False) if math.isfinite(t)]
     if finite:  # say in the plot what the dashed bars are
         x0, top = finite[0]

@@ -3,6 +3,8 @@ levels, details."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +36,8 @@ from hdp_spark.report.words import CHARGE, KIND_WORDS, NO_BASELINE, POLICY, meth
 if TYPE_CHECKING:
     from hdp_spark.jobs.results import ReleaseRun
 
-__all__ = ["Plots", "details_section", "levels_section", "values_section"]
+__all__ = ["PUBLIC_ROWS", "Plots", "commit_time", "details_section", "levels_section",
+           "public_label", "values_section"]
 
 
 class Plots:
@@ -156,6 +159,15 @@ def _bounds(agg: dict[str, Any]) -> tuple[float, float]:
     return (float(d.get("lower", -math.inf)), float(d.get("upper", math.inf)))
 
 
+PUBLIC_ROWS = "public rows (ε = ∞ in the data)"
+"""The one wording of public rows throughout a report."""
+
+
+def public_label(capped: str) -> str:
+    """The ε-allowed label of the range that holds exactly the public rows."""
+    return f"public: ∞ capped to {capped}"
+
+
 def levels_section(
     plots: Plots, rid: str, cost: Cost, n_charging: int, public_rows: int = 0
 ) -> list[str]:
@@ -163,6 +175,12 @@ def levels_section(
     a bar chart (public rows, ε = ∞ in the data, are said apart: they appear at the ε the
     budget allowed them)."""
     ranges = eps_ranges(cost)
+    if public_rows and ranges and ranges[-1].users == public_rows:
+        # the top range holds exactly the public rows: named as such in every release
+        # (their ε, ∞ in the data, is capped to a budget that shrinks from release to
+        # release), not by a number that changes
+        top = ranges[-1]
+        ranges[-1] = dataclasses.replace(top, label=public_label(top.label))
     summed = (f" Each of the release's {n_charging} aggregators may use up to a person's ε, "
               "so the ε allowed here is their sum." if n_charging > 1 else "")
     lines = ["### Privacy levels", "",
@@ -177,9 +195,8 @@ def levels_section(
     )
     lines.append("")
     if public_rows:
-        lines += [f"{fmt_count(public_rows)} of these people are public rows (ε = ∞ in the "
-                  "data), capped to the budget: they are counted at the ε their budget "
-                  "allowed.", ""]
+        lines += [f"{fmt_count(public_rows)} of these people are {PUBLIC_ROWS}, capped to "
+                  "the budget: they are counted at the ε their budget allowed.", ""]
     if plots.enabled:
         png = plot_levels(plots.path(rid, "privacy_levels"), [r.label for r in ranges],
                           [r.users - r.free_users for r in ranges],
@@ -189,12 +206,24 @@ def levels_section(
     return lines
 
 
+def commit_time(stamp: str) -> str:
+    """A commit's time as the report prints it (UTC, to the second)."""
+    try:
+        when = dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    return when.replace(microsecond=0).isoformat()
+
+
 def details_section(
     run: ReleaseRun, aggs: list[dict[str, Any]], rows: list[dict[str, Any]], by: list[str],
     budget: dict[str, Any], out: Path, selection: dict[str, Any] | None = None,
 ) -> list[str]:
+    when = commit_time(run.record.committed_at)
+    commit = (f"Commit `{run.record.commit_id}` at {when}" if run.status == "committed" else
+              f"Re-published from the commit of {when} (`{run.record.commit_id}`)")
     lines = ["### Details", "",
-             f"Commit `{run.record.commit_id}` at {run.record.committed_at}; values in "
+             f"{commit}; values in "
              f"`{(run.path / 'values.parquet').relative_to(out)}` and `values.json`. "
              f"Budget rule: over budget, {POLICY.get(budget['policy'], budget['policy'])}; "
              f"{CHARGE.get(str(budget.get('charge', 'effective')), '')}.", ""]

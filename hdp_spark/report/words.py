@@ -77,73 +77,93 @@ CHARGE = {
     "demand": "each person is charged the full ε they allowed",
 }
 
-_GLOSSARY = [
+_GLOSSARY: list[tuple[str, str, tuple[str, ...]]] = [
+    # (term, explanation, the words that show the report uses the term)
     ("ε (epsilon), privacy level",
      "how much one person's data may change what is published. Smaller is more private: "
      "with ε = 0.1 the published numbers look almost the same whether or not the person is "
      "in the data; with ε = 4 a careful observer may learn something about them. Every "
-     "person here chose their own ε."),
+     "person here chose their own ε.",
+     ('ε',)),
     ("interval (95%)",
      "the range that contains the value we would have published without privacy noise, "
      "with probability at least 95%. It does not cover sampling error (how the people in "
-     "the table differ from a wider population)."),
+     "the table differ from a wider population).",
+     ('interval',)),
     ("± and ± as share of the value",
      "half the width of the interval, in the value's own units, and that half-width "
-     "divided by the published value."),
+     "divided by the published value.",
+     ('±',)),
     ("privacy for free",
      "a person who allowed a large ε is charged less than they allowed when using more of "
      "their ε would not make the result more accurate. They get stronger privacy at no "
-     "cost in accuracy, and keep the rest of their budget for later releases."),
+     "cost in accuracy, and keep the rest of their budget for later releases.",
+     ('privacy for free',)),
     ("why rows with a tiny ε barely move the estimate",
      "a person who asks for very strong privacy (a tiny ε) gets a small weight in the "
      "average, so that changing their value changes the result by less than the noise "
-     "hides; people with larger ε carry more weight."),
+     "hides; people with larger ε carry more weight.",
+     ('weighted', 'weight')),
     ("public rows (ε = ∞ in the data)",
      "rows whose ε in the data is ∞: the person asks for no protection. No release charges "
      "more than the budget a person has left, so their ε is capped to it like anyone's; "
-     "they are counted apart from the people whose ε was lowered."),
+     "they are counted apart from the people whose ε was lowered.",
+     ('public row',)),
     ("error bound (noise + bias)",
      "for estimators that weight people by their ε (some category shares), the weighting "
      "may shift a value by at most a known bias bound on any data; the error bound adds it "
-     "to the noise interval. The noise-only interval is shown beside it as a detail."),
+     "to the noise interval. The noise-only interval is shown beside it as a detail.",
+     ('error bound', 'bias bound')),
     ("one ε for all (single-ε library)",
      "what a library that gives everyone the same ε publishes: to respect every demand it "
-     "must use the smallest ε of the group for every row, which widens the interval."),
+     "must use the smallest ε of the group for every row, which widens the interval.",
+     ('one ε for all', 'single-ε')),
     ("charge, budget, budget left",
      "each person has a total budget of ε across all releases on this ledger; every "
      "release charges each person the privacy it used, and charges add up over releases. "
-     "A person whose budget is spent is not used again."),
+     "A person whose budget is spent is not used again.",
+     ('charged', 'budget')),
     ("all charges added up",
      "the sum of everybody's charge in one release; a bookkeeping total, not the privacy "
-     "loss of any one person (that is at most their own charge)."),
+     "loss of any one person (that is at most their own charge).",
+     ('all charges added up',)),
     ("fallback",
      "when a group has too little data for the privacy asked, the release publishes the "
-     "middle of the allowed range instead of an estimate (it says nothing about the data)."),
+     "middle of the allowed range instead of an estimate (it says nothing about the data).",
+     ('fallback',)),
     ("threshold τ",
      "the level above which extra ε does not help the average: people above it are "
-     "charged τ only (privacy for free)."),
+     "charged τ only (privacy for free).",
+     ('τ',)),
     ("partition selection, δ (delta)",
      "when the groups themselves are private, a group is published only if its noisy total "
      "weight (the sum of its members' min(ε, c)) reaches a threshold, so that a group "
      "holding a single person appears with probability at most δ (say one in ten million). "
      "Each person is then protected with (κ, δ): privacy loss at most κ = min(ε, c), except "
-     "with probability δ."),
+     "with probability δ.",
+     ('partition selection',)),
     ("user-level protection",
      "the whole history of a user (all their rows) is protected with their ε, not each row "
-     "separately."),
+     "separately.",
+     ('each user with all their rows', 'user-level')),
     ("per-attribute protection",
      "each column of a person's record (say, their region) is protected with ε₀; their "
-     "whole record with the larger per-person ε shown beside it."),
+     "whole record with the larger per-person ε shown beside it.",
+     ('protected separately', 'per attribute')),
     ("device-randomized reports (local privacy)",
      "each person's device added noise before sending the value, so the server never sees "
-     "it; combining the reports costs nothing more."),
+     "it; combining the reports costs nothing more.",
+     ('randomized on the devices',)),
 ]
 
 
-def glossary() -> list[str]:
-    """The glossary section (Markdown lines)."""
+def glossary(used_in: str | None = None) -> list[str]:
+    """The glossary section (Markdown lines): the terms that ``used_in`` (the report's
+    text) uses, each found by its own words (case-insensitive); every term without it."""
+    text = None if used_in is None else used_in.lower()
     lines = [GLOSSARY_HEADING, ""]
-    lines += [f"- **{term}**: {text}" for term, text in _GLOSSARY]
+    lines += [f"- **{term}**: {words}" for term, words, triggers in _GLOSSARY
+              if text is None or any(t.lower() in text for t in triggers)]
     lines.append("")
     return lines
 

@@ -163,7 +163,10 @@ def configure(builder: Any) -> Any:
     starts the JVM). Needed by the Column and SQL
     aggregators on every session (``configure(SparkSession.builder.remote("local[2]"))``
     starts a local Connect server with it; give a remote server the same two settings);
-    the release API works without it.
+    the release API works without it. The extension also drops Spark's log copies of its
+    own one-line errors (an ε column that breaks its rule: the executor's ERROR with a
+    stack trace, the scheduler's "Lost task" and "aborting job"), leaving every other
+    error Spark logs as it is.
 
     Privacy:
         Configuration only; no data is read.

@@ -196,9 +196,24 @@ def test_grouped_column_without_a_group_decision_is_refused(spark: object) -> No
     with pytest.raises(Exception, match="which groups appear is a privacy decision"):
         spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1) FROM hdp_undecided "  # type: ignore[attr-defined]
                   "GROUP BY dept").collect()
-    with pytest.raises(Exception, match="got 'data' \\(a last argument 'public' declares"):
-        spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1, 'data') FROM hdp_undecided "  # type: ignore[attr-defined]
+    # a misspelt group decision: the hint names what the call wrote and what it resembles
+    with pytest.raises(Exception, match="got 'pubic' \\(did you mean 'public'\\? As the last"):
+        spark.sql("SELECT dept, hdp_mean(salary, eps, 0, 1, 'pubic') FROM hdp_undecided "  # type: ignore[attr-defined]
                   "GROUP BY dept").collect()
+    # an unknown method resembling nothing: no hint about arguments the call lacks
+    for query in ("SELECT dept, hdp_mean(salary, eps, 0, 1, 'data') FROM hdp_undecided "
+                  "GROUP BY dept", "SELECT hdp_mean(salary, eps, 0, 1, 'data') FROM hdp_undecided"):
+        with pytest.raises(Exception, match=r"`method` must be one of adpm, .*; got 'data'") as e:
+            spark.sql(query).collect()  # type: ignore[attr-defined]
+        message = str(e.value).split("got 'data'")[1].splitlines()[0]
+        assert "public" not in message, message
+        assert "select" not in message, message
+    with pytest.raises(Exception, match="got 'admp' \\(did you mean 'adpm'\\?\\)"):
+        spark.sql("SELECT hdp_mean(salary, eps, 0, 1, 'admp') FROM hdp_undecided")  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match=r"`method` \(argument 5 of hdp_mean\) must be a constant "
+                       r"string, got 0.1") as e:
+        spark.sql("SELECT hdp_mean(salary, eps, 0, 1, 0.1) FROM hdp_undecided")  # type: ignore[attr-defined]
+    assert "public" not in str(e.value).split("got 0.1")[0]
     with pytest.raises(ParameterError, match="`keys` of a Column aggregator must be 'public'"):
         hs.hdp_mean("salary", eps="eps", lower=0, upper=1, keys=42)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="got 'data'"):

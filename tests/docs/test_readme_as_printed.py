@@ -34,7 +34,7 @@ def test_spark_quickstart_runs_as_printed_in_a_fresh_process(
     pytest.importorskip("pyspark.sql.connect")
     code = _quickstart_blocks()["spark"]
     if mode == "connect":
-        code = code.replace(CLASSIC, "# " + CLASSIC, 1).replace("# " + CONNECT, CONNECT, 1)
+        code = code.replace(CLASSIC, "# " + CLASSIC).replace("# " + CONNECT, CONNECT)
     script = tmp_path / "quickstart.py"
     script.write_text(code)
     python = ROOT / ".venv" / "bin" / "python"

@@ -54,6 +54,18 @@ def test_verify_passes_on_a_sound_ledger(tmp_path: Path, backend: str) -> None:
     assert report.items > 2
 
 
+@pytest.mark.parametrize("name", ["nope.sqlite", "nope_dir"])
+def test_verify_of_a_path_that_does_not_exist_says_so(tmp_path: Path, name: str) -> None:
+    """A mistyped path is not a damaged ledger: nothing cites it (exit 2, not 6)."""
+    path = tmp_path / "ledger" / name
+    code, err = _cli(["verify", str(path)])
+    assert code == 2
+    assert f"the path `{path}` does not exist" in err
+    assert "cite" not in err
+    assert not path.exists()
+    assert not path.parent.exists()
+
+
 def test_a_lost_sqlite_secret_is_damage_not_a_new_ledger(tmp_path: Path) -> None:
     job, path = _ran(tmp_path, "sqlite")
     _sql(path, "DELETE FROM meta WHERE name = 'mac_secret'")

@@ -87,7 +87,8 @@ def test_readme_command_runs_the_sample_job(tmp_path: Path) -> None:
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "salary_by_dept: committed" in proc.stdout
-    assert "stage load done in" in proc.stderr  # progress with stage timings
+    assert proc.stderr == ""  # quiet by default: no warning, and no bar on a pipe
+    assert "job sample_employees: 3 committed, 0 re-published; ledger " in proc.stdout
     out = tmp_path / "out" / "sample_employees"
     assert (out / "report.md").is_file()
     assert (out / "manifest.json").is_file()

@@ -37,11 +37,41 @@ def test_estimates_have_a_panel_of_plus_minus_per_group(figures: list[Any],
                          {"x": ([100.0, 50.0], [99.0, 48.0], [101.0, 52.0])},
                          title="t", ylabel="average salary", level="95%")
     top, pm = figures[0].axes
-    assert top.get_ylim()[0] == 0  # honest: values from zero...
+    lo, hi = top.get_ylim()
+    assert 40 < lo < 48  # the axis fits the intervals (48 to 101), far from zero...
+    assert 101 < hi < 106
     heights = [p.get_height() for p in pm.patches]
-    assert heights == pytest.approx([1.0, 2.0])  # ...and each ± where it can be seen
+    assert heights == pytest.approx([1.0, 2.0])  # ...and each ± is read from zero below
     assert pm.get_ylim()[0] == 0
     assert "±" in pm.get_ylabel()
+
+
+def test_close_means_have_visible_intervals(figures: list[Any], tmp_path: Path) -> None:
+    """Eight region means near 92,000 with ± 2,400: on an axis from 0 they were a flat line
+    with invisible intervals; fitted, every interval spans a large part of the axis."""
+    means = [93_382.0, 92_729.0, 91_628.0, 92_358.0, 93_393.0, 94_807.0, 92_166.0, 94_640.0]
+    half = [2_483.0, 2_418.0, 2_291.0, 2_389.0, 2_530.0, 2_626.0, 2_279.0, 2_205.0]
+    plots.plot_estimates(tmp_path / "r.png", [f"r{i}" for i in range(8)],
+                         {"x": (means, [m - h for m, h in zip(means, half, strict=True)],
+                                [m + h for m, h in zip(means, half, strict=True)])},
+                         title="t", ylabel="average salary", level="95%")
+    top = figures[0].axes[0]
+    lo, hi = top.get_ylim()
+    assert lo > 80_000  # zero is far out of range: not on the axis
+    assert all(2 * h / (hi - lo) > 0.4 for h in half)  # each interval ≥ 40% of the axis
+    assert not [line for line in top.lines if list(line.get_ydata()) == [0.0, 0.0]]
+
+
+def test_zero_is_on_the_axis_only_when_the_values_reach_it(figures: list[Any],
+                                                           tmp_path: Path) -> None:
+    plots.plot_estimates(tmp_path / "z.png", ["a", "b"],
+                         {"x": ([3.0, -2.0], [1.0, -4.0], [5.0, 0.5])},
+                         title="t", ylabel="noisy count", level="95%")
+    top = figures[0].axes[0]
+    lo, hi = top.get_ylim()
+    assert lo < -4.0 < 5.0 < hi
+    zero_lines = [line for line in top.lines if list(line.get_ydata()) == [0.0, 0.0]]
+    assert len(zero_lines) == 1  # drawn where it is in range
 
 
 def test_the_single_eps_comparison_is_labelled_in_the_plot(figures: list[Any],

@@ -25,6 +25,7 @@ from report_helpers import check_report, sample_job, tables
 
 from hdp_spark.core.ledger import UNIT
 from hdp_spark.jobs import run_job
+from hdp_spark.report.sections import commit_time
 from hdp_spark.report.summary import (
     ChargeClass,
     baseline_half_width,
@@ -50,6 +51,12 @@ def test_sample_job_report_structure(engine: Any, tmp_path: Path) -> None:
     levels = next(t for t in tables(region) if t[0][0] == "ε allowed")
     assert any("–" in row[0] for row in levels[1:]), levels
     assert len(levels) - 1 <= 8
+    # public rows have one wording in every release, whatever budget capped them to
+    public_labels = [next(t for t in tables(parts[f"## Release `{r}`"]) if t[0][0] ==
+                          "ε allowed")[-1][0] for r in EMPLOYEES]
+    assert public_labels[0] == "public: ∞ capped to 4"
+    assert all(label.startswith("public: ∞ capped to ") for label in public_labels)
+    assert re.fullmatch(r"public: ∞ capped to [0-9.]+–[0-9.]+", public_labels[1])
     # the sum of charges is said to be a total, and matches the ledger's record
     for r in run.releases:
         total = r.record.outcome_data()["budget"]["eps_charged_total"]
@@ -70,6 +77,12 @@ def test_sample_job_report_structure(engine: Any, tmp_path: Path) -> None:
     assert public > 0
     assert f"{public:,} public rows (ε = ∞ in the data), capped to the budget" in dept
     assert "had their ε lowered" not in dept
+    # the glossary explains the terms this report uses, and none of the others
+    glossary = parts["## Glossary"]
+    for term in ("privacy for free", "tiny ε", "public rows", "one ε for all"):
+        assert term in glossary, term
+    for term in ("partition selection", "user-level", "per-attribute", "device-randomized"):
+        assert term not in glossary, term
     # the page can be sent as it is: no absolute local path
     for local in (str(tmp_path), str(REPO), str(Path.home())):
         assert local not in text
@@ -124,8 +137,14 @@ def test_report_of_an_empty_release_and_of_a_republished_one(tmp_path: Path) -> 
     assert rerun.report is not None
     assert [r.status for r in rerun.releases] == ["republished", "republished"]
     text = rerun.report.read_text()
-    assert text.count("_Computed in an earlier run by engine pandas and published again "
-                      "(nothing charged now)._") == 2
+    for r in rerun.releases:  # the commit's own time, beside this run's "run at"
+        when = commit_time(r.record.committed_at)
+        assert when.endswith("+00:00")
+        assert "." not in when
+        assert (f"_Re-published from the commit of {when} (computed then by engine pandas; "
+                "nothing charged now)._") in text
+        assert f"Re-published from the commit of {when} (`{r.record.commit_id}`)" in text
+    assert "Commit `" not in text
     assert text.count("- **Cost (charged once, when it was first computed; nothing now):**") == 2
     # the same re-publication by a Spark run says that pandas computed the values
     from hdp_spark.report.markdown import render_report
@@ -135,7 +154,7 @@ def test_report_of_an_empty_release_and_of_a_republished_one(tmp_path: Path) -> 
                                rerun.releases, rerun.distribution, plots=False)
     assert ("engine of this run | spark (releases re-published from earlier runs were "
             "computed by pandas") in spark_text
-    assert spark_text.count("_Computed in an earlier run by engine pandas") == 2
+    assert spark_text.count("(computed then by engine pandas; nothing charged now)._") == 2
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert {r["computed_by"] for r in manifest["releases"].values()} == {"pandas"}
 

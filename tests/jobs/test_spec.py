@@ -64,9 +64,11 @@ def _job(tmp: Path, text: str) -> Path:
         ("lower = 20000", "lower = 300000", r"salary_by_dept.*\(mean\): `lower` must be < "),
         ('by = ["dept"]', "by = []", r"`\[\[releases\]\] id = 'salary_by_dept': keys`"),
         ('id = "tenure_overall"', 'id = "salary_by_dept"', r"must be unique.*salary_by_dept"),
-        ('user_id = "user_id"', 'user_id = "user_id"\nbogus = 1', r"`\[input\]` accepts only"),
+        ('user_id = "user_id"', 'user_id = "user_id"\nbogus = 1',
+         r"unknown key `bogus` in \[input\]; valid keys: eps, fingerprint"),
         ('types = { eps = "double" }', 'types = { eps = "decimal" }', r"input.types\] eps"),
-        ('column = "salary"', 'column = "salary"\nmystery = 3', r"unknown or missing parameter"),
+        ('column = "salary"', 'column = "salary"\nmystery = 3',
+         r"unknown key `mystery` in .*salary_by_dept.*aggregator #1 \(kind = 'mean'\); valid"),
         ('column = "salary"', 'column = "salary"\nunit = 3', r"aggregator #1: unit` must be"),
     ],
 )
@@ -75,6 +77,49 @@ def test_rules_name_setting_and_value(tmp_path: Path, old: str, new: str, match:
     assert old in text
     with pytest.raises(JobError, match=match):
         load_job(_job(tmp_path, text.replace(old, new, 1)))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        # the key as typed, where it was typed, and the closest valid key
+        ('column = "salary"', 'colum = "salary"',
+         r"^unknown key `colum` \(did you mean `column`\?\) in "
+         r"\[\[releases\]\] id = 'salary_by_dept': aggregator #1 \(kind = 'mean'\); "
+         r"valid keys: alias, beta, .*column, .*upper\.$"),
+        ("upper = 250000", "uper = 250000\n  lowr = 1",
+         r"^unknown keys `lowr` \(did you mean `lower`\?\), `uper` \(did you mean `upper`\?\)"),
+        ('by = ["dept"]', 'bye = ["dept"]', r"^unknown key `bye` \(did you mean `by`\?\) in "
+         r"\[\[releases\]\] id = 'salary_by_dept';"),
+        ("[output]", "[ouput]", r"^unknown key `ouput` \(did you mean `output`\?\) in the job "
+         r"file's top level"),
+        ("default = 4.0", "defualt = 4.0", r"`defualt` \(did you mean `default`\?\) in \[budget\]"),
+        # nothing close: no guess
+        ("lower = 20000", "lower = 20000\n  zzz = 1", r"^unknown key `zzz` in .*; valid keys"),
+    ],
+)
+def test_unknown_keys_are_named_with_the_closest_valid_key(
+    tmp_path: Path, old: str, new: str, match: str
+) -> None:
+    text = job_text(tmp_path)
+    assert old in text
+    with pytest.raises(JobError, match=match):
+        load_job(_job(tmp_path, text.replace(old, new, 1)))
+
+
+def test_every_kind_accepts_the_keys_it_declares() -> None:
+    """A declared key is one the kind's build takes (never rejected as unknown by build)."""
+    for name in kinds():
+        kind = get_kind(name)
+        if kind.parameters is None:
+            continue
+        declared = set(kind.parameters())
+        assert {"eps", "alias"} <= declared, name
+    assert {"project", "column", "categories"} <= set(get_kind("histogram").parameters()
+                                                      or ())
+    ldp = set(get_kind("ldp_mean").parameters() or ())
+    assert {"column", "already_randomized"} <= ldp
+    assert "report" not in ldp
 
 
 def test_missing_file_and_bad_toml(tmp_path: Path) -> None:
@@ -135,3 +180,15 @@ id = "x"
   upper = 1
 """))
     assert job.releases[0].aggregators[0].kind == "echo_test"
+    # a kind that declares no parameters checks them in its build
+    with pytest.raises(JobError, match=r"echo_test\): unknown or missing parameter"):
+        load_job(write_job(tmp_path, releases="""
+[[releases]]
+id = "x"
+  [[releases.aggregators]]
+  kind = "echo_test"
+  column = "salary"
+  lower = 0
+  upper = 1
+  mystery = 2
+"""))

@@ -106,6 +106,7 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions ext) {
+    OwnErrorLogFilter.install();
     ext.injectFunction(new Tuple3<>(id(), info(), new Builder()));
     ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSqlMean.FUNCTION, Option.empty(), Option.empty()),
@@ -129,6 +130,7 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
 
   /** Registers the function and the rule on a running classic session (idempotent). */
   public static void register(org.apache.spark.sql.classic.SparkSession session) {
+    OwnErrorLogFilter.install();
     registerOne(session, FUNCTION, info(), new Builder());
     registerOne(session, HdpSqlMean.FUNCTION,
         new ExpressionInfo(HdpSqlMean.class.getName(), HdpSqlMean.FUNCTION), new HdpSqlMean());

@@ -80,15 +80,16 @@ final class SqlOptions {
     if (n > required) {
       Expression m = in.get(required);
       if (!isText(m)) {
-        throw new IllegalArgumentException("ParameterError: `method` must be a constant "
-            + "string (or the last argument 'public'), got " + m.sql() + ".");
+        throw new IllegalArgumentException("ParameterError: `method` (argument "
+            + (required + 1) + " of " + function + ") must be a constant string, got "
+            + m.sql() + ".");
       }
       method = HdpQueryRule.constantText(m, "method");
       String known = org.apache.spark.sql.internal.SQLConf.get().getConfString(conf, "");
       if (!known.isEmpty() && !Arrays.asList(known.split(",")).contains(method)) {
         throw new IllegalArgumentException("ParameterError: `method` must be one of "
-            + known.replace(",", ", ") + "; got '" + method + "' (a last argument 'public' "
-            + "declares the grouping values public).");
+            + known.replace(",", ", ") + "; got '" + method + "'" + hint(method, known)
+            + ".");
       }
     }
     if (n > required + 1) {
@@ -104,6 +105,59 @@ final class SqlOptions {
       }
     }
     return new SqlOptions(query, method, beta);
+  }
+
+  /** A hint about what an unknown method text was probably meant to be: the closest of the
+   * method names and the group decisions ('public', 'select') within a small edit distance
+   * of what the call wrote, or nothing (the call is not told about arguments it lacks). */
+  static String hint(String typed, String known) {
+    List<String> choices = new java.util.ArrayList<>(Arrays.asList(known.split(",")));
+    choices.add(HdpQuery.PUBLIC);
+    choices.add(SELECT);
+    String best = null;
+    int bestDistance = Integer.MAX_VALUE;
+    String lower = typed.toLowerCase(java.util.Locale.ROOT);
+    for (String choice : choices) {
+      int d = distance(lower, choice);
+      if (d < bestDistance) {
+        best = choice;
+        bestDistance = d;
+      }
+    }
+    if (best == null || bestDistance > Math.max(1, best.length() / 3)) {
+      return "";
+    }
+    if (best.equals(HdpQuery.PUBLIC)) {
+      return " (did you mean 'public'? As the last argument it declares the grouping values "
+          + "public)";
+    }
+    if (best.equals(SELECT)) {
+      return " (did you mean 'select', delta, c, share? They select the groups privately)";
+    }
+    return " (did you mean '" + best + "'?)";
+  }
+
+  /** Edit distance of two short texts (insertions, deletions, substitutions and swaps of
+   * neighbours count 1: optimal string alignment). */
+  private static int distance(String a, String b) {
+    int[][] d = new int[a.length() + 1][b.length() + 1];
+    for (int i = 0; i <= a.length(); i++) {
+      d[i][0] = i;
+    }
+    for (int j = 0; j <= b.length(); j++) {
+      d[0][j] = j;
+    }
+    for (int i = 1; i <= a.length(); i++) {
+      for (int j = 1; j <= b.length(); j++) {
+        int swap = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
+        d[i][j] = Math.min(Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1), d[i - 1][j - 1] + swap);
+        if (i > 1 && j > 1 && a.charAt(i - 1) == b.charAt(j - 2)
+            && a.charAt(i - 2) == b.charAt(j - 1)) {
+          d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.length()][b.length()];
   }
 
   private static boolean isText(Expression e) {
