@@ -106,8 +106,9 @@ def test_noise_scale_and_interval() -> None:
     beta = 0.05
     first = _release("ldp-we", table, _key("interval"))
     assert first.noise_scale == pytest.approx(math.sqrt(2.0 * float(np.sum(b * b))), rel=1e-5)
-    half = first.ci_high - first.estimate
-    assert half == pytest.approx(first.estimate - first.ci_low)
+    # the released interval is estimate ± (noise half-width + bias_bound)
+    half = first.ci_high - first.estimate - first.bias_bound
+    assert first.ci_high - first.estimate == pytest.approx(first.estimate - first.ci_low)
     # the sub-exponential half-width is wider than a Gaussian one but of the same order
     assert 1.96 * first.noise_scale < half < 6.0 * first.noise_scale
     runs = (_release("ldp-we", table, audit_key(f"ldp-cover-{i}")) for i in range(1000))
