@@ -66,7 +66,7 @@ def _table(kind: str, cells: dict[tuple[str, str], Coverage], methods: tuple[str
         row = [f"`{method}`"]
         for mix in mixes:
             c = cells[(method, mix)]
-            flag = "" if c.honest >= 1 - BETA - 2 * math.sqrt(BETA * (1 - BETA) / c.releases) \
+            flag = "" if c.honest >= 1 - BETA - 3 * math.sqrt(BETA * (1 - BETA) / c.releases) \
                 else " ⚠"
             row.append(f"{_pct(c.honest)}{flag} / {_pct(c.noise_only)} / {_ratio(c)}")
         rows.append(row)
@@ -106,7 +106,7 @@ def main() -> None:
     markdown = "\n\n".join([
         f"Coverage at β = {BETA} (stated level {1 - BETA:.0%}); mean: {args.reps} releases per "
         f"cell; histogram: {hist_reps} releases × 4 bins per cell; seed {args.seed}; "
-        f"{elapsed:.0f} s. ⚠ marks a coverage more than 2 standard errors below "
+        f"{elapsed:.0f} s. ⚠ marks a coverage more than 3 standard errors below "
         f"{1 - BETA:.0%}.",
         _table("Mean", mean_cells, mean_methods, mixes),
         _table("Histogram", hist_cells, hist_methods, mixes),

@@ -54,7 +54,7 @@ from hdp_spark.core.mean.ldp_baseline import LDP_BASE_METHOD, ldp_noise_figures
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import laplace_noise
 from hdp_spark.core.pipeline import LEVEL_ITEMS, Engine, LevelRequest, OutputField, check_names
-from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound
+from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound, widened
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.user_mean.explain import explain_user_mean
@@ -221,9 +221,12 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
     free = sum(lv.n for lv in levels if is_free(lv.eps, lv.eps_effective))
     baseline = single_eps_half_width(zip(v, m, strict=True), beta, base_span)
     rmse = dict(table).get(spec.method, math.nan)
-    # the released interval's half-width: noise + worst-case reweighting error (on a
-    # fallback: no noise, half the range)
-    return Explained(n, levels, tau, scale, half + bias, fallback, baseline, free,
+    # the released interval's half-width: noise + worst-case reweighting error, with the
+    # release's rounding margin (on a fallback the whole range: half of it)
+    lower, upper = ((float(spec.lower), float(spec.upper)) if isinstance(spec, MeanSpec)
+                    else (0.0, 1.0))
+    released = (upper - lower) / 2 if fallback else widened(half + bias, lower, upper)
+    return Explained(n, levels, tau, scale, released, fallback, baseline, free,
                      spec.method, rmse, table if auto else (), half, bias)
 
 

@@ -34,14 +34,42 @@ before the data are read, which every method's normalization guarantees. A relea
 output is data-independent (no rows, no row may carry weight, ADPM's fallback) has w = 0
 and outputs the midpoint: the bound is Δ/2, the whole range around it.
 
+Floating point. The bound is attained (by the data set above), so an interval that adds it
+to a noise half-width of 0 (every weighted row public) has an end exactly on the target, and
+one rounding of the float arithmetic could put it a hair inside. Every released interval's
+half-width is therefore :func:`widened` by :data:`ROUND_OUT` times the magnitudes involved
+(far below what any output format shows, and a function of public figures only, so
+``explain`` predicts it exactly), which exceeds the few roundings of its arithmetic: where an
+end of the interval can reach the target (in [lower, upper]), the estimate is within
+reach + max(|lower|, |upper|) of 0, so every rounding is at most 2^-52 of
+|lower| + |upper| + reach. ``bias_bound`` itself is published as computed (the exact value,
+correctly rounded).
+
 Privacy: a function of the public ε histogram (through the weights) and n only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["FALLBACK_BOUND", "reweighting_bound"]
+__all__ = ["FALLBACK_BOUND", "ROUND_OUT", "reweighting_bound", "widened"]
+
+ROUND_OUT = 2.0**-48
+"""Relative outward margin of every released interval: 16 units in the last place of the
+largest magnitude in its arithmetic, against at most a few roundings of 2^-53 each."""
+
+
+def widened(reach: Any, lower: float, upper: float) -> Any:
+    """The released half-width for the exact ``reach`` (noise half-width + bias bound) of
+    an interval cut to [lower, upper]: ``reach`` plus the rounding margin
+    (|lower| + |upper| + reach)·:data:`ROUND_OUT` (floats or numpy arrays, the same IEEE
+    operations).
+
+    Privacy:
+        A function of public figures (the bounds and the half-width).
+    """
+    return reach + (abs(lower) + abs(upper) + reach) * ROUND_OUT
 
 FALLBACK_BOUND = 0.5
 """The unit-scale bound of a data-independent output (w = 0: ||0 - 1/n||₁/2 = 1/2)."""

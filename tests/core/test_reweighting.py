@@ -18,7 +18,7 @@ from hdp_spark.core.histogram.finalize import finalize_histogram
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.finalize import finalize_mean, mean_weights
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound
+from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound, widened
 from hdp_spark.core.stats import GroupStats, LevelRow
 
 KEY = ReleaseKey.from_unsafe_seed("reweighting")
@@ -114,6 +114,30 @@ def test_histogram_interval_includes_the_bound() -> None:
     for (lo, hi), (nlo, nhi), x in zip(r.intervals(), r.noise_intervals(), r.noisy,
                                        strict=True):
         y = float(x)
-        assert lo == max(min(y - (r.half_width + r.bias_bound), 1.0), 0.0) or lo == 0.0
-        assert hi == min(max(y + (r.half_width + r.bias_bound), 0.0), 1.0) or hi == 1.0
+        reach = widened(r.half_width + r.bias_bound, 0.0, 1.0)
+        assert lo == max(min(y - reach, 1.0), 0.0) or lo == 0.0
+        assert hi == min(max(y + reach, 0.0), 1.0) or hi == 1.0
         assert lo <= nlo <= nhi <= hi
+
+
+@pytest.mark.parametrize("public", [1, 7, 400, 1999])
+def test_an_attained_bound_without_noise_still_covers(public: int) -> None:
+    """Every weighted row public (``proportional`` gives them all the weight): no noise,
+    and the data set puts them at the upper bound / in one bin, the others at the lower
+    bound / elsewhere, which attains the bound exactly: the released interval's end sits
+    on the target and must not round inside it."""
+    n = 2000
+    v, m = [0.5, math.inf], [n - public, public]
+    spec = hdp_mean("x", eps="eps", lower=-3.7, upper=11.3, method="proportional")
+    table = GroupStats((LevelRow(0.5, n - public, (0,)), LevelRow(math.inf, public,
+                                                                   (public * FIXED_ONE,))))
+    r = finalize_mean(spec, table, 0, KEY, (), "x_mean")
+    target = -3.7 + 15.0 * public / n
+    assert r.noise_scale == 0.0
+    assert r.ci_low <= target <= r.ci_high
+    assert r.bias_bound == pytest.approx(15.0 * (1 - public / n))
+    hspec = hdp_histogram("c", eps="eps", categories=["a", "b"], method="proportional")
+    hstats = GroupStats((LevelRow(v[0], m[0], (m[0], 0, 0)), LevelRow(v[1], m[1], (0, m[1], 0))))
+    h = finalize_histogram(hspec, hstats, KEY, ())
+    for (lo, hi), f in zip(h.intervals(), [m[0] / n, m[1] / n, 0.0], strict=True):
+        assert lo <= f <= hi

@@ -94,7 +94,7 @@ from hdp_spark.core.noise import (
 )
 from hdp_spark.core.noise.binomial import binomial_logistic
 from hdp_spark.core.noise.exact import GRID_SLACK
-from hdp_spark.core.reweighting import reweighting_bound
+from hdp_spark.core.reweighting import reweighting_bound, widened
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
 
@@ -247,14 +247,14 @@ class HistogramResult:
         ± (noise half-width + ``bias_bound``), within [0, 1] (the released ``ci_low`` /
         ``ci_high``). It holds the group's own frequency of the bin with probability
         >= 1 - β on every data set (proof in :mod:`hdp_spark.core.reweighting`)."""
-        return self._intervals(self.half_width + self.bias_bound)
+        return self._intervals(widened(self.half_width + self.bias_bound, 0.0, 1.0))
 
     def noise_intervals(self) -> list[tuple[float, float]]:
         """Per-bin (1 - β) interval of the noise alone (estimate ± noise half-width, within
         [0, 1]): it holds the *weighted* frequency Σ w_i·1{x_i = j}, not the table's own
         frequency. Not published; the coverage benchmark compares it with
         :meth:`intervals`."""
-        return self._intervals(self.half_width)
+        return self._intervals(widened(self.half_width, 0.0, 1.0))
 
     def _intervals(self, reach: float) -> list[tuple[float, float]]:
         if self.fallback:

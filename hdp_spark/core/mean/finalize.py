@@ -67,7 +67,7 @@ from hdp_spark.core.noise import (
     laplace_mechanism,
 )
 from hdp_spark.core.records import new_record, slot_setters
-from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound
+from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound, widened
 from hdp_spark.core.stats import GroupStats
 
 __all__ = [
@@ -309,7 +309,8 @@ def _figures(lower: float, upper: float, unit: Any, noise_unit: Any, half_unit: 
     span = upper - lower
     estimate = lower + span * unit
     bias = span * bias_unit
-    reach = span * half_unit + bias  # noise half-width + worst-case reweighting error
+    # noise half-width + worst-case reweighting error, outward by a rounding margin
+    reach = widened(span * half_unit + bias, lower, upper)
     lo, hi = estimate - reach, estimate + reach
     if clips:
         estimate = lo_of(hi_of(estimate, lower), upper)
