@@ -245,3 +245,37 @@ def test_costs_of_aggregators_on_other_levels_are_not_merged() -> None:
     assert merged.free_users == 10
     assert merged.saved == (1.0, 1.0, 1.0)
     assert merged.total == 10.0
+
+
+def test_the_printed_interval_is_the_released_one(tmp_path: Path) -> None:
+    """Issue 48: the report's Values table and first screen print the released
+    ``ci_low``/``ci_high``, their ± and the part of it that is the worst-case effect of
+    weighting rows by ε (``bias_bound``), the same numbers as the published values."""
+    from hdp_spark.report.fmt import fmt_num, fmt_span
+
+    run = run_job(sample_job(tmp_path, "sample_employees"))
+    assert run.report is not None
+    parts = check_report(run.report.parent, EMPLOYEES)
+    release = next(r for r in run.releases if r.release_id == "salary_by_dept")
+    values = pd.read_parquet(release.path / "values.parquet").set_index("dept")
+    body = parts["## Release `salary_by_dept`"]
+    table = next(t for t in tables(body) if t[0][0] == "dept")
+    head = table[0]
+    assert head[2] == "95% interval (noise + ε-weighting)"
+    assert head[5] == "of which: weighting rows by ε (worst case)"
+    halves, biases = [], []
+    for row in table[1:]:
+        v = values.loc[row[0]]
+        lo, hi, bias = v["salary_mean_ci_low"], v["salary_mean_ci_high"], v[
+            "salary_mean_bias_bound"]
+        assert row[2] == f"{fmt_num(lo)} to {fmt_num(hi)}"
+        half = (hi - lo) / 2
+        assert row[3] == fmt_num(half)
+        assert row[5] == fmt_num(min(bias, half))
+        assert bias > 0
+        halves.append(half)
+        biases.append(min(bias, half))
+    accuracy = next(ln for ln in body.splitlines() if ln.startswith("- **Accuracy:**"))
+    assert f"± {fmt_span(min(halves), max(halves), fmt_num)}" in accuracy
+    assert f"of which ± {fmt_span(min(biases), max(biases), fmt_num)}" in accuracy
+    assert "worst-case effect of weighting rows by their ε" in accuracy
