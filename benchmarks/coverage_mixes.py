@@ -189,7 +189,11 @@ class Coverage:
 
     @property
     def width_ratio(self) -> float:
-        return self.honest_width / self.noise_width if self.noise_width > 0 else math.nan
+        """Released width ÷ noise-only width; NaN when there is no noise (every weighted row
+        public: the noise-only interval is then only the rounding margin wide)."""
+        if self.noise_width <= 1e-9 * self.honest_width:
+            return math.nan
+        return self.honest_width / self.noise_width
 
 
 def mean_coverage(mix: Mix, method: str, reps: int, key: ReleaseKey,

@@ -91,13 +91,14 @@ def test_all_kinds_report_structure(engine: Any, tmp_path: Path) -> None:
     assert "nothing charged" in parts["## Release `satisfaction_ldp`"]
     hist = parts["## Release `occupation_histogram`"]
     assert "percentage points" in hist
-    # a weighted histogram's total error bound (noise + bias) comes first, the noise-only
-    # interval after it as a detail, in the accuracy line and in the values table
+    # a weighted histogram's interval holds noise and ε-weighting; the part due to the
+    # weighting is said in words and shown in its own column (issue 48)
     accuracy = next(ln for ln in hist.splitlines() if ln.startswith("- **Accuracy"))
-    assert accuracy.index("of the value without privacy") < accuracy.index("the noise moves")
+    assert "of the table's own value, on any data: of which ±" in accuracy
+    assert "worst-case effect of weighting rows by their ε" in accuracy
     header = next(t for t in tables(hist) if t[0][0] == "category")[0]
-    assert header[2] == "95% error bound (noise + bias)", header
-    assert header.index("noise only: 95% interval") > 2
+    assert header[2] == "95% interval (noise + ε-weighting)", header
+    assert header.index("of which: weighting rows by ε (worst case)") > 2
     assert "left out for lack of budget" in parts["## Release `attribute_counts`"]
     # two aggregators on the same ε: their charges add up per person
     assert "may use up to a person's ε" in parts["## Release `income_by_region`"]
