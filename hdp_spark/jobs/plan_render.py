@@ -182,9 +182,8 @@ def render_plan(plan: JobBudgetPlan) -> str:
             ["group", "aggregator", "n", "half_width", "of which ε-weighting", "baseline",
              "noise_scale", "fallback", "free_rows", "prediction"], acc)]
         if o.explained:
-            lines.append("  half_width: the (1 − β) interval's ± as released (ci_low/ci_high); "
-                         "it holds the noise and the worst-case effect of weighting rows by "
-                         "their ε (the 'of which' column, the release's bias_bound)")
+            lines.append("  half_width: the released (1 − β) interval's ±, noise + the worst-case "
+                         "effect of weighting rows by their ε ('of which': bias_bound)")
         for p in preds:
             if p.note:
                 lines.append(f"  {p.name}: {p.note}")
