@@ -23,6 +23,12 @@ Sensitivity argument (replace-one neighbours, ε public):
   in unit scale, then mapping back) would give loss ε_l/(upper - lower): a breach whenever
   the range is shorter than 1.
   The ADPM fallback, the choice of W branch and every weight depend on ε only.
+
+Released interval: estimate ± (the noise's (1 - β) half-width + ``bias_bound``), cut to
+[lower, upper], with ``bias_bound`` = (upper - lower)·||w - 1/n||₁/2, the worst-case
+reweighting error |Σ_i w_i x_i - mean| (proof: :mod:`hdp_spark.core.reweighting`). It holds
+the group's own mean with probability >= 1 - β on every data set in range; both are
+post-processing of the noisy statistic and of public facts.
 """
 
 from __future__ import annotations
