@@ -54,6 +54,7 @@ from hdp_spark.core.mean.ldp_baseline import LDP_BASE_METHOD, ldp_noise_figures
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import laplace_noise
 from hdp_spark.core.pipeline import LEVEL_ITEMS, Engine, LevelRequest, OutputField, check_names
+from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound, widened
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.user_mean.explain import explain_user_mean
@@ -87,6 +88,8 @@ EXPLAIN_FIELDS: tuple[OutputField, ...] = (
     OutputField("tau", "float", nullable=False),
     OutputField("noise_scale", "float", nullable=False),
     OutputField("half_width", "float", nullable=False),
+    OutputField("noise_half_width", "float?"),
+    OutputField("bias_bound", "float?"),
     OutputField("fallback", "bool", nullable=False),
     OutputField("baseline_half_width", "float?"),
     OutputField("free_rows", "int", nullable=False),
@@ -133,9 +136,14 @@ class Explained:
             ``_eps_levels``).
         tau: clip level (the release's ``_tau``).
         noise_scale: Laplace scale in output units (the release's ``_noise_scale``).
-        half_width: (1 - β) half-width of the noise interval before it is clipped to the
-            output range (mean: data units; histogram: frequency); on a fallback, half the
-            range (the release publishes the whole range).
+        half_width: half-width of the released (1 - β) interval before it is clipped to
+            the output range (mean: data units; histogram: frequency):
+            ``noise_half_width + bias_bound``, so the release's ``ci_low``/``ci_high`` are
+            its estimate ± this, cut to the range; on a fallback, half the range (the
+            release publishes the whole range).
+        noise_half_width: the part of ``half_width`` that holds the noise (1 - β).
+        bias_bound: the part that holds the worst-case effect of weighting rows by their ε
+            (the release's ``_bias_bound``; :mod:`hdp_spark.core.reweighting`).
         fallback: the release outputs the data-independent midpoint/trivial histogram.
         baseline_half_width: the half-width a single-ε library would give with every row
             at the group's smallest positive ε (the report's baseline); None without a
@@ -160,6 +168,8 @@ class Explained:
     method: str = ""
     predicted_rmse: float = math.nan
     candidates: tuple[tuple[str, float], ...] = ()
+    noise_half_width: float = math.nan
+    bias_bound: float = math.nan
 
 
 def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explained:
@@ -181,8 +191,10 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
         spec = resolve_mean(spec, v, m)
         mp = plan_mean(spec, v, m)
         if mp.weights is None:
-            scale, half = 0.0, span / 2
+            scale, half, bias = 0.0, 0.0, span * FALLBACK_BOUND
         else:
+            weights = mp.weights
+            bias = span * reweighting_bound(m, weights.numerators, weights.denominator)
             noise = laplace_noise(mp.weights.eta, mp.min_sensitivity)
             used = noise.scale
             if spec.method in LDP_BASE_METHOD:
@@ -201,15 +213,21 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
         table = histogram_candidate_errors(spec, v, m)
         spec = resolve_histogram(spec, v, m)
         hp = plan_histogram(spec, v, m)
-        scale, half = hp.noise_scale, hp.half_width
+        scale, bias = hp.noise_scale, hp.bias_bound
+        half = 0.0 if hp.fallback else hp.half_width
         tau = math.nan if hp.weights is None else hp.weights.tau
         n, levels, fallback = hp.n, hp.levels, hp.fallback
         base_span = None
     free = sum(lv.n for lv in levels if is_free(lv.eps, lv.eps_effective))
     baseline = single_eps_half_width(zip(v, m, strict=True), beta, base_span)
     rmse = dict(table).get(spec.method, math.nan)
-    return Explained(n, levels, tau, scale, half, fallback, baseline, free, spec.method, rmse,
-                     table if auto else ())
+    # the released interval's half-width: noise + worst-case reweighting error, with the
+    # release's rounding margin (on a fallback the whole range: half of it)
+    lower, upper = ((float(spec.lower), float(spec.upper)) if isinstance(spec, MeanSpec)
+                    else (0.0, 1.0))
+    released = (upper - lower) / 2 if fallback else widened(half + bias, lower, upper)
+    return Explained(n, levels, tau, scale, released, fallback, baseline, free,
+                     spec.method, rmse, table if auto else (), half, bias)
 
 
 def _supported(spec: object) -> MeanSpec | HistogramSpec:
@@ -343,7 +361,8 @@ def explain_ldp_rows(result: LdpReleaseResult) -> list[tuple[Any, ...]]:
                        "eps_effective": lv.eps} for lv in r.levels]
             baseline = _ldp_baseline(spec, [(lv.eps, lv.n) for lv in r.levels])
             rows.append((*key, spec.name, "ldp_mean", spec.mechanism, r.n, float(spec.beta),
-                         levels, math.nan, 0.0, r.radius, r.fallback, baseline, 0, True,
+                         levels, math.nan, 0.0, r.radius, None, None, r.fallback, baseline,
+                         0, True,
                          math.nan, []))
     return rows
 
@@ -389,7 +408,8 @@ def explain_specs(
                        "eps_effective": lv.eps_effective} for lv in e.levels]
             kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
             rows.append((*key, spec.name, kind, e.method, e.n, float(spec.beta), levels,
-                         e.tau, e.noise_scale, e.half_width, e.fallback,
+                         e.tau, e.noise_scale, e.half_width, e.noise_half_width,
+                         e.bias_bound, e.fallback,
                          e.baseline_half_width, e.free_rows, False, e.predicted_rmse,
                          [{"method": c, "predicted_rmse": r} for c, r in e.candidates]))
     return by_t, [(f.suffix, f) for f in EXPLAIN_FIELDS], rows

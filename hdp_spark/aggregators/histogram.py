@@ -63,7 +63,8 @@ def hdp_histogram(
               was chosen; ``explain`` shows every candidate's prediction.
 
             k is the number of released bins (the categories plus an appended ``other``).
-        beta: the per-bin interval holds the noise with probability >= 1 - beta; also β of
+        beta: each bin's interval holds the group's own frequency of the bin with
+            probability >= 1 - beta (on every data set); also β of
             ``hpf-cp``, ``hpf-wp``, ``hpf-ct`` and ``hpf-wt``.
         other: the public rule for null and out-of-domain values, which never raise and
             are never dropped. A label not in ``categories`` (default ``"other"``) adds one
@@ -83,9 +84,11 @@ def hdp_histogram(
         vector onto the simplex), ``noise_scale`` (Laplace scale 2·max w/ε, times
         1 + 2**-20 and rounded up to whole grid steps for the exact sampler; 0 when no
         private row carries weight), ``ci_low``
-        / ``ci_high`` (per-bin (1 - beta) noise interval around the unprojected estimate,
-        within [0, 1]; [0, 1] for a fallback), ``bias_bound`` (||w - 1/n||₁/2 >= every
-        bin's reweighting bias; a function of ε only), ``n`` (rows of the group, in or out
+        / ``ci_high`` (per-bin (1 - beta) interval of the bin's true frequency: the
+        unprojected estimate ± (noise half-width + ``bias_bound``), within [0, 1]; [0, 1]
+        for a fallback), ``bias_bound`` (||w - 1/n||₁/2 >= every bin's reweighting error
+        |Σ w_i 1{x_i = j} - frequency| on any data, included in the interval; a function
+        of ε only, proof in :mod:`hdp_spark.core.reweighting`), ``n`` (rows of the group, in or out
         of the domain), ``method``, ``tau`` (clip level of capped rules; +inf when nobody
         is clipped, NaN when the rule has none), ``fallback`` (True when no row may carry
         weight, e.g. all ε = 0 or an empty group: every bin is then 1/2) and

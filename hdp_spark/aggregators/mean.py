@@ -57,7 +57,8 @@ def hdp_mean(
               ((upper - lower)·||w - 1/n||₁/2)² + 2·noise_scale², computed from the group's
               ε histogram only (ties: the order above). ``<alias>_method`` says which was
               chosen; ``explain`` shows every candidate's prediction (docs/mean.md).
-        beta: the reported interval holds the noise with probability >= 1 - beta; also β
+        beta: the reported interval holds the group's mean with probability >= 1 - beta
+            (on every data set in [lower, upper]); also β
             of the PAC methods (``hpm-cp``, ``hpm-wp``, ``ldp-cp``, ``ldp-wp``, ``drop``).
         clip_output: clip the estimate to [lower, upper]; default False for ``adpm``
             (unbiased, as in the paper) and True otherwise. Clipping is post-processing.
@@ -69,9 +70,14 @@ def hdp_mean(
         A :class:`~hdp_spark.core.mean.spec.MeanSpec`. A release outputs, per group,
         the columns ``<alias>`` (the estimate), ``<alias>_noise_scale`` (Laplace scale in
         value units, 0 when no private row carries weight), ``<alias>_ci_low`` /
-        ``<alias>_ci_high`` (estimate ± the (1 - beta) noise half-width, cut to
-        [lower, upper] but always containing the estimate -- an unclipped ``adpm``
-        estimate may lie outside the bounds; the whole range for a fallback), ``<alias>_n`` (rows),
+        ``<alias>_ci_high`` (estimate ± (the (1 - beta) noise half-width +
+        ``bias_bound``), cut to [lower, upper] but always containing the estimate -- an
+        unclipped ``adpm`` estimate may lie outside the bounds; the whole range for a
+        fallback: it holds the group's own mean of the clamped values with probability
+        >= 1 - beta on every data set), ``<alias>_bias_bound`` ((upper - lower)·
+        ||w - 1/n||₁/2, the worst-case effect of weighting rows by their ε: |Σ w_i x_i -
+        mean| on any data, 0 for uniform weights, (upper - lower)/2 for a fallback; a
+        function of ε only, proof in :mod:`hdp_spark.core.reweighting`), ``<alias>_n`` (rows),
         ``<alias>_tau`` (clip level τ of capped rules; +inf when nobody is clipped, NaN
         when the rule has none), ``<alias>_method``, ``<alias>_fallback`` (True when the
         output is the data-independent midpoint) and ``<alias>_eps_levels`` (per ε level:

@@ -107,8 +107,8 @@ class MeanKernel:
 
     FIELDS = (
         OutputField("", F), OutputField("_noise_scale", F), OutputField("_ci_low", F),
-        OutputField("_ci_high", F), OutputField("_n", INT), OutputField("_tau", F),
-        OutputField("_method", S), OutputField("_fallback", B),
+        OutputField("_ci_high", F), OutputField("_bias_bound", F), OutputField("_n", INT),
+        OutputField("_tau", F), OutputField("_method", S), OutputField("_fallback", B),
         OutputField("_eps_levels", "list", LEVEL_ITEMS),
     )
 
@@ -132,7 +132,8 @@ class MeanKernel:
 
     def values(self, spec: MeanSpec, r: MeanResult) -> tuple[Any, ...]:
         return (
-            r.estimate, r.noise_scale, r.ci_low, r.ci_high, r.n, r.tau, r.method, r.fallback,
+            r.estimate, r.noise_scale, r.ci_low, r.ci_high, r.bias_bound, r.n, r.tau, r.method,
+            r.fallback,
             [{"eps": lv.eps, "n": lv.n, "weight": lv.weight, "eps_effective": lv.eps_effective}
              for lv in r.levels],
         )
@@ -163,8 +164,8 @@ def histogram_bin_items(spec: HistogramSpec, counts: bool = True) -> tuple[Outpu
     return head + tail if counts else head
 
 
-_MEAN_VALUES = ("estimate", "noise_scale", "ci_low", "ci_high", "n", "tau", "method",
-                "fallback")
+_MEAN_VALUES = ("estimate", "noise_scale", "ci_low", "ci_high", "bias_bound", "n", "tau",
+                "method", "fallback")
 """The mean's scalar output fields, in the order of :meth:`MeanKernel.values`."""
 
 

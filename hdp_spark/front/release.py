@@ -136,19 +136,23 @@ def explain(
         One row per (group, aggregator): the group columns, then ``aggregator`` (its
         output name), ``kind`` (``mean``/``histogram``), ``method``, ``n``, ``beta``,
         ``eps_levels`` (per ε level: eps, n, weight, eps_effective), ``tau``,
-        ``noise_scale``, ``half_width`` (the (1 - β) noise half-width before clipping to
-        the output range; half the range on a fallback), ``fallback``,
+        ``noise_scale``, ``half_width`` (the half-width of the released (1 - β) interval
+        before clipping to the output range: ``noise_half_width`` (the noise's) +
+        ``bias_bound`` (the worst-case effect of weighting rows by their ε, the release's
+        ``_bias_bound``); half the range on a fallback), ``fallback``,
         ``baseline_half_width`` (a single-ε library with every row at the group's
         smallest positive ε, as in the report; null without a private row) and
         ``free_rows`` (rows whose eps_effective is below their ε). ``eps_levels``,
-        ``tau``, ``noise_scale``, ``fallback`` and ``n`` equal the columns ``agg`` then
+        ``tau``, ``noise_scale``, ``bias_bound``, ``fallback`` and ``n`` equal the columns
+        ``agg`` then
         publishes for the same table, specs and keys, and its intervals are the estimate
         ± ``half_width`` clipped to the output range. ``half_width_is_bound`` is False for
         them (an exact quantile of the noise).
 
         Local-DP means (kind ``ldp_mean``, method = the mechanism): the reports carry
         their noise already, so ``noise_scale`` is 0, ``tau`` NaN, ``eps_effective`` the
-        level's ε and ``free_rows`` 0; ``half_width`` is the release's ``_radius``, the
+        level's ε and ``free_rows`` 0; ``noise_half_width`` and ``bias_bound`` are null;
+        ``half_width`` is the release's ``_radius``, the
         paper's (1 - β) concentration bound (``half_width_is_bound`` True), and
         ``baseline_half_width`` that bound with every report at the group's smallest ε.
         ``n``, ``eps_levels`` (eps, n, weight), ``half_width`` and ``fallback`` equal

@@ -168,6 +168,7 @@ def render_plan(plan: JobBudgetPlan) -> str:
         acc = []
         for key, name, e in o.explained:
             acc.append([_key_text(key), name, f"{e.n:,}", fmt_num(e.half_width),
+                        fmt_num(e.bias_bound),
                         fmt_num(e.baseline_half_width if e.baseline_half_width is not None
                              else math.nan),
                         fmt_num(e.noise_scale), "yes" if e.fallback else "no",
@@ -175,11 +176,14 @@ def render_plan(plan: JobBudgetPlan) -> str:
         preds = plan.predictions[r] if plan.predictions else ()
         for p in preds:
             acc.append([_key_text(p.key), p.name, f"{p.n:,}", fmt_num(p.half_width), _NONE,
-                        fmt_num(p.noise_scale), "yes" if p.fallback else "no", _NONE,
+                        _NONE, fmt_num(p.noise_scale), "yes" if p.fallback else "no", _NONE,
                         p.basis if p.basis != "none" else "no prediction"])
         lines += ["  " + x for x in text_table(
-            ["group", "aggregator", "n", "half_width", "baseline", "noise_scale",
-             "fallback", "free_rows", "prediction"], acc)]
+            ["group", "aggregator", "n", "half_width", "of which ε-weighting", "baseline",
+             "noise_scale", "fallback", "free_rows", "prediction"], acc)]
+        if o.explained:
+            lines.append("  half_width: the released (1 − β) interval's ±, noise + the worst-case "
+                         "effect of weighting rows by their ε ('of which': bias_bound)")
         for p in preds:
             if p.note:
                 lines.append(f"  {p.name}: {p.note}")

@@ -9,8 +9,18 @@ from typing import Any
 from hdp_spark.report.fmt import fmt_num, fmt_pct, fmt_span
 from hdp_spark.report.summary import CELL_KINDS, PERSON_KINDS, ValueRow
 
-__all__ = ["accuracy_words", "fmt_half", "fmt_value", "half_of", "half_unit", "share_of",
-           "title_of", "total_half_of", "units_of", "what_all"]
+__all__ = [
+    "accuracy_words",
+    "bias_of",
+    "fmt_half",
+    "fmt_value",
+    "half_of",
+    "half_unit",
+    "share_of",
+    "title_of",
+    "units_of",
+    "what_all",
+]
 
 
 def _per(by: Sequence[str], n_groups: int, selected: bool = False) -> str:
@@ -116,41 +126,41 @@ def half_unit(agg: dict[str, Any]) -> str:
 
 
 def half_of(v: ValueRow) -> float:
-    """Half the width of the noise interval."""
+    """Half the width of the released interval (noise and reweighting together)."""
     return (v.high - v.low) / 2
 
 
-def total_half_of(v: ValueRow) -> float:
-    """Half the width of the total error bound: noise interval widened by the bias."""
-    return half_of(v) + v.bias
+def bias_of(v: ValueRow) -> float:
+    """The part of :func:`half_of` that is the worst-case effect of weighting rows by their
+    ε (the released ``bias_bound``; no more than the half-width itself when the interval
+    was cut at the range)."""
+    return min(v.bias, half_of(v)) if v.bias > 0 else 0.0
 
 
 def share_of(v: ValueRow) -> float:
-    """The total ± as a share of the value."""
-    return total_half_of(v) / abs(v.estimate) if v.estimate and math.isfinite(v.estimate) \
+    """The ± as a share of the value."""
+    return half_of(v) / abs(v.estimate) if v.estimate and math.isfinite(v.estimate) \
         else math.nan
 
 
 def accuracy_words(agg: dict[str, Any], values: list[ValueRow], level: str) -> str:
-    """The accuracy line of a first screen: the total error bound first (noise plus the
-    reweighting bias, when the estimator has one), the noise alone as detail."""
+    """The accuracy line of a first screen: the released interval's ± (what it holds in
+    plain words), and the part of it due to weighting rows by their ε when there is one."""
     real = [v for v in values if not v.fallback and math.isfinite(half_of(v))]
     if not real:
         return "no value could be estimated (every group fell back to the middle of its range)"
     fh = fmt_half(agg)
     halves = [half_of(v) for v in real]
-    totals = [total_half_of(v) for v in real]
     shares = [s for s in map(share_of, real) if math.isfinite(s)]
     unit = half_unit(agg)
-    biased = [v.bias for v in real if v.bias > 0]
+    biased = [bias_of(v) for v in real if v.bias > 0]
     share = f" ({fmt_span(min(shares), max(shares), fmt_pct)} of the value)" if shares else ""
     if biased:
         text = (f"with {level} probability each value is within "
-                f"± {fmt_span(min(totals), max(totals), fh)}{unit}{share} of the value "
-                f"without privacy: the noise moves it by at most "
-                f"± {fmt_span(min(halves), max(halves), fh)}{unit}, and weighting people by "
-                f"their ε may shift it by at most ± {fmt_span(min(biased), max(biased), fh)}"
-                f"{unit} more, on any data")
+                f"± {fmt_span(min(halves), max(halves), fh)}{unit}{share} of the table's own "
+                f"value, on any data: of which ± {fmt_span(min(biased), max(biased), fh)}"
+                f"{unit} is the worst-case effect of weighting rows by their ε, the rest "
+                f"holds the noise added for privacy")
     else:
         text = (f"with {level} probability the noise moves each value by at most "
                 f"± {fmt_span(min(halves), max(halves), fh)}{unit}{share}")

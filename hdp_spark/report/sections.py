@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hdp_spark.report.describe import (
+    bias_of,
     fmt_half,
     fmt_value,
     half_of,
     half_unit,
     share_of,
     title_of,
-    total_half_of,
     units_of,
 )
 from hdp_spark.report.fmt import fmt_count, fmt_num, fmt_pct, fmt_span, md_table
@@ -72,10 +72,10 @@ def values_section(
     pm = "± (percentage points)" if units_of(agg) == "share" else "±"
     lo_bound, hi_bound = _bounds(agg)
     biased = any(v.bias > 0 for v in values)
-    bound = f"{level} error bound (noise + bias)" if biased else f"{level} interval"
+    bound = f"{level} interval (noise + ε-weighting)" if biased else f"{level} interval"
     header = [first, "estimate", bound, pm, "± as share of the value"]
     if biased:
-        header += [f"noise only: {level} interval", f"{pm} of the noise"]
+        header += ["of which: weighting rows by ε (worst case)"]
     mins = sorted({m for m in (smallest_eps(agg, [r]) for r in rows) if m is not None})
     base_eps = (f"ε = {eps_label(mins[0])}" if len(mins) == 1 else
                 f"each group's smallest ε, {fmt_span(mins[0], mins[-1], eps_label)}"
@@ -83,24 +83,24 @@ def values_section(
     if has_base:
         header.append(f"± with one ε for all ({base_eps})")
     body = []
-    lows = [max(v.low - v.bias, lo_bound) for v in values]
-    highs = [min(v.high + v.bias, hi_bound) for v in values]
-    for v, lo, hi in zip(values, lows, highs, strict=True):
+    lows = [v.low for v in values]
+    highs = [v.high for v in values]
+    for v in values:
         cells = [v.label, fv(v.estimate) + (" (fallback)" if v.fallback else ""),
-                 f"{fv(lo)} to {fv(hi)}", fh(total_half_of(v)), fmt_pct(share_of(v))]
+                 f"{fv(v.low)} to {fv(v.high)}", fh(half_of(v)), fmt_pct(share_of(v))]
         if biased:
-            cells += [f"{fv(v.low)} to {fv(v.high)}", fh(half_of(v))]
+            cells += [fh(bias_of(v))]
         if has_base:
             cells.append(fh(v.baseline) if v.baseline is not None else "–")
         body.append(cells)
     lines += md_table(header, body)
     if biased:
-        bias = [v.bias for v in values]
-        lines += ["", f"Weighting people by their ε may shift a value by at most the bias "
-                  f"bound (± {fmt_span(min(bias), max(bias), fh)}"
-                  f"{half_unit(agg)}, for any data); the error bound adds it to the noise "
-                  f"interval, which holds the noise with probability ≥ {level}. Neither "
-                  "includes sampling error."]
+        bias = [bias_of(v) for v in values if v.bias > 0]
+        lines += ["", f"Each interval holds the table's own value with probability ≥ {level}, "
+                  f"on any data: it covers the noise added for privacy and the worst-case "
+                  f"effect of weighting rows by their ε (the 'of which' column, "
+                  f"± {fmt_span(min(bias), max(bias), fh)}{half_unit(agg)}, a function of "
+                  "ε only). It does not include sampling error."]
     else:
         lines += ["", f"The noise added for privacy stays inside the interval with probability "
                   f"≥ {level}; the interval does not include sampling error."]
@@ -116,12 +116,12 @@ def values_section(
     what = title_of(agg, by)
     ylabel = _axis_label(agg)
     labels = [v.label for v in values]
-    interval = "error bound (noise + bias)" if biased else "interval"
+    interval = "interval (noise + ε-weighting)" if biased else "interval"
     png = plot_estimates(
         plots.path(rid, name), labels,
         {name: ([v.estimate for v in values], lows, highs)},
         title=what, ylabel=ylabel, level=level, interval=interval)
-    plural = "error bounds (noise + bias)" if biased else "intervals"
+    plural = "intervals (noise + ε-weighting)" if biased else "intervals"
     lines += plots.link(png, f"{what}, with {level} {plural}")
     if has_base:
         half = [v.baseline if v.baseline is not None else math.nan for v in values]

@@ -90,11 +90,13 @@ class EpsRange:
 
 @dataclass(frozen=True, slots=True)
 class ValueRow:
-    """One released value with its noise interval (and a single-ε baseline half-width).
+    """One released value with its released interval (and a single-ε baseline half-width).
 
-    ``bias`` bounds how far the estimator's reweighting may move the value on any data
-    (a histogram's ``bias_bound``, a function of ε only; 0 for unbiased estimators): the
-    total error bound is ``[low - bias, high + bias]``.
+    ``low``/``high`` are the released ``ci_low``/``ci_high``: for the mean and the
+    histogram they hold the table's own value with probability >= 1 - β on any data, noise
+    and reweighting together. ``bias`` is the part of their half-width that holds the
+    worst-case effect of weighting rows by their ε (the released ``bias_bound``, a
+    function of ε only; 0 for estimators without reweighting and on a fallback).
     """
 
     label: str
@@ -390,7 +392,7 @@ def value_rows(
         for label, est, low, high in intervals:
             text = group if len(intervals) == 1 else (
                 label if not by else f"{group} · {label}")
-            bias = _f(r.get(f"{name}_bias_bound")) if kind == "histogram" else 0.0
+            bias = _f(r.get(f"{name}_bias_bound")) if kind in ("mean", "histogram") else 0.0
             out.append(ValueRow(text, _f(r.get(est)), _f(r.get(low)), _f(r.get(high)), base,
                                 fallback, 0.0 if fallback or not bias > 0 else bias))
     return out

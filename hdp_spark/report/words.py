@@ -86,9 +86,11 @@ _GLOSSARY: list[tuple[str, str, tuple[str, ...]]] = [
      "person here chose their own ε.",
      ('ε',)),
     ("interval (95%)",
-     "the range that contains the value we would have published without privacy noise, "
-     "with probability at least 95%. It does not cover sampling error (how the people in "
-     "the table differ from a wider population).",
+     "for means and category shares: the range that contains the table's own value (the "
+     "plain average, or share, of the rows of the group), with probability at least 95%, "
+     "whatever the data are. It covers the privacy noise and the weighting of people by "
+     "their ε together. It does not cover sampling error (how the people in the table "
+     "differ from a wider population).",
      ('interval',)),
     ("± and ± as share of the value",
      "half the width of the interval, in the value's own units, and that half-width "
@@ -109,11 +111,11 @@ _GLOSSARY: list[tuple[str, str, tuple[str, ...]]] = [
      "more than the budget a person has left, so their ε is capped to it like anyone's; "
      "they are counted apart from the people whose ε was lowered.",
      ('public row',)),
-    ("error bound (noise + bias)",
-     "for estimators that weight people by their ε (some category shares), the weighting "
-     "may shift a value by at most a known bias bound on any data; the error bound adds it "
-     "to the noise interval. The noise-only interval is shown beside it as a detail.",
-     ('error bound', 'bias bound')),
+    ("interval (noise + ε-weighting), of which: weighting rows by ε",
+     "estimators that weight people by their ε may shift a value by at most a known amount "
+     "on any data (the published bias_bound, computed from the ε column only); the interval "
+     "includes it, and the 'of which' column shows how much of the ± it is.",
+     ('of which', 'ε-weighting', 'weighting rows by')),
     ("one ε for all (single-ε library)",
      "what a library that gives everyone the same ε publishes: to respect every demand it "
      "must use the smallest ε of the group for every row, which widens the interval.",

@@ -16,6 +16,7 @@ import pytest
 from mean_backend_helpers import run_agg
 
 from hdp_spark import hdp_mean
+from hdp_spark.core.reweighting import widened
 
 INF = math.inf
 SLACK = 1 + 2.0**-20  # the mechanism's scale inflation (grid rounding)
@@ -66,7 +67,11 @@ def test_edge_cases_of_one_grouped_release(engine: Any) -> None:
         public = out.loc["public"]
         assert public[name] == 3.0
         assert public[f"{name}_noise_scale"] == 0.0
-        assert public[f"{name}_ci_low"] == public[f"{name}_ci_high"] == 3.0
+        # the interval is the exact mean widened by the rounding margin only (no noise, no
+        # reweighting: bias_bound 0)
+        assert public[f"{name}_bias_bound"] == 0.0
+        assert public[f"{name}_ci_low"] == 3.0 - widened(0.0, 0.0, 8.0)
+        assert public[f"{name}_ci_high"] == 3.0 + widened(0.0, 0.0, 8.0)
         assert not public[f"{name}_fallback"]
         assert _levels(public, name)[0]["eps_effective"] == INF
 

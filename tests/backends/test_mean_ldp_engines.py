@@ -14,6 +14,7 @@ import pytest
 from mean_backend_helpers import run_agg
 
 from hdp_spark import hdp_mean
+from hdp_spark.core.reweighting import widened
 
 INF = math.inf
 SLACK = 1 + 2.0**-20  # the exact draw's scale inflation (one of the n terms)
@@ -47,7 +48,10 @@ def test_ldp_baseline_methods_on_both_engines(engine: Any) -> None:
         # only public rows: the exact mean, no noise
         pub = out.loc["public"]
         assert (pub[name], pub[f"{name}_noise_scale"]) == (3.0, 0.0)
-        assert pub[f"{name}_ci_low"] == pub[f"{name}_ci_high"] == 3.0
+        # the exact mean widened by the rounding margin only (bias_bound 0)
+        assert pub[f"{name}_bias_bound"] == 0.0
+        assert pub[f"{name}_ci_low"] == 3.0 - widened(0.0, 0.0, 8.0)
+        assert pub[f"{name}_ci_high"] == 3.0 + widened(0.0, 0.0, 8.0)
         # mixed: the HPM method's weights and privacy figures, more noise than HPM
         mixed, ref = out.loc["mixed"], hpm.loc["mixed"]
         levels = [dict(lv) for lv in mixed[f"{name}_eps_levels"]]

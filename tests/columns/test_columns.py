@@ -75,6 +75,7 @@ def test_grouped_mean_and_histogram_equal_the_release_api(
         assert s["noise_scale"] == want["salary_mean_noise_scale"]
         assert (s["ci_low"], s["ci_high"]) == (want["salary_mean_ci_low"],
                                                want["salary_mean_ci_high"])
+        assert s["bias_bound"] == want["salary_mean_bias_bound"]
         assert (s["n"], s["tau"], s["method"], s["fallback"]) == (
             want["salary_mean_n"], want["salary_mean_tau"], want["salary_mean_method"],
             want["salary_mean_fallback"])
@@ -83,6 +84,7 @@ def test_grouped_mean_and_histogram_equal_the_release_api(
         h = got["region_histogram"]
         assert [tuple(b) for b in h["bins"]] == [tuple(b) for b in want_h["region_histogram"]]
         assert h["noise_scale"] == want_h["region_histogram_noise_scale"]
+        assert h["bias_bound"] == want_h["region_histogram_bias_bound"]
 
 
 def test_global_mean_with_a_grid_equals_the_release_api(spark: object) -> None:
@@ -374,6 +376,10 @@ def test_sql_function_equals_the_release_api(spark: object) -> None:
                   unsafe_seed=key).orderBy("dept").collect()
     assert [r["s"]["estimate"] for r in got] == [r["salary_mean"] for r in want]
     assert [r["s"]["n"] for r in got] == [r["salary_mean_n"] for r in want]
+    # the same honest interval and bias bound as the release API (issue 48)
+    assert [(r["s"]["ci_low"], r["s"]["ci_high"], r["s"]["bias_bound"]) for r in got] == [
+        (r["salary_mean_ci_low"], r["salary_mean_ci_high"], r["salary_mean_bias_bound"])
+        for r in want]
     # optional method and beta: the defaults written out are the same call; another choice
     # is the release API's with that method and its own derived key
     q = ("SELECT dept, hdp_mean(salary, eps, 0, 250000{}) AS s FROM hdp_sql_employees "
@@ -479,6 +485,10 @@ def test_sql_histogram_equals_the_release_api(spark: object) -> None:
         assert [[b["frequency"] for b in r[alias]["bins"]] for r in got] == [
             [b["frequency"] for b in r[f"{column}_histogram"]] for r in want]
         assert [r[alias]["n"] for r in got] == [r[f"{column}_histogram_n"] for r in want]
+        assert [[(b["ci_low"], b["ci_high"]) for b in r[alias]["bins"]] for r in got] == [
+            [(b["ci_low"], b["ci_high"]) for b in r[f"{column}_histogram"]] for r in want]
+        assert [r[alias]["bias_bound"] for r in got] == [
+            r[f"{column}_histogram_bias_bound"] for r in want]
     auto = spark.sql(  # type: ignore[attr-defined]
         "SELECT dept, hdp_histogram(region, eps, array('north', 'south', 'east'), 'auto', "
         "0.05, 'public') AS h FROM hdp_sql_regions GROUP BY dept ORDER BY dept").collect()

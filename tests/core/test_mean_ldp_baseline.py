@@ -33,6 +33,7 @@ import hdp_spark.core.mean.finalize as mean_module
 from hdp_spark.core.mean.ldp_baseline import LDP_BASE_METHOD, ldp_noise_figures
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import laplace_noise
+from hdp_spark.core.reweighting import widened
 from hdp_spark.core.stats import GroupStats
 
 # a small mixed table: two private levels, a many-row level, public rows
@@ -106,8 +107,9 @@ def test_noise_scale_and_interval() -> None:
     beta = 0.05
     first = _release("ldp-we", table, _key("interval"))
     assert first.noise_scale == pytest.approx(math.sqrt(2.0 * float(np.sum(b * b))), rel=1e-5)
-    half = first.ci_high - first.estimate
-    assert half == pytest.approx(first.estimate - first.ci_low)
+    # the released interval is estimate ± (noise half-width + bias_bound)
+    half = first.ci_high - first.estimate - first.bias_bound
+    assert first.ci_high - first.estimate == pytest.approx(first.estimate - first.ci_low)
     # the sub-exponential half-width is wider than a Gaussian one but of the same order
     assert 1.96 * first.noise_scale < half < 6.0 * first.noise_scale
     runs = (_release("ldp-we", table, audit_key(f"ldp-cover-{i}")) for i in range(1000))
@@ -149,7 +151,9 @@ def test_noise_is_keyed_to_the_release_and_the_data() -> None:
 def test_public_rows_only_are_released_exactly() -> None:
     table = stats_of([INF], [4], unit_totals([4], [0.375]))
     r = _release("ldp-cp", table, ReleaseKey.fresh())
-    assert (r.estimate, r.noise_scale, r.ci_low, r.ci_high) == (0.375, 0.0, 0.375, 0.375)
+    margin = widened(0.0, 0.0, 1.0)  # the released interval's rounding margin only
+    assert (r.estimate, r.noise_scale, r.bias_bound) == (0.375, 0.0, 0.0)
+    assert (r.ci_low, r.ci_high) == (0.375 - margin, 0.375 + margin)
 
 
 # ------------------------------------------------------------------ privacy audit

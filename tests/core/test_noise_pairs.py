@@ -101,19 +101,20 @@ finite = st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=True)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(finite, st.floats(0, 1e3), st.floats(0, 1e3)), min_size=1,
-                max_size=30),
+@given(st.lists(st.tuples(finite, st.floats(0, 1e3), st.floats(0, 1e3), st.floats(0, 0.5)),
+                min_size=1, max_size=30),
        st.sampled_from([(0.0, 1.0), (-0.0, 0.0), (-5.0, 5.0), (0.0, 0.0),
                         (-1e307, 1.5e308)]), st.booleans())
 def test_released_figures_arrays_equal_the_scalar_figures(
-        lanes: list[tuple[float, float, float]], bounds: tuple[float, float],
+        lanes: list[tuple[float, float, float, float]], bounds: tuple[float, float],
         clips: bool) -> None:
-    lanes = [*lanes, (-0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (bounds[0], 0.0, 0.0)]
-    unit, sd, half = (np.array(c) for c in zip(*lanes, strict=True))
-    got = released_figures_arrays(*bounds, unit, sd, half, clips)
+    lanes = [*lanes, (-0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.5),
+             (bounds[0], 0.0, 0.0, 0.0)]
+    unit, sd, half, bias = (np.array(c) for c in zip(*lanes, strict=True))
+    got = released_figures_arrays(*bounds, unit, sd, half, bias, clips)
     for i, lane in enumerate(lanes):
         want = released_figures(*bounds, *lane, clips)
-        for j in range(4):  # bit for bit, signed zeros included
+        for j in range(5):  # bit for bit, signed zeros included
             assert math.copysign(1, got[j][i]) == math.copysign(1, want[j])
             assert float(got[j][i]) == want[j] or (math.isnan(got[j][i])
                                                     and math.isnan(want[j]))

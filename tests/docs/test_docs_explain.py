@@ -42,8 +42,14 @@ def test_explain_snippet_runs_as_printed() -> None:
         assert mean_row["dept"] == dept
         assert out["salary_mean_noise_scale"].iloc[i] == mean_row["noise_scale"]
         assert out["salary_mean_n"].iloc[i] == mean_row["n"]
-        assert mean_row["half_width"] < mean_row["baseline_half_width"]
+        assert mean_row["noise_half_width"] < mean_row["baseline_half_width"]
+        # the printed half-width is the released interval's (issue 48): noise + bias_bound
+        assert out["salary_mean_bias_bound"].iloc[i] == mean_row["bias_bound"]
+        est, half = out["salary_mean"].iloc[i], mean_row["half_width"]
+        assert out["salary_mean_ci_low"].iloc[i] == max(est - half, 0.0)
+        assert out["salary_mean_ci_high"].iloc[i] == min(est + half, 250_000.0)
     printed = _section().split("```\n", 3)[2]  # the printed output block
     first = plan.iloc[0]
     assert f"{first['half_width']:.4f}" in printed
+    assert f"{first['bias_bound']:.4f}" in printed
     assert f"{first['baseline_half_width']:.4f}" in printed

@@ -24,6 +24,7 @@ from hdp_spark.core.histogram.spec import (
 from hdp_spark.core.mean.weights import r_c2, r_wc2
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.exact import GRID_SLACK
+from hdp_spark.core.reweighting import widened
 
 INF = math.inf
 
@@ -130,7 +131,12 @@ def test_o14_all_public_output_is_exact(method: str) -> None:
     assert result.noise_scale == 0
     mu = true_frequencies(spec, stats)
     assert result.frequencies() == pytest.approx([float(x) for x in mu], abs=1e-12)
-    assert result.intervals() == [(float(x), float(x)) for x in result.frequencies()]
+    # no noise, and all rows public with one weight each: no reweighting either; the
+    # interval is the exact frequency widened by the rounding margin only
+    assert result.bias_bound == 0
+    margin = widened(0.0, 0.0, 1.0)
+    assert result.intervals() == [(max(float(x) - margin, 0.0), min(float(x) + margin, 1.0))
+                                  for x in result.frequencies()]
 
 
 def test_o14_mixed_public_rows_add_nothing_to_the_noise() -> None:

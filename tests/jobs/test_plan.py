@@ -80,7 +80,8 @@ def test_plan_command_on_the_sample_job(tmp_path: Path, capsys: Any) -> None:
     assert code == 0
     for word in ("salary_by_dept", "salary_by_region", "tenure_overall", "sequential share",
                  "equal share", "optimal share", "half_width", "baseline", "engineering",
-                 "budgets after the job"):
+                 "budgets after the job", "of which ε-weighting",
+                 "worst-case effect of weighting rows by their ε"):
         assert word in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = pd.read_csv(users)

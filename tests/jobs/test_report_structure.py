@@ -104,13 +104,14 @@ def test_all_kinds_report_structure(engine: Any, tmp_path: Path) -> None:
     assert "nothing charged" in parts["## Release `satisfaction_ldp`"]
     hist = parts["## Release `occupation_histogram`"]
     assert "percentage points" in hist
-    # a weighted histogram's total error bound (noise + bias) comes first, the noise-only
-    # interval after it as a detail, in the accuracy line and in the values table
+    # a weighted histogram's interval holds noise and ε-weighting; the part due to the
+    # weighting is said in words and shown in its own column (issue 48)
     accuracy = next(ln for ln in hist.splitlines() if ln.startswith("- **Accuracy"))
-    assert accuracy.index("of the value without privacy") < accuracy.index("the noise moves")
+    assert "of the table's own value, on any data: of which ±" in accuracy
+    assert "worst-case effect of weighting rows by their ε" in accuracy
     header = next(t for t in tables(hist) if t[0][0] == "category")[0]
-    assert header[2] == "95% error bound (noise + bias)", header
-    assert header.index("noise only: 95% interval") > 2
+    assert header[2] == "95% interval (noise + ε-weighting)", header
+    assert header.index("of which: weighting rows by ε (worst case)") > 2
     assert "left out for lack of budget" in parts["## Release `attribute_counts`"]
     # two aggregators on the same ε: their charges add up per person
     assert "may use up to a person's ε" in parts["## Release `income_by_region`"]
@@ -264,3 +265,37 @@ def test_costs_of_aggregators_on_other_levels_are_not_merged() -> None:
     assert merged.free_users == 10
     assert merged.saved == (1.0, 1.0, 1.0)
     assert merged.total == 10.0
+
+
+def test_the_printed_interval_is_the_released_one(tmp_path: Path) -> None:
+    """Issue 48: the report's Values table and first screen print the released
+    ``ci_low``/``ci_high``, their ± and the part of it that is the worst-case effect of
+    weighting rows by ε (``bias_bound``), the same numbers as the published values."""
+    from hdp_spark.report.fmt import fmt_num, fmt_span
+
+    run = run_job(sample_job(tmp_path, "sample_employees"))
+    assert run.report is not None
+    parts = check_report(run.report.parent, EMPLOYEES)
+    release = next(r for r in run.releases if r.release_id == "salary_by_dept")
+    values = pd.read_parquet(release.path / "values.parquet").set_index("dept")
+    body = parts["## Release `salary_by_dept`"]
+    table = next(t for t in tables(body) if t[0][0] == "dept")
+    head = table[0]
+    assert head[2] == "95% interval (noise + ε-weighting)"
+    assert head[5] == "of which: weighting rows by ε (worst case)"
+    halves, biases = [], []
+    for row in table[1:]:
+        v = values.loc[row[0]]
+        lo, hi, bias = v["salary_mean_ci_low"], v["salary_mean_ci_high"], v[
+            "salary_mean_bias_bound"]
+        assert row[2] == f"{fmt_num(lo)} to {fmt_num(hi)}"
+        half = (hi - lo) / 2
+        assert row[3] == fmt_num(half)
+        assert row[5] == fmt_num(min(bias, half))
+        assert bias > 0
+        halves.append(half)
+        biases.append(min(bias, half))
+    accuracy = next(ln for ln in body.splitlines() if ln.startswith("- **Accuracy:**"))
+    assert f"± {fmt_span(min(halves), max(halves), fmt_num)}" in accuracy
+    assert f"of which ± {fmt_span(min(biases), max(biases), fmt_num)}" in accuracy
+    assert "worst-case effect of weighting rows by their ε" in accuracy

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from hdp_spark import EpsGrid
+from hdp_spark.core.reweighting import widened
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
 
 KEYS = ["a", "b", "c", "z"]
@@ -155,7 +156,12 @@ def test_histogram_half_width_equals_the_released_one(engine: Any, method: str) 
                                    else hist, by="g", keys=KEYS, unsafe_seed=5)
     for i, key in enumerate(KEYS):
         r = result.results[(key,)]
-        assert plan["half_width"].iloc[i] == (0.5 if r.fallback else r.half_width)
+        # the released interval's half-width: the noise's + the reweighting bound
+        assert plan["half_width"].iloc[i] == (
+            0.5 if r.fallback else widened(r.half_width + r.bias_bound, 0.0, 1.0))
+        assert plan["bias_bound"].iloc[i] == r.bias_bound
+        if not r.fallback:
+            assert plan["noise_half_width"].iloc[i] == r.half_width
         assert plan["noise_scale"].iloc[i] == r.noise_scale
 
 
@@ -167,7 +173,12 @@ def test_baseline_and_free_rows() -> None:
     plan = hpd.explain(pdf, hpd.hdp_mean("x", eps="eps", lower=0, upper=10))
     row = plan.iloc[0]
     assert row["baseline_half_width"] == 10 * math.log(1 / 0.05) / (200 * 0.5)
-    assert row["half_width"] < row["baseline_half_width"]
+    # the noise is smaller than a single-ε library's; the released interval adds the
+    # worst-case effect of the weights (issue 48)
+    assert row["noise_half_width"] < row["baseline_half_width"]
+    assert row["half_width"] == pytest.approx(row["noise_half_width"] + row["bias_bound"],
+                                              rel=1e-13)
+    assert row["bias_bound"] > 0
     levels = _levels(row["eps_levels"])
     assert levels[1]["eps_effective"] < 4.0  # ADPM caps the ε = 4 rows
     assert row["free_rows"] == 100

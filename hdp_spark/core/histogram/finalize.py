@@ -94,6 +94,7 @@ from hdp_spark.core.noise import (
 )
 from hdp_spark.core.noise.binomial import binomial_logistic
 from hdp_spark.core.noise.exact import GRID_SLACK
+from hdp_spark.core.reweighting import reweighting_bound, widened
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.errors import InternalError
 
@@ -213,7 +214,8 @@ class HistogramResult:
         scale: the same scale, exact.
         granularity: the noise grid g (0 when noiseless).
         half_width: (1 - β) half-width of each bin's noise.
-        bias_bound: ||w - 1/n||₁/2, a bound on every bin's reweighting bias (ε only).
+        bias_bound: ||w - 1/n||₁/2, a bound on every bin's reweighting error (ε only;
+            :mod:`hdp_spark.core.reweighting`), included in :meth:`intervals`.
         n: rows in the group.
         tau: clip level of capped rules (+inf: nobody clipped; NaN: not a capped rule).
         method: the weighting rule.
@@ -241,23 +243,29 @@ class HistogramResult:
         return [min(max(float(x), 0.0), 1.0) for x in self.noisy]
 
     def intervals(self) -> list[tuple[float, float]]:
-        """Per-bin (1 - β) noise interval around the unprojected estimate, within [0, 1]."""
+        """Per-bin (1 - β) interval of the bin's true frequency: the unprojected estimate
+        ± (noise half-width + ``bias_bound``), within [0, 1] (the released ``ci_low`` /
+        ``ci_high``). It holds the group's own frequency of the bin with probability
+        >= 1 - β on every data set (proof in :mod:`hdp_spark.core.reweighting`)."""
+        return self._intervals(widened(self.half_width + self.bias_bound, 0.0, 1.0))
+
+    def noise_intervals(self) -> list[tuple[float, float]]:
+        """Per-bin (1 - β) interval of the noise alone (estimate ± noise half-width, within
+        [0, 1]): it holds the *weighted* frequency Σ w_i·1{x_i = j}, not the table's own
+        frequency. Not published; the coverage benchmark compares it with
+        :meth:`intervals`."""
+        return self._intervals(widened(self.half_width, 0.0, 1.0))
+
+    def _intervals(self, reach: float) -> list[tuple[float, float]]:
         if self.fallback:
             return [(0.0, 1.0) for _ in self.noisy]
         out = []
         for x in self.noisy:
             y = float(x)
             est = min(max(y, 0.0), 1.0)
-            lo, hi = max(y - self.half_width, 0.0), min(y + self.half_width, 1.0)
+            lo, hi = max(y - reach, 0.0), min(y + reach, 1.0)
             out.append((min(lo, est), max(hi, est)))
         return out
-
-
-def _bias_bound(m: Sequence[int], nums: Sequence[int], den: int) -> float:
-    """||w - 1/n||₁ / 2 = Σ_l m_l·|p_l·n - den| / (2·n·den)."""
-    n = sum(m)
-    total = sum(c * abs(p * n - den) for p, c in zip(nums, m, strict=True))
-    return float(Fraction(total, 2 * n * den))
 
 
 def check_level_losses(
@@ -505,7 +513,7 @@ def plan_histogram(
     if len(nums) != len(v):
         msg = "weights do not match the group's ε levels"
         raise InternalError(msg)
-    bias = _bias_bound(m, nums, den)
+    bias = reweighting_bound(m, nums, den)
     if spec.method in RAPPOR_METHODS:
         sd, half = rappor_noise(v, m, weights.w, spec.beta)
         levels = tuple(LevelPrivacy(lv, ml, p / den, lv if p else 0.0)

@@ -73,6 +73,7 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise.batch_laplace import discrete_laplace_batch, floats_on_grid_batch
 from hdp_spark.core.noise.exact import grid_index, laplace_grid_of
 from hdp_spark.core.noise.prf import encode_bytes, encode_context_parts, encode_rational
+from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound
 from hdp_spark.core.stats import GroupStats, LevelRow
 from hdp_spark.errors import InternalError
 
@@ -235,6 +236,7 @@ def finalize_mean_columns(
     out = MeanColumns()
     # per finalized group: the MeanResult columns; per level: the LevelPrivacy columns
     est, noise_sd, ci_low, ci_high = out.estimate, out.noise_scale, out.ci_low, out.ci_high
+    bias_col = out.bias_bound
     n_col, tau_col, method_col, fallback = out.n, out.tau, out.method, out.fallback
     eps_c, n_c, weight_c, eff_c = out.eps, out.level_n, out.weight, out.eps_effective
     level_offsets = out.level_offsets
@@ -243,7 +245,10 @@ def finalize_mean_columns(
     exps: list[int] = []
     points: list[int] = []
     noisy_rows: list[int] = []
+    biases: list[float] = []  # their unit-scale reweighting bounds
     bounds = (lower, upper)
+    mid = _Midpoint(est, noise_sd, ci_low, ci_high, bias_col, tau_col, fallback, midpoint,
+                    lower, upper)
     for g in range(size):
         lo, hi = off_l[g], off_l[g + 1]
         if scalar_l[g]:
@@ -255,8 +260,7 @@ def finalize_mean_columns(
         n_col.append(n)
         method_col.append(method)
         if not n:  # no rows: the midpoint, no levels (plan_mean)
-            _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
-                      upper, _NAN)
+            mid.append(_NAN)
             level_offsets.append(len(eps_c))
             continue
         eps_c.extend(eps_l[lo:hi])
@@ -265,8 +269,7 @@ def finalize_mean_columns(
         ps = nums[lo:hi]
         den = sum(map(mul, m, ps))
         if not den:  # no row may carry weight: the midpoint (scalar: weights.trivial)
-            _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
-                      upper, _NAN)
+            mid.append(_NAN)
             weight_c.extend(repeat(0.0, hi - lo))
             eff_c.extend(repeat(0.0, hi - lo))
             continue
@@ -285,8 +288,7 @@ def finalize_mean_columns(
                      sum(map(mul, m, [p * p for p in ps])) / (den * den) / 4
                      + 2 * (eta_n / eta_d if eta_n else 0.0) ** 2 > 0.25):
             # data-independent fallback (ISIT paper, Alg. 1), as plan_mean
-            _midpoint(est, noise_sd, ci_low, ci_high, tau_col, fallback, midpoint, lower,
-                      upper, tau)
+            mid.append(tau)
             weight_c.extend(repeat(0.0, hi - lo))
             eff_c.extend(repeat(0.0, hi - lo))
             continue
@@ -308,8 +310,11 @@ def finalize_mean_columns(
         noise_sd.append(_NAN)
         ci_low.append(_NAN)
         ci_high.append(_NAN)
+        bias_col.append(_NAN)
+        # ||w - 1/n||₁/2 (hdp_spark.core.reweighting), as the scalar path
+        bias_unit = reweighting_bound(m, ps, den)
         if not eta_n:  # every weighted row public: the statistic itself (no draw)
-            _released(out, (s_num / s_den, 0.0, 0.0), bounds, clips, row)
+            _released(out, (s_num / s_den, 0.0, 0.0, bias_unit), bounds, clips, row)
             continue
         # Noise: the scalar path's context, stream, grid and integer scale (module
         # docstring), drawn below for all groups at once. The histogram bytes are its
@@ -320,15 +325,18 @@ def finalize_mean_columns(
         # the grid of the smallest sensitivity P_min/den (1 without a constrained level)
         e, t = laplace_grid_of(eta_n, eta_d, *((ps[m_at], den) if m_at >= 0 else (1, 1)))
         noisy_rows.append(row)
+        biases.append(bias_unit)
         points.append(grid_index(s_num, s_den, e))  # the statistic's grid point
         exps.append(e)
         scales.append(t)
-    if noisy_rows:  # the draws, then the four figures of every noisy group as arrays
+    if noisy_rows:  # the draws, then the five figures of every noisy group as arrays
         draws = discrete_laplace_batch(key, contexts, scales)
         figures = released_figures_arrays(
             lower, upper, *floats_on_grid_batch(list(map(operator.add, points, draws)),
-                                                exps, scales, beta), clips)
-        for column, values in zip((est, noise_sd, ci_low, ci_high), figures, strict=True):
+                                                exps, scales, beta),
+            np.array(biases, dtype=np.float64), clips)
+        for column, values in zip((est, noise_sd, ci_low, ci_high, bias_col), figures,
+                                  strict=True):
             for row, x in zip(noisy_rows, values.tolist(), strict=True):
                 column[row] = x
     return out.check()
@@ -357,22 +365,39 @@ def _finalize_auto(spec: MeanSpec, cells: MeanCells, value_index: int, key: Rele
     return MeanColumns.gather(parts, where)
 
 
-def _released(out: MeanColumns, noisy: tuple[float, float, float],
+def _released(out: MeanColumns, noisy: tuple[float, float, float, float],
               bounds: tuple[float, float], clips: bool, row: int) -> None:
-    """Set row ``row``'s estimate, noise scale and interval from the noisy value, the scale
-    and the half-width of its draw (unit scale), as the scalar finalize does."""
-    value, scale, half_unit = noisy
-    (out.estimate[row], out.noise_scale[row], out.ci_low[row],
-     out.ci_high[row]) = released_figures(*bounds, value, scale, half_unit, clips)
+    """Set row ``row``'s estimate, noise scale, interval and bias bound from the noisy
+    value, the scale and the half-width of its draw and the reweighting bound (unit
+    scale), as the scalar finalize does."""
+    value, scale, half_unit, bias_unit = noisy
+    (out.estimate[row], out.noise_scale[row], out.ci_low[row], out.ci_high[row],
+     out.bias_bound[row]) = released_figures(*bounds, value, scale, half_unit, bias_unit,
+                                              clips)
 
 
-def _midpoint(est: list[float], noise_sd: list[float], ci_low: list[float],
-              ci_high: list[float], tau_col: list[float], fallback: list[bool],
-              midpoint: float, lower: float, upper: float, tau: float) -> None:
-    """Append the data-independent midpoint output (plan_mean's fallback)."""
-    est.append(midpoint)
-    noise_sd.append(0.0)
-    ci_low.append(lower)
-    ci_high.append(upper)
-    tau_col.append(tau)
-    fallback.append(True)
+@dataclass(frozen=True, slots=True)
+class _Midpoint:
+    """Appends the data-independent midpoint output (plan_mean's fallback) to the columns:
+    the midpoint, no noise, the interval [lower, upper] and the bound (upper - lower)/2
+    (w = 0, :data:`~hdp_spark.core.reweighting.FALLBACK_BOUND`)."""
+
+    est: list[float]
+    noise_sd: list[float]
+    ci_low: list[float]
+    ci_high: list[float]
+    bias: list[float]
+    tau_col: list[float]
+    fallback: list[bool]
+    midpoint: float
+    lower: float
+    upper: float
+
+    def append(self, tau: float) -> None:
+        self.est.append(self.midpoint)
+        self.noise_sd.append(0.0)
+        self.ci_low.append(self.lower)
+        self.ci_high.append(self.upper)
+        self.bias.append((self.upper - self.lower) * FALLBACK_BOUND)
+        self.tau_col.append(tau)
+        self.fallback.append(True)

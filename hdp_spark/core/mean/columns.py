@@ -26,8 +26,8 @@ from hdp_spark.errors import InternalError
 
 __all__ = ["GROUP_COLUMNS", "LEVEL_COLUMNS", "MeanColumns"]
 
-GROUP_COLUMNS = ("estimate", "noise_scale", "ci_low", "ci_high", "n", "tau", "method",
-                 "fallback")
+GROUP_COLUMNS = ("estimate", "noise_scale", "ci_low", "ci_high", "bias_bound", "n", "tau",
+                 "method", "fallback")
 """The per-group fields, in the order of :class:`MeanResult` (its last field is the levels)."""
 
 LEVEL_COLUMNS = ("eps", "level_n", "weight", "eps_effective")
@@ -39,8 +39,8 @@ class MeanColumns:
     """The released means of G groups, one list per field.
 
     Attributes:
-        estimate, noise_scale, ci_low, ci_high, n, tau, method, fallback: one entry per
-            group, as the fields of :class:`MeanResult` of the same name.
+        estimate, noise_scale, ci_low, ci_high, bias_bound, n, tau, method, fallback: one
+            entry per group, as the fields of :class:`MeanResult` of the same name.
         level_offsets: G + 1 entries; group g's levels are
             ``[level_offsets[g], level_offsets[g + 1])`` of the level lists.
         eps, level_n, weight, eps_effective: one entry per level of every group, as the
@@ -54,6 +54,7 @@ class MeanColumns:
     noise_scale: list[float] = field(default_factory=list)
     ci_low: list[float] = field(default_factory=list)
     ci_high: list[float] = field(default_factory=list)
+    bias_bound: list[float] = field(default_factory=list)
     n: list[int] = field(default_factory=list)
     tau: list[float] = field(default_factory=list)
     method: list[str] = field(default_factory=list)

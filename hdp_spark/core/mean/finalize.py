@@ -23,6 +23,12 @@ Sensitivity argument (replace-one neighbours, ε public):
   in unit scale, then mapping back) would give loss ε_l/(upper - lower): a breach whenever
   the range is shorter than 1.
   The ADPM fallback, the choice of W branch and every weight depend on ε only.
+
+Released interval: estimate ± (the noise's (1 - β) half-width + ``bias_bound``), cut to
+[lower, upper], with ``bias_bound`` = (upper - lower)·||w - 1/n||₁/2, the worst-case
+reweighting error |Σ_i w_i x_i - mean| (proof: :mod:`hdp_spark.core.reweighting`). It holds
+the group's own mean with probability >= 1 - β on every data set in range; both are
+post-processing of the noisy statistic and of public facts.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from hdp_spark.core.noise import (
     laplace_mechanism,
 )
 from hdp_spark.core.records import new_record, slot_setters
+from hdp_spark.core.reweighting import FALLBACK_BOUND, reweighting_bound, widened
 from hdp_spark.core.stats import GroupStats
 
 __all__ = [
@@ -116,6 +123,7 @@ class MeanResult:
     noise_scale: float
     ci_low: float
     ci_high: float
+    bias_bound: float
     n: int
     tau: float
     method: str
@@ -213,10 +221,12 @@ def finalize_mean(
     plan = plan_mean(spec, v, m)
     weights = plan.weights
     if weights is None:
-        return MeanResult((lower + upper) / 2, 0.0, lower, upper, plan.n, plan.tau,
-                          spec.method, True, plan.levels)
+        return MeanResult((lower + upper) / 2, 0.0, lower, upper,
+                          (upper - lower) * FALLBACK_BOUND, plan.n, plan.tau, spec.method,
+                          True, plan.levels)
     nums, den = weights.numerators, weights.denominator
     n, levels = plan.n, plan.levels
+    bias_unit = reweighting_bound(m, nums, den)
     totals = [r.totals[value_index] for r in rows]
     # exact statistic Σ_l w_l·U_l in unit scale: (Σ P_l·q_l) / (den·2^31)
     statistic = Fraction(sum(map(operator.mul, nums, totals)), den * FIXED_ONE)
@@ -246,13 +256,14 @@ def finalize_mean(
         sd, half_unit = ldp_noise_figures(v, m, per_row, scale, draw.granularity, spec.beta)
     else:
         sd, half_unit = scale.numerator / scale.denominator, draw.half_width(spec.beta)
-    estimate, noise_scale, ci_low, ci_high = released_figures(lower, upper, unit, sd,
-                                                              half_unit, spec.clips)
+    estimate, noise_scale, ci_low, ci_high, bias_bound = released_figures(
+        lower, upper, unit, sd, half_unit, bias_unit, spec.clips)
     return MeanResult(
         estimate,
         noise_scale,
         ci_low,
         ci_high,
+        bias_bound,
         n,
         weights.tau,
         spec.method,
@@ -262,45 +273,55 @@ def finalize_mean(
 
 
 def released_figures(lower: float, upper: float, unit: float, noise_unit: float,
-                     half_unit: float, clips: bool) -> tuple[float, float, float, float]:
-    """(estimate, noise scale, ci_low, ci_high) in value units from the noisy unit-scale
-    statistic, its noise scale and its interval half-width (the scalar and the batch
-    finalize both call this: the same floats).
+                     half_unit: float, bias_unit: float, clips: bool
+                     ) -> tuple[float, float, float, float, float]:
+    """(estimate, noise scale, ci_low, ci_high, bias_bound) in value units from the noisy
+    unit-scale statistic, its noise scale, its noise interval's half-width and the
+    reweighting bound ||w - 1/n||₁/2 (the scalar and the batch finalize both call this:
+    the same floats).
+
+    The interval is estimate ± (noise half-width + bias_bound), cut to [lower, upper]: it
+    holds the group's plain mean with probability >= 1 - β on every data set in range
+    (proof in :mod:`hdp_spark.core.reweighting`).
 
     Privacy:
-        Post-processing of the noisy statistic and public figures (bounds, β).
+        Post-processing of the noisy statistic and public figures (bounds, β, weights).
     """
-    return _figures(lower, upper, unit, noise_unit, half_unit, clips, max, min)
+    return _figures(lower, upper, unit, noise_unit, half_unit, bias_unit, clips, max, min)
 
 
 def released_figures_arrays(lower: float, upper: float, unit: FloatArray,
-                            noise_unit: FloatArray, half_unit: FloatArray, clips: bool
-                            ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+                            noise_unit: FloatArray, half_unit: FloatArray,
+                            bias_unit: FloatArray, clips: bool
+                            ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray,
+                                       FloatArray]:
     """:func:`released_figures` of many groups at once, the same floats: the same
     operations (one body, :func:`_figures`), IEEE's on arrays, with Python's ``max(a, b)``
     / ``min(a, b)`` (``a`` unless ``b`` is strictly larger / smaller) as ``where`` (tested
     equal).
 
     Privacy:
-        Post-processing of the noisy statistics and public figures (bounds, β).
+        Post-processing of the noisy statistics and public figures (bounds, β, weights).
     """
     with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN as Python's floats
-        return _figures(lower, upper, unit, noise_unit, half_unit, clips,
+        return _figures(lower, upper, unit, noise_unit, half_unit, bias_unit, clips,
                         _py_max, _py_min)
 
 
 def _figures(lower: float, upper: float, unit: Any, noise_unit: Any, half_unit: Any,
-             clips: bool, hi_of: Callable[[Any, Any], Any], lo_of: Callable[[Any, Any], Any]
-             ) -> tuple[Any, Any, Any, Any]:
+             bias_unit: Any, clips: bool, hi_of: Callable[[Any, Any], Any],
+             lo_of: Callable[[Any, Any], Any]) -> tuple[Any, Any, Any, Any, Any]:
     """The released figures' arithmetic, for floats (``max``, ``min``) or arrays."""
     span = upper - lower
     estimate = lower + span * unit
-    half = span * half_unit
-    lo, hi = estimate - half, estimate + half
+    bias = span * bias_unit
+    # noise half-width + worst-case reweighting error, outward by a rounding margin
+    reach = widened(span * half_unit + bias, lower, upper)
+    lo, hi = estimate - reach, estimate + reach
     if clips:
         estimate = lo_of(hi_of(estimate, lower), upper)
     lo, hi = hi_of(lo, lower), lo_of(hi, upper)
-    return estimate, span * noise_unit, lo_of(lo, estimate), hi_of(hi, estimate)
+    return estimate, span * noise_unit, lo_of(lo, estimate), hi_of(hi, estimate), bias
 
 
 def _py_max(a: FloatArray, b: FloatArray | float) -> FloatArray:
