@@ -71,9 +71,9 @@ _TWO_QUERIES = ["q1", "q1", "q2", "q1", "q2", "q1", "q1"]  # one batch call per 
 
 @pytest.mark.parametrize("queries", [_ONE_QUERY, _TWO_QUERIES])
 @pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "uniform", "auto"])
-def test_column_finalize_batch_equals_the_per_group_finalize(method: str,
-                                                             queries: list[str]) -> None:
-    logging.getLogger("hdp_spark").setLevel(logging.ERROR)
+def test_column_finalize_batch_equals_the_per_group_finalize(
+        method: str, queries: list[str], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="hdp_spark")  # restored after the test
     spec = MeanSpec("x", "eps", 0.0, 10.0, method=method)  # type: ignore[arg-type]
     key = ReleaseKey.from_unsafe_seed(7)
     cells = _cells(queries)
@@ -127,7 +127,8 @@ def _arrow_type(spec: MeanSpec) -> Any:
 @pytest.mark.parametrize("queries", [_ONE_QUERY, _TWO_QUERIES])
 @pytest.mark.parametrize("method", ["adpm", "hpm-a", "hpm-cp", "auto"])
 def test_arrow_finalize_builds_the_columns_the_per_group_finalize_releases(
-        method: str, queries: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        method: str, queries: list[str], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     """The executors' Arrow path: with one fingerprint the struct array is built straight
     from the batch's columns (no per-group records); with two, through the rows. Both
     equal the per-group finalize, field by field and level by level, NaN kept as NaN."""
@@ -136,7 +137,7 @@ def test_arrow_finalize_builds_the_columns_the_per_group_finalize_releases(
     from hdp_spark.spark import column_finalize
     from hdp_spark.spark.column_finalize import arrow_finalize
 
-    logging.getLogger("hdp_spark").setLevel(logging.ERROR)
+    caplog.set_level(logging.ERROR, logger="hdp_spark")  # restored after the test
     spec = MeanSpec("x", "eps", 0.0, 10.0, method=method)  # type: ignore[arg-type]
     key = ReleaseKey.from_unsafe_seed(11)
     if queries is _ONE_QUERY:  # the columns path must be the one taken

@@ -243,17 +243,14 @@ class HistogramResult:
         return [min(max(float(x), 0.0), 1.0) for x in self.noisy]
 
     def intervals(self) -> list[tuple[float, float]]:
-        """Per-bin (1 - β) interval of the bin's true frequency: the unprojected estimate
-        ± (noise half-width + ``bias_bound``), within [0, 1] (the released ``ci_low`` /
-        ``ci_high``). It holds the group's own frequency of the bin with probability
-        >= 1 - β on every data set (proof in :mod:`hdp_spark.core.reweighting`)."""
+        """Per-bin (1 - β) interval of the group's own frequency on every data set: the
+        estimate ± (noise half-width + ``bias_bound``) within [0, 1], the released
+        ``ci_low``/``ci_high`` (proof in :mod:`hdp_spark.core.reweighting`)."""
         return self._intervals(widened(self.half_width + self.bias_bound, 0.0, 1.0))
 
     def noise_intervals(self) -> list[tuple[float, float]]:
-        """Per-bin (1 - β) interval of the noise alone (estimate ± noise half-width, within
-        [0, 1]): it holds the *weighted* frequency Σ w_i·1{x_i = j}, not the table's own
-        frequency. Not published; the coverage benchmark compares it with
-        :meth:`intervals`."""
+        """Per-bin (1 - β) interval of the noise alone, of the *weighted* frequency (not
+        published; the coverage benchmark compares it with :meth:`intervals`)."""
         return self._intervals(widened(self.half_width, 0.0, 1.0))
 
     def _intervals(self, reach: float) -> list[tuple[float, float]]:
