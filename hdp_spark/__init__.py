@@ -77,3 +77,14 @@ __all__ += ["hdp_heavy_hitters", "hdp_marginals", "hdp_mwem"]
 from hdp_spark.core.selection import SelectKeys, select_keys  # noqa: E402
 
 __all__ += ["SelectKeys", "select_keys"]
+
+from hdp_spark.aggregators.registry import (  # noqa: E402
+    Aggregator,
+    aggregator_of,
+    aggregators,
+    register_aggregator,
+    unregister_aggregator,
+)
+
+__all__ += ["Aggregator", "aggregator_of", "aggregators", "register_aggregator",
+            "unregister_aggregator"]

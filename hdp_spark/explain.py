@@ -35,13 +35,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from hdp_spark.aggregators.registry import ExplainHook, aggregator_of, aggregators
 from hdp_spark.core.baseline import is_free, single_eps_half_width
 from hdp_spark.core.histogram.auto import histogram_candidate_errors, resolve_histogram
 from hdp_spark.core.histogram.finalize import plan_histogram
 from hdp_spark.core.histogram.spec import HistogramSpec
-from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.kernels import HistogramKernel, MeanKernel, kernel_of
 from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.ldp.common import rr_factor
 from hdp_spark.core.ldp.mean import RADIUS_SLACK, LdpMeanResult, laplace_radius
@@ -67,11 +68,10 @@ __all__ = [
     "USER_EXPLAIN_FIELDS",
     "Explained",
     "explain_group",
+    "explain_hook",
     "explain_ldp_rows",
     "explain_specs",
     "explain_user_means",
-    "ldp_specs",
-    "user_mean_specs",
 ]
 
 LDP_CONSTANT_REPORT = 1.0
@@ -172,6 +172,62 @@ class Explained:
     bias_bound: float = math.nan
 
 
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """One group's plan figures: what :func:`explain_group` reports."""
+
+    n: int
+    levels: tuple[LevelPrivacy, ...]
+    tau: float
+    fallback: bool
+    scale: float
+    half: float
+    bias: float
+    base_span: float | None
+
+
+def _mean_figures(spec: MeanSpec, v: list[float], m: list[int]
+                  ) -> tuple[Any, MeanSpec, _Figures]:
+    span = float(spec.upper) - float(spec.lower)
+    table = mean_candidate_errors(v, m, spec.beta, span)
+    spec = resolve_mean(spec, v, m)
+    mp = plan_mean(spec, v, m)
+    if mp.weights is None:
+        scale, half, bias = 0.0, 0.0, span * FALLBACK_BOUND
+    else:
+        weights = mp.weights
+        bias = span * reweighting_bound(m, weights.numerators, weights.denominator)
+        noise = laplace_noise(mp.weights.eta, mp.min_sensitivity)
+        used = noise.scale
+        if spec.method in LDP_BASE_METHOD:
+            den = mp.weights.denominator
+            sd, half_unit = ldp_noise_figures(
+                v, m, [p / den for p in mp.weights.numerators], used, noise.granularity,
+                spec.beta,
+            )
+            scale, half = span * sd, span * half_unit
+        else:
+            scale = span * (used.numerator / used.denominator)
+            half = span * noise.half_width(spec.beta)
+    return table, spec, _Figures(mp.n, mp.levels, mp.tau, mp.fallback, scale, half, bias,
+                                 span)
+
+
+def _histogram_figures(spec: HistogramSpec, v: list[float], m: list[int]
+                       ) -> tuple[Any, HistogramSpec, _Figures]:
+    table = histogram_candidate_errors(spec, v, m)
+    spec = resolve_histogram(spec, v, m)
+    hp = plan_histogram(spec, v, m)
+    half = 0.0 if hp.fallback else hp.half_width
+    tau = math.nan if hp.weights is None else hp.weights.tau
+    return table, spec, _Figures(hp.n, hp.levels, tau, hp.fallback, hp.noise_scale, half,
+                                 hp.bias_bound, None)
+
+
+_FIGURES: dict[type, Any] = {MeanKernel: _mean_figures, HistogramKernel: _histogram_figures}
+"""The counts-only plan of each kernel ``explain_specs`` explains."""
+
+
 def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explained:
     """The pre-release accuracy figures of one group, from its ε histogram.
 
@@ -185,99 +241,54 @@ def explain_group(spec: MeanSpec | HistogramSpec, stats: GroupStats) -> Explaine
     v, m = list(stats.levels), list(stats.counts)
     beta = spec.beta
     auto = spec.method == AUTO
-    if isinstance(spec, MeanSpec):
-        span = float(spec.upper) - float(spec.lower)
-        table = mean_candidate_errors(v, m, beta, span)
-        spec = resolve_mean(spec, v, m)
-        mp = plan_mean(spec, v, m)
-        if mp.weights is None:
-            scale, half, bias = 0.0, 0.0, span * FALLBACK_BOUND
-        else:
-            weights = mp.weights
-            bias = span * reweighting_bound(m, weights.numerators, weights.denominator)
-            noise = laplace_noise(mp.weights.eta, mp.min_sensitivity)
-            used = noise.scale
-            if spec.method in LDP_BASE_METHOD:
-                den = mp.weights.denominator
-                sd, half_unit = ldp_noise_figures(
-                    v, m, [p / den for p in mp.weights.numerators], used, noise.granularity,
-                    beta,
-                )
-                scale, half = span * sd, span * half_unit
-            else:
-                scale = span * (used.numerator / used.denominator)
-                half = span * noise.half_width(beta)
-        n, levels, tau, fallback = mp.n, mp.levels, mp.tau, mp.fallback
-        base_span: float | None = span
-    else:
-        table = histogram_candidate_errors(spec, v, m)
-        spec = resolve_histogram(spec, v, m)
-        hp = plan_histogram(spec, v, m)
-        scale, bias = hp.noise_scale, hp.bias_bound
-        half = 0.0 if hp.fallback else hp.half_width
-        tau = math.nan if hp.weights is None else hp.weights.tau
-        n, levels, fallback = hp.n, hp.levels, hp.fallback
-        base_span = None
+    figures = _FIGURES.get(type(kernel_of(spec)))
+    if figures is None:
+        msg = (f"explain_group explains hdp_mean and hdp_histogram, got "
+               f"{type(spec).__name__}.")
+        raise ParameterError(msg)
+    table, spec, f = figures(spec, v, m)
+    n, levels, tau, fallback = f.n, f.levels, f.tau, f.fallback
+    scale, half, bias, base_span = f.scale, f.half, f.bias, f.base_span
     free = sum(lv.n for lv in levels if is_free(lv.eps, lv.eps_effective))
     baseline = single_eps_half_width(zip(v, m, strict=True), beta, base_span)
     rmse = dict(table).get(spec.method, math.nan)
     # the released interval's half-width: noise + worst-case reweighting error, with the
     # release's rounding margin (on a fallback the whole range: half of it)
-    lower, upper = ((float(spec.lower), float(spec.upper)) if isinstance(spec, MeanSpec)
-                    else (0.0, 1.0))
+    lower, upper = aggregator_of(spec).output_range(spec)
     released = (upper - lower) / 2 if fallback else widened(half + bias, lower, upper)
     return Explained(n, levels, tau, scale, released, fallback, baseline, free,
                      spec.method, rmse, table if auto else (), half, bias)
 
 
-def _supported(spec: object) -> MeanSpec | HistogramSpec:
-    kernel_of(spec)  # the error agg raises for anything that is not an aggregator
-    if not isinstance(spec, MeanSpec | HistogramSpec):
-        msg = (
-            "explain supports hdp_mean, hdp_histogram, hdp_user_mean and ldp_mean so far, "
-            "got "
-            f"{type(spec).__name__}."
-        )
-        raise ParameterError(msg)
-    return spec
-
-
-_T = TypeVar("_T")
-
-
-def _all_or_none(specs: Sequence[object], cls: type[_T], what: str, why: str
-                 ) -> tuple[_T, ...] | None:
-    """The specs if they are all ``cls``, None if none is one; mixing them raises."""
-    found = [s for s in specs if isinstance(s, cls)]
-    if not found:
-        return None
-    if len(found) != len(specs):
-        msg = (f"explain takes {what} or other aggregators, not both in one call ({why}); "
-               f"got {', '.join(type(s).__name__ for s in specs)}.")
-        raise ParameterError(msg)
-    return tuple(found)
-
-
-def ldp_specs(specs: Sequence[object]) -> tuple[LdpMeanSpec, ...] | None:
-    """The specs if they are all local-DP means, None if none is one.
+def explain_hook(specs: Sequence[object]) -> ExplainHook:
+    """The one explain hook of ``specs`` (their aggregators' descriptors).
 
     Raises:
-        ParameterError: local-DP means mixed with other aggregators (explain them in
-            separate calls, as they are released by separate functions).
+        ParameterError: a spec is not an aggregator, its aggregator has no explain hook,
+            or the specs need different hooks (their outputs differ: explain them in
+            separate calls).
+
+    Privacy:
+        None: reads the types of public specs.
     """
-    return _all_or_none(specs, LdpMeanSpec, "local-DP means (ldp_mean)",
-                        "they are released by a separate function")
-
-
-def user_mean_specs(specs: Sequence[object]) -> tuple[UserMeanSpec, ...] | None:
-    """The specs if they are all user-level means, None if none is one.
-
-    Raises:
-        ParameterError: user-level means mixed with other aggregators (their output
-            columns differ: explain them in a separate call).
-    """
-    return _all_or_none(specs, UserMeanSpec, "user-level means (hdp_user_mean)",
-                        "their output columns differ")
+    hooks: dict[int, tuple[ExplainHook, list[str]]] = {}
+    for spec in specs:
+        aggregator = aggregator_of(spec)
+        if aggregator.explain is None:
+            names = ", ".join(a.constructor_name for a in aggregators()
+                              if a.explain is not None)
+            msg = f"explain supports {names} so far, got {type(spec).__name__}."
+            raise ParameterError(msg)
+        entry = hooks.setdefault(id(aggregator.explain), (aggregator.explain, []))
+        entry[1].append(aggregator.constructor_name)
+    if len(hooks) > 1:
+        families = " and ".join("/".join(sorted(set(names))) for _, names in hooks.values())
+        msg = (f"explain takes {families} in separate calls, not both in one call (their "
+               f"outputs differ); got {', '.join(type(s).__name__ for s in specs)}.")
+        raise ParameterError(msg)
+    if not hooks:  # the counts-only explain raises agg's error for an empty call
+        return explain_specs
+    return next(iter(hooks.values()))[0]
 
 
 def explain_user_means(
@@ -367,6 +378,15 @@ def explain_ldp_rows(result: LdpReleaseResult) -> list[tuple[Any, ...]]:
     return rows
 
 
+def _central(spec: object) -> Any:
+    """``spec`` if ``explain_specs`` can explain it (a mean or histogram kernel)."""
+    if type(kernel_of(spec)) not in _FIGURES:
+        msg = (f"explain_specs explains hdp_mean and hdp_histogram, got "
+               f"{type(spec).__name__}.")
+        raise ParameterError(msg)
+    return spec
+
+
 def explain_specs(
     engine: Engine, specs: Sequence[object], *, by: str | Sequence[str] | None, keys: Any
 ) -> tuple[tuple[str, ...], list[tuple[str, OutputField]], list[tuple[Any, ...]]]:
@@ -388,7 +408,7 @@ def explain_specs(
     if isinstance(keys, SelectKeys):
         msg = "`explain` does not support `keys=select_keys(...)` yet: pass a public key set."
         raise ParameterError(msg)
-    specs_t = tuple(_supported(s) for s in specs)
+    specs_t = tuple(_central(s) for s in specs)
     check_names(specs_t)
     by_t = normalize_by(by, specs_t)
     found = engine.release_keys(keys, by_t)
@@ -406,7 +426,7 @@ def explain_specs(
             e = explain_group(spec, table.get(key, empty))
             levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight,
                        "eps_effective": lv.eps_effective} for lv in e.levels]
-            kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
+            kind = aggregator_of(spec).name
             rows.append((*key, spec.name, kind, e.method, e.n, float(spec.beta), levels,
                          e.tau, e.noise_scale, e.half_width, e.noise_half_width,
                          e.bias_bound, e.fallback,

@@ -18,6 +18,7 @@ from hdp_spark.core.histogram.auto import resolve_histograms
 from hdp_spark.core.histogram.batch import finalize_histograms
 from hdp_spark.core.histogram.finalize import HistogramResult
 from hdp_spark.core.histogram.spec import HistogramSpec
+from hdp_spark.core.kernel_table import kernel_of, register_kernel
 from hdp_spark.core.ldp.release import (
     LdpResult,
     _row_values,
@@ -70,7 +71,11 @@ from hdp_spark.core.pipeline import (
 )
 from hdp_spark.core.release import plan_levels
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.core.selection.kernels import selected_kernel_of
+from hdp_spark.core.selection.kernels import (
+    SelectedHistogramKernel,
+    SelectedMeanKernel,
+    selected_kernel_of,
+)
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.user_mean import (
@@ -415,15 +420,16 @@ class LdpKernel:
         return tuple(_row_values(spec, r))
 
 
-_KERNELS: tuple[tuple[type | tuple[type, ...], Kernel], ...] = (
-    (MeanSpec, MeanKernel()),
-    (HistogramSpec, HistogramKernel()),
+register_kernel(MeanSpec, MeanKernel(), selected=SelectedMeanKernel())
+register_kernel(HistogramSpec, HistogramKernel(), selected=SelectedHistogramKernel())
+for _types, _kernel in (
     (UserMeanSpec, UserMeanKernel()),
     (HeavyHittersSpec, HeavyHittersKernel()),
     (MarginalsSpec, MarginalsKernel()),
     (MwemSpec, MwemKernel()),
     ((LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec), LdpKernel()),
-)
+):
+    register_kernel(_types, _kernel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,24 +462,6 @@ class ReleaseResult:
                            for f, v in zip(kernel.fields(spec), values, strict=True))
             out.append(row)
         return out
-
-
-def kernel_of(spec: object) -> Kernel:
-    """The kernel of ``spec``.
-
-    Raises:
-        ParameterError: ``spec`` is not an aggregator spec.
-    """
-    for types, kernel in _KERNELS:
-        if isinstance(spec, types):
-            return kernel
-    msg = (
-        "aggregators must come from hdp_mean, hdp_histogram, hdp_user_mean, "
-        "hdp_heavy_hitters, hdp_marginals, hdp_mwem, ldp_mean, ldp_mean_vector or "
-        f"ldp_distribution, got "
-        f"{type(spec).__name__}."
-    )
-    raise ParameterError(msg)
 
 
 def empty_cells(request: CellRequest) -> Any:

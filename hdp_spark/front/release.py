@@ -10,20 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdp_spark.core.kernels import ReleaseResult, mean_release, release_specs
-from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.schema import TableSchema
-from hdp_spark.explain import (
-    EXPLAIN_FIELDS,
-    LDP_CONSTANT_REPORT,
-    explain_ldp_rows,
-    explain_specs,
-    explain_user_means,
-    ldp_specs,
-    user_mean_specs,
-)
+from hdp_spark.explain import explain_hook
 from hdp_spark.front import spec_of
-from hdp_spark.front.ldp import ldp_release
 
 __all__ = ["agg", "explain", "release"]
 
@@ -184,20 +174,6 @@ def explain(
         histogram itself.
     """
     specs = tuple(spec_of(s) for s in specs)
-    by_t = normalize_by(by)
-    ldp = ldp_specs(specs)
-    if ldp is not None:  # the reports are never read: one constant valid report per row
-        public = engine.public([*(s.eps for s in ldp), *by_t],
-                               {s.report: LDP_CONSTANT_REPORT for s in ldp})
-        result = ldp_release(public, *ldp, by=by, keys=keys, already_randomized=True)
-        return engine.materialize(result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS],
-                                  explain_ldp_rows(result), False)
-    um = user_mean_specs(specs)
-    if um is not None:  # the values are never read: one constant per row
-        read = [*(c for u in um for c in (u.user, u.eps)), *by_t]
-        public = engine.public(read, {u.column: float(u.lower) for u in um
-                                      if u.column not in read})
-        by_u, columns_u, rows_u = explain_user_means(public, um, by=by, keys=keys)
-        return engine.materialize(by_u, columns_u, rows_u, False)
-    by_s, columns, rows = explain_specs(engine, specs, by=by, keys=keys)
+    hook = explain_hook(specs)
+    by_s, columns, rows = hook(engine, specs, by=by, keys=keys)
     return engine.materialize(by_s, columns, rows, False)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hdp_spark.aggregators.registry import aggregator_of
 from hdp_spark.core.ledger import UNIT
-from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.jobs.allocation import Allocation, AllocationMethod
 from hdp_spark.jobs.budget_plan import JobBudgetPlan
 from hdp_spark.jobs.job_model import ALLOCATED_KINDS
@@ -236,7 +236,8 @@ def write_plan_plot(plan: JobBudgetPlan, path: Path) -> Path | None:
         single = len(rel.aggregators) + len(rel.users) + len(rel.free) == 1
         for key, name, e in o.explained:
             spec = specs[name]
-            span = float(spec.upper) - float(spec.lower) if isinstance(spec, MeanSpec) else 1.0
+            low, high = aggregator_of(spec).output_range(spec)
+            span = high - low
             labels.append(f"{rel.id}: {_key_text(key)}" if single
                           else f"{rel.id}: {_key_text(key)} {name}")
             ours.append(e.half_width / span)

@@ -31,6 +31,7 @@ __all__ = [
     "get_kind",
     "kinds",
     "register_kind",
+    "unregister_kind",
 ]
 
 _KINDS: dict[str, AggregatorKind] = {kind.name: kind for kind in (*CENTRAL, *PARTIAL)}
@@ -50,6 +51,15 @@ def register_kind(kind: AggregatorKind, *, replace: bool = False) -> None:
         msg = f"aggregator kind {kind.name!r} is already registered; pass replace=True."
         raise ParameterError(msg)
     _KINDS[kind.name] = kind
+
+
+def unregister_kind(name: str) -> None:
+    """Forget the kind ``name`` (an aggregator unregistered: tests and plugins).
+
+    Privacy:
+        None.
+    """
+    _KINDS.pop(name, None)
 
 
 def kinds() -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
+from hdp_spark.aggregators.registry import aggregator_of
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.ledger import FULL, BudgetPolicy, ChargeMode, cap_numpy
 from hdp_spark.core.levels import EPS_CAP, EpsGrid, levels_numpy
@@ -204,7 +205,8 @@ class Simulation:
 def _variance(spec: MeanSpec | HistogramSpec, e: Explained) -> float:
     """Predicted squared error per output unit of range: 2·b² (Laplace), or the squared
     half-range of the data-independent fallback."""
-    span = float(spec.upper) - float(spec.lower) if isinstance(spec, MeanSpec) else 1.0
+    low, high = aggregator_of(spec).output_range(spec)
+    span = high - low
     if e.fallback:
         return (e.half_width / span) ** 2
     return 2.0 * (e.noise_scale / span) ** 2

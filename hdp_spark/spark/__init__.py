@@ -41,7 +41,7 @@ from hdp_spark.front import user_mean as _front_user_mean
 from hdp_spark.front.bind import bind
 from hdp_spark.spark._histogram import histogram_tables
 from hdp_spark.spark._mean import level_tables
-from hdp_spark.spark.columns import hdp_histogram, hdp_mean
+from hdp_spark.spark.columns import as_column, hdp_histogram, hdp_mean
 from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.extension import configure
 from hdp_spark.spark.ldp import ldp_oracle, ldp_simulate, ldp_tables
@@ -49,7 +49,7 @@ from hdp_spark.spark.schema import validate
 from hdp_spark.spark.sql_functions import register_sql
 
 __all__ = [
-    "EpsGrid", "SelectKeys", "agg", "attribute_histograms", "configure", "explain",
+    "EpsGrid", "SelectKeys", "agg", "as_column", "attribute_histograms", "configure", "explain",
     "hdp_heavy_hitters", "hdp_histogram", "hdp_marginals", "hdp_mean", "hdp_mwem",
     "hdp_user_mean", "heavy_hitters", "histogram", "histogram_release", "histogram_tables",
     "ldp_agg", "ldp_distribution", "ldp_mean", "ldp_mean_vector", "ldp_oracle", "ldp_release",

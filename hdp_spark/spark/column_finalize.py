@@ -26,13 +26,11 @@ import pandas as pd
 import pyarrow as pa
 
 from hdp_spark.core.histogram.release import build_histogram_groups
-from hdp_spark.core.histogram.spec import HistogramSpec
-from hdp_spark.core.kernels import kernel_of
+from hdp_spark.core.kernels import MeanKernel, kernel_of
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.columns import MeanColumns
-from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
-from hdp_spark.core.pipeline import BatchCellKernel, OutputField
+from hdp_spark.core.pipeline import BatchCellKernel, CategoryRequest, OutputField
 from hdp_spark.core.stats import MAX_CELL_ROWS, GroupStats, group_stats
 from hdp_spark.errors import InternalError, ParameterError
 from hdp_spark.spark._common import arrow_column
@@ -136,7 +134,7 @@ def cell_stats(spec: Any, levels: Any, codes: Any, counts: Any, sums: Any) -> Gr
     """
     # plain Python numbers first: numpy scalars cost ~1 µs per conversion
     levels, codes, counts, sums = (_list(a) for a in (levels, codes, counts, sums))
-    if isinstance(spec, HistogramSpec):
+    if isinstance(kernel_of(spec).request(spec), CategoryRequest):  # type: ignore[attr-defined]
         rows = (((), lv, cd, n)
                 for lv, cd, n in zip(levels, codes, counts, strict=True))
         return build_histogram_groups(spec, rows).get((), GroupStats(()))
@@ -223,7 +221,7 @@ def _arrow_mean_columns(spec: Any, key: ReleaseKey, children: Mapping[str, pa.Ar
     """:func:`_mean_columns` of an Arrow batch, its cells read from the list arrays' flat
     values and offsets (no per-group array), or None when the batch needs the general path
     (it then sorts or raises exactly as before)."""
-    if not isinstance(spec, MeanSpec):
+    if not isinstance(kernel_of(spec), MeanKernel):  # the mean's own columnar finalize
         return None
     query = children["query"]
     if query.null_count or len(query.unique()) != 1:

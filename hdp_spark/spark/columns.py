@@ -53,13 +53,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.utils import is_remote
 
+from hdp_spark.aggregators.registry import aggregator_of, aggregators
 from hdp_spark.core.encoding import FIXED_ONE
-from hdp_spark.core.histogram.spec import HistogramMethod, HistogramSpec
+from hdp_spark.core.histogram.spec import HistogramMethod
+from hdp_spark.core.kernel_table import ensure_kernel
 from hdp_spark.core.kernels import kernel_of
 from hdp_spark.core.keys import normalize_keys
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
-from hdp_spark.core.mean.spec import MeanMethod, MeanSpec
+from hdp_spark.core.mean.spec import MeanMethod
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.pipeline import CategoryRequest, LevelRequest
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
@@ -75,16 +78,45 @@ from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["GROUPS", "KEYS_PREFIX", "ColumnOrName", "Inputs", "cells_of", "column_of",
-           "hdp_histogram", "hdp_mean", "native_cells"]
+__all__ = ["GROUPS", "KEYS_PREFIX", "ColumnOrName", "Inputs", "as_column", "cells_of",
+           "column_of", "hdp_histogram", "hdp_mean", "native_cells"]
 
 
-_MAIN = {MeanSpec: "estimate", HistogramSpec: "bins"}
+def _column_field(spec: Any) -> str:
+    """The main field of ``spec``'s Column struct (its descriptor's ``column_field``).
+
+    Raises:
+        ParameterError: the aggregator is not available as a Column.
+    """
+    aggregator = aggregator_of(spec)
+    request = getattr(aggregator.kernel, "request", None)
+    if aggregator.column_field is None or request is None or not isinstance(
+            request(spec), LevelRequest | CategoryRequest):
+        columns = ", ".join(a.constructor_name for a in aggregators()
+                            if a.column_field is not None)
+        msg = (f"`{aggregator.constructor_name}` is not available as a Spark Column yet "
+               f"(Columns: {columns}); use the release API: hs.agg(df, ...).")
+        raise ParameterError(msg)
+    return aggregator.column_field
+
+
+def _carried(spec: Any) -> Any:
+    """A function that enters ``spec``'s kernel on the interpreter it runs in: the finalize
+    calls it first, so an aggregator registered on the driver only (a plugin's) runs on
+    executors whose interpreters never saw the registration."""
+    aggregator = aggregator_of(spec)
+    entry = (aggregator.spec_types, aggregator.kernel, aggregator.selected)
+
+    def carry() -> None:
+        ensure_kernel(*entry)
+
+    return carry
 
 
 def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:  # design-ok: vectorized, per group batch
     kernel = kernel_of(spec)
-    main = _MAIN[type(spec)]
+    main = _column_field(spec)
+    carry = _carried(spec)
     fields = struct_fields(kernel.fields(spec), main)
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_type
@@ -93,9 +125,10 @@ def _finalize_udf(spec: Any, key: ReleaseKey) -> Any:  # design-ok: vectorized, 
     arrow_type = to_arrow_type(rtype)
 
     def finalize(cells: pa.Array) -> pa.Array:  # Arrow in, Arrow out: a scalar Arrow UDF
+        carry()
         return arrow_finalize(spec, key, main, cells, arrow_type)
 
-    finalize.__name__ = f"hdp_{'mean' if isinstance(spec, MeanSpec) else 'histogram'}_finalize"
+    finalize.__name__ = f"hdp_{aggregator_of(spec).name}_finalize"
     return F.arrow_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
 
 
@@ -160,7 +193,7 @@ def cells_of(spec: Any, groups: str, inputs: Inputs = Inputs()) -> Column:
     """
     value = spec.column if inputs.value is None else inputs.value
     eps = spec.eps if inputs.eps is None else inputs.eps
-    if isinstance(spec, MeanSpec):
+    if isinstance(kernel_of(spec).request(spec), LevelRequest):  # type: ignore[attr-defined]
         return native_cells(eps, spec.eps_grid, groups=groups,
                             values=((value, spec.lower, spec.upper, spec.fill_value),))
     return native_cells(eps, spec.eps_grid, value, tuple(spec.categories), groups=groups)
@@ -175,16 +208,19 @@ def _selected_udfs(spec: Any, key: ReleaseKey, selection: SelectKeys) -> tuple[A
     from hdp_spark.core.selection.kernels import selected_kernel_of
     from hdp_spark.spark.column_selection import selected_finalize, selection_weights
 
-    main = _MAIN[type(spec)]
+    main = _column_field(spec)
     fields = struct_fields(selected_kernel_of(spec).fields(spec), main)
     rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable) for n, f in fields])
     arrow_type = to_arrow_type(rtype)
-    kind = "mean" if isinstance(spec, MeanSpec) else "histogram"
+    kind = aggregator_of(spec).name
+    carry = _carried(spec)
 
     def select(cells: pa.Array) -> pa.Array:
+        carry()
         return selection_weights(spec, key, selection, cells)
 
     def finalize(cells: pa.Array, weights: pa.Array, parts: pa.Array) -> pa.Array:
+        carry()
         return selected_finalize(spec, key, selection, cells, weights, parts, arrow_type)
 
     select.__name__ = f"hdp_{kind}_select"
@@ -366,6 +402,36 @@ def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none",
 
         return wrap(_build(spec, key, groups, inputs))
     return _ClassicAggregate(spec, key, groups, inputs)
+
+
+def as_column(spec: Any, *, keys: str | Sequence[object] | SelectKeys | None = None
+              ) -> Column:
+    """The Spark Column aggregator of any registered aggregator's ``spec`` (one whose
+    descriptor names a ``column_field``: see :func:`hdp_spark.register_aggregator`), with
+    a fresh release key; ``keys`` as in :func:`hdp_mean`.
+
+    ``hs.as_column(hdp_spark.hdp_mean("salary", eps="eps", lower=0, upper=250_000))`` is
+    ``hs.hdp_mean("salary", eps="eps", lower=0, upper=250_000)``.
+
+    Raises:
+        ParameterError: the aggregator is not available as a Column, or ``keys`` is not a
+            group decision.
+
+    Privacy:
+        As the aggregator's own Column: one release key, each query a release of its own
+        (this module's docstring); what the aggregator protects is documented by its
+        constructor.
+    """
+    from hdp_spark.front import spec_of
+
+    spec = spec_of(spec)
+    _column_field(spec)  # refuses an aggregator that has no Column form, before any query
+    if keys is not None and isinstance(keys, SelectKeys):
+        if aggregator_of(spec).selected is None:
+            msg = (f"`keys=select_keys(...)` is not supported by "
+                   f"`{aggregator_of(spec).constructor_name}`; pass 'public' or a key list.")
+            raise ParameterError(msg)
+    return column_of(spec, groups=_groups(keys))
 
 
 def _input(c: ColumnOrName, role: str) -> tuple[str, Any]:

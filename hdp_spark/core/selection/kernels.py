@@ -33,7 +33,6 @@ from hdp_spark.core.selection.mechanism import (
     selected_means,
 )
 from hdp_spark.core.stats import GroupStats
-from hdp_spark.errors import ParameterError
 
 __all__ = ["MODE", "SelectedHistogramKernel", "SelectedMeanKernel", "selected_kernel_of"]
 
@@ -117,17 +116,12 @@ class SelectedHistogramKernel:
 
 
 def selected_kernel_of(spec: object) -> Any:
-    """The partition-selection kernel of ``spec``.
+    """The partition-selection kernel of ``spec`` (the kernel table's: see
+    :func:`hdp_spark.core.kernel_table.selected_kernel_of`).
 
     Raises:
-        ParameterError: ``spec`` is not an ``hdp_mean`` or ``hdp_histogram``.
+        ParameterError: ``spec``'s aggregator does not support ``select_keys``.
     """
-    if isinstance(spec, MeanSpec):
-        return SelectedMeanKernel()
-    if isinstance(spec, HistogramSpec):
-        return SelectedHistogramKernel()
-    msg = (
-        "`keys=select_keys(...)` supports hdp_mean and hdp_histogram so far, got "
-        f"{type(spec).__name__}."
-    )
-    raise ParameterError(msg)
+    from hdp_spark.core.kernel_table import selected_kernel_of as lookup
+
+    return lookup(spec)
