@@ -80,11 +80,12 @@ __all__ += ["SelectKeys", "select_keys"]
 
 from hdp_spark.aggregators.registry import (  # noqa: E402
     Aggregator,
+    SqlForm,
     aggregator_of,
     aggregators,
     register_aggregator,
     unregister_aggregator,
 )
 
-__all__ += ["Aggregator", "aggregator_of", "aggregators", "register_aggregator",
+__all__ += ["Aggregator", "SqlForm", "aggregator_of", "aggregators", "register_aggregator",
             "unregister_aggregator"]

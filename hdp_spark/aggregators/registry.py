@@ -31,6 +31,7 @@ __all__ = [
     "Aggregator",
     "ExplainHook",
     "Explained",
+    "SqlForm",
     "aggregator_of",
     "aggregators",
     "register_aggregator",
@@ -48,6 +49,34 @@ class ExplainHook(Protocol):
                  ) -> Explained:
         """(group columns, output columns, rows); must read public columns only."""
         ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SqlForm:
+    """The generic SQL form of a registered aggregator (the JVM extension's
+    ``hdp_aggregate``): ``hdp_aggregate('<name>', value, eps, lower, upper, options[,
+    'public'])`` over level cells, or ``hdp_aggregate('<name>', category, eps, array(...),
+    options[, 'public'])`` over category cells; ``options`` is a constant JSON object.
+
+    Attributes:
+        cells: ``"level"`` or ``"category"``: the cells the native aggregate computes (the
+            kernel's request must be of that kind, with the call's bounds or domain).
+        spec: ``(column, eps, bounds or categories, options) -> spec``: the call's spec, on
+            the executors (``bounds`` is (lower, upper); ``categories`` a list).
+        probe: a spec of the aggregator whose output fields type every call's struct.
+    """
+
+    cells: str
+    spec: Callable[[str, str, Any, dict[str, Any]], Any]
+    probe: Any
+
+    def __post_init__(self) -> None:
+        if self.cells not in ("level", "category"):
+            msg = f"`cells` must be 'level' or 'category', got {self.cells!r}."
+            raise ParameterError(msg)
+        if not callable(self.spec):
+            msg = f"`spec` must be callable, got {self.spec!r}."
+            raise ParameterError(msg)
 
 
 def _unit_range(spec: object) -> tuple[float, float]:
@@ -73,6 +102,8 @@ class Aggregator:
         column_field: the name of the estimate's field inside the Column's struct
             (``"estimate"``, ``"bins"``); None: not available as a Column.
         sql: the SQL function of the JVM extension (``"hdp_mean"``); None: no SQL form.
+        sql_form: the generic SQL form (:class:`SqlForm`: ``hdp_aggregate('<name>', ...)``)
+            of an aggregator the extension does not know by name.
         job_kind: its job kind: an :class:`~hdp_spark.jobs.kind.AggregatorKind` (entered
             into the job registry by :func:`register_aggregator`), the name of a kind
             already registered there, or None (not usable in jobs).
@@ -98,6 +129,7 @@ class Aggregator:
     explain: ExplainHook | None = None
     selected: Kernel | None = None
     output_range: Callable[[Any], tuple[float, float]] = _unit_range
+    sql_form: SqlForm | None = None
 
     def __post_init__(self) -> None:
         if not _identifier(self.name):
@@ -123,6 +155,9 @@ class Aggregator:
                 raise ParameterError(msg)
         if self.explain is not None and not callable(self.explain):
             msg = f"`explain` must be callable or None, got {self.explain!r}."
+            raise ParameterError(msg)
+        if self.sql_form is not None and not isinstance(self.sql_form, SqlForm):
+            msg = f"`sql_form` must be a SqlForm or None, got {self.sql_form!r}."
             raise ParameterError(msg)
         if not callable(self.output_range):
             msg = f"`output_range` must be callable, got {self.output_range!r}."

@@ -25,6 +25,7 @@ from hdp_spark.spark.column_selection import (
 )
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
+from hdp_spark.spark.sql_generic import register_generic
 
 __all__ = ["HISTOGRAM_METHODS_CONF", "MEAN_METHODS_CONF", "register_sql"]
 
@@ -213,6 +214,10 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     (``hdp_mean(spend, eps, 0, 500, 'select', 1e-7, 1.0, 0.4)``: only selected groups
     have a row). Needs a session built with :func:`configure`.
 
+    Every aggregator registered with a generic SQL form (``register_aggregator``, its
+    descriptor's ``sql_form``) before this call gets ``hdp_aggregate('<name>', ...)``
+    (docs/extending.md).
+
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
         key (fresh, or from ``unsafe_seed`` for tests) and every query is a release of its
@@ -257,3 +262,4 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
         udf = F.arrow_udf(_histogram_finalize(key, kind, to_arrow_type(rtype)), rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
         session.udf.register(f"hdp_histogram_finalize_{kind}", udf)
     _register_selection(session, key)
+    register_generic(session, key)

@@ -134,6 +134,40 @@ def test_the_toy_as_a_spark_column(toy: None, spark: Any) -> None:
             delta=1e-6, c=1.0, share=0.5))
 
 
+def test_the_toy_in_sql(toy: None, spark: Any) -> None:
+    """``hdp_aggregate('toy_count', ...)`` after ``register_sql``: the SQL form equals the
+    Column's struct shape, re-running the query repeats it, and a bad call is refused at
+    analysis, naming the argument."""
+    import hdp_spark.spark as hs
+
+    spark.sparkContext.addPyFile(str(Path(__file__).parent / "toy_aggregator.py"))
+    pdf = _table()
+    spark.createDataFrame(pdf).createOrReplaceTempView("toy_people")
+    hs.register_sql(spark)
+    query = ("SELECT dept, hdp_aggregate('toy_count', eps, eps, 0, 1, '{\"eps0\": 1.0}', "
+             "'public') AS c FROM toy_people GROUP BY dept ORDER BY dept")
+    rows = [(r["dept"], r["c"]["count"], r["c"]["eps0"]) for r in spark.sql(query).collect()]
+    exact = pdf[pdf.eps >= 1.0].groupby("dept").size()
+    assert [d for d, _, _ in rows] == ["a", "b"]
+    for dept, count, eps0 in rows:
+        assert eps0 == 1.0
+        assert abs(count - int(exact[dept])) <= 20  # discrete Laplace(1): see above
+    again = [(r["dept"], r["c"]["count"], r["c"]["eps0"]) for r in spark.sql(query).collect()]
+    assert again == rows
+    from pyspark.errors import PySparkException
+
+    with pytest.raises(PySparkException, match=r"`name` .* must be an aggregator with a SQL "
+                                                r"form registered on this session"):
+        spark.sql("SELECT hdp_aggregate('nope', eps, eps, 0, 1, '{}') FROM toy_people"
+                  ).collect()
+    with pytest.raises(PySparkException, match=r"`options` .* must be a constant JSON"):
+        spark.sql("SELECT hdp_aggregate('toy_count', eps, eps, 0, 1, eps) FROM toy_people"
+                  ).collect()
+    with pytest.raises(PySparkException, match="must be 'public' or omitted"):
+        spark.sql("SELECT dept, hdp_aggregate('toy_count', eps, eps, 0, 1, '{}', 'pub') "
+                  "FROM toy_people GROUP BY dept").collect()
+
+
 def test_a_builtin_without_a_column_form_is_refused_by_as_column(spark: Any) -> None:
     import hdp_spark.spark as hs
 
@@ -204,3 +238,22 @@ keys = ["a", "b"]
     counted = {str(u) for u, e in zip(pdf.user_id, pdf.eps, strict=True) if e >= 1.0}
     assert set(charges) == counted  # only the counted rows are charged
     assert len(set(charges.values())) == 1  # each the same units: ε₀
+
+
+def test_the_generic_sql_finalize_refuses_bad_options_and_mismatched_cells(toy: None) -> None:
+    """What the executors' finalize checks: options must be a JSON object, and the spec
+    the form builds must read the cells the SQL call computed."""
+    from hdp_spark.spark.sql_generic import _checked_spec, _options
+
+    with pytest.raises(ParameterError, match="must be a JSON object such as"):
+        _options("[1, 2]", NAME)
+    with pytest.raises(ParameterError, match="must be a JSON object such as"):
+        _options("{not json", NAME)
+    assert _options('{"eps0": 2}', NAME) == {"eps0": 2}
+    assert _checked_spec(TOY, "eps", "eps", (0.0, 1.0), {"eps0": 2.0}).eps0 == 2.0
+    with pytest.raises(ParameterError, match="must read the cells the SQL call computes"):
+        _checked_spec(TOY, "eps", "eps", (0.0, 5.0), {"eps0": 2.0})
+    with pytest.raises(ParameterError, match="`sql_form` must be a SqlForm or None"):
+        hdp_spark.Aggregator(NAME, (ToyCountSpec,), TOY.kernel, toy_count, sql_form=3)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="`cells` must be 'level' or 'category'"):
+        hdp_spark.SqlForm("rows", toy_count, None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from hdp_spark import Aggregator
+from hdp_spark import Aggregator, SqlForm
 from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.noise import ReleaseKey, discrete_laplace, encode_context
 from hdp_spark.core.pipeline import (
@@ -57,7 +57,7 @@ class ToyCountSpec:
     column = property(lambda self: self.eps)
     lower = property(lambda self: 0.0)
     upper = property(lambda self: 1.0)
-    fill_value = property(lambda self: 0.0)
+    fill_value = property(lambda self: 0.5)  # the midpoint: the SQL call's default fill
     eps_grid = property(lambda self: None)
 
 
@@ -167,5 +167,12 @@ KIND = AggregatorKind(
     parameters=lambda: {"eps", "eps0", "alias"},
 )
 
+def _sql_spec(column: str, eps: str, bounds: Any, options: dict[str, Any]) -> ToyCountSpec:
+    """``hdp_aggregate('toy_count', eps, eps, 0, 1, '{"eps0": 1.0}')``: the value column is
+    the ε column itself, on [0, 1] (its sums are not used)."""
+    return toy_count(eps=eps, **options)
+
+
 TOY = Aggregator(NAME, (ToyCountSpec,), ToyKernel(), toy_count, column_field="count",
-                 job_kind=KIND, explain=_explain)
+                 job_kind=KIND, explain=_explain,
+                 sql_form=SqlForm("level", _sql_spec, toy_count(eps="eps", eps0=1.0)))

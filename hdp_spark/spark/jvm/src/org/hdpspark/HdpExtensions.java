@@ -116,6 +116,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram()));
     ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSqlAggregate.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSqlAggregate.class.getName(), HdpSqlAggregate.FUNCTION),
+        new HdpSqlAggregate()));
+    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
