@@ -13,6 +13,7 @@ plot whose file already holds the same digest is neither drawn nor is matplotlib
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import itertools
@@ -80,6 +81,16 @@ def _canon(v: object) -> object:
     return repr(v)
 
 
+@functools.cache
+def _code_version() -> bytes:
+    """This module's source and matplotlib's version (read once per process)."""
+    try:
+        mpl = importlib.metadata.version("matplotlib")
+    except importlib.metadata.PackageNotFoundError:
+        mpl = ""
+    return hashlib.sha256(Path(__file__).read_bytes() + mpl.encode()).digest()
+
+
 def _digest(kind: str, *inputs: object) -> str:
     """A digest of everything a plot draws: its kind, its inputs (full precision), this
     module's source and matplotlib's version.
@@ -87,12 +98,8 @@ def _digest(kind: str, *inputs: object) -> str:
     Privacy: the inputs of every plot are DP values or public counts that the report and
     the release outputs print exactly; the digest tells nothing they do not.
     """
-    try:
-        mpl = importlib.metadata.version("matplotlib")
-    except importlib.metadata.PackageNotFoundError:
-        mpl = ""
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(json.dumps([kind, mpl, _canon(list(inputs))], allow_nan=True).encode())
+    h = hashlib.sha256(_code_version())
+    h.update(json.dumps([kind, _canon(list(inputs))], allow_nan=True).encode())
     return h.hexdigest()
 
 
