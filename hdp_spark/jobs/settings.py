@@ -136,6 +136,10 @@ class InputSpec:
             names, sizes and modification times (cheap for very large inputs).
         schema_types: casts of the schema's ordinary (value, group) columns, set by the
             runner from ``schema`` (:meth:`with_schema_types`); ``types`` overrides them.
+        expectations: also run the schema's great-expectations suite (the ``quality``
+            extra) into the operator's data-quality report. Off by default: the schema's
+            own vectorized validation enforces every rule, and importing great-expectations
+            alone takes seconds.
 
     Privacy:
         A cell of a value column that does not parse as its declared type becomes null
@@ -154,6 +158,7 @@ class InputSpec:
     types: tuple[tuple[str, ColumnType], ...] = ()
     fingerprint: Literal["content", "stat"] = "content"
     schema_types: tuple[tuple[str, ColumnType], ...] = ()
+    expectations: bool = False
 
     def __post_init__(self) -> None:
         if (self.path is None) == (self.table is None):
@@ -175,6 +180,11 @@ class InputSpec:
                             kind)
         if self.fingerprint not in ("content", "stat"):
             reject("[input] fingerprint", "must be 'content' or 'stat'", self.fingerprint)
+        if not isinstance(self.expectations, bool):
+            reject("[input] expectations", "must be true or false", self.expectations)
+        if self.expectations and self.schema is None:
+            reject("[input] expectations", "needs `[input] schema` (the suite is built from "
+                   "it)", self.expectations)
 
     @property
     def casts(self) -> tuple[tuple[str, ColumnType], ...]:

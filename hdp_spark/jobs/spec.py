@@ -176,7 +176,7 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
     reject_unknown("the job file's top level (its sections)", data, _SECTIONS)
     job = _table(data, "job", {"name", "engine", "description", "unsafe_seed"})
     inp = _table(data, "input", {"path", "table", "format", "schema", "user_id", "eps",
-                                 "types", "fingerprint"})
+                                 "types", "fingerprint", "expectations"})
     bud = _table(data, "budget", {"default", "column", "policy", "charge", "allocation"})
     led = _table(data, "ledger", {"path", "backend", "lock_timeout", "compact_every",
                                   "witness"})
@@ -197,6 +197,7 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = Non
         eps=inp.get("eps"),
         types=tuple(sorted((str(k), v) for k, v in types_raw.items())),
         fingerprint=inp.get("fingerprint", "content"),
+        expectations=inp.get("expectations", False),
     )
     if "path" not in led:
         reject("[ledger] path", "is required", None)

@@ -95,3 +95,25 @@ def test_the_check_finds_broken_links(tmp_path: Path) -> None:
     assert _broken(page, tmp_path) == [
         "c.md: no such file", "b.md#nothere: no such heading",
         "../../elsewhere.md: leaves the repository"]
+
+
+RESULTS = [ROOT / "benchmarks" / "RESULTS.md", *sorted((ROOT / "benchmarks" / "log").glob(
+    "*-results-page.md"))]
+
+
+@pytest.mark.parametrize("page", RESULTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_results_pages_links_resolve(page: Path) -> None:
+    """The results page and the full page it summarises (moved to benchmarks/log/) link
+    only to files and headings that exist (their plots, logs and each other)."""
+    assert _links(page)
+    assert _broken(page) == [], page.name
+
+
+def test_the_results_page_reads_in_two_minutes() -> None:
+    """Issue 53: a summary of at most ~300 lines that opens with the status of the targets
+    and links the full page of every figure it shortened."""
+    text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    assert len(text.splitlines()) <= 300
+    headings = [ln for ln in text.splitlines() if ln.startswith("## ")]
+    assert headings[0] == "## Status of the targets"
+    assert "log/2026-11-29-results-page.md" in _links(ROOT / "benchmarks" / "RESULTS.md")

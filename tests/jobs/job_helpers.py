@@ -54,6 +54,7 @@ def job_text(
     report: bool = False,
     seed: str | None = None,
     schema: bool = False,
+    expectations: bool = False,
     witness: Path | bool | None = True,
 ) -> str:
     """A job file's text with absolute paths under ``tmp``; ``witness``: True (default) for
@@ -72,6 +73,7 @@ def job_text(
         "[input]",
         f'path = "{data}"',
         *([f'schema = "{SCHEMA}"'] if schema else []),
+        *(["expectations = true"] if expectations else []),
         'user_id = "user_id"',
         'eps = "eps"',
         'types = { eps = "double" }',

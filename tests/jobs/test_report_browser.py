@@ -109,3 +109,93 @@ def test_html_report_screenshot_is_not_blank(report: Path, tmp_path: Path) -> No
 
     pixels = mpimg.imread(shot)
     assert float(pixels[..., :3].std()) > 0.05  # text and tables, not a blank page
+
+
+# -- the mean plots show their intervals, as the browser draws them (issue 53) ---------------
+
+_OURS_RGB = (0x1F, 0x6F, 0x8B)  # hdp_spark.report.plots._OURS: estimates and their intervals
+_VISIBLE_PX = 30  # an interval at least this tall on screen is visible at a glance
+
+
+def _screenshot_of_image(browser: str, head: str, img: str, tmp: Path, name: str) -> Any:
+    """Screenshot a page holding only ``img`` under the report's own ``<head>`` (its style,
+    hence its width), in a 1,200-px-wide window like the test above; the pixels as floats."""
+    page = tmp / f"{name}.html"
+    page.write_text(f"{head}<body>\n{img}\n</body></html>\n")
+    shot = tmp / f"{name}.png"
+    proc = _run(browser, f"--screenshot={shot}", "--window-size=1200,1000", page.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    decodable_png(shot.read_bytes())
+    import matplotlib.image as mpimg
+
+    return mpimg.imread(shot)
+
+
+def _interval_heights(pixels: Any) -> list[int]:
+    """On-screen heights (px) of the error bars of a mean plot's upper panel: the thin
+    clusters of columns in the estimates' colour within the first band of rows holding that
+    colour (the lower panel's bars, in the same colour, lie below a band without it)."""
+    import numpy as np
+
+    rgb = np.asarray(pixels[..., :3], dtype=float) * 255.0
+    mask = np.linalg.norm(rgb - np.array(_OURS_RGB, dtype=float), axis=-1) < 40.0
+    rows = np.flatnonzero(mask.any(axis=1))
+    assert rows.size, "no pixel in the estimates' colour: the plot is not on the screen"
+    gaps = np.flatnonzero(np.diff(rows) > 3)
+    top = mask[rows[0]:(rows[gaps[0]] if gaps.size else rows[-1]) + 1]
+    cols = np.flatnonzero(top.any(axis=0))
+    clusters = np.split(cols, np.flatnonzero(np.diff(cols) > 1) + 1)
+    heights = []
+    for c in clusters:
+        if c.size > 20:  # wider than an error bar with its caps: not one
+            continue
+        ys = np.flatnonzero(top[:, c].any(axis=1))
+        heights.append(int(ys[-1] - ys[0] + 1))
+    return heights
+
+
+def test_mean_plots_show_visible_intervals(report: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every mean plot of the report, rendered by the browser at the report's width, shows
+    each group's interval at least _VISIBLE_PX tall; the same eight region means drawn on an
+    axis from zero (the plots before issue 53) fail this check."""
+    browser = _browser()
+    text = (report / "report.html").read_text()
+    head = text[:text.index("<body>")]
+    groups = {"salary_by_dept__salary_mean.png": 5, "salary_by_region__salary_mean.png": 8,
+              "tenure_overall__tenure_years_mean.png": 1}
+    imgs = {Path(f).name: m.group(0) for m in re.finditer(
+        r'<img src="[^"]+" alt="[^"]*" data-file="([^"]+)">', text) for f in [m.group(1)]}
+    assert set(groups) <= set(imgs)
+    for name, n in groups.items():
+        heights = _interval_heights(_screenshot_of_image(browser, head, imgs[name], tmp_path,
+                                                         name.removesuffix(".png")))
+        tall = [h for h in heights if h >= _VISIBLE_PX]
+        assert len(tall) == n, (name, heights)
+
+    # narrow intervals too (the noise-only ± 2,200-2,600 of eight region means near 92,000
+    # that the report once drew as a flat line): visible with the fitted axis, and the check
+    # fails for the same values on an axis from zero (the plots before issue 53)
+    import base64
+
+    from hdp_spark.report import plots
+
+    means = [93_382.0, 92_729.0, 91_628.0, 92_358.0, 93_393.0, 94_807.0, 92_166.0, 94_640.0]
+    half = [2_483.0, 2_418.0, 2_291.0, 2_389.0, 2_530.0, 2_626.0, 2_279.0, 2_205.0]
+    series = {"mean": (means, [m - h for m, h in zip(means, half, strict=True)],
+                       [m + h for m, h in zip(means, half, strict=True)])}
+    regions = ["central", "coastal", "east", "islands", "mountain", "north", "south", "west"]
+    seen = {}
+    for axis in ("fitted", "from_zero"):
+        if axis == "from_zero":
+            monkeypatch.setattr(plots, "_fit", plots._zero_based)
+        png = plots.plot_estimates(tmp_path / f"{axis}.png", regions, series,
+                                   title="Average salary per region",
+                                   ylabel="average salary", level="95%")
+        assert png is not None
+        uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+        seen[axis] = _interval_heights(_screenshot_of_image(
+            browser, head, f'<img src="{uri}" alt="{axis}">', tmp_path, axis))
+    assert sum(h >= _VISIBLE_PX for h in seen["fitted"]) == 8, seen
+    assert len(seen["from_zero"]) >= 8, seen  # the bars are found...
+    assert sum(h >= _VISIBLE_PX for h in seen["from_zero"]) == 0, seen  # ...and too short

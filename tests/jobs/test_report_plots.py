@@ -4,7 +4,6 @@ before they are saved."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,15 @@ pytest.importorskip("matplotlib")
 
 
 @pytest.fixture
-def figures(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    import matplotlib.pyplot as plt
-
+def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     saved: list[Any] = []
 
-    def keep(_plt: Any, fig: Any, path: Path) -> Path:
+    def keep(_plt: Any, fig: Any, path: Path, _digest: str) -> Path:
         saved.append(fig)
         return path
 
     monkeypatch.setattr(plots, "_save", keep)
-    yield saved
-    for fig in saved:
-        plt.close(fig)
+    return saved  # figures without pyplot: nothing to close
 
 
 def test_estimates_have_a_panel_of_plus_minus_per_group(figures: list[Any],
@@ -89,3 +84,59 @@ def test_the_tallest_privacy_level_bar_does_not_touch_the_frame(figures: list[An
     plots.plot_levels(tmp_path / "l.png", ["0.1", "1"], [700, 100], [0, 1100], title="t")
     (ax,) = figures[0].axes
     assert ax.get_ylim()[1] >= 1.1 * 1200
+
+
+# -- a re-run draws nothing it drew before ---------------------------------------------------
+
+
+def _means(path: Path, shift: float = 0.0) -> Path | None:
+    return plots.plot_estimates(path, ["a", "b"],
+                                {"x": ([100.0 + shift, 50.0], [99.0, 48.0], [101.0, 52.0])},
+                                title="t", ylabel="y", level="95%")
+
+
+def test_a_plot_with_the_same_inputs_is_not_drawn_again(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    png = tmp_path / "m.png"
+    assert _means(png) == png
+    first = png.read_bytes()
+    assert first.startswith(b"\x89PNG")
+    drawn: list[Path] = []
+    save = plots._save
+
+    def counting(plt: Any, fig: Any, path: Path, digest: str) -> Path:
+        drawn.append(path)
+        return save(plt, fig, path, digest)
+
+    monkeypatch.setattr(plots, "_save", counting)
+    assert _means(png) == png
+    assert drawn == []  # same inputs, same code: the file is kept as it is
+    assert png.read_bytes() == first
+    _means(png, shift=0.5)  # another estimate: drawn again
+    assert drawn == [png]
+    assert png.read_bytes() != first
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")  # a truncated file holds no digest: redrawn
+    _means(png, shift=0.5)
+    assert drawn == [png, png]
+    png.write_bytes(b"not a png")
+    _means(png, shift=0.5)
+    assert len(drawn) == 3
+    png.unlink()  # gone: redrawn
+    _means(png, shift=0.5)
+    assert len(drawn) == 4
+    assert png.is_file()
+
+
+def test_the_digest_covers_every_input_and_the_plot_kind() -> None:
+    base = plots._digest("plot_levels", ["a"], [1], [2], "t")
+    assert base == plots._digest("plot_levels", ["a"], [1], [2], "t")
+    assert base != plots._digest("plot_levels", ["a"], [1], [3], "t")
+    assert base != plots._digest("plot_levels", ["a"], [1], [2], "u")
+    assert base != plots._digest("plot_remaining", ["a"], [1], [2], "t")
+    # full precision: values that print alike still differ
+    assert plots._digest("k", [0.1]) != plots._digest("k", [0.1 + 1e-15])
+    np = pytest.importorskip("numpy")
+    long = np.arange(5000, dtype=float)  # numpy's repr elides long arrays; the digest does not
+    other = long.copy()
+    other[2500] += 1
+    assert plots._digest("k", long) != plots._digest("k", other)

@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy import optimize
-
 from hdp_spark.errors import ParameterError
 
 __all__ = [
@@ -86,6 +84,8 @@ def eps_cks20(rho: float, delta: float) -> float:
     def f(log_a1: float) -> float:
         a = 1.0 + math.exp(log_a1)
         return a * rho + (log_inv + (a - 1.0) * math.log1p(-1.0 / a) - math.log(a)) / (a - 1.0)
+
+    from scipy import optimize  # lazy: scipy.optimize costs ~1 s to import
 
     res = optimize.minimize_scalar(f, bounds=(-20.0, 20.0), method="bounded",
                                    options={"xatol": 1e-12})

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize
 
 from hdp_spark.core.partial.tree import key_space
 from hdp_spark.errors import InternalError
@@ -100,6 +99,8 @@ def project(
     gap ⟨∇, y⟩ - min_u ⟨∇, 𝒬(u)⟩ = max_u ⟨𝒬(u) - y, Y - y⟩ bounds the suboptimality and
     is the variational inequality of the projection; the loop stops when it is <= tol.
     """
+    from scipy import optimize  # lazy: scipy.optimize costs ~1 s to import
+
     geo = TableGeometry(sizes, workload)
     big_y = np.concatenate([np.asarray(t, dtype=np.float64) for t in target])
     if big_y.shape != (geo.m,):
