@@ -381,9 +381,11 @@ def value_rows(
     if kind == "histogram" and not intervals:  # partition selection: one list column
         for r in rows:
             group = key_label(r, by)
+            bias = _f(r.get(f"{name}_bias_bound"))
             for b in r.get(name) or []:
                 out.append(ValueRow(f"{group} · {b.get('category')}", _f(b.get("frequency")),
-                                    _f(b.get("ci_low")), _f(b.get("ci_high")), None, False))
+                                    _f(b.get("ci_low")), _f(b.get("ci_high")), None, False,
+                                    bias if bias > 0 else 0.0))
         return out
     for r in rows:
         group = key_label(r, by)
