@@ -394,7 +394,8 @@ def value_rows(
         for label, est, low, high in intervals:
             text = group if len(intervals) == 1 else (
                 label if not by else f"{group} · {label}")
-            bias = _f(r.get(f"{name}_bias_bound")) if kind in ("mean", "histogram") else 0.0
+            bias = (_f(r.get(f"{name}_bias_bound"))
+                    if kind in ("mean", "histogram", "ldp_mean") else 0.0)
             out.append(ValueRow(text, _f(r.get(est)), _f(r.get(low)), _f(r.get(high)), base,
                                 fallback, 0.0 if fallback or not bias > 0 else bias))
     return out
