@@ -311,7 +311,9 @@ def test_explain_ldp_mean_equals_what_ldp_agg_releases(engine: Any, grouped: boo
             assert levels == released
             fallbacks += bool(p["fallback"])
             if p["n"] and math.isfinite(p["half_width"]):
-                assert p["baseline_half_width"] >= p["half_width"] * (1 - 1e-12)
+                # the randomizers' part beats the single-ε baseline; the worst-case
+                # ε-weighting bias may make the whole interval wider than it (issue 48)
+                assert p["baseline_half_width"] >= p["noise_half_width"] * (1 - 1e-12)
     if grouped:
         assert fallbacks >= 2  # the empty key z
 

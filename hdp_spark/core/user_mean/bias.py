@@ -33,8 +33,9 @@ for every design, hence unconditionally; cutting to [0, 1] keeps ȳ, which is in
 
 Both bounds are attained (each user at its extreme), so no function of the design and n is
 smaller. With one class, no clipping (a = 0, b = 1) and G_fin everyone, B = 0; in general
-B >= (n - n_fin)/n, the share of users the final step never reads (about 10 %: G_mean and
-G_var): that part of a user-level mean is only as good as the assumption (the paper's) that
+B >= (n - n_fin)/(2n) (the users the final step never reads, about 10 %: G_mean and G_var,
+all at 0 or all at 1 leave S unchanged and move ȳ by (n - n_fin)/n), and more once weights
+or clipping enter: a user-level mean is only as good, there, as the paper's assumption that
 those users' means are like the others'.
 
 Privacy: a function of the design (public counts, the released initial mean and variance
