@@ -86,7 +86,10 @@ def agg(
             selection with per-row ε releases only the groups whose noisy Σ min(ε_i, c)
             reaches a threshold, sorted, each row charged (min(ε_i, c), δ); see
             docs/partition_selection.md. Under selection the weights are min(ε_i, c)
-            (``method`` is not used) and the outputs hold no ``_n`` or ε histogram.
+            (``method`` is not used) and the outputs hold no ``_n`` or ε histogram;
+            ``_ci_low``/``_ci_high`` are the whole range (nothing public bounds the
+            ε-weighting when n is private) and ``_noise_ci_low``/``_noise_ci_high`` the
+            noise's interval of the κ-weighted mean.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``. When given, the
