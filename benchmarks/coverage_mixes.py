@@ -27,6 +27,10 @@ Mixes (n rows each):
 * ``small-60``: the ``rank-0.5`` generator with n = 60;
 * ``public-20``: 20 % public rows (ε = +inf) at the upper bound and in bin 2, the others as
   ``independent`` (n = 2,000).
+
+Under partition selection (:func:`selected_mean_coverage`, :func:`selected_histogram_coverage`)
+the noise interval's target is the κ-weighted statistic (κ_i = min(ε_i, c)), and the
+released ``ci_low``/``ci_high`` are the whole range (docs/partition_selection.md).
 """
 
 from __future__ import annotations
@@ -52,6 +56,15 @@ from hdp_spark.core.mean.auto import MEAN_CANDIDATES
 from hdp_spark.core.mean.batch import MeanCells, finalize_mean_columns
 from hdp_spark.core.mean.spec import MeanSpec
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.selection.mechanism import (
+    Key,
+    Selected,
+    group_units,
+    noisy_weight,
+    selected_histograms,
+    selected_means,
+)
+from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats, LevelRow
 
 _ZERO_BOUND = 0.0
@@ -250,3 +263,104 @@ def histogram_coverage(mix: Mix, method: str, reps: int, key: ReleaseKey,
                     float(np.mean(honest[:, :, 1] - honest[:, :, 0])),
                     float(np.mean(noise[:, :, 1] - noise[:, :, 0])),
                     float(results[0].bias_bound))
+
+
+# -- partition selection (``keys=select_keys``) ---------------------------------------------
+
+SELECTION = SelectKeys(delta=1e-6, c=1.0, share=0.5)
+"""The selection of the coverage runs: c = 1 (so the weights min(ε_i, 1) differ on every
+mix), f = 0.5, δ = 1e-6."""
+
+
+@dataclass(frozen=True)
+class SelectionCoverage:
+    """Coverage under partition selection over ``releases`` intervals (histogram: releases
+    × bins), drawn unconditionally (each release's W̃ drawn whether or not it reaches T;
+    ``released`` of them did):
+
+    * ``weighted_misses``: the noise interval (``noise_ci_low``/``noise_ci_high``) misses
+      the κ-weighted statistic, its stated target;
+    * ``plain_noise_misses``: the noise interval misses the plain statistic (why it is not
+      called the group's interval);
+    * ``honest_misses``: ``ci_low``/``ci_high`` miss the plain statistic;
+    * ``noise_width``: the noise interval's average width (value units; a bin: share)."""
+
+    releases: int
+    released: int
+    weighted_misses: int
+    plain_noise_misses: int
+    honest_misses: int
+    noise_width: float
+    bias_bound: float
+
+    @property
+    def weighted(self) -> float:
+        return 1.0 - self.weighted_misses / self.releases
+
+    @property
+    def plain_noise(self) -> float:
+        return 1.0 - self.plain_noise_misses / self.releases
+
+    @property
+    def honest(self) -> float:
+        return 1.0 - self.honest_misses / self.releases
+
+
+def _selected(mix: Mix, table: GroupStats, reps: int, key: ReleaseKey,
+              selection: SelectKeys) -> tuple[list[Key], list[Selected], list[int], int]:
+    """Each release's group key and selection (W̃ drawn from the group's own stream, as
+    :func:`~hdp_spark.core.selection.mechanism.select_one` draws it), the units per level
+    and W."""
+    units = group_units(selection, table)
+    weight = sum(k * r.count for k, r in zip(units, table.rows, strict=True))
+    groups: list[Key] = [(i,) for i in range(reps)]
+    chosen = [Selected(selection, noisy_weight(selection, weight, key, g), 1) for g in groups]
+    return groups, chosen, units, weight
+
+
+def _misses(target: FloatArray, lo: FloatArray, hi: FloatArray) -> int:
+    return int(np.sum((target < lo) | (target > hi)))
+
+
+def selected_mean_coverage(mix: Mix, reps: int, key: ReleaseKey, beta: float = 0.05,
+                           selection: SelectKeys = SELECTION) -> SelectionCoverage:
+    """``reps`` releases of the mean of ``mix`` under partition selection (one group per
+    release, the batch finalize the engines call)."""
+    table = mix.mean_stats()
+    groups, chosen, units, weight = _selected(mix, table, reps, key, selection)
+    out = selected_means(mean_spec("adpm", beta), [table] * reps, 0, key, groups, "x_mean",
+                         chosen)
+    weighted = Fraction(sum(k * r.totals[0] for k, r in zip(units, table.rows, strict=True)),
+                        weight * FIXED_ONE)
+    target_w = np.array([float(LOWER + (UPPER - LOWER) * weighted)])
+    plain = np.array([mix.true_mean()])
+    nlo, nhi = (np.array([getattr(r, f) for r in out]) for f in ("noise_ci_low",
+                                                                   "noise_ci_high"))
+    lo, hi = (np.array([getattr(r, f) for r in out]) for f in ("ci_low", "ci_high"))
+    return SelectionCoverage(reps, sum(c.weight >= selection.threshold for c in chosen),
+                             _misses(target_w, nlo, nhi), _misses(plain, nlo, nhi),
+                             _misses(plain, lo, hi), float(np.mean(nhi - nlo)),
+                             out[0].bias_bound)
+
+
+def selected_histogram_coverage(mix: Mix, reps: int, key: ReleaseKey, beta: float = 0.05,
+                                selection: SelectKeys = SELECTION) -> SelectionCoverage:
+    """``reps`` releases of the histogram of ``mix`` under partition selection (counted over
+    releases × bins)."""
+    table = mix.histogram_stats()
+    groups, chosen, units, weight = _selected(mix, table, reps, key, selection)
+    out = selected_histograms(histogram_spec("auto", beta), [table] * reps, key, groups,
+                              "c_histogram", chosen)
+    counts = [sum(k * r.totals[j] for k, r in zip(units, table.rows, strict=True))
+              for j in range(len(CATEGORIES) + 1)]
+    target_w = np.array([c / weight for c in counts])
+    plain = np.array(mix.true_frequencies())
+    noise = np.array([r.noise_intervals for r in out])  # reps x bins x 2
+    honest = np.array([r.intervals() for r in out])
+    return SelectionCoverage(
+        int(noise.shape[0] * noise.shape[1]),
+        sum(c.weight >= selection.threshold for c in chosen),
+        _misses(target_w, noise[:, :, 0], noise[:, :, 1]),
+        _misses(plain, noise[:, :, 0], noise[:, :, 1]),
+        _misses(plain, honest[:, :, 0], honest[:, :, 1]),
+        float(np.mean(noise[:, :, 1] - noise[:, :, 0])), out[0].bias_bound)

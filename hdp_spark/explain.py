@@ -372,7 +372,8 @@ def explain_ldp_rows(result: LdpReleaseResult) -> list[tuple[Any, ...]]:
                        "eps_effective": lv.eps} for lv in r.levels]
             baseline = _ldp_baseline(spec, [(lv.eps, lv.n) for lv in r.levels])
             rows.append((*key, spec.name, "ldp_mean", spec.mechanism, r.n, float(spec.beta),
-                         levels, math.nan, 0.0, r.radius, None, None, r.fallback, baseline,
+                         levels, math.nan, 0.0, r.radius + r.bias_bound, r.radius,
+                         r.bias_bound, r.fallback, baseline,
                          0, True,
                          math.nan, []))
     return rows

@@ -76,7 +76,10 @@ def agg(
             selection with per-row ε releases only the groups whose noisy Σ min(ε_i, c)
             reaches a threshold, sorted, each row charged (min(ε_i, c), δ); see
             docs/partition_selection.md. Under selection the weights are min(ε_i, c)
-            (``method`` is not used) and the outputs hold no ``_n`` or ε histogram.
+            (``method`` is not used) and the outputs hold no ``_n`` or ε histogram;
+            ``_ci_low``/``_ci_high`` are the whole range (nothing public bounds the
+            ε-weighting when n is private) and ``_noise_ci_low``/``_noise_ci_high`` the
+            noise's interval of the κ-weighted mean.
         unsafe_seed: reproducible noise for tests and examples. UNSAFE in production:
             anyone who knows the seed can remove the noise.
         schema: optional :class:`~hdp_spark.schema.TableSchema` of ``df``. When given, the
@@ -141,11 +144,11 @@ def explain(
 
         Local-DP means (kind ``ldp_mean``, method = the mechanism): the reports carry
         their noise already, so ``noise_scale`` is 0, ``tau`` NaN, ``eps_effective`` the
-        level's ε and ``free_rows`` 0; ``noise_half_width`` and ``bias_bound`` are null;
-        ``half_width`` is the release's ``_radius``, the
-        paper's (1 - β) concentration bound (``half_width_is_bound`` True), and
-        ``baseline_half_width`` that bound with every report at the group's smallest ε.
-        ``n``, ``eps_levels`` (eps, n, weight), ``half_width`` and ``fallback`` equal
+        level's ε and ``free_rows`` 0; ``noise_half_width`` is the release's
+        ``_radius``, the paper's (1 - β) concentration bound (``half_width_is_bound``
+        True), ``bias_bound`` its ``_bias_bound`` and ``half_width`` their sum;
+        ``baseline_half_width`` is that radius with every report at the group's smallest
+        ε. ``n``, ``eps_levels`` (eps, n, weight), ``half_width`` and ``fallback`` equal
         what ``ldp_agg`` reports when every report is usable (a missing or malformed
         report is skipped by the release: its n is then smaller). The report columns
         are never read: the aggregation runs on the ε and group columns with one
@@ -158,7 +161,9 @@ def explain(
         ``half_width``, ``fallback``, ``half_width_is_bound``: the group sizes, the
         variance and initial steps (and fallback) exactly as ``user_mean`` then reports
         them; the final step's noise scale and half-width as upper bounds (the step
-        depends on the released first estimates). Only the user id, ε and group columns
+        depends on the released first estimates): bounds of ``_noise_scale`` and of the
+        ``_noise_ci_low``/``_noise_ci_high`` half-width, not of ``_ci_low``/``_ci_high``,
+        which add the ``_bias_bound`` the first steps fix. Only the user id, ε and group columns
         are read (``docs/user_mean.md``, "Explain").
 
     Engines:

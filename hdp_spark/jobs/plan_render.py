@@ -151,7 +151,8 @@ def render_plan(plan: JobBudgetPlan) -> str:
         lines.append("  -: no predicted variance enters the error of the partial-DP "
                      "releases (see their accuracy below)")
     if any(rel.users for rel in plan.releases):
-        lines.append("  user_mean error: the bound of its final noise (explain)")
+        lines += ["  user_mean half_width: a bound of its final noise's ± (noise_ci_*);",
+                  "  its released ci_low/ci_high add bias_bound, set by its first steps"]
     alloc = plan.selected
     lines += ["", f"predicted accuracy and charges with the job's allocation ({plan.chosen}):"]
     for r, rel in enumerate(plan.releases):

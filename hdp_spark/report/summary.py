@@ -381,9 +381,11 @@ def value_rows(
     if kind == "histogram" and not intervals:  # partition selection: one list column
         for r in rows:
             group = key_label(r, by)
+            bias = _f(r.get(f"{name}_bias_bound"))
             for b in r.get(name) or []:
                 out.append(ValueRow(f"{group} · {b.get('category')}", _f(b.get("frequency")),
-                                    _f(b.get("ci_low")), _f(b.get("ci_high")), None, False))
+                                    _f(b.get("ci_low")), _f(b.get("ci_high")), None, False,
+                                    bias if bias > 0 else 0.0))
         return out
     for r in rows:
         group = key_label(r, by)
@@ -392,7 +394,8 @@ def value_rows(
         for label, est, low, high in intervals:
             text = group if len(intervals) == 1 else (
                 label if not by else f"{group} · {label}")
-            bias = _f(r.get(f"{name}_bias_bound")) if kind in ("mean", "histogram") else 0.0
+            bias = (_f(r.get(f"{name}_bias_bound"))
+                    if kind in ("mean", "histogram", "ldp_mean") else 0.0)
             out.append(ValueRow(text, _f(r.get(est)), _f(r.get(low)), _f(r.get(high)), base,
                                 fallback, 0.0 if fallback or not bias > 0 else bias))
     return out

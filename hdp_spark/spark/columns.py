@@ -465,21 +465,22 @@ def hdp_mean(
     Same arguments and rules as :func:`hdp_spark.pandas.hdp_mean`, and ``column`` and ``eps``
     may be Spark Columns (``F.col("salary") / 1000``, ``df.salary``, ``F.coalesce("eps",
     F.lit(0.0))``), as ``pyspark.sql.functions`` take them; the output is then named after the
-    expression's text. Use it as ``df.agg(hdp_mean(...))`` or, declaring the grouping values
-    public, ``df.groupBy(...).agg(hdp_mean(..., keys="public").alias(...))``: one struct column
-    with the fields the release API publishes (``estimate``, ``noise_scale``, ``ci_low``,
-    ``ci_high``, ``bias_bound``, ``n``, ``tau``, ``method``, ``fallback``, ``eps_levels``). In a
-    grouped aggregate a group decision is needed, or the query fails at analysis:
-    ``keys=select_keys(delta=, c=, share=)`` (DP partition selection, the release API's: a group
-    has a row only if the noisy sum of its members' min(ε_i, c) passes a threshold set by δ; the
-    struct then holds ``estimate``, ``ci_low``, ``ci_high``, ``weight``, ``privacy``,
-    ``eps_cap``, ``eps_step``, ``delta``, no exact n; every hdp_spark aggregator of the ``agg``
-    must take the same ``select_keys`` and ε column, and Spark's exact aggregates are refused
-    beside them), ``keys="public"`` (every group found is published) or a public key list,
-    ``keys=["hr", "it"]`` (tuples for several grouping columns), as the release API's: only rows
-    with those grouping values are aggregated, the others are left out of every aggregate of the
-    query; a key without rows has no row. ``hs.agg(df, hdp_mean(...))`` still runs the release
-    API with this spec (column names only).
+    expression's text. Use it as ``df.agg(hdp_mean(...))`` or, declaring the grouping values public,
+    ``df.groupBy(...).agg(hdp_mean(..., keys="public").alias(...))``: one struct column with the
+    fields the release API publishes (``estimate``, ``noise_scale``, ``ci_low``, ``ci_high``,
+    ``bias_bound``, ``n``, ``tau``, ``method``, ``fallback``, ``eps_levels``). In a grouped
+    aggregate a group decision is needed, or the query fails at analysis: ``keys=select_keys(delta=,
+    c=, share=)`` (DP partition selection, the release API's: a group has a row only if the noisy
+    sum of its members' min(ε_i, c) passes a threshold set by δ; the struct then holds ``estimate``,
+    ``ci_low``, ``ci_high`` (the whole range: n is private), ``noise_ci_low``, ``noise_ci_high`` (of
+    the κ-weighted mean), ``bias_bound``, ``weight``, ``privacy``, ``eps_cap``, ``eps_step``,
+    ``delta``, no exact n; every hdp_spark aggregator of the ``agg`` must take the same
+    ``select_keys`` and ε column, and Spark's exact aggregates are refused beside them),
+    ``keys="public"`` (every group found is published) or a public key list, ``keys=["hr", "it"]``
+    (tuples for several grouping columns), as the release API's: only rows with those grouping
+    values are aggregated, the others are left out of every aggregate of the query; a key without
+    rows has no row. ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec (column
+    names only).
 
     Privacy:
         Each row is protected at its own ε_i (less where the weights give privacy for free);

@@ -78,12 +78,16 @@ def test_selected_column_equals_the_release_api(frame: Any, kind: str) -> None:
         assert out["privacy"] == r[f"{name}_privacy"] == "partition_selection"
         assert out["delta"] == r[f"{name}_delta"] == 1e-6
         if kind == "mean":
-            assert (out["estimate"], out["ci_low"], out["ci_high"]) == (
-                r[name], r[f"{name}_ci_low"], r[f"{name}_ci_high"])
+            fields = ("ci_low", "ci_high", "noise_ci_low", "noise_ci_high", "bias_bound")
+            assert (out["estimate"], *(out[f] for f in fields)) == (
+                r[name], *(r[f"{name}_{f}"] for f in fields))
+            assert (out["ci_low"], out["ci_high"], out["bias_bound"]) == (0.0, 500.0, 500.0)
         else:
-            assert [(b["category"], b["frequency"], b["ci_low"], b["ci_high"])
-                    for b in out["bins"]] == [
-                (b["category"], b["frequency"], b["ci_low"], b["ci_high"]) for b in r[name]]
+            fields = ("category", "frequency", "ci_low", "ci_high", "noise_ci_low",
+                      "noise_ci_high")
+            assert [tuple(b[f] for f in fields) for b in out["bins"]] == [
+                tuple(b[f] for f in fields) for b in r[name]]
+            assert out["bias_bound"] == r[f"{name}_bias_bound"] == 1.0
     assert "n" not in got[0]["out"].asDict()  # no exact count under selection
 
 
@@ -116,7 +120,8 @@ def test_aggregators_of_one_aggregate_share_one_selection(frame: Any) -> None:
     assert [r["merchant"] for r in both] == [r["merchant"] for r in alone]
     for b, a in zip(both, alone, strict=True):
         assert b["m"]["weight"] == b["h"]["weight"] == a["m"]["weight"]
-        assert b["m"]["ci_high"] - b["m"]["ci_low"] > a["m"]["ci_high"] - a["m"]["ci_low"]
+        assert (b["m"]["noise_ci_high"] - b["m"]["noise_ci_low"]
+                > a["m"]["noise_ci_high"] - a["m"]["noise_ci_low"])
 
 
 @pytest.mark.statistical

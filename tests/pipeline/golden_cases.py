@@ -3,7 +3,10 @@
 ``golden.json`` holds their outputs as recorded from the code before the one-pipeline
 refactor (issue 16), re-recorded once for the exact noise's version 2 (issue 31: the integer
 noise scale; only the central noise changed, the columns, types and local-DP cases are as
-before); :mod:`test_golden` checks that both engines still produce exactly them.
+before); :mod:`test_golden` checks that both engines still produce exactly them. Re-recorded for
+issue 48: the user-level mean's ``ci_low``/``ci_high`` widened by its new ``bias_bound``
+(``noise_ci_low``/``noise_ci_high`` added), the LDP mean's ``bias_bound`` added; nothing
+else changed.
 Regenerate only on purpose: ``PYTHONPATH=$PWD python tests/pipeline/golden_cases.py``.
 """
 

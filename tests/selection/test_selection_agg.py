@@ -35,6 +35,7 @@ def test_releases_large_groups_only_sorted_with_its_mode(engine: Any) -> None:
     assert list(out["merchant"]) == ["big", "mid"]  # sorted, the tail suppressed
     assert list(out.columns) == [
         "merchant", "spend_mean", "spend_mean_ci_low", "spend_mean_ci_high",
+        "spend_mean_noise_ci_low", "spend_mean_noise_ci_high", "spend_mean_bias_bound",
         "spend_mean_weight", "spend_mean_privacy", "spend_mean_eps_cap",
         "spend_mean_eps_step", "spend_mean_delta",
     ]
@@ -44,7 +45,13 @@ def test_releases_large_groups_only_sorted_with_its_mode(engine: Any) -> None:
     assert set(out["spend_mean_eps_step"]) == {1 / 1024}
     truth = df.groupby("merchant")["spend"].mean()
     for row in out.itertuples():
-        assert row.spend_mean_ci_low <= row.spend_mean <= row.spend_mean_ci_high
+        # the interval of the group's own mean on every data set: the whole range (nothing
+        # public bounds the reweighting under selection); the noise interval is inside it
+        assert (row.spend_mean_ci_low, row.spend_mean_ci_high) == (0.0, 500.0)
+        assert row.spend_mean_bias_bound == 500.0
+        assert 0.0 <= row.spend_mean_noise_ci_low <= row.spend_mean
+        assert row.spend_mean <= row.spend_mean_noise_ci_high <= 500.0
+        assert row.spend_mean_noise_ci_high - row.spend_mean_noise_ci_low < 50
         assert abs(row.spend_mean - truth[row.merchant]) < 25
     weight = df.assign(k=np.minimum(df["eps"], 1.0)).groupby("merchant")["k"].sum()
     assert abs(out["spend_mean_weight"].iloc[0] - weight["big"]) < 60  # noisy Σ κ_i
@@ -103,9 +110,12 @@ def test_histogram_and_mean_in_one_call(engine: Any) -> None:
             for r in out.itertuples()}
     assert bins["big"]["low"] > 0.9
     assert bins["mid"]["high"] > 0.9
+    assert set(out["kind_histogram_bias_bound"]) == {1.0}
     for r in out.itertuples():
         for b in r.kind_histogram:
-            assert b["ci_low"] <= b["frequency"] <= b["ci_high"]
+            assert (b["ci_low"], b["ci_high"]) == (0.0, 1.0)
+            assert b["noise_ci_low"] <= b["frequency"] <= b["noise_ci_high"]
+            assert b["noise_ci_high"] - b["noise_ci_low"] < 0.2
 
 
 @pytest.mark.parametrize(

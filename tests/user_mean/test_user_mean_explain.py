@@ -88,8 +88,13 @@ def _check(plan: pd.Series, out: pd.Series, name: str, span: float) -> None:
     assert plan["half_width_is_bound"]
     assert plan["eps_final"] >= out[f"{name}_eps_final"]
     assert 0 < out[f"{name}_noise_scale"] <= plan["noise_scale"]
-    half = (out[f"{name}_ci_high"] - out[f"{name}_ci_low"]) / 2
+    # explain bounds the noise part; the released interval adds bias_bound (known only
+    # once the first steps have released the clip intervals' centre and the weights)
+    half = (out[f"{name}_noise_ci_high"] - out[f"{name}_noise_ci_low"]) / 2
     assert 0 < half <= plan["half_width"]
+    assert out[f"{name}_ci_low"] <= out[f"{name}_noise_ci_low"]
+    assert out[f"{name}_ci_high"] >= out[f"{name}_noise_ci_high"]
+    assert out[f"{name}_bias_bound"] >= 0
     assert plan["noise_scale"] < 20 * out[f"{name}_noise_scale"]  # a bound, not a wild one
 
 

@@ -33,6 +33,20 @@ covers the fixed-point encoding (<= 2**-31 per row) and the realized probabiliti
 exact samplers (relative bias <= 2**-38). Reports of our Laplace randomizer are clipped
 at 64 noise scales; that event adds at most n e**-63.99 to the failure probability.
 
+The table's own mean (issue 48). The radii above hold, with probability >= 1 - β, the
+population mean θ when the values are i.i.d.; for a FIXED table they hold the weighted mean
+Σ_i w_i·x_i (the randomizers' noise alone: the Laplace radius' noise term t2 at β - β1 <= β
+and eq. (29)'s half t/2 each bound |Σ w_i Z_i| w.p. >= 1 - β; RR's and Duchi's Hoeffding
+bounds hold for any fixed x_i, since E[c_i Y_i] = x_i with range 2 c_i). The user asks for
+the plain mean x̄ of the group's reports' true values, which Σ w_i x_i misses by the
+reweighting error, at most Δ·||w - 1/n||₁/2 for every table (proof in
+:mod:`hdp_spark.core.reweighting`; Δ = 2 in the unit scale [-1, 1], n the usable reports,
+weights fixed by the public ε histogram). The scalar mean publishes it as ``bias_bound``
+(value units) and its ``ci_low``/``ci_high`` are raw ± (radius + bias_bound) cut to the
+domain, which hold x̄ w.p. >= 1 - β on every table and still θ under the i.i.d. model
+(a wider interval). ``radius`` stays the randomizers' part. With ``weights="uniform"`` the
+bound is 0.
+
 Trivial-estimator fallback (ours): when the radius reaches the domain radius (1 in the
 unit scale, r for the ball) and ``fallback`` is on, the released value is the domain's
 centre, whose error never exceeds the domain radius. The decision depends on ε only.
@@ -69,6 +83,7 @@ __all__ = [
     "laplace_radius",
     "laplace_radius_eq29",
     "level_weights",
+    "weights_bias",
 ]
 
 RADIUS_SLACK = 2.0**-28
@@ -109,6 +124,7 @@ class LdpMeanResult:
     weights: str
     fallback: bool
     levels: tuple[LdpLevel, ...]
+    bias_bound: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +240,9 @@ def finalize_ldp_mean(spec: LdpMeanSpec, stats: LdpGroupStats) -> LdpMeanResult:
     radius = half * radius_unit
     fallback = spec.fallback and radius_unit >= 1.0
     estimate = mid if fallback else min(max(raw, lower), upper)
-    ci_low = min(max(raw - radius, lower), upper)
-    ci_high = max(min(raw + radius, upper), lower)
+    bias = (upper - lower) * weights_bias(weights, counts)
+    ci_low = min(max(raw - radius - bias, lower), upper)
+    ci_high = max(min(raw + radius + bias, upper), lower)
     return LdpMeanResult(
         estimate=estimate,
         raw=raw,
@@ -240,7 +257,21 @@ def finalize_ldp_mean(spec: LdpMeanSpec, stats: LdpGroupStats) -> LdpMeanResult:
         levels=tuple(
             LdpLevel(lv, c, w) for lv, c, w in zip(levels, counts, weights, strict=True)
         ),
+        bias_bound=bias,
     )
+
+
+def weights_bias(weights: Sequence[float], counts: Sequence[int]) -> float:
+    """||w - 1/n||₁/2 for per-report weights ``weights[l]`` of the ``counts[l]`` reports of
+    each level (n = Σ counts > 0): the reweighting error's bound over a range of length 1
+    (module docstring, "The table's own mean"), plus 2^-40 for the float sums' rounding.
+
+    Privacy:
+        A function of the public ε histogram only.
+    """
+    n = sum(counts)
+    tv = math.fsum(c * abs(w * n - 1.0) for w, c in zip(weights, counts, strict=True))
+    return tv / (2.0 * n) + 2.0**-40 if tv > 0 else 0.0
 
 
 def finalize_ldp_vector(spec: LdpVectorMeanSpec, stats: LdpGroupStats) -> LdpVectorResult:

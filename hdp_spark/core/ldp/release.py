@@ -62,7 +62,7 @@ def output_fields(spec: LdpSpec) -> tuple[tuple[str, str], ...]:
     if isinstance(spec, LdpMeanSpec):
         head: tuple[tuple[str, str], ...] = (
             ("", "float"), ("_raw", "float"), ("_ci_low", "float"), ("_ci_high", "float"),
-            ("_radius", "float"), ("_mechanism", "str"),
+            ("_radius", "float"), ("_bias_bound", "float"), ("_mechanism", "str"),
         )
     elif isinstance(spec, LdpVectorMeanSpec):
         head = (
@@ -180,7 +180,8 @@ def _row_values(spec: LdpSpec, r: LdpResult) -> list[Any]:
         return list(values)
 
     if isinstance(r, LdpMeanResult):
-        head: list[Any] = [r.estimate, r.raw, r.ci_low, r.ci_high, r.radius, r.mechanism]
+        head: list[Any] = [r.estimate, r.raw, r.ci_low, r.ci_high, r.radius, r.bias_bound,
+                           r.mechanism]
     elif isinstance(r, LdpVectorResult):
         head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
                 r.radius, r.mechanism]

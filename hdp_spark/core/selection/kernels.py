@@ -3,6 +3,13 @@
 Their outputs hold no exact per-group count or ε histogram (both private when group
 membership is): the estimate, its interval, the noisy selection weight and the privacy
 mode with each row's charge (κ_i = min(ε_i, c) rounded down to the step, and δ).
+
+Intervals: ``ci_low``/``ci_high`` hold the group's own mean (a bin's frequency) on every
+data set, hence are the whole public range: with private n and ε histogram nothing public
+bounds the effect of weighting rows by κ_i = min(ε_i, c), which ``bias_bound`` (the range)
+states. ``noise_ci_low``/``noise_ci_high`` are the noise's (1 - β) interval of the
+κ-weighted mean Σ κ_i·x_i/Σ κ_i (proof: :mod:`hdp_spark.core.selection.mechanism`,
+"Intervals").
 """
 
 from __future__ import annotations
@@ -58,7 +65,8 @@ class SelectedMeanKernel:
     """``hdp_mean`` under partition selection: μ̂ = clip(½ + Ñ/W̃, 0, 1) in value units."""
 
     FIELDS = (OutputField("", F), OutputField("_ci_low", F), OutputField("_ci_high", F),
-              *SELECTION_FIELDS)
+              OutputField("_noise_ci_low", F), OutputField("_noise_ci_high", F),
+              OutputField("_bias_bound", F), *SELECTION_FIELDS)
 
     def fields(self, spec: MeanSpec) -> tuple[OutputField, ...]:
         return self.FIELDS
@@ -79,19 +87,23 @@ class SelectedMeanKernel:
         return selected_means(spec, stats, slot, key, groups, label, selected)
 
     def values(self, spec: MeanSpec, r: SelectedMean) -> tuple[Any, ...]:
-        return (r.estimate, r.ci_low, r.ci_high, *_selection_values(r.selected))
+        return (r.estimate, r.ci_low, r.ci_high, r.noise_ci_low, r.noise_ci_high,
+                r.bias_bound, *_selection_values(r.selected))
 
 
 @dataclass(frozen=True, slots=True)
 class SelectedHistogramKernel:
     """``hdp_histogram`` under partition selection: one list-of-struct column ``<name>``
-    (category, frequency, ci_low, ci_high), p̂_j = clip(C̃_j/W̃, 0, 1)."""
+    (category, frequency, ci_low, ci_high, noise_ci_low, noise_ci_high),
+    p̂_j = clip(C̃_j/W̃, 0, 1), and ``<name>_bias_bound`` (1)."""
 
     def fields(self, spec: HistogramSpec) -> tuple[OutputField, ...]:
         label = OutputField("category", S if spec.kind == "str" else "int", nullable=False)
         items = (label, *(OutputField(n, F, nullable=False)
-                          for n in ("frequency", "ci_low", "ci_high")))
-        return (OutputField("", "list", items), *SELECTION_FIELDS)
+                          for n in ("frequency", "ci_low", "ci_high", "noise_ci_low",
+                                    "noise_ci_high")))
+        return (OutputField("", "list", items), OutputField("_bias_bound", F),
+                *SELECTION_FIELDS)
 
     def request(self, spec: HistogramSpec) -> CellRequest:
         return CategoryRequest(spec)
@@ -109,10 +121,11 @@ class SelectedHistogramKernel:
         return selected_histograms(spec, stats, key, groups, label, selected)
 
     def values(self, spec: HistogramSpec, r: SelectedHistogram) -> tuple[Any, ...]:
-        bins = [{"category": label, "frequency": p, "ci_low": lo, "ci_high": hi}
-                for label, p, (lo, hi) in zip(r.labels, r.frequencies, r.intervals,
-                                              strict=True)]
-        return (bins, *_selection_values(r.selected))
+        bins = [{"category": label, "frequency": p, "ci_low": lo, "ci_high": hi,
+                 "noise_ci_low": nlo, "noise_ci_high": nhi}
+                for label, p, (lo, hi), (nlo, nhi) in zip(
+                    r.labels, r.frequencies, r.intervals(), r.noise_intervals, strict=True)]
+        return (bins, r.bias_bound, *_selection_values(r.selected))
 
 
 def selected_kernel_of(spec: object) -> Any:

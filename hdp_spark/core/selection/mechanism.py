@@ -41,6 +41,28 @@ Privacy argument (per person i with weight γk_i <= κ_i <= ε_i):
 
 Total: (f + A·s)·γk_i = γk_i <= κ_i, and δ, per person — (κ_i, δ) under both
 add/remove and replacement (the review box corrects the note's 2δ for replacement).
+
+Intervals (what each published interval covers). The noise interval
+(``noise_ci_low``/``noise_ci_high``, :func:`ratio_interval`) holds, with probability
+>= 1 - β, the κ-weighted statistic ½ + N_g/W_g = Σ_i (k_i/W_g)·x̄_i (a bin: Σ_{x_i=j} k_i/W_g),
+not the group's plain mean ȳ = Σ_i x̄_i/n_g. The reweighting error between them is bounded
+by ||w - 1/n||₁/2 (:mod:`hdp_spark.core.reweighting`), but here n_g and the group's ε
+histogram are private, so that bound cannot be published. The released
+``ci_low``/``ci_high`` therefore add the worst case over every group in the public range:
+
+Claim. No function of the public parameters and of the released (W̃, Ñ or C̃) bounds the
+reweighting error below the whole range: bias_bound = Δ (``upper - lower``; 1 for a
+frequency), so ci_low/ci_high = [lower, upper] ([0, 1]) hold ȳ on every data set, and no
+valid interval is narrower on every data set.
+
+Proof. Validity: ȳ lies in [lower, upper] always. Optimality: take a group of m rows with
+ε_i >= c and x̄_i = 0, and add z rows of ε = 0 (k = 0) holding x̄ = 0 (set A) or x̄ = 1
+(set B). W, N and the bin counts are equal on A and B, so the released outputs have
+exactly the same distribution, while ȳ is 0 on A and z/(m + z) on B. An interval that holds
+ȳ with probability >= 1 - β on both holds both values with probability >= 1 - 2β, so its
+width is >= z/(m + z) -> 1 (z -> ∞) with that probability. (Rows with ε small but > 0 make
+the same argument hold up to their tiny weight.) ∎ With public keys the same group gets the
+bound ||w - 1/n||₁/2 because n and the ε histogram are public there.
 Groups whose key holds a null or NaN are never released (a public rule), and released
 keys are returned sorted: neither the candidates nor their order ever reach the output.
 """
@@ -237,7 +259,13 @@ class SelectedMean:
     """The released mean of one selected group (value units).
 
     Attributes:
-        estimate, ci_low, ci_high: μ̂ and its (1 - β) interval.
+        estimate: μ̂.
+        ci_low, ci_high: a (1 - β) interval of the group's mean on every data set: the
+            noise interval widened by ``bias_bound``, cut to [lower, upper] (so exactly
+            [lower, upper]: the module docstring, "Intervals").
+        noise_ci_low, noise_ci_high: the (1 - β) interval of the κ-weighted mean (the
+            noise only; it misses the plain mean when values depend on ε).
+        bias_bound: the worst-case reweighting error, ``upper - lower``.
         numerator: Ñ in steps (kept for tests; not published).
         selected: the group's selection.
     """
@@ -247,6 +275,9 @@ class SelectedMean:
     ci_high: float
     numerator: Fraction
     selected: Selected
+    noise_ci_low: float
+    noise_ci_high: float
+    bias_bound: float
 
 
 def selected_mean(
@@ -301,8 +332,10 @@ def _ratio_mean(spec: MeanSpec, selected: Selected, noisy: Fraction, half: float
     lo, hi = ratio_interval(noisy, half, selected.weight, weight_half, 0.5)
     lower, span = float(spec.lower), float(spec.upper) - float(spec.lower)
     estimate = lower + span * unit
-    return SelectedMean(estimate, min(lower + span * lo, estimate),
-                        max(lower + span * hi, estimate), noisy, selected)
+    upper = float(spec.upper)
+    return SelectedMean(estimate, lower, upper, noisy, selected,
+                        min(lower + span * lo, estimate), max(lower + span * hi, estimate),
+                        upper - lower)
 
 
 def selected_means(
@@ -362,16 +395,26 @@ class SelectedHistogram:
 
     Attributes:
         labels: the released bins.
-        frequencies, intervals: p̂_j and its (1 - β) interval per bin.
+        frequencies: p̂_j per bin.
+        noise_intervals: the (1 - β) interval of each bin's κ-weighted frequency (the
+            noise only).
         counts: the noisy weighted counts C̃_j in steps (kept for tests; not published).
         selected: the group's selection.
     """
 
     labels: tuple[str | int, ...]
     frequencies: tuple[float, ...]
-    intervals: tuple[tuple[float, float], ...]
+    noise_intervals: tuple[tuple[float, float], ...]
     counts: tuple[int, ...]
     selected: Selected
+
+    bias_bound = 1.0
+    """The worst-case reweighting error of a frequency (the module docstring, "Intervals")."""
+
+    def intervals(self) -> list[tuple[float, float]]:
+        """Each bin's (1 - β) interval of its frequency on every data set: the noise
+        interval widened by :attr:`bias_bound` and cut to [0, 1], i.e. [0, 1]."""
+        return [(0.0, 1.0)] * len(self.labels)
 
 
 def selected_histogram(

@@ -15,6 +15,8 @@ from typing import Any
 
 from hdp_spark.core.keys import context_key
 from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.reweighting import FALLBACK_BOUND, widened
+from hdp_spark.core.user_mean.bias import final_bias_bound
 from hdp_spark.core.user_mean.census import Cut, GroupPlan, plan_group
 from hdp_spark.core.user_mean.solver import FinalDesign, design_final
 from hdp_spark.core.user_mean.spec import UserMeanSpec
@@ -39,6 +41,9 @@ USER_MEAN_FIELDS: tuple[tuple[str, str], ...] = (
     ("_noise_scale", "float"),
     ("_ci_low", "float"),
     ("_ci_high", "float"),
+    ("_noise_ci_low", "float"),
+    ("_noise_ci_high", "float"),
+    ("_bias_bound", "float"),
     ("_users", "int"),
     ("_rows", "int"),
     ("_users_var", "int"),
@@ -66,6 +71,9 @@ class UserMeanResult:
     noise_scale: float
     ci_low: float
     ci_high: float
+    noise_ci_low: float
+    noise_ci_high: float
+    bias_bound: float
     users: int
     rows: int
     users_var: int
@@ -85,7 +93,8 @@ class UserMeanResult:
     def as_row(self, prefix: str) -> dict[str, Any]:
         """The output columns of this result."""
         values = (
-            self.estimate, self.noise_scale, self.ci_low, self.ci_high, self.users, self.rows,
+            self.estimate, self.noise_scale, self.ci_low, self.ci_high, self.noise_ci_low,
+            self.noise_ci_high, self.bias_bound, self.users, self.rows,
             self.users_var, self.users_initial, self.users_final, self.users_excluded,
             self.initial, self.user_var, self.t, self.cap, self.eps_var, self.eps_initial,
             self.eps_final, self.fallback,
@@ -128,7 +137,8 @@ def _fallback(spec: UserMeanSpec, plan: GroupPlan) -> UserMeanResult:
     mid = (float(spec.lower) + float(spec.upper)) / 2
     nan = math.nan
     return UserMeanResult(
-        mid, 0.0, float(spec.lower), float(spec.upper), plan.users, plan.rows, 0, 0, 0,
+        mid, 0.0, float(spec.lower), float(spec.upper), mid, mid, spec.span * FALLBACK_BOUND,
+        plan.users, plan.rows, 0, 0, 0,
         plan.excluded, nan, nan, nan, spec.cap, 0.0, 0.0, 0.0, True, (),
     )
 
@@ -215,17 +225,23 @@ def run_user_mean(
                           var.s2 if var else float(spec.public_variance or 0.0)))
         estimate = lower + span * fin.value
         half = span * fin.half_width
+        upper = float(spec.upper)
+        bias = span * float(final_bias_bound(design, plan.users))
+        reach = widened(half + bias, lower, upper)  # released interval: noise + bias
         lo, hi = estimate - half, estimate + half
         if spec.clip_output:
-            estimate = min(max(estimate, lower), float(spec.upper))
-            lo, hi = max(lo, lower), min(hi, float(spec.upper))
+            estimate = min(max(estimate, lower), upper)
+            lo, hi = max(lo, lower), min(hi, upper)
         s2_unit = var.s2 if var else float(spec.public_variance or 0.0) / span**2
         classes = (var.classes if var else ()) + init.classes + fin.classes
         results[keys[gid]] = UserMeanResult(
             estimate=estimate,
             noise_scale=span * fin.scale,
-            ci_low=min(lo, estimate),
-            ci_high=max(hi, estimate),
+            ci_low=min(max(estimate - reach, lower), estimate),
+            ci_high=max(min(estimate + reach, upper), estimate),
+            noise_ci_low=min(lo, estimate),
+            noise_ci_high=max(hi, estimate),
+            bias_bound=bias,
             users=plan.users,
             rows=plan.rows,
             users_var=plan.n_var,
