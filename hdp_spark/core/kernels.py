@@ -478,7 +478,7 @@ def only(kind: type, specs: Sequence[object], message: str) -> None:
 
 def _ldp_check(already_randomized: bool) -> Any:
     def check(engine: Engine, specs: Sequence[object], by: tuple[str, ...]) -> None:
-        ldp = [s for s in specs if isinstance(kernel_of(s), LdpKernel)]
+        ldp: list[Any] = [s for s in specs if isinstance(kernel_of(s), LdpKernel)]
         if ldp:
             check_randomized(ldp, engine.report_marks(), already_randomized)
 
