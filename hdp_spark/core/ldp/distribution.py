@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hdp_spark.core.ldp.common import rr_factor, warn_large_eps
-from hdp_spark.core.ldp.mean import RADIUS_SLACK, LdpLevel, level_weights
+from hdp_spark.core.ldp.mean import RADIUS_SLACK, LdpLevel, level_weights, weights_bias
 from hdp_spark.core.ldp.specs import LdpDistributionSpec
 from hdp_spark.core.ldp.stats import LdpGroupStats, level_arrays
 
@@ -57,6 +57,7 @@ class LdpDistributionResult:
     weights: str
     fallback: bool
     levels: tuple[LdpLevel, ...]
+    bias_bound: float = 0.0
 
 
 def distribution_radius(variance: float, d: int, m: int, projection: str, beta: float) -> float:
@@ -98,11 +99,15 @@ def finalize_ldp_distribution(
     fallback = spec.fallback and radius >= 1.0
     raw = tuple(float(x) for x in raw_arr)
     estimate = uniform if fallback else tuple(min(max(x, 0.0), 1.0) for x in raw)
+    # a report's true value is one category: each bin's indicator lies in [0, 1], so the
+    # weighted frequency misses the table's by at most ||w - 1/n||₁/2 per bin, whatever the
+    # data (hdp_spark.core.ldp.mean, "The table's own mean")
+    bias = weights_bias(weights, counts)
     return LdpDistributionResult(
         estimate=estimate,
         raw=raw,
-        ci_low=tuple(min(max(x - radius, 0.0), 1.0) for x in raw),
-        ci_high=tuple(max(min(x + radius, 1.0), 0.0) for x in raw),
+        ci_low=tuple(min(max(x - radius - bias, 0.0), 1.0) for x in raw),
+        ci_high=tuple(max(min(x + radius + bias, 1.0), 0.0) for x in raw),
         radius=radius,
         m=oracle.m,
         projection=oracle.projection,
@@ -113,4 +118,5 @@ def finalize_ldp_distribution(
         levels=tuple(
             LdpLevel(lv, c, w) for lv, c, w in zip(levels, counts, weights, strict=True)
         ),
+        bias_bound=bias,
     )

@@ -142,6 +142,7 @@ class LdpVectorResult:
     weights: str
     fallback: bool
     levels: tuple[LdpLevel, ...]
+    bias_bound: float = 0.0
 
 
 def level_weights(
@@ -304,11 +305,15 @@ def finalize_ldp_vector(spec: LdpVectorMeanSpec, stats: LdpGroupStats) -> LdpVec
         estimate = tuple(x * (r / norm) for x in raw)
     else:
         estimate = raw
+    # every coordinate of a report's true value lies in [-r, r] (the ball is inside the
+    # box): the weighted mean misses the table's by at most 2r·||w - 1/n||₁/2 per coordinate
+    # (module docstring, "The table's own mean"), whatever the data
+    bias = 2.0 * r * weights_bias(weights, counts)
     return LdpVectorResult(
         estimate=estimate,
         raw=raw,
-        ci_low=tuple(min(max(x - radius, -r), r) for x in raw),
-        ci_high=tuple(max(min(x + radius, r), -r) for x in raw),
+        ci_low=tuple(min(max(x - radius - bias, -r), r) for x in raw),
+        ci_high=tuple(max(min(x + radius + bias, r), -r) for x in raw),
         radius=radius,
         n=stats.n,
         skipped=stats.skipped,
@@ -318,4 +323,5 @@ def finalize_ldp_vector(spec: LdpVectorMeanSpec, stats: LdpGroupStats) -> LdpVec
         levels=tuple(
             LdpLevel(lv, c, w) for lv, c, w in zip(levels, counts, weights, strict=True)
         ),
+        bias_bound=bias,
     )

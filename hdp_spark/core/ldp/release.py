@@ -67,12 +67,13 @@ def output_fields(spec: LdpSpec) -> tuple[tuple[str, str], ...]:
     elif isinstance(spec, LdpVectorMeanSpec):
         head = (
             ("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
-            ("_radius", "float"), ("_mechanism", "str"),
+            ("_radius", "float"), ("_bias_bound", "float"), ("_mechanism", "str"),
         )
     else:
         head = (
             ("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
-            ("_radius", "float"), ("_m", "int"), ("_projection", "str"),
+            ("_radius", "float"), ("_bias_bound", "float"), ("_m", "int"),
+            ("_projection", "str"),
         )
     return head + _COMMON_TAIL
 
@@ -184,10 +185,10 @@ def _row_values(spec: LdpSpec, r: LdpResult) -> list[Any]:
                            r.mechanism]
     elif isinstance(r, LdpVectorResult):
         head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
-                r.radius, r.mechanism]
+                r.radius, r.bias_bound, r.mechanism]
     else:
         head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
-                r.radius, r.m, r.projection]
+                r.radius, r.bias_bound, r.m, r.projection]
     levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight} for lv in r.levels]
     return [*head, r.n, r.skipped, r.weights, r.fallback, levels]
 
