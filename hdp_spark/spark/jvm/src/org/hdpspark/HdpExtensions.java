@@ -116,6 +116,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram()));
     ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpRecords.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
+        new HdpRecords.Builder()));
+    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
@@ -137,6 +141,9 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpSqlHistogram.FUNCTION,
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram());
+    registerOne(session, HdpRecords.FUNCTION,
+        new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
+        new HdpRecords.Builder());
     registerOne(session, HdpSelected.FUNCTION,
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder());
