@@ -13,8 +13,9 @@ aggregates, and the driver finalizes the small level table.
 
 Every release function is the one front function of :mod:`hdp_spark.front` bound to
 :class:`~hdp_spark.spark.engine.SparkEngine` (its documentation is there, shared with
-pandas). ``hdp_mean``, ``hdp_histogram`` and ``hdp_heavy_hitters`` here are Column aggregators (they also work as
-specs in ``hs.agg``); this package adds the Spark engine's own pieces: ``configure``,
+pandas). ``hdp_mean``, ``hdp_histogram`` and ``hdp_heavy_hitters`` here are Column
+aggregators (they also work as specs in ``hs.agg``); this package adds the Spark engine's own
+pieces: ``configure``,
 ``register_sql``, ``level_tables``/``histogram_tables``, ``ldp_oracle``, ``ldp_simulate``,
 ``ldp_tables`` and ``validate``.
 """

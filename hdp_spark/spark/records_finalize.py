@@ -78,7 +78,8 @@ def record_fields(spec: HeavyHittersSpec) -> list[tuple[str, OutputField]]:
 def group_key(query: ReleaseKey, name: str, group: str | None) -> ReleaseKey:
     """The key of one group's mechanism: ``query`` (the Column's key for the query)
     derived with the aggregator's name and the group's text (the native aggregate's
-    canonical text of the grouping values; None for a global aggregate).
+    canonical text of the grouping values, ``"[]"`` for a global aggregate; None is taken
+    as ``""``).
 
     Privacy:
         ``HMAC-SHA256(query key, domain || context)`` (the block key of the keyed stream of
