@@ -230,7 +230,7 @@ def hdp_heavy_hitters(
     aggregated); ``select_keys`` is not taken. One struct column per group: ``records``,
     the release API's list of released records (the attribute values, ``noisy_count``,
     ``count_ci_low``, ``count_ci_high``), then the report's scalar fields (``eps_person``,
-    ``release_max_count``, ``thresholds``' parameters ``mu`` and ``kappa``, ...: see
+    ``release_max_count``, ``mu``, ``kappa``, ...: see
     :data:`~hdp_spark.spark.records_finalize.REPORT_FIELDS`). ``hs.agg(df, <this>)`` and
     ``hs.heavy_hitters(df, <this>)`` run the release API with its spec.
 

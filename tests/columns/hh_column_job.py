@@ -1,10 +1,12 @@
 """The heavy-hitters Column checks that run on any session (classic in the test process,
 Spark Connect in a subprocess: a Connect server cannot share the test run's JVM). Prints
-JSON when run as a script (on a local Spark Connect server)."""
+JSON when run as a script: on a local Spark Connect server, or on the master given as its
+argument (``local-cluster[2,1,1024]``)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import numpy as np
@@ -96,7 +98,10 @@ def main() -> None:
 
     import hdp_spark.spark as hs
 
-    builder = SparkSession.builder.remote("local[2]")
+    if sys.argv[1:]:  # a master, e.g. local-cluster[2,1,1024]
+        builder = SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false")
+    else:  # a local Spark Connect server
+        builder = SparkSession.builder.remote("local[2]")
     builder = builder.config("spark.sql.shuffle.partitions", "3")
     spark = hs.configure(builder).getOrCreate()
     try:

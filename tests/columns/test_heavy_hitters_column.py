@@ -58,16 +58,29 @@ def test_classic_column_equals_the_release_api(classic: dict[str, Any]) -> None:
     _check(classic)
 
 
-def test_connect_column_equals_the_release_api() -> None:
-    pytest.importorskip("pyspark.sql.connect")
+def _run(*args: str) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("SPARK_REMOTE", None)
     env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.run([sys.executable, str(JOB)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(JOB), *args], capture_output=True, text=True,
                           timeout=600, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_connect_column_equals_the_release_api() -> None:
+    pytest.importorskip("pyspark.sql.connect")
+    got = _run()
     assert "connect" in got["session"]
+    _check(got)
+
+
+@pytest.mark.slow
+def test_local_cluster_column_equals_the_release_api() -> None:
+    """Separate executor JVMs and Python workers: the native aggregate from spark.jars, the
+    finalize from the installed package."""
+    got = _run("local-cluster[2,1,1024]")
     _check(got)
 
 
@@ -180,3 +193,17 @@ def test_attribute_type_errors_use_the_release_apis_words(spark: Any) -> None:
     with pytest.raises(Exception, match="attribute column `a` has type bigint, which cannot "
                                         "hold the str values of its domain"):
         df.agg(col).collect()
+
+
+def test_tied_groups_draw_independent_noise(spark: Any) -> None:
+    """Two groups with the same rows (equal statistics) run the mechanism under their own
+    keys: their noisy counts differ (each of ~10 released counts ties with probability
+    below 1/2 under independent noise, all of them with probability below 1e-3)."""
+    rows = table(4000)
+    pdf = pd.concat([rows.assign(country="a"), rows.assign(country="b")])
+    df = spark.createDataFrame(pdf)
+    col = hs.hdp_heavy_hitters(COLS, domains=DOMAINS, eps0=4.0, delta=1e-3, keys="public")
+    got = {r["country"]: [x["noisy_count"] for x in r["heavy_hitters"]["records"]]
+           for r in df.groupBy("country").agg(col).collect()}
+    assert len(got["a"]) >= 10
+    assert got["a"] != got["b"]
