@@ -101,6 +101,10 @@ class Aggregator:
         constructor: the public function that builds a spec (``hdp_mean``).
         column_field: the name of the estimate's field inside the Column's struct
             (``"estimate"``, ``"bins"``); None: not available as a Column.
+        column_builder: ``"module:function"`` of an aggregator's own Spark Column builder,
+            ``function(spec, *, keys=None) -> Column``, for aggregators whose cells are not
+            the level or category cells of the generic Column (heavy hitters: record
+            counts); None: the generic Column when ``column_field`` is set.
         sql: the SQL function of the JVM extension (``"hdp_mean"``); None: no SQL form.
         sql_form: the generic SQL form (:class:`SqlForm`: ``hdp_aggregate('<name>', ...)``)
             of an aggregator the extension does not know by name.
@@ -124,6 +128,7 @@ class Aggregator:
     kernel: Kernel
     constructor: Callable[..., Any]
     column_field: str | None = None
+    column_builder: str | None = None
     sql: str | None = None
     job_kind: AggregatorKind | str | None = None
     explain: ExplainHook | None = None
@@ -153,6 +158,12 @@ class Aggregator:
             if text is not None and not _identifier(text):
                 msg = f"`{role}` must be a lower-case identifier or None, got {text!r}."
                 raise ParameterError(msg)
+        if self.column_builder is not None and (
+                not isinstance(self.column_builder, str) or self.column_builder.count(":") != 1
+                or self.column_field is None):
+            msg = ("`column_builder` must be 'module:function' beside a `column_field`, got "
+                   f"{self.column_builder!r}.")
+            raise ParameterError(msg)
         if self.explain is not None and not callable(self.explain):
             msg = f"`explain` must be callable or None, got {self.explain!r}."
             raise ParameterError(msg)

@@ -29,6 +29,7 @@ from hdp_spark.core.partial.spec import HeavyHittersSpec
 from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError
+from hdp_spark.front import spec_of
 
 __all__ = [
     "attribute_histograms",
@@ -59,6 +60,7 @@ def release_heavy_hitters(
     Privacy:
         As :func:`heavy_hitters` (one release, fresh noise unless ``unsafe_seed``).
     """
+    spec = spec_of(spec)  # a Spark Column aggregator hands out its spec
     _checked(spec, HeavyHittersSpec, "hdp_heavy_hitters")
     r = release_specs(engine, [spec], schema=schema, unsafe_seed=unsafe_seed)
     result: HeavyHittersResult = r.results[spec.name][()]
@@ -99,6 +101,7 @@ def heavy_hitters(
         ``eps_person`` per person (replacement neighbours, n public). Each call is one
         release with fresh noise; calling twice spends twice. The table is materialized.
     """
+    spec = spec_of(spec)  # a Spark Column aggregator hands out its spec
     result = release_heavy_hitters(engine, spec, unsafe_seed=unsafe_seed, schema=schema)
     kernel = HeavyHittersKernel()
     table = engine.materialize((), [(f.suffix, f) for f in kernel.items(spec)],

@@ -41,6 +41,7 @@ Privacy (the composition rule):
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -90,8 +91,8 @@ def _column_field(spec: Any) -> str:
     """
     aggregator = aggregator_of(spec)
     request = getattr(aggregator.kernel, "request", None)
-    if aggregator.column_field is None or request is None or not isinstance(
-            request(spec), LevelRequest | CategoryRequest):
+    if aggregator.column_field is None or aggregator.column_builder is not None or (
+            request is None or not isinstance(request(spec), LevelRequest | CategoryRequest)):
         columns = ", ".join(a.constructor_name for a in aggregators()
                             if a.column_field is not None)
         msg = (f"`{aggregator.constructor_name}` is not available as a Spark Column yet "
@@ -425,6 +426,11 @@ def as_column(spec: Any, *, keys: str | Sequence[object] | SelectKeys | None = N
     from hdp_spark.front import spec_of
 
     spec = spec_of(spec)
+    builder = aggregator_of(spec).column_builder
+    if builder is not None:  # the aggregator's own native aggregate and finalize
+        module, function = builder.split(":")
+        out: Column = getattr(importlib.import_module(module), function)(spec, keys=keys)
+        return out
     _column_field(spec)  # refuses an aggregator that has no Column form, before any query
     if keys is not None and isinstance(keys, SelectKeys):
         if aggregator_of(spec).selected is None:

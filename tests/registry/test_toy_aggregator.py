@@ -257,3 +257,22 @@ def test_the_generic_sql_finalize_refuses_bad_options_and_mismatched_cells(toy: 
         hdp_spark.Aggregator(NAME, (ToyCountSpec,), TOY.kernel, toy_count, sql_form=3)  # type: ignore[arg-type]
     with pytest.raises(ParameterError, match="`cells` must be 'level' or 'category'"):
         hdp_spark.SqlForm("rows", toy_count, None)
+
+
+def test_as_column_of_heavy_hitters_is_their_own_column(spark: Any) -> None:
+    """An aggregator with its own native aggregate names its Column builder in its
+    descriptor: ``hs.as_column`` of a heavy-hitters spec is the heavy-hitters Column."""
+    import hdp_spark.spark as hs
+    from hdp_spark.spark.columns_partial import _Heavy
+
+    spec = hdp_spark.hdp_heavy_hitters(["a", "b"], domains={"a": ["x", "y"], "b": [0, 1]},
+                                       eps0=1.0)
+    col = hs.as_column(spec, keys="public")
+    assert isinstance(col, _Heavy)
+    assert col.spec == spec
+    assert col.groups == "public"
+    with pytest.raises(ParameterError, match="select_keys"):
+        hs.as_column(spec, keys=hdp_spark.select_keys(delta=1e-6, c=1.0, share=0.5))
+    with pytest.raises(ParameterError, match="`column_builder` must be 'module:function'"):
+        hdp_spark.Aggregator(NAME, (ToyCountSpec,), TOY.kernel, toy_count,
+                             column_builder="nope")

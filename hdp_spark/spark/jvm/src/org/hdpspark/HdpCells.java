@@ -64,7 +64,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * order of rows and partitions, so re-evaluation yields the same cells (and the same noise).
  */
 public final class HdpCells extends TypedImperativeAggregate<CellState>
-    implements java.io.Serializable {
+    implements java.io.Serializable, HdpRelease {
 
   private static final long serialVersionUID = 1L;
 
@@ -412,12 +412,14 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
   }
 
   /** This aggregate as a release's (see the strict constructor). */
-  HdpCells strict() {
+  @Override
+  public HdpCells strict() {
     return new HdpCells(children(), mutableOffset, inputOffset, true);
   }
 
   /** The aggregator's group decision while the query placeholder is in place (else null). */
-  String groups() {
+  @Override
+  public String groups() {
     return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
   }
 

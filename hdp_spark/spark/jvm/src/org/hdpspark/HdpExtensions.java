@@ -120,6 +120,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpSqlAggregate.class.getName(), HdpSqlAggregate.FUNCTION),
         new HdpSqlAggregate()));
     ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpRecords.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
+        new HdpRecords.Builder()));
+    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
@@ -141,6 +145,12 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpSqlHistogram.FUNCTION,
         new ExpressionInfo(HdpSqlHistogram.class.getName(), HdpSqlHistogram.FUNCTION),
         new HdpSqlHistogram());
+    registerOne(session, HdpSqlAggregate.FUNCTION,
+        new ExpressionInfo(HdpSqlAggregate.class.getName(), HdpSqlAggregate.FUNCTION),
+        new HdpSqlAggregate());
+    registerOne(session, HdpRecords.FUNCTION,
+        new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
+        new HdpRecords.Builder());
     registerOne(session, HdpSelected.FUNCTION,
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder());

@@ -25,7 +25,7 @@ import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractPartialFunction;
 
 /**
- * An analyzer (post-hoc resolution) rule: gives every {@link HdpCells} of an aggregate the
+ * An analyzer (post-hoc resolution) rule: gives every {@link HdpRelease} of an aggregate the
  * fingerprint of what it aggregates ({@link QueryFingerprint}) in place of its
  * {@link HdpQuery} placeholder, and refuses a grouped aggregate whose hdp_spark aggregator
  * made no group decision.
@@ -38,7 +38,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
 
   /** What a grouped aggregate without a group decision raises (the message names the
    * choices; the Python API maps it to its own error). */
-  static final String UNDECIDED = "hdp_spark: a grouped hdp_mean/hdp_histogram publishes "
+  static final String UNDECIDED = "hdp_spark: a grouped hdp_spark aggregator publishes "
       + "one row per group, so which groups appear is a privacy decision. Choose one: "
       + "declare the grouping values public with keys='public' (Column) or a last SQL "
       + "argument 'public' (e.g. hdp_mean(x, eps, 0, 100, 'public')), list the public keys "
@@ -94,13 +94,13 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                 @Override
                 public boolean isDefinedAt(Expression x) {
                   return x instanceof AggregateExpression
-                      && ((AggregateExpression) x).aggregateFunction() instanceof HdpCells
+                      && ((AggregateExpression) x).aggregateFunction() instanceof HdpRelease
                       && Placeholder.holds(x, HdpQuery.class);
                 }
 
                 @Override
                 public Expression apply(Expression x) {
-                  HdpCells cells = (HdpCells) ((AggregateExpression) x).aggregateFunction();
+                  HdpRelease cells = (HdpRelease) ((AggregateExpression) x).aggregateFunction();
                   String groups = cells.groups();
                   if (grouped && HdpQuery.NONE.equals(groups)) {
                     throw new IllegalArgumentException(UNDECIDED);
@@ -131,13 +131,13 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                   return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
                     @Override
                     public boolean isDefinedAt(Expression y) {
-                      return y instanceof HdpQuery || (release && y instanceof HdpCells);
+                      return y instanceof HdpQuery || (release && y instanceof HdpRelease);
                     }
 
                     @Override
                     public Expression apply(Expression y) {
-                      if (y instanceof HdpCells) {  // a release: its ε rules fail the query
-                        return ((HdpCells) y).strict();
+                      if (y instanceof HdpRelease) {  // a release: its ε rules fail the query
+                        return ((HdpRelease) y).strict();
                       }
                       return Literal.create(UTF8String.fromString(fp), DataTypes.StringType);
                     }
