@@ -82,10 +82,12 @@ from hdp_spark.aggregators.registry import (  # noqa: E402
     Aggregator,
     SqlForm,
     aggregator_of,
-    aggregators,
     register_aggregator,
     unregister_aggregator,
 )
+from hdp_spark.aggregators.registry import (  # noqa: E402
+    aggregators as registered_aggregators,  # not `aggregators`: that is the subpackage
+)
 
-__all__ += ["Aggregator", "SqlForm", "aggregator_of", "aggregators", "register_aggregator",
-            "unregister_aggregator"]
+__all__ += ["Aggregator", "SqlForm", "aggregator_of", "register_aggregator",
+            "registered_aggregators", "unregister_aggregator"]

@@ -276,3 +276,15 @@ def test_as_column_of_heavy_hitters_is_their_own_column(spark: Any) -> None:
     with pytest.raises(ParameterError, match="`column_builder` must be 'module:function'"):
         hdp_spark.Aggregator(NAME, (ToyCountSpec,), TOY.kernel, toy_count,
                              column_builder="nope")
+
+
+def test_the_aggregators_subpackage_is_not_shadowed_by_the_registry() -> None:
+    """``import hdp_spark.aggregators as a`` is the package of constructors (the registry's
+    listing is exported as ``registered_aggregators``: a top-level ``aggregators`` function
+    once shadowed the subpackage and broke the benchmarks)."""
+    import importlib
+
+    pkg = importlib.import_module("hdp_spark.aggregators")
+    assert hdp_spark.aggregators is pkg  # type: ignore[attr-defined]
+    assert callable(pkg.hdp_mean)
+    assert [a.name for a in hdp_spark.registered_aggregators()][:2] == ["mean", "histogram"]
