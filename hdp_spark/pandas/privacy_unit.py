@@ -1,0 +1,136 @@
+"""The privacy unit's bounding rule on pandas (the rule and its argument:
+:mod:`hdp_spark.core.privacy_unit.spec`).
+
+Vectorized over the table: the per-person ε by a ``groupby`` minimum, each rank's SHA-256
+computed once per distinct (person, group) or (person, group, codes) — hashing is the only
+per-item Python, as on the Spark engine the ``sha2`` expression is per row — and the kept
+groups and rows by a stable sort and a cumulative count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.privacy_unit.spec import (
+    PrivacyUnit,
+    bounding_key,
+    group_rank_text,
+    rank,
+    row_rank_text,
+)
+from hdp_spark.errors import SchemaError
+
+__all__ = ["bound_rows", "person_texts", "safe_eps"]
+
+_PERSON, _GROUP, _CODES, _EPS, _ROW = (
+    "__pu_person", "__pu_group", "__pu_codes", "__pu_eps", "__pu_row")
+
+
+def person_texts(df: pd.DataFrame, unit: PrivacyUnit) -> pd.Series:
+    """Each row's person id as text (integers in decimal, strings as they are; null ids as
+    None).
+
+    Raises:
+        SchemaError: the column is missing or neither integer nor string (public facts).
+    """
+    if unit.column not in df.columns:
+        msg = f"`privacy_unit` names column {unit.column!r}, which the table does not have."
+        raise SchemaError(msg)
+    ids = df[unit.column]
+    if pd.api.types.is_integer_dtype(ids.dtype) and not pd.api.types.is_bool_dtype(ids.dtype):
+        out = ids.astype("Int64").astype("string").astype(object)
+        return out.where(ids.notna(), None)
+    if pd.api.types.is_string_dtype(ids.dtype):
+        texts = ids.astype(object)
+        kinds = {type(v) for v in texts if v is not None and v is not pd.NA
+                 and not (isinstance(v, float) and np.isnan(v))}
+        if kinds <= {str}:
+            return texts.where(texts.map(lambda v: isinstance(v, str)), None)
+    msg = (f"`privacy_unit` column {unit.column!r} must hold integers or strings, got dtype "
+           f"{ids.dtype}.")
+    raise SchemaError(msg)
+
+
+def safe_eps(values: pd.Series) -> npt.NDArray[np.float64]:
+    """A row's ε as the bounding rule reads it: null, NaN and negative as 0, +∞ kept."""
+    eps = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.where(np.isnan(eps) | (eps < 0), 0.0, eps)
+
+
+def _hashes(texts: Sequence[str]) -> list[str]:
+    return [rank(t) for t in texts]
+
+
+def bound_rows(
+    df: pd.DataFrame,
+    unit: PrivacyUnit,
+    *,
+    eps: str,
+    group: str | None,
+    codes: Sequence[str],
+    key: ReleaseKey,
+) -> pd.DataFrame:
+    """The rows a release reads under ``unit``: at most ``max_groups`` groups per person and
+    ``max_rows`` rows per person and group, chosen by the release's keyed ranks; ``eps``
+    replaced by the person's ε (the smallest safe ε of all their rows).
+
+    Args:
+        df: the table.
+        unit: the privacy unit and its bounds.
+        eps: the ε column.
+        group: the integer column of each row's group: its position in the public key
+            order, or -1 for a row outside the public keys (dropped after the person's ε is
+            taken: the ε is over all the person's rows); None: a global release (group 0).
+        codes: the integer columns of the codes the release reads from each row.
+        key: the release key.
+
+    Returns:
+        The kept rows (original index and columns), ``eps`` holding the person's ε.
+
+    Privacy:
+        The rule of :mod:`hdp_spark.core.privacy_unit.spec`: which of a person's rows are
+        kept, and their ε, depend on that person's rows and the key only.
+    """
+    person = person_texts(df, unit)
+    frame = pd.DataFrame({_PERSON: person.to_numpy(dtype=object),
+                          _GROUP: (np.zeros(len(df), dtype=np.int64) if group is None
+                                   else df[group].to_numpy(dtype=np.int64)),
+                          _EPS: safe_eps(df[eps])}, index=pd.RangeIndex(len(df)))
+    if codes:
+        parts = [pd.Series(df[c].to_numpy(dtype=np.int64)).astype(str) for c in codes]
+        text = parts[0]
+        for part in parts[1:]:
+            text = text + "," + part
+        frame[_CODES] = text.to_numpy(dtype=object)
+    else:
+        frame[_CODES] = ""
+    frame = frame[frame[_PERSON].notna()]
+    person_eps = frame.groupby(_PERSON, sort=False)[_EPS].transform("min")
+    frame = frame.assign(**{_EPS: person_eps})
+    frame = frame[frame[_GROUP] >= 0]
+    bkey = bounding_key(key)
+
+    pairs = frame[[_PERSON, _GROUP]].drop_duplicates()
+    pairs = pairs.assign(__h=_hashes([group_rank_text(bkey, p, g) for p, g in zip(
+        pairs[_PERSON], pairs[_GROUP].tolist(), strict=True)]))
+    pairs = pairs.sort_values([_PERSON, "__h"], kind="stable")
+    pairs = pairs[pairs.groupby(_PERSON, sort=False).cumcount() < unit.max_groups]
+    kept_pairs = pd.MultiIndex.from_frame(pairs[[_PERSON, _GROUP]])
+    frame = frame[pd.MultiIndex.from_frame(frame[[_PERSON, _GROUP]]).isin(kept_pairs)]
+
+    distinct = frame[[_PERSON, _GROUP, _CODES]].drop_duplicates()
+    distinct = distinct.assign(__h=_hashes([row_rank_text(bkey, p, g, c) for p, g, c in zip(
+        distinct[_PERSON], distinct[_GROUP].tolist(), distinct[_CODES], strict=True)]))
+    frame = frame.reset_index(names=_ROW).merge(distinct, on=[_PERSON, _GROUP, _CODES],
+                                                how="left", sort=False)
+    frame = frame.sort_values([_PERSON, _GROUP, "__h", _ROW], kind="stable")
+    frame = frame[frame.groupby([_PERSON, _GROUP], sort=False).cumcount() < unit.max_rows]
+    kept = frame.sort_values(_ROW, kind="stable")
+    out = df.iloc[kept[_ROW].to_numpy()].copy()
+    out[eps] = kept[_EPS].to_numpy()
+    return out

@@ -1,0 +1,107 @@
+"""The privacy unit's bounding rule on Spark, in native expressions (the rule and its
+argument: :mod:`hdp_spark.core.privacy_unit.spec`).
+
+Per row only native expressions run (the person's id as text, the safe ε, ``sha2`` of the
+rank texts); the person's ε is a window minimum over the person, the kept groups a
+``dense_rank`` over the person's group ranks and the kept rows a ``row_number`` over the
+(person, group)'s row ranks. Both windows are partitioned by the person first, so the whole
+step costs one shuffle of the rows by person (Spark's own per-person aggregate needs the
+same); no Python runs per row. The ranks are the same strings as the pandas engine's, so
+both engines keep the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit, bounding_key
+from hdp_spark.errors import SchemaError
+
+__all__ = ["bound_rows", "person_text", "safe_eps"]
+
+_SEP = "\x1f"
+_PERSON, _GROUP, _EPS, _GRANK, _RRANK = (
+    "__pu_person", "__pu_group", "__pu_eps", "__pu_grank", "__pu_rrank")
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def person_text(df: DataFrame, unit: PrivacyUnit) -> Column:
+    """Each row's person id as text (integers in decimal, strings as they are; null ids
+    null), from the schema (a public fact).
+
+    Raises:
+        SchemaError: the column is missing or neither integer nor string.
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if unit.column not in fields:
+        msg = f"`privacy_unit` names column {unit.column!r}, which the table does not have."
+        raise SchemaError(msg)
+    dtype = fields[unit.column]
+    if isinstance(dtype, T.StringType):
+        return F.col(unit.column)
+    if isinstance(dtype, _INTEGRAL):
+        return F.col(unit.column).cast("string")
+    msg = (f"`privacy_unit` column {unit.column!r} must hold integers or strings, got type "
+           f"{dtype.simpleString()}.")
+    raise SchemaError(msg)
+
+
+def safe_eps(eps: str) -> Column:
+    """A row's ε as the bounding rule reads it: null, NaN and negative as 0, +∞ kept."""
+    value = F.col(eps).cast("double")
+    return F.when(value.isNull() | F.isnan(value) | (value < F.lit(0.0)), F.lit(0.0)
+                  ).otherwise(value)
+
+
+def _tagged(person: Column) -> Column:
+    return F.concat(F.length(person).cast("string"), F.lit(":"), person)
+
+
+def bound_rows(
+    df: DataFrame,
+    unit: PrivacyUnit,
+    *,
+    eps: str,
+    group: str | None,
+    codes: Sequence[str],
+    key: ReleaseKey,
+) -> DataFrame:
+    """The rows a release reads under ``unit`` (see
+    :func:`hdp_spark.pandas.privacy_unit.bound_rows`, with the same arguments: ``group``
+    names the integer column of each row's position in the public key order, -1 outside
+    the keys, None for a global release; ``codes`` the integer columns the release reads).
+
+    Privacy:
+        The rule of :mod:`hdp_spark.core.privacy_unit.spec`. The bounding key appears in the
+        plan as a literal; it orders rows and keys no noise.
+    """
+    person = person_text(df, unit)
+    bkey = F.lit(bounding_key(key))
+    position = F.lit(0) if group is None else F.col(group)
+    framed = df.withColumns({_PERSON: person, _GROUP: position.cast("long"),
+                             _EPS: safe_eps(eps)}).where(F.col(_PERSON).isNotNull())
+    by_person = Window.partitionBy(_PERSON)
+    framed = framed.withColumn(_EPS, F.min(_EPS).over(by_person)).where(F.col(_GROUP) >= 0)
+    tagged = _tagged(F.col(_PERSON))
+    group_text = F.col(_GROUP).cast("string")
+    code_text = (F.concat_ws(",", *(F.col(c).cast("long").cast("string")
+                                          for c in codes)) if codes
+                 else F.lit(""))
+    ranked = framed.withColumns({
+        _GRANK: F.sha2(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text), 256),
+        _RRANK: F.sha2(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text),
+                       256),
+    })
+    ranked = ranked.withColumn(
+        "__pu_gpos", F.dense_rank().over(by_person.orderBy(_GRANK))
+    ).where(F.col("__pu_gpos") <= F.lit(unit.max_groups))
+    ranked = ranked.withColumn(
+        "__pu_rpos", F.row_number().over(Window.partitionBy(_PERSON, _GROUP).orderBy(_RRANK))
+    ).where(F.col("__pu_rpos") <= F.lit(unit.max_rows))
+    out = ranked.withColumn(eps, F.col(_EPS))
+    return out.drop(_PERSON, _GROUP, _EPS, _GRANK, _RRANK, "__pu_gpos", "__pu_rpos")
