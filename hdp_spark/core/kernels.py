@@ -67,6 +67,7 @@ from hdp_spark.core.pipeline import (
     NoiseContext,
     OutputField,
     Release,
+    UnitOptions,
     run_release,
 )
 from hdp_spark.core.release import plan_levels
@@ -495,6 +496,7 @@ def release_specs(
     unsafe_seed: int | str | bytes | None = None,
     kernels: Mapping[int, Kernel] | None = None,
     already_randomized: bool = False,
+    unit: UnitOptions | None = None,
 ) -> Release:
     """One release of any mix of aggregators on ``engine`` (what ``agg`` runs).
 
@@ -504,7 +506,7 @@ def release_specs(
     """
     override = dict(kernels or {})
     position = {id(s): i for i, s in enumerate(specs)}
-    selecting = isinstance(keys, SelectKeys)
+    selecting = isinstance(keys, SelectKeys) or unit is not None
     if selecting and override:
         msg = "`keys=select_keys(...)` is supported by `agg` only (hdp_mean, hdp_histogram)."
         raise ParameterError(msg)
@@ -519,7 +521,7 @@ def release_specs(
 
     return run_release(
         engine, specs, pick, by=by, keys=keys, schema=schema, unsafe_seed=unsafe_seed,
-        empty=empty_cells, check=_ldp_check(already_randomized),
+        empty=empty_cells, check=_ldp_check(already_randomized), unit=unit,
     )
 
 

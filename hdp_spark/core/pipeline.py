@@ -32,6 +32,8 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.output_columns import Column, GroupResults, OutputColumns
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
+from hdp_spark.core.privacy_unit.weights import unit_selection, weigh_public
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.mechanism import Selected, select_groups
@@ -178,6 +180,12 @@ class Engine(Protocol):
 
     def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
         """The exact per-attribute counts ``{code: rows}`` of ``attribute_histograms``."""
+        ...
+
+    def bounded(self, unit: PrivacyUnit, eps: str, by: tuple[str, ...], keys: Keys | None,
+                specs: Sequence[object], key: ReleaseKey) -> Engine:
+        """The engine over the rows a release under ``unit`` reads (the bounding rule of
+        :mod:`hdp_spark.core.privacy_unit.spec`), ``eps`` holding each person's ε."""
         ...
 
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> Engine:
@@ -383,6 +391,51 @@ def check_selection(specs: Sequence[object], kernels: Sequence[Kernel],
         raise ParameterError(msg)
 
 
+@dataclass(frozen=True, slots=True)
+class UnitOptions:
+    """A release's privacy unit and its mechanism options (``agg``'s ``privacy_unit``,
+    ``max_groups``, ``max_rows``, ``eps_cap``, ``weight_share``)."""
+
+    unit: PrivacyUnit
+    eps_cap: float | None = None
+    weight_share: float | None = None
+
+
+def check_unit(specs: Sequence[object], kernels: Sequence[Kernel], by: tuple[str, ...],
+               keys: Any, options: UnitOptions) -> SelectKeys:
+    """The mechanism's parameters of a release under a privacy unit, after the checks on
+    public inputs: aggregators with a private-weight kernel on one ε column and grid, the
+    unit's id column read by none of them nor grouped by, public keys for a grouped call.
+
+    Raises:
+        ParameterError: a check fails (naming the argument).
+    """
+    if not kernels or not all(isinstance(k, SelectionKernel) for k in kernels):
+        msg = ("`privacy_unit` supports hdp_mean and hdp_histogram so far (the other "
+               "aggregators take it in a later release).")
+        raise ParameterError(msg)
+    columns = {(s.eps, s.eps_grid) for s in cast(Sequence[MeanSpec | HistogramSpec], specs)}
+    if len(columns) > 1:
+        msg = ("under `privacy_unit` every aggregator must read the same `eps` column and "
+               "`eps_grid` (one ε per person drives every statistic).")
+        raise ParameterError(msg)
+    read = {s.column for s in cast(Sequence[MeanSpec | HistogramSpec], specs)}
+    if options.unit.column in read | set(by):
+        msg = (f"`privacy_unit` column {options.unit.column!r} identifies people: no "
+               "aggregator may read it as data and `by` may not group by it.")
+        raise ParameterError(msg)
+    if isinstance(keys, SelectKeys):
+        msg = ("`privacy_unit` with `keys=select_keys(...)` is not available yet: pass "
+               "public keys (or no `by`).")
+        raise ParameterError(msg)
+    if by and keys is None:
+        msg = ("under `privacy_unit` a grouped release needs public `keys`: which groups a "
+               "person's rows fall in is private.")
+        raise ParameterError(msg)
+    return unit_selection(options.unit, keys, eps_cap=options.eps_cap,
+                          weight_share=options.weight_share)
+
+
 def _share(requests: Sequence[CellRequest]) -> tuple[list[CellRequest], list[tuple[int, int]]]:
     """Merge the level requests of one ε column and grid; (request index, slot) per spec."""
     merged: list[CellRequest] = []
@@ -417,6 +470,7 @@ def run_release(
     unsafe_seed: int | str | bytes | None,
     empty: Callable[[CellRequest], Any],
     check: Callable[[Engine, Sequence[object], tuple[str, ...]], None] | None = None,
+    unit: UnitOptions | None = None,
 ) -> Release:
     """Run one release of ``specs`` on ``engine`` (the only orchestration).
 
@@ -427,6 +481,7 @@ def run_release(
         by, keys, schema, unsafe_seed: as in ``agg``.
         empty: the stats of a group without rows, per request type.
         check: extra checks on public inputs, run before any data is read.
+        unit: the privacy unit and its options (None: one row is one person).
 
     Privacy:
         One fresh release key for the whole call; each (spec, group) draws from streams
@@ -448,7 +503,10 @@ def run_release(
                "MWEM); call agg twice.")
         raise ParameterError(msg)
     selection = keys if isinstance(keys, SelectKeys) else None
-    if selection is not None:
+    if unit is not None:
+        selection = check_unit(specs, kernels, by_t, keys, unit)
+        found = None if selection.keys_public is False else engine.release_keys(keys, by_t)
+    elif selection is not None:
         check_selection(specs, kernels, by_t)
         found = None  # candidates: every group in the data (never published as such)
     else:
@@ -458,15 +516,20 @@ def run_release(
         check(engine, specs, by_t)
     if schema is not None:
         engine.check_schema(schema, specs, by_t)
+    release_key = ReleaseKey.resolve(unsafe_seed)
+    if unit is not None:
+        engine = engine.bounded(unit.unit, cast(MeanSpec, specs[0]).eps, by_t, found, specs,
+                                release_key)
     cell_specs = [(s, k) for s, k in zip(specs, kernels, strict=True)
                   if isinstance(k, CellKernel | SelectionKernel)]
     requests = [k.request(s) for s, k in cell_specs]
     merged, where = _share(requests)
     tables = engine.cells(merged, by_t, found) if merged else []
-    release_key = ReleaseKey.resolve(unsafe_seed)
     results: dict[str, Mapping[Key, Any]] = {}
     picked: dict[Key, Selected] | None = None
-    if selection is not None:
+    if selection is not None and selection.keys_public:  # a privacy unit over public keys
+        picked = weigh_public(selection, tables[0], release_key, len(specs), order)
+    elif selection is not None:
         picked = select_groups(selection, tables[0], release_key, len(specs))
         order = tuple(picked)  # sorted; unreleased candidates go no further
         tables = [{k: t[k] for k in order if k in t} for t in tables]

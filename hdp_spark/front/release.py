@@ -10,12 +10,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdp_spark.core.kernels import ReleaseResult, mean_release, release_specs
-from hdp_spark.core.pipeline import Engine
+from hdp_spark.core.pipeline import Engine, UnitOptions
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.errors import ParameterError
 from hdp_spark.explain import explain_hook
 from hdp_spark.front import spec_of
 
-__all__ = ["agg", "explain", "release"]
+__all__ = ["agg", "explain", "release", "unit_options"]
 
 
 def release(
@@ -44,6 +46,11 @@ def agg(
     keys: Any = None,
     unsafe_seed: int | str | bytes | None = None,
     schema: TableSchema | None = None,
+    privacy_unit: str | None = None,
+    max_groups: int = 1,
+    max_rows: int = 1,
+    eps_cap: float | None = None,
+    weight_share: float | None = None,
 ) -> Any:
     """Release heterogeneous-DP aggregates of a DataFrame, any mix in one call.
 
@@ -87,6 +94,21 @@ def agg(
             schema's blocking rules (ε column, user id column, row count: public inputs) and
             raises before any statistic, noise or result exists; value rules never block
             (see docs/bad_input.md). ``None`` (default) skips this step.
+        privacy_unit: the column that identifies a person (integers or strings). Without
+            it **one row is one person**. With it, every row with the same id is one person:
+            their ε is the smallest of their rows' ε, they contribute at most ``max_rows``
+            rows to each of at most ``max_groups`` groups (kept by the release's keyed
+            PRF), and each kept (person, group) pair spends ε/``max_groups``; a person's
+            loss over the release is at most their ε, whatever their number of rows. The
+            statistics then use private weights (as under ``select_keys``: ``_weight``,
+            ``_ci_*`` the whole range, ``_noise_ci_*``; no ``_n``). ``hdp_mean`` and
+            ``hdp_histogram``, global or over public ``keys``, so far; see
+            docs/privacy_unit.md.
+        max_groups, max_rows: the privacy unit's public contribution bounds (>= 1).
+        eps_cap: under ``privacy_unit``, the most ε one (person, group) pair spends
+            (default 1.0): a person whose ε/``max_groups`` exceeds it leaves the rest unspent.
+        weight_share: under ``privacy_unit``, the share of each person's ε spent on the
+            noisy weight every statistic divides by (default 0.25).
 
     Returns:
         A DataFrame of the backend's engine, materialized: one row per group (one row
@@ -103,8 +125,29 @@ def agg(
         materialized: reading it again never redraws noise. What each aggregator protects
         and what is public is documented in its constructor.
     """
+    unit = unit_options(privacy_unit, max_groups, max_rows, eps_cap, weight_share)
     return release_specs(engine, tuple(spec_of(s) for s in specs), by=by, keys=keys,
-                         schema=schema, unsafe_seed=unsafe_seed).materialize(engine)
+                         schema=schema, unsafe_seed=unsafe_seed, unit=unit
+                         ).materialize(engine)
+
+
+def unit_options(privacy_unit: str | None, max_groups: int, max_rows: int,
+                 eps_cap: float | None, weight_share: float | None) -> UnitOptions | None:
+    """``agg``'s privacy-unit keywords as :class:`UnitOptions` (None without a unit).
+
+    Raises:
+        ParameterError: a bound or option given without ``privacy_unit``, or invalid.
+    """
+    if privacy_unit is None:
+        given = [name for name, value, default in (
+            ("max_groups", max_groups, 1), ("max_rows", max_rows, 1),
+            ("eps_cap", eps_cap, None), ("weight_share", weight_share, None))
+            if value is not default and value != default]
+        if given:
+            msg = f"`{given[0]}` bounds a privacy unit: it needs `privacy_unit`, got None."
+            raise ParameterError(msg)
+        return None
+    return UnitOptions(PrivacyUnit(privacy_unit, max_groups, max_rows), eps_cap, weight_share)
 
 
 def explain(

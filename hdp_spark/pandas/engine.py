@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.output_columns import ListColumn, OutputColumns
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
@@ -23,6 +24,7 @@ from hdp_spark.core.pipeline import (
     OutputField,
     dispatch_cells,
 )
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserMeanSpec
 from hdp_spark.errors import ParameterError
@@ -91,6 +93,13 @@ class PandasEngine:
         from hdp_spark.pandas._heavy_hitters import attribute_counts
 
         return attribute_counts(self.df, spec)
+
+    def bounded(self, unit: PrivacyUnit, eps: str, by: tuple[str, ...], keys: Keys | None,
+                specs: Sequence[object], key: ReleaseKey) -> PandasEngine:
+        from hdp_spark.pandas.privacy_unit import bound_frame
+
+        return PandasEngine(bound_frame(self._frame(), unit, eps=eps, by=by, keys=keys,
+                                        specs=specs, key=key))
 
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> PandasEngine:
         frame = self._frame()

@@ -134,3 +134,55 @@ def bound_rows(
     out = df.iloc[kept[_ROW].to_numpy()].copy()
     out[eps] = kept[_EPS].to_numpy()
     return out
+
+
+def _codes(df: pd.DataFrame, spec: object) -> npt.NDArray[np.int64]:
+    """The integer code a spec reads from each row: a mean's fixed-point value, a
+    histogram's category code (the cells' own encodings)."""
+    from hdp_spark.core.histogram.spec import HistogramSpec
+    from hdp_spark.core.mean.spec import MeanSpec
+    from hdp_spark.pandas._cells import _encode
+    from hdp_spark.pandas._common import numeric_column
+    from hdp_spark.pandas._histogram import category_codes
+
+    if isinstance(spec, MeanSpec):
+        values = numeric_column(df, spec.column, "value")
+        return _encode(values.copy(), spec).astype(np.int64)
+    if isinstance(spec, HistogramSpec):
+        return category_codes(df, spec).astype(np.int64)
+    msg = f"{type(spec).__name__} takes no privacy unit yet"
+    raise SchemaError(msg)
+
+
+def group_positions(df: pd.DataFrame, by: tuple[str, ...],
+                    keys: tuple[tuple[object, ...], ...] | None) -> npt.NDArray[np.int64]:
+    """Each row's position in the public key order (-1: outside the keys); 0 for every row
+    of a global release."""
+    from hdp_spark.pandas._cells import _group_codes
+
+    if not by or keys is None:
+        return np.zeros(len(df), dtype=np.int64)
+    groups = _group_codes(df, by, keys)
+    at = {k: i for i, k in enumerate(keys)}
+    lookup = np.array([at.get(k, -1) for k in groups.keys] + [-1], dtype=np.int64)
+    if groups.codes is None:
+        return np.full(len(df), lookup[0], dtype=np.int64)
+    return lookup[groups.codes]
+
+
+def bound_frame(df: pd.DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ...],
+                keys: tuple[tuple[object, ...], ...] | None, specs: Sequence[object],
+                key: ReleaseKey) -> pd.DataFrame:
+    """:func:`bound_rows` for a release of ``specs`` grouped by ``by`` over public ``keys``
+    (None: a global release): the groups are the keys' positions, the codes the specs'.
+
+    Privacy:
+        As :func:`bound_rows`.
+    """
+    helpers = {"__pu_g": group_positions(df, by, keys)}
+    for i, spec in enumerate(specs):
+        helpers[f"__pu_c{i}"] = _codes(df, spec)
+    framed = df.assign(**helpers)
+    out = bound_rows(framed, unit, eps=eps, group="__pu_g",
+                     codes=[f"__pu_c{i}" for i in range(len(specs))], key=key)
+    return out.drop(columns=list(helpers))

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.output_columns import OutputColumns
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.pipeline import (
@@ -23,6 +24,7 @@ from hdp_spark.core.pipeline import (
     OutputField,
     dispatch_cells,
 )
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserMeanSpec
 from hdp_spark.spark._common import dataframe_schema, local_frame, mark_unsafe, release_keys
@@ -82,6 +84,14 @@ class SparkEngine:
         from hdp_spark.spark._heavy_hitters import attribute_counts
 
         return attribute_counts(self.df, spec)
+
+    def bounded(self, unit: PrivacyUnit, eps: str, by: tuple[str, ...], keys: Keys | None,
+                specs: Sequence[object], key: ReleaseKey) -> SparkEngine:
+        from hdp_spark.spark.privacy_unit import bound_frame
+
+        dataframe_schema(self.df)  # a Spark DataFrame, or ParameterError
+        return SparkEngine(bound_frame(self.df, unit, eps=eps, by=by, keys=keys, specs=specs,
+                                       key=key))
 
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> SparkEngine:
         df = self.df

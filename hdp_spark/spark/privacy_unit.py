@@ -105,3 +105,60 @@ def bound_rows(
     ).where(F.col("__pu_rpos") <= F.lit(unit.max_rows))
     out = ranked.withColumn(eps, F.col(_EPS))
     return out.drop(_PERSON, _GROUP, _EPS, _GRANK, _RRANK, "__pu_gpos", "__pu_rpos")
+
+
+def _codes(df: DataFrame, spec: object) -> Column:
+    """The integer code a spec reads from each row (the cells' own encodings): a mean's
+    fixed-point value, a histogram's category code (its unmatched code for null or out of
+    domain), as the pandas engine's."""
+    from hdp_spark.core.histogram.spec import HistogramSpec
+    from hdp_spark.core.mean.spec import MeanSpec
+    from hdp_spark.spark._histogram import category_expr
+    from hdp_spark.spark.expressions import encode_expr
+
+    if isinstance(spec, MeanSpec):
+        return encode_expr(spec.column, spec.lower, spec.upper, spec.fill_value)
+    if isinstance(spec, HistogramSpec):
+        label = category_expr(df.schema, spec)
+        domain = F.array(*(F.lit(c) for c in spec.categories))
+        found = F.array_position(domain, label)
+        return F.when(found > F.lit(0), found - F.lit(1)).otherwise(F.lit(spec.unmatched_code))
+    msg = f"{type(spec).__name__} takes no privacy unit yet"
+    raise SchemaError(msg)
+
+
+def _with_positions(df: DataFrame, by: tuple[str, ...],
+                    keys: tuple[tuple[object, ...], ...] | None) -> DataFrame:
+    """``df`` with ``__pu_g``: each row's position in the public key order (-1 outside the
+    keys), 0 for a global release; one broadcast join with the (small, public) keys."""
+    from hdp_spark.spark._common import _key_type_error
+
+    if not by or keys is None:
+        return df.withColumn("__pu_g", F.lit(0).cast("long"))
+    fields = {f.name: f for f in df.schema.fields}
+    by_fields = [fields[c] for c in by]
+    schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields]
+                          + [T.StructField("__pu_g", T.LongType(), False)])
+    try:
+        table = df.sparkSession.createDataFrame([(*k, i) for i, k in enumerate(keys)],
+                                                schema=schema)
+    except (TypeError, ValueError, OverflowError):
+        raise _key_type_error(by_fields) from None
+    joined = df.join(F.broadcast(table), on=list(by), how="left")
+    return joined.withColumn("__pu_g", F.coalesce(F.col("__pu_g"), F.lit(-1).cast("long")))
+
+
+def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ...],
+                keys: tuple[tuple[object, ...], ...] | None, specs: Sequence[object],
+                key: ReleaseKey) -> DataFrame:
+    """:func:`bound_rows` for a release of ``specs`` grouped by ``by`` over public ``keys``
+    (None: a global release), as :func:`hdp_spark.pandas.privacy_unit.bound_frame`.
+
+    Privacy:
+        As :func:`bound_rows`.
+    """
+    framed = _with_positions(df, by, keys)
+    names = [f"__pu_c{i}" for i in range(len(specs))]
+    framed = framed.withColumns({n: _codes(df, s) for n, s in zip(names, specs, strict=True)})
+    out = bound_rows(framed, unit, eps=eps, group="__pu_g", codes=names, key=key)
+    return out.drop("__pu_g", *names).select(*df.columns)

@@ -41,7 +41,8 @@ from hdp_spark.core.selection.mechanism import (
 )
 from hdp_spark.core.stats import GroupStats
 
-__all__ = ["MODE", "SelectedHistogramKernel", "SelectedMeanKernel", "selected_kernel_of"]
+__all__ = ["MODE", "UNIT_MODE", "SelectedHistogramKernel", "SelectedMeanKernel",
+           "selected_kernel_of"]
 
 F, S = "float", "str"
 MODE = "partition_selection"
@@ -55,9 +56,15 @@ SELECTION_FIELDS = (
 release is charged (γ·⌊min(ε_i, c)/γ⌋, δ)."""
 
 
+UNIT_MODE = "privacy_unit"
+"""The ``_privacy`` value of every output row released under a privacy unit."""
+
+
 def _selection_values(selected: Selected) -> tuple[Any, ...]:
     sel = selected.selection
-    return (selected.weight_eps, MODE, float(sel.c), float(sel.gamma), float(sel.delta))
+    unit = sel.keys_public or (sel.max_groups, sel.max_rows) != (1, 1)
+    return (selected.weight_eps, UNIT_MODE if unit else MODE, float(sel.c),
+            float(sel.gamma), float(sel.delta))
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,10 @@ Privacy argument (per person i with weight γk_i <= κ_i <= ε_i):
 Total: (f + A·s)·γk_i = γk_i <= κ_i, and δ, per person — (κ_i, δ) under both
 add/remove and replacement (the review box corrects the note's 2δ for replacement).
 
+Privacy unit (``agg(..., privacy_unit=...)``): the same mechanism over the rows the bounding
+rule keeps, each row's k = ⌊⌊min(ε_p/G, c)/γ⌋/R⌋ from its person's ε_p (G = max_groups,
+R = max_rows); the per-person argument is in :mod:`hdp_spark.core.privacy_unit.weights`.
+
 Intervals (what each published interval covers). The noise interval
 (``noise_ci_low``/``noise_ci_high``, :func:`ratio_interval`) holds, with probability
 >= 1 - β, the κ-weighted statistic ½ + N_g/W_g = Σ_i (k_i/W_g)·x̄_i (a bin: Σ_{x_i=j} k_i/W_g),
@@ -69,6 +73,7 @@ keys are returned sorted: neither the candidates nor their order ever reach the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -100,6 +105,7 @@ __all__ = [
     "group_units",
     "group_weight",
     "noisy_weight",
+    "noisy_weights",
     "ratio_interval",
     "select_groups",
     "select_many",
@@ -158,16 +164,32 @@ def select_many(selection: SelectKeys, weights: Sequence[int], key: ReleaseKey,
     if len(weights) != len(groups):
         msg = "select_many needs one weight per group"
         raise InternalError(msg)
-    scale, head, threshold = selection.selection_scale, selection.context(), selection.threshold
+    threshold = selection.threshold
     at = [i for i, group in enumerate(groups) if _admissible(group)]
-    draws = discrete_laplace_batch(
-        key, [_weight_context(head, groups[i], weights[i]) for i in at],
-        [scale.numerator] * len(at), divisors=[scale.denominator] * len(at))
     out: list[int | None] = [None] * len(groups)
-    for i, z in zip(at, draws, strict=True):
-        noisy = weights[i] + z
-        out[i] = noisy if noisy >= threshold else None
+    noisy = noisy_weights(selection, [weights[i] for i in at], key, [groups[i] for i in at])
+    for i, w in zip(at, noisy, strict=True):
+        out[i] = w if w >= threshold else None
     return out
+
+
+def noisy_weights(selection: SelectKeys, weights: Sequence[int], key: ReleaseKey,
+                  groups: Sequence[Key]) -> list[int]:
+    """W̃ = W + Z of every ``(weights[i], groups[i])``, drawn at once (the draws of
+    :func:`noisy_weight`, tested equal).
+
+    Privacy:
+        Each group's noise from its own context (the group and its weight): nothing is
+        shared between groups.
+    """
+    if len(weights) != len(groups):
+        msg = "noisy_weights needs one weight per group"
+        raise InternalError(msg)
+    scale, head = selection.selection_scale, selection.context()
+    draws = discrete_laplace_batch(
+        key, [_weight_context(head, g, w) for g, w in zip(groups, weights, strict=True)],
+        [scale.numerator] * len(groups), divisors=[scale.denominator] * len(groups))
+    return [w + z for w, z in zip(weights, draws, strict=True)]
 
 
 def _missing(value: object) -> bool:
@@ -327,7 +349,9 @@ def _mean_head(spec: MeanSpec, label: str, selected: Selected) -> tuple[object, 
 def _ratio_mean(spec: MeanSpec, selected: Selected, noisy: Fraction, half: float,
                 weight_half: float) -> SelectedMean:
     """μ̂ and its interval from Ñ (exact), its noise's (1 - β/2) half-width and W̃'s."""
-    ratio = noisy / selected.weight
+    # W̃ <= 0 only over public keys (a threshold T >= 1 rules it out): the midpoint, a
+    # function of the released W̃ alone
+    ratio = noisy / selected.weight if selected.weight > 0 else Fraction(0)
     unit = min(max(0.5 + ratio.numerator / ratio.denominator, 0.0), 1.0)
     lo, hi = ratio_interval(noisy, half, selected.weight, weight_half, 0.5)
     lower, span = float(spec.lower), float(spec.upper) - float(spec.lower)
@@ -457,7 +481,8 @@ def _ratio_histogram(spec: HistogramSpec, selected: Selected, counts: Sequence[i
     """p̂_j and its interval from C̃_j = C_j + noise_j, the bins' (1 - β/2) half-width and
     W̃'s."""
     noisy = tuple(c + z for c, z in zip(counts, noise, strict=True))
-    freqs = tuple(min(max(c / selected.weight, 0.0), 1.0) for c in noisy)
+    weight = selected.weight if selected.weight > 0 else math.inf  # W̃ <= 0: public keys only
+    freqs = tuple(min(max(c / weight, 0.0), 1.0) for c in noisy)
     intervals = tuple(ratio_interval(Fraction(c), half, selected.weight, weight_half, 0.0)
                       for c in noisy)
     intervals = tuple((min(lo, p), max(hi, p)) for (lo, hi), p in zip(intervals, freqs,

@@ -24,7 +24,7 @@ from fractions import Fraction
 from typing import Any, Literal, get_args
 
 from hdp_spark.core.validation import number
-from hdp_spark.errors import ParameterError
+from hdp_spark.errors import InternalError, ParameterError
 
 __all__ = ["DEFAULT_STEPS", "NEIGHBOURS", "Neighbours", "SelectKeys", "guarantee_words",
            "select_keys"]
@@ -61,6 +61,14 @@ class SelectKeys:
         neighbours: ``"replace"`` (default, the library's model: one person's row changes,
             possibly to another group, so two groups are touched and the noise doubles) or
             ``"add_remove"`` (one person's row is added or removed).
+        max_groups, max_rows: the privacy unit's public bounds (``agg(...,
+            privacy_unit=...)`` sets them; 1 and 1 otherwise): a person contributes at most
+            ``max_rows`` rows to each of at most ``max_groups`` groups, and each row's weight
+            is k = ⌊⌊min(ε_person/max_groups, c)/γ⌋ / max_rows⌋, so one person's weight in
+            one group is at most ⌊min(ε_person/max_groups, c)/γ⌋ <= K_c (the argument is in
+            :mod:`hdp_spark.core.selection.mechanism`, "Privacy unit").
+        keys_public: the privacy unit over public keys (or a global release): every public
+            key is released with its noisy weight, no threshold and no δ (``delta`` 0).
 
     Privacy:
         Protected unit: one person with one row, in one group. Each row is charged
@@ -77,12 +85,20 @@ class SelectKeys:
     share: float
     step: float | None = None
     neighbours: Neighbours = "replace"
+    max_groups: int = 1
+    max_rows: int = 1
+    keys_public: bool = False
 
     def __post_init__(self) -> None:
         delta = number("delta", self.delta)
-        if not 0 < delta < 1:
+        if not (0 < delta < 1 or (self.keys_public and delta == 0)):
             msg = f"`delta` must be in (0, 1), got {self.delta!r}."
             raise ParameterError(msg)
+        for name in ("max_groups", "max_rows"):
+            bound = getattr(self, name)
+            if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+                msg = f"`{name}` must be an int >= 1, got {bound!r}."
+                raise ParameterError(msg)
         c = number("c", self.c)
         if not (math.isfinite(c) and c > 0):
             msg = f"`c` must be a finite number > 0, got {self.c!r}."
@@ -130,7 +146,8 @@ class SelectKeys:
     def units(self, level: float) -> int:
         """k = ⌊min(level, c)/γ⌋ of an ε level, exact on the decimals (+inf gives K_c, 0
         gives 0; ``1.7`` with γ = 0.1 is 17 steps, where float division gives 16 or 17
-        depending on the value)."""
+        depending on the value). Under a privacy unit (``level`` the person's ε):
+        ⌊⌊min(level/max_groups, c)/γ⌋ / max_rows⌋."""
         return _units(self, float(level))
 
     def charge(self, eps: float) -> float:
@@ -153,11 +170,16 @@ class SelectKeys:
 
     @property
     def margin(self) -> int:
-        """m*: the smallest m >= 1 with q^m/(1 + q) <= δ, q = exp(-1/t_S)."""
+        """m*: the smallest m >= 1 with q^m/(1 + q) <= δ/max_groups, q = exp(-1/t_S) (a
+        person alone in up to ``max_groups`` groups: δ in total)."""
+        if self.keys_public:
+            msg = "a release over public keys has no threshold"
+            raise InternalError(msg)
         t = self.selection_scale
         inv_t = t.denominator / t.numerator
         q = math.exp(-inv_t)
-        x = (math.log(1.0 / float(self.delta)) - math.log1p(q)) * (t.numerator / t.denominator)
+        x = ((math.log(self.max_groups / float(self.delta)) - math.log1p(q))
+             * (t.numerator / t.denominator))
         return max(1, math.ceil(x * (1 + _SLACK) + _SLACK))
 
     @property
@@ -179,8 +201,11 @@ class SelectKeys:
 
     def context(self) -> tuple[object, ...]:
         """The parameters as noise-context parts (domain separation between settings)."""
-        return (float(self.delta), float(self.c), float(self.share), self.gamma,
+        head = (float(self.delta), float(self.c), float(self.share), self.gamma,
                 self.neighbours)
+        if (self.max_groups, self.max_rows, self.keys_public) == (1, 1, False):
+            return head  # the streams of a release without a privacy unit, unchanged
+        return (*head, "privacy-unit", self.max_groups, self.max_rows, self.keys_public)
 
     def describe(self) -> str:
         """The guarantee in plain words (public parameters only)."""
@@ -209,9 +234,11 @@ def _units(selection: SelectKeys, level: float) -> int:
     if not level > 0:
         return 0
     if math.isinf(level):
-        return selection.cap_units
-    kappa = min(_decimal(level), selection.cap)
-    return math.floor(kappa / selection.gamma)
+        per_group = selection.cap_units
+    else:
+        kappa = min(_decimal(level) / selection.max_groups, selection.cap)
+        per_group = math.floor(kappa / selection.gamma)
+    return per_group // selection.max_rows  # exact: R·k <= the (person, group)'s steps
 
 
 @functools.lru_cache(maxsize=1024)
