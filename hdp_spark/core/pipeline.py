@@ -524,7 +524,12 @@ def run_release(
                   if isinstance(k, CellKernel | SelectionKernel)]
     requests = [k.request(s) for s, k in cell_specs]
     merged, where = _share(requests)
-    tables = engine.cells(merged, by_t, found) if merged else []
+    try:
+        tables = engine.cells(merged, by_t, found) if merged else []
+    finally:
+        close = getattr(engine, "close", None) if unit is not None else None
+        if close is not None:
+            close()  # the bounded rows a privacy-unit release cached
     results: dict[str, Mapping[Key, Any]] = {}
     picked: dict[Key, Selected] | None = None
     if selection is not None and selection.keys_public:  # a privacy unit over public keys

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -35,8 +36,9 @@ __all__ = ["SparkEngine"]
 class SparkEngine:
     """Engine over one Spark DataFrame."""
 
-    def __init__(self, df: DataFrame) -> None:
+    def __init__(self, df: DataFrame, *, cached: bool = False) -> None:
         self.df = df
+        self.cached = cached
 
     def release_keys(self, keys: Any, by: tuple[str, ...]) -> Keys | None:
         return release_keys(self.df, keys, by)
@@ -90,8 +92,15 @@ class SparkEngine:
         from hdp_spark.spark.privacy_unit import bound_frame
 
         dataframe_schema(self.df)  # a Spark DataFrame, or ParameterError
-        return SparkEngine(bound_frame(self.df, unit, eps=eps, by=by, keys=keys, specs=specs,
-                                       key=key))
+        bounded = bound_frame(self.df, unit, eps=eps, by=by, keys=keys, specs=specs, key=key)
+        # every cell request reads the bounded rows: one shuffle by person, not one each;
+        # released by close() when the release has its cells
+        return SparkEngine(bounded.persist(StorageLevel.MEMORY_AND_DISK), cached=True)
+
+    def close(self) -> None:
+        """Release what this engine cached (the bounded rows of a privacy-unit release)."""
+        if self.cached:
+            self.df.unpersist()
 
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> SparkEngine:
         df = self.df

@@ -1,0 +1,84 @@
+"""Speed of a release under a privacy unit against the same release without it and Spark's
+own floor (issue 50).
+
+On one cached DataFrame of --rows rows, --persons persons (skewed: a few persons hold many
+rows) over --keys public groups, every case runs once after a warm-up, then --repeats
+rounds run every case once in turn (the median of each case's wall time):
+
+  floor    Spark's own per-person-then-per-group mean: groupBy(person, group).agg(sum,
+           count), then groupBy(group).agg(avg) (the one shuffle by person a bounded
+           release cannot avoid, and the aggregate after it)
+  rows     hs.agg(df, hdp_mean, hdp_histogram, by=group, keys=KEYS)   (one row = one person)
+  unit     the same with privacy_unit="person", max_groups=3, max_rows=10
+
+Prints one line per case and the ratios unit/rows and unit/floor. ``--smoke`` runs a tiny
+table once (the test suite's check that the script runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+
+def main() -> None:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import hdp_spark.spark as hs
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--persons", type=int, default=100_000)
+    p.add_argument("--keys", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--smoke", action="store_true")
+    a = p.parse_args()
+    if a.smoke:
+        a.rows, a.persons, a.keys, a.repeats = 2_000, 200, 5, 1
+    spark = (hs.configure(SparkSession.builder.master("local[2]"))
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "3g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    # person = floor(persons * u^3): skewed, a few persons with many rows
+    df = spark.range(a.rows).select(
+        F.floor(F.lit(a.persons) * F.pow(F.rand(seed=1), 3)).cast("long").alias("person"),
+        F.floor(F.lit(a.keys) * F.rand(seed=2)).cast("int").alias("grp"),
+        (F.rand(seed=3) * 500).alias("amount"),
+        F.floor(F.rand(seed=4) * 4).cast("int").alias("cat"),
+        F.element_at(F.array(F.lit(0.5), F.lit(1.0), F.lit(2.0)),
+                     (F.floor(F.rand(seed=5) * 3) + 1).cast("int")).alias("eps"),
+    ).localCheckpoint().cache()
+    df.count()
+    keys = list(range(a.keys))
+    specs = (hs.hdp_mean("amount", eps="eps", lower=0, upper=500),
+             hs.hdp_histogram("cat", eps="eps", categories=[0, 1, 2, 3], other=None))
+    cases: dict[str, Any] = {
+        "floor": lambda: df.groupBy("person", "grp").agg(F.sum("amount").alias("s"),
+                                                        F.count("*").alias("c"))
+        .groupBy("grp").agg(F.avg("s")).collect(),
+        "rows": lambda: hs.agg(df, *specs, by="grp", keys=keys).collect(),
+        "unit": lambda: hs.agg(df, *specs, by="grp", keys=keys, privacy_unit="person",
+                               max_groups=3, max_rows=10).collect(),
+    }
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    if not a.smoke:
+        for fn in cases.values():
+            fn()
+    for _ in range(a.repeats):
+        for name, fn in cases.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for name, value in med.items():
+        print(f"{name:6s} {value:8.2f} s")
+    print(f"unit/rows  {med['unit'] / med['rows']:.2f}x")
+    print(f"unit/floor {med['unit'] / med['floor']:.2f}x")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
