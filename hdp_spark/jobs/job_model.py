@@ -20,7 +20,9 @@ from hdp_spark.jobs.adapter import REMAINING
 from hdp_spark.jobs.allocation import PersonCharge, Profile, ReleaseModel, SelectionCharge
 from hdp_spark.jobs.registry import get_kind
 from hdp_spark.jobs.selection import clip_point, selection_eps
+from hdp_spark.jobs.simulation import UnitCharge
 from hdp_spark.jobs.spec import JobSpec, ReleaseSpec
+from hdp_spark.jobs.unit import unit_parameters
 
 __all__ = ["ALLOCATED_KINDS", "job_profile", "public_columns", "release_models"]
 
@@ -69,6 +71,21 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
             models.append(ReleaseModel(
                 rel.id, rel.weight, ((),), (), ((col, 1),),
                 selection=SelectionCharge(col, grid, clip_point(sel, grid), sel)))
+            continue
+        if rel.unit is not None:
+            if not plan_only:
+                msg = (
+                    f"[[releases]] id = {rel.id!r} uses `privacy_unit`: its weights are "
+                    "private, so `[budget] allocation` = 'equal' or 'optimal' cannot weigh "
+                    "its accuracy and refuses it. Its charges need no weighing: every user "
+                    "is charged once, at most their ε (docs/jobs.md, \"Privacy unit in "
+                    "jobs\"); `hdp-release plan` shows them."
+                )
+                raise JobError(msg)
+            col, grid = selection_eps(rel)
+            models.append(ReleaseModel(
+                rel.id, rel.weight, ((),), (), ((col, 1),),
+                unit=UnitCharge(col, grid, unit_parameters(rel))))
             continue
         aggs = []
         users: list[tuple[str, Any]] = []
@@ -143,7 +160,7 @@ def public_columns(job: JobSpec) -> list[str]:
     if job.budget.column:
         cols.append(job.budget.column)
     for rel in job.releases:
-        if rel.selection is None:  # a selection release's groups are private: not read
+        if rel.selection is None and rel.unit is None:  # private groups: not read
             cols.extend(rel.by)
         cols.extend(get_kind(a.kind).eps_column(a.spec) for a in rel.aggregators
                     if get_kind(a.kind).unit != "person")  # their ε is a constant
@@ -184,10 +201,13 @@ def job_profile(
     frame = pd.DataFrame({f"__e{i}": pd.to_numeric(prepared[c], errors="coerce")
                           .to_numpy(np.float64) for i, c in enumerate(eps_cols)})
     for r, rel in enumerate(job.releases):
-        frame[f"__g{r}"] = _key_index(prepared, rel)
+        # a privacy-unit release charges every user, rows in its keys or not
+        frame[f"__g{r}"] = (np.zeros(len(prepared), dtype=np.int64) if rel.unit is not None
+                            else _key_index(prepared, rel))
     frame["__rem"] = prepared[REMAINING].to_numpy(np.int64)
     user_level = any(get_kind(a.kind).unit == "user"
-                     for rel in job.releases for a in rel.aggregators)
+                     for rel in job.releases for a in rel.aggregators) or any(
+        rel.unit is not None for rel in job.releases)
     if not user_level:
         cols = list(frame.columns)
         grouped = frame.groupby(cols, dropna=False, sort=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hdp_spark.core.pipeline import UnitOptions
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import JobError
 from hdp_spark.jobs.registry import get_kind
@@ -33,6 +34,7 @@ __all__ = [
     "JobSpec",
     "ReleaseSpec",
     "check_selection_release",
+    "check_unit_release",
     "entry_name",
     "library_spec",
 ]
@@ -63,6 +65,9 @@ class ReleaseSpec:
             released keys privately instead of a public key set; needs ``by``, and
             ``mean`` / ``histogram`` aggregators on one ε column and grid (one ``agg``
             call, one selection, one δ; see :mod:`hdp_spark.jobs.selection`).
+        unit: the privacy unit (``[releases.privacy_unit]``: the job's user id with its
+            bounds): ``mean`` / ``histogram`` aggregators on one ε column and grid in one
+            ``agg`` call, each user charged once (see :mod:`hdp_spark.jobs.unit`).
         weight: how much the analyst cares about this release's accuracy (a finite
             number >= 0, default 1): its predicted error's weight in the "optimal"
             budget allocation (``[budget] allocation``).
@@ -74,6 +79,7 @@ class ReleaseSpec:
     keys: tuple[tuple[object, ...], ...] | None = None
     weight: float = 1.0
     selection: SelectKeys | None = None
+    unit: UnitOptions | None = None
 
     def __post_init__(self) -> None:
         check_name("[[releases]] id", self.id)
@@ -84,6 +90,8 @@ class ReleaseSpec:
             check_column(f"{where}: by", col)
         if len(set(self.by)) != len(self.by):
             reject(f"{where}: by", "must not repeat a column", list(self.by))
+        if self.unit is not None:
+            check_unit_release(where, self)
         if self.selection is not None:
             check_selection_release(where, self)
         elif bool(self.by) != (self.keys is not None):
@@ -250,3 +258,43 @@ def check_selection_release(where: str, rel: ReleaseSpec) -> None:
             msg = (f"`{where}: histogram project` must be false under `select_keys` (the "
                    "selected frequencies are clip(C̃_j / W̃, 0, 1)); got True.")
             raise JobError(msg)
+
+
+def check_unit_release(where: str, rel: ReleaseSpec) -> None:
+    """Rules of a release under a privacy unit (checked when the job is loaded).
+
+    Raises:
+        JobError: ``select_keys`` as well, a kind other than ``mean`` / ``histogram``,
+            aggregators on different ε columns or grids, a histogram with
+            ``project = true``, or the user id read as data or grouped by.
+
+    Privacy:
+        Checks public parameters of the job file only.
+    """
+    assert rel.unit is not None
+    if rel.selection is not None:
+        msg = (f"`{where}: privacy_unit` with `select_keys` is not available yet: give the "
+               "release a public `keys` list (or no `by`).")
+        raise JobError(msg)
+    kinds = sorted({a.kind for a in rel.aggregators} - set(_SELECTION_KINDS))
+    if kinds:
+        msg = (f"`{where}: privacy_unit` supports the kinds {', '.join(_SELECTION_KINDS)} so "
+               f"far; got {kinds!r}.")
+        raise JobError(msg)
+    specs = [library_spec(a.spec) for a in rel.aggregators]
+    columns = {(s.eps, s.eps_grid) for s in specs}
+    if len(columns) > 1:
+        msg = (f"`{where}: aggregators` must all read the same `eps` column and `eps_grid` "
+               "under `privacy_unit` (one ε per person drives every statistic); got "
+               f"{sorted(str(c) for c, _ in columns)!r}.")
+        raise JobError(msg)
+    for a in rel.aggregators:
+        if getattr(a.spec, "project", False):
+            msg = (f"`{where}: histogram project` must be false under `privacy_unit` (the "
+                   "frequencies are clip(C̃_j / W̃, 0, 1)); got True.")
+            raise JobError(msg)
+    column = rel.unit.unit.column
+    if column in rel.by or column in {s.column for s in specs}:
+        msg = (f"`{where}: privacy_unit`: the user id column {column!r} identifies people; "
+               "no aggregator may read it and `by` may not group by it.")
+        raise JobError(msg)

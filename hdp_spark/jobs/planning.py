@@ -85,7 +85,7 @@ def _load_public(job: JobSpec, spark: Any) -> pd.DataFrame:
 
 def _row_level(job: JobSpec) -> bool:
     """Whether some kind of the job needs one row per user (as the runner)."""
-    return any(get_kind(a.kind).unit not in ("user", "none")
+    return any(get_kind(a.kind).unit not in ("user", "none") and rel.unit is None
                for rel in job.releases for a in rel.aggregators)
 
 

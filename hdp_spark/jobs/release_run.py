@@ -37,6 +37,7 @@ from hdp_spark.jobs.selection import (
     selection_eps,
 )
 from hdp_spark.jobs.spec import JobSpec, ReleaseSpec
+from hdp_spark.jobs.unit import describe_unit, release_unit, unit_charge_table, unit_parameters
 from hdp_spark.jobs.values import plain
 from hdp_spark.ledger.base import CommitRecord, new_commit_id
 
@@ -89,6 +90,8 @@ def definition(rel: ReleaseSpec) -> dict[str, Any]:
     }
     if rel.selection is not None:  # only then: other releases keep their keys
         out["select_keys"] = describe_selection(rel.selection)
+    if rel.unit is not None:
+        out["privacy_unit"] = describe_unit(rel)
     return out
 
 
@@ -100,7 +103,7 @@ def _eps_columns(rel: ReleaseSpec) -> list[tuple[str, int]]:
     partition-selection release caps its one ε column once: its total demand is
     min(ε_i, c), whatever the number of aggregators (:mod:`hdp_spark.jobs.selection`).
     """
-    if rel.selection is not None:
+    if rel.selection is not None or rel.unit is not None:
         return [(selection_eps(rel)[0], 1)]
     counts: dict[str, int] = {}
     for a in rel.aggregators:
@@ -134,7 +137,9 @@ def capped_table(
     Privacy:
         Caps each row's ε at the user's remaining budget, so no charge exceeds a budget.
     """
-    scoped = adapter.restrict(prepared, rel.by, rel.keys)
+    # a privacy-unit release reads (and charges) every user: whether a person has rows
+    # in the public keys is private; its agg call drops the rows outside them
+    scoped = prepared if rel.unit is not None else adapter.restrict(prepared, rel.by, rel.keys)
     if rel.selection is not None:  # demand min(ε, c): clip first (κ_i unchanged)
         col, grid = selection_eps(rel)
         scoped = adapter.clip_eps(scoped, col, clip_point(rel.selection, grid))
@@ -148,8 +153,8 @@ def _public_rows(adapter: EngineAdapter, prepared: Any, rel: ReleaseSpec) -> int
     """Rows of the release with ε = +∞ in the data (public rows, capped or excluded by the
     budget rule like any row over budget); 0 for partition selection (clipped at c) and
     for one-global-ε kinds (their ε is a parameter)."""
-    if rel.selection is not None:
-        return 0
+    if rel.selection is not None or rel.unit is not None:
+        return 0  # under a privacy unit a row count is private: not published
     helpers = {c for c, _ in _person_columns(rel)}
     columns = [c for c, _ in _eps_columns(rel) if c not in helpers]
     return int(adapter.count_public(adapter.restrict(prepared, rel.by, rel.keys), columns))
@@ -205,6 +210,22 @@ def _compute_selected(
     return KindResult(rows, {"": table}, {}), classes
 
 
+def _compute_unit(
+    adapter: EngineAdapter, df: Any, job: JobSpec, rel: ReleaseSpec
+) -> tuple[KindResult, list[list[float]]]:
+    """A privacy-unit release: all its aggregators in one ``agg`` call, with the charge
+    table ``effective[""]`` = {((), ε level): a person's charge} over every ε level of the
+    capped table (charged once per user), and the charge classes ``[ε level, charge]`` for
+    the outcome (no row counts: under a privacy unit they are private).
+    """
+    seed = f"{job.unsafe_seed}/{rel.id}/privacy_unit" if job.unsafe_seed else None
+    col, grid = selection_eps(rel)
+    levels = [lv for lv, _ in adapter.level_counts(df, col, grid)]
+    rows = release_unit(adapter, adapter.release_input(df), rel, seed)
+    table = unit_charge_table(unit_parameters(rel), levels)
+    return KindResult(rows, {"": table}, {}), [[lv, table[((), lv)]] for lv in levels]
+
+
 def _outcome(
     job: JobSpec, rel: ReleaseSpec, result: KindResult, summary: ChargeSummary,
     classes: list[list[float]] | None = None, public_rows: int = 0,
@@ -230,6 +251,13 @@ def _outcome(
         extra["selection"] = {**describe_selection(rel.selection),
                               "charges": classes or []}
         for described in aggregators:  # a selected histogram: one list column, no bins
+            if described["kind"] == "histogram":
+                described["intervals"] = []
+    if rel.unit is not None:
+        # Public facts only: the bounds and parameters and [ε level, a person's charge];
+        # never a row count (private when people have many rows).
+        extra["privacy_unit"] = {**describe_unit(rel), "charges": classes or []}
+        for described in aggregators:
             if described["kind"] == "histogram":
                 described["intervals"] = []
     return canonical_json(
@@ -320,6 +348,8 @@ def run_release(
                 with timer.stage(f"{rel.id}:compute"):
                     if rel.selection is not None:
                         result, classes = _compute_selected(adapter, capped, job, rel)
+                    elif rel.unit is not None:
+                        result, classes = _compute_unit(adapter, capped, job, rel)
                     else:
                         result = _compute(adapter, capped, job, rel)
                 fault_point("computed", rel.id)
@@ -332,11 +362,13 @@ def run_release(
                             per_user=get_kind(a.kind).unit == "user",
                         )
                         for a in rel.aggregators if get_kind(a.kind).unit != "none"
-                    ] if rel.selection is None else [
+                    ] if rel.selection is None and rel.unit is None else [
                         # one charge for the whole release: κ per ε level, every row
-                        AggCharge(*selection_eps(rel), result.effective[""])
+                        # (partition selection) or once per user (privacy unit)
+                        AggCharge(*selection_eps(rel), result.effective[""],
+                                  per_user=rel.unit is not None)
                     ]
-                    charge_by = rel.by if rel.selection is None else ()
+                    charge_by = rel.by if rel.selection is None and rel.unit is None else ()
                     charges, summary = adapter.charges(capped, charge_by, aggs,
                                                        job.budget.charge)
                 if summary.overspent:

@@ -42,6 +42,7 @@ __all__ = [
     "ReleaseOutcome",
     "SelectionCharge",
     "Simulation",
+    "UnitCharge",
     "error_of",
     "simulate",
 ]
@@ -131,6 +132,32 @@ class SelectionCharge:
 
 
 @dataclass(frozen=True, slots=True)
+class UnitCharge:
+    """A release under a privacy unit: every user is charged once, G·R·k·γ of their capped
+    ε level (:func:`hdp_spark.core.privacy_unit.weights.person_charge`), whatever their
+    rows.
+
+    Attributes:
+        column: the one ε column of its aggregators.
+        grid: their ``eps_grid`` (None: exact levels).
+        selection: the mechanism's public parameters (with the unit's bounds).
+    """
+
+    column: str
+    grid: EpsGrid | None
+    selection: SelectKeys
+
+    def units(self, levels: FloatArray) -> FloatArray:
+        """A person's charge at each ε level (vectorized over the distinct levels)."""
+        from hdp_spark.core.privacy_unit.weights import person_charge
+
+        out = np.full(levels.shape, np.nan)
+        for v in np.unique(levels[~np.isnan(levels)]):
+            out[levels == v] = person_charge(self.selection, float(v))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class ReleaseModel:
     """What the simulation needs of one release.
 
@@ -147,6 +174,8 @@ class ReleaseModel:
         free: output names of its charge-free kinds (LDP aggregation).
         selection: set for a release under partition selection (its charge rule; its
             accuracy is not predicted: which groups survive depends on the data).
+        unit: set for a release under a privacy unit (its charge rule, once per user; its
+            accuracy is not predicted: its weights are private).
     """
 
     id: str
@@ -158,6 +187,7 @@ class ReleaseModel:
     persons: tuple[PersonCharge, ...] = ()
     free: tuple[str, ...] = ()
     selection: SelectionCharge | None = None
+    unit: UnitCharge | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +283,10 @@ def _release(
         sel = rel.selection
         after = eps_after[sel.column]
         eff = np.where(inside, sel.units(levels_numpy(after, sel.grid)), np.nan)
+        charges += row_charges(eff, after, mode)
+    if rel.unit is not None:  # once per user (one profile row per user), every user
+        after = eps_after[rel.unit.column]
+        eff = np.where(inside, rel.unit.units(levels_numpy(after, rel.unit.grid)), np.nan)
         charges += row_charges(eff, after, mode)
     users_explained: list[tuple[Key, str, UserMeanPlan]] = []
     exact = True

@@ -40,6 +40,7 @@ from hdp_spark.jobs.settings import (
     reject,
     reject_unknown,
 )
+from hdp_spark.jobs.unit import parse_privacy_unit
 
 __all__ = [
     "ALLOCATIONS",
@@ -88,7 +89,8 @@ def _release(
         reject(where, "must be a table", type(raw).__name__)
     rid = raw.get("id")
     named = f"[[releases]] id = {rid!r}" if isinstance(rid, str) else where
-    reject_unknown(named, raw, {"id", "by", "keys", "aggregators", "weight", "select_keys"})
+    reject_unknown(named, raw, {"id", "by", "keys", "aggregators", "weight", "select_keys",
+                                "privacy_unit"})
     check_name(f"{where}: id", rid)
     where = f"[[releases]] id = {rid!r}"
     by_raw = raw.get("by", [])
@@ -138,8 +140,11 @@ def _release(
     selection = None
     if "select_keys" in raw:
         selection = parse_select_keys(where, raw["select_keys"])
+    unit = None
+    if "privacy_unit" in raw:
+        unit = parse_privacy_unit(where, raw["privacy_unit"], user_id)
     return ReleaseSpec(id=str(rid), aggregators=tuple(entries), by=tuple(by), keys=keys,
-                       weight=raw.get("weight", 1.0), selection=selection)
+                       weight=raw.get("weight", 1.0), selection=selection, unit=unit)
 
 
 def _check_kinds(where: str, entries: list[AggregatorEntry], by: tuple[str, ...]) -> None:

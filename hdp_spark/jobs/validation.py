@@ -145,8 +145,9 @@ def validate_into(
                 f"the job has row-level aggregators ({', '.join(row_level)}): they protect "
                 "rows, so a user with k rows would lose up to k times their ε while the "
                 "ledger charges once per user. Repeated user ids are allowed only when every "
-                "aggregator of the job is user-level (`user_mean`) or charges nothing "
-                f"(`ldp_mean`); {check.duplicate_users} row(s) repeat an id."
+                "aggregator of the job is user-level (`user_mean`), charges nothing "
+                "(`ldp_mean`) or is in a release with `privacy_unit`; "
+                f"{check.duplicate_users} row(s) repeat an id."
             )
             raise JobError(msg)
         if check.inconsistent_budgets:
@@ -163,15 +164,20 @@ def validate_into(
             f"default`); {check.invalid_budgets} row(s) break this rule."
         )
         raise JobError(msg)
-    log.info("input: %d row(s), user ids checked, budgets valid", check.rows)
+    if any(rel.unit is not None for rel in job.releases):
+        # with many rows per person the row count is private: not logged at INFO
+        log.info("input: user ids checked, budgets valid")
+    else:
+        log.info("input: %d row(s), user ids checked, budgets valid", check.rows)
     _expectations_into(adapter, df, job, quality)
 
 
 def _row_level_kinds(job: JobSpec) -> list[str]:
-    """Kinds of the job that need one row per user (all but user-level and charge-free)."""
+    """Kinds of the job that need one row per user (all but user-level and charge-free,
+    and those of releases under a privacy unit, which bound each user's rows)."""
     return sorted({
         a.kind for rel in job.releases for a in rel.aggregators
-        if get_kind(a.kind).unit not in ("user", "none")
+        if get_kind(a.kind).unit not in ("user", "none") and rel.unit is None
     })
 
 

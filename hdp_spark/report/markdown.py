@@ -125,9 +125,12 @@ def _release_section(
     charge_mode = str(budget.get("charge", "effective"))
     rid = run.release_id
     selection = outcome.get("selection")
+    unit = outcome.get("privacy_unit")
     per_agg = {a["name"]: charge_classes(a, rows, by, charge_mode) for a in aggs}
     if selection is not None:  # κ_i charged once for the release, over the whole table
         per_agg = {"": selection_classes(outcome)}
+    if unit is not None:  # once per person: no per-level row counts (private)
+        per_agg = {}
     charging = [c for c in per_agg.values() if c is not None]
     cost = release_cost(charging)
     values = {a["name"]: value_rows(a, rows, by) for a in aggs}
@@ -135,7 +138,8 @@ def _release_section(
     level = " / ".join(f"{1 - b:.0%}" for b in sorted(betas, reverse=True)) or "95%"
 
     lines = [f"## Release `{rid}`", ""]
-    charged = any(c is not None for c in per_agg.values())
+    charged = any(c is not None for c in per_agg.values()) or (
+        unit is not None and int(budget.get("users_charged", 0)) > 0)
     engine = outcome.get("engine")
     by_engine = f" by engine {engine}" if engine else ""
     status = ((f"computed{by_engine} and charged in this run" if charged else
@@ -148,6 +152,8 @@ def _release_section(
     lines += [f"- **What:** {what}."]
     if selection is not None:
         lines += [f"- **Guarantee:** {guarantee_words(selection)}."]
+    if unit is not None:
+        lines += _unit_lines(unit, budget, run.status == "committed")
     if cost is not None:
         allowed = [(a, u) for _, _, u, a, _ in cost.classes if u]
     else:  # aggregators on other ε levels: the people of the first one that reads rows
@@ -178,7 +184,8 @@ def _release_section(
                       for lv in (r.get(f"{a['name']}_eps_levels") or []))
         whom = (f"{fmt_count(reports)} device reports, each randomized with its own ε before "
                 "it was sent")
-    lines += [f"- **For whom:** {whom}."]
+    if unit is None:
+        lines += [f"- **For whom:** {whom}."]
     for a in aggs:
         prefix = "" if len(aggs) == 1 else f" (`{a['name']}`)"
         if a["kind"] in PERSON_KINDS and not values[a["name"]]:
@@ -191,7 +198,9 @@ def _release_section(
         lines += [f"- **Accuracy{prefix}:** {accuracy_words(a, values[a['name']], level)}."]
     when = "" if run.status == "committed" else (
         " (charged once, when it was first computed; nothing now)")
-    if cost is not None:
+    if unit is not None:
+        pass  # said by _unit_lines
+    elif cost is not None:
         lines += [f"- **Cost{when}:** {_cost_words(cost, budget)}."]
     elif charging:
         for a in aggs:
@@ -211,8 +220,27 @@ def _release_section(
     if cost is not None and cost.users:
         public = int(budget.get("public_rows", 0)) if budget.get("policy") == "cap" else 0
         lines += levels_section(plots, rid, cost, len(charging), public)
-    lines += details_section(run, aggs, rows, by, budget, plots.out, selection)
+    lines += details_section(run, aggs, rows, by, budget, plots.out, selection, unit)
     return lines
+
+
+def _unit_lines(unit: dict[str, Any], budget: dict[str, Any], now: bool) -> list[str]:
+    """Guarantee, people and cost of a release under a privacy unit (public facts: the
+    bounds and the ledger's totals; never a row count)."""
+    g, r = int(unit["max_groups"]), int(unit["max_rows"])
+    users = int(budget.get("users_charged", 0))
+    total, most = float(budget.get("eps_charged_total", 0.0)), float(
+        budget.get("eps_charged_max", 0.0))
+    when = "" if now else " (charged once, when it was first computed; nothing now)"
+    return [
+        f"- **Guarantee:** each person (all rows with the same `{unit['column']}`) is "
+        f"protected with their own ε for this release, however many rows they have: at "
+        f"most {g} group{'s' if g != 1 else ''} and {r} row{'s' if r != 1 else ''} per "
+        f"group of theirs are read, chosen at random, each group spending their ε / {g}.",
+        f"- **For whom:** {fmt_count(users)} people, each counted once.",
+        f"- **Cost{when}:** each person was charged once, at most their ε: "
+        f"{eps_label(total)} ε in total, at most {eps_label(most)} for one person.",
+    ]
 
 
 def render_report(

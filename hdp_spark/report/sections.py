@@ -218,6 +218,7 @@ def commit_time(stamp: str) -> str:
 def details_section(
     run: ReleaseRun, aggs: list[dict[str, Any]], rows: list[dict[str, Any]], by: list[str],
     budget: dict[str, Any], out: Path, selection: dict[str, Any] | None = None,
+    unit: dict[str, Any] | None = None,
 ) -> list[str]:
     when = commit_time(run.record.committed_at)
     commit = (f"Commit `{run.record.commit_id}` at {when}" if run.status == "committed" else
@@ -238,9 +239,18 @@ def details_section(
             "composes additively over releases (the ledger records it per release; it "
             "budgets ε only). Groups are listed in key order; the number of groups in the "
             "data and each group's row count are private and not shown.", ""]
+    if unit is not None:
+        lines += [
+            f"Privacy unit `{unit['column']}`: at most {unit['max_groups']} group(s) per "
+            f"person and {unit['max_rows']} row(s) per person and group, kept at random by "
+            f"the release's key; each kept (person, group) spends the person's ε / "
+            f"{unit['max_groups']} (at most {fmt_num(unit['eps_cap'])}), rounded down to "
+            f"steps of {unit['step']:g}; a share {fmt_num(unit['weight_share'])} of it pays "
+            "for the noisy weight (`_weight`) every statistic is divided by. Groups' row "
+            "counts are private and not shown.", ""]
     for a in aggs:
         name, kind, d = a["name"], a["kind"], a["definition"]
-        method = d.get("method") if selection is None else None
+        method = d.get("method") if selection is None and unit is None else None
         lines += [f"- `{name}`: {KIND_WORDS.get(kind, kind)}"
                   + (f"; {method_words(method)}" if method else "") + "."]
         if kind in CELL_KINDS and rows:
@@ -260,13 +270,13 @@ def details_section(
                       f"{eps_label(float(r.get(f'{name}_eps_person') or math.nan))}."]
     lines.append("")
     detail = [a for a in aggs if a["kind"] in ("mean", "histogram", "user_mean", "ldp_mean")
-              and selection is None]
+              and selection is None and unit is None]
     for a in detail:
         name = a["name"]
-        unit = "users" if a["kind"] == "user_mean" else (
+        counted = "users" if a["kind"] == "user_mean" else (
             "reports" if a["kind"] == "ldp_mean" else "people")
         count_col = f"{name}_users" if a["kind"] == "user_mean" else f"{name}_n"
-        header = [", ".join(by) if by else "group", unit]
+        header = [", ".join(by) if by else "group", counted]
         has_tau = a["kind"] == "mean"
         if has_tau:
             header.append("privacy-for-free threshold τ")

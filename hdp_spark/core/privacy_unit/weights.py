@@ -48,7 +48,8 @@ from hdp_spark.core.stats import GroupStats
 from hdp_spark.core.validation import number
 from hdp_spark.errors import ParameterError
 
-__all__ = ["DEFAULT_EPS_CAP", "DEFAULT_WEIGHT_SHARE", "unit_selection", "weigh_public"]
+__all__ = ["DEFAULT_EPS_CAP", "DEFAULT_WEIGHT_SHARE", "person_charge", "unit_selection",
+           "weigh_public"]
 
 DEFAULT_EPS_CAP = 1.0
 """c over public keys unless the caller sets ``eps_cap``: the most ε one (person, group)
@@ -104,3 +105,18 @@ def weigh_public(selection: SelectKeys, table: Mapping[Key, GroupStats], key: Re
                if (stats := table.get(k)) is not None else 0 for k in order]
     noisy = noisy_weights(selection, weights, key, list(order))
     return {k: Selected(selection, w, parts) for k, w in zip(order, noisy, strict=True)}
+
+
+def person_charge(selection: SelectKeys, level: float) -> float:
+    """What one release spends of a person whose ε is ``level``: G·R·k·γ, the bound of the
+    module docstring (<= min(level, G·c)); a negative level (invalid ε: refused before
+    anything is charged) gets the largest charge, never less.
+
+    Privacy:
+        A function of the person's ε and the public parameters only: never of how many
+        rows or groups the person has, so the charge reveals nothing more.
+    """
+    bound = selection.max_groups * selection.max_rows
+    if not level >= 0:
+        return float(selection.gamma * bound * (selection.cap_units // selection.max_rows))
+    return float(selection.gamma * bound * selection.units(float(level)))
