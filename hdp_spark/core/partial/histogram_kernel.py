@@ -1,6 +1,7 @@
 """The kernel of ``attribute_histograms`` (per-attribute histograms under per-attribute
-DP), so the registry's ``agg`` and the Spark Column find it like the other partial-DP
-aggregators: global only, one engine pass (``engine.attribute_counts``), then
+DP; entered into the kernel table by :mod:`hdp_spark.core.kernels`), so ``agg`` and the
+Spark Column find it like the other partial-DP aggregators: global only, one engine pass
+(``engine.attribute_counts``), then
 :func:`~hdp_spark.core.partial.histograms.finalize_histograms`."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hdp_spark.core.kernels import ATTRIBUTE_HISTOGRAM_FIELDS
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.partial.histograms import (
     HISTOGRAM_COLUMNS,
@@ -18,7 +18,15 @@ from hdp_spark.core.partial.histograms import (
 from hdp_spark.core.partial.spec import AttributeHistogramSpec
 from hdp_spark.core.pipeline import Engine, OutputField
 
-__all__ = ["AttributeHistogramKernel"]
+__all__ = ["ATTRIBUTE_HISTOGRAM_FIELDS", "AttributeHistogramKernel"]
+
+ATTRIBUTE_HISTOGRAM_FIELDS: tuple[OutputField, ...] = tuple(
+    OutputField(name, kind, nullable=name == "value")
+    for name, kind in zip(HISTOGRAM_COLUMNS, ("str", "str", "int", "int", "int", "int"),
+                          strict=True)
+)
+"""The long table of ``attribute_histograms``: attribute, value (null for the extra
+"other" category), code, noisy_count, count_ci_low, count_ci_high."""
 
 
 @dataclass(frozen=True, slots=True)
