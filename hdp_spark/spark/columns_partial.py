@@ -47,8 +47,8 @@ from hdp_spark.spark.records_families import RecordSpec, family_of
 from hdp_spark.spark.records_finalize import arrow_finalize_records, record_fields
 
 __all__ = ["DEFAULT_MAX_RECORDS", "MAX_RECORDS_LIMIT", "RECORDS", "check_max_records",
-           "column_for", "hdp_heavy_hitters", "native_records", "no_selection",
-           "records_column"]
+           "column_for", "domain_values", "hdp_heavy_hitters", "native_records",
+           "no_selection", "records_column"]
 
 RECORDS = "hdp_records"
 """The extension's native aggregate of record counts (``HdpRecords``)."""
@@ -59,13 +59,17 @@ DEFAULT_MAX_RECORDS = 2**20
 MAX_RECORDS_LIMIT = 2**24
 """The largest ``max_records`` taken (a group's state up to 512 MiB)."""
 
-def _values(dom: AttributeDomain) -> list[str]:
+def domain_values(dom: AttributeDomain) -> list[str]:
     """The domain as the native aggregate reads it: strings as they are, booleans as
     ``true``/``false``, numbers as ``i:<int>`` (compared exactly with an integral or decimal
     column) or ``d:<float>`` (compared as doubles) -- the release API's Spark recoding
     (``encode_codes``): an integer domain's values are integer literals or a bigint lookup,
     a float domain's are literals of their own type up to ``LOOKUP_JOIN_MIN`` values, else
-    a double lookup."""
+    a double lookup.
+
+    Privacy:
+        None: a function of the public domain.
+    """
     if dom.kind == "str":
         return [str(v) for v in dom.values]
     if dom.kind == "bool":
@@ -86,7 +90,7 @@ def native_records(spec: RecordSpec, groups: str) -> Column:
     args: list[Column] = [F.lit(groups)]
     for dom in spec.domains:
         args += [F.col(dom.column), F.lit(dom.kind),
-                 F.array(*[F.lit(v) for v in _values(dom)]).cast("array<string>"),
+                 F.array(*[F.lit(v) for v in domain_values(dom)]).cast("array<string>"),
                  F.lit(dom.size), F.lit(dom.other_code)]
     out: Column = F.call_function(RECORDS, *args)
     return out

@@ -26,6 +26,7 @@ from hdp_spark.spark.column_selection import (
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_generic import register_generic
+from hdp_spark.spark.sql_partial import register_partial
 
 __all__ = ["HISTOGRAM_METHODS_CONF", "MEAN_METHODS_CONF", "register_sql"]
 
@@ -263,3 +264,4 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
         session.udf.register(f"hdp_histogram_finalize_{kind}", udf)
     _register_selection(session, key)
     register_generic(session, key)
+    register_partial(session, key)
