@@ -219,6 +219,12 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     descriptor's ``sql_form``) before this call gets ``hdp_aggregate('<name>', ...)``
     (docs/extending.md).
 
+    The partial-DP family: ``hdp_heavy_hitters``, ``hdp_marginals``, ``hdp_mwem`` and
+    ``hdp_attribute_histograms(struct(col, ...), '<JSON options>'[, 'public'])``, the
+    options being the release API's keywords (``'{"domains": {...}, "eps0": 1.0}'``, plus
+    ``max_records``), with fixed result types (:mod:`hdp_spark.spark.sql_partial`,
+    docs/columns.md, "The partial-DP family in SQL").
+
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
         key (fresh, or from ``unsafe_seed`` for tests) and every query is a release of its
