@@ -93,3 +93,16 @@ def test_a_spec_of_another_family_is_refused() -> None:
     with pytest.raises(ParameterError, match="`spec` of a record-count Column must come "
                                              "from hdp_heavy_hitters"):
         family_of(hp.hdp_mean("x", eps="e", lower=0, upper=1))
+
+
+def test_attribute_histograms_run_in_agg() -> None:
+    """The attribute histograms' kernel: ``agg`` releases the release API's long table as
+    one list column named by the spec's alias."""
+    pdf = _frame(500)
+    spec = attribute_histogram_spec(COLS, domains=DOMAINS, eps0=0.5, alias="h")
+    got = hp.agg(pdf, spec, unsafe_seed=5)
+    want = hp.attribute_histograms(pdf, COLS, domains=DOMAINS, eps0=0.5, unsafe_seed=5)
+    assert list(got.columns) == ["h"]
+    assert list(got["h"][0]) == _records(want.table)
+    with pytest.raises(ParameterError, match="`alias` must be a non-empty column name"):
+        attribute_histogram_spec(COLS, domains=DOMAINS, eps0=0.5, alias="")
