@@ -25,10 +25,11 @@ from hdp_spark.core.kernels import (
 )
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.partial.api import hdp_heavy_hitters
+from hdp_spark.core.partial.api import attribute_histogram_spec, hdp_heavy_hitters
+from hdp_spark.core.partial.histogram_kernel import AttributeHistogramKernel
 from hdp_spark.core.partial.mwem import MwemSpec, hdp_mwem
 from hdp_spark.core.partial.projection import MarginalsSpec, hdp_marginals
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, HeavyHittersSpec
 from hdp_spark.core.selection.kernels import SelectedHistogramKernel, SelectedMeanKernel
 from hdp_spark.core.user_mean import UserMeanSpec, hdp_user_mean
 from hdp_spark.explain import explain_specs
@@ -42,6 +43,7 @@ def _bounds(spec: Any) -> tuple[float, float]:
 
 
 _LDP = LdpKernel()
+_RECORDS_COLUMN = "hdp_spark.spark.columns_marginals:column_for"
 
 for _aggregator in (
     Aggregator("mean", (MeanSpec,), MeanKernel(), hdp_mean, column_field="estimate",
@@ -54,12 +56,17 @@ for _aggregator in (
                job_kind="user_mean", explain=explain_user_means_public,
                output_range=_bounds),
     Aggregator("heavy_hitters", (HeavyHittersSpec,), HeavyHittersKernel(),
-               hdp_heavy_hitters, column_field="records",
+               hdp_heavy_hitters, column_field="records", sql="hdp_heavy_hitters",
                column_builder="hdp_spark.spark.columns_partial:column_for",
                job_kind="heavy_hitters"),
     Aggregator("marginals", (MarginalsSpec,), MarginalsKernel(), hdp_marginals,
+               column_field="cells", column_builder=_RECORDS_COLUMN, sql="hdp_marginals",
                job_kind="marginals"),
-    Aggregator("mwem", (MwemSpec,), MwemKernel(), hdp_mwem, job_kind="mwem"),
+    Aggregator("mwem", (MwemSpec,), MwemKernel(), hdp_mwem, column_field="cells",
+               column_builder=_RECORDS_COLUMN, sql="hdp_mwem", job_kind="mwem"),
+    Aggregator("attribute_histograms", (AttributeHistogramSpec,),
+               AttributeHistogramKernel(), attribute_histogram_spec, column_field="cells",
+               column_builder=_RECORDS_COLUMN, sql="hdp_attribute_histograms"),
     Aggregator("ldp_mean", (LdpMeanSpec,), _LDP, ldp_mean, job_kind="ldp_mean",
                explain=explain_ldp_means, output_range=_bounds),
     Aggregator("ldp_mean_vector", (LdpVectorMeanSpec,), _LDP, ldp_mean_vector),

@@ -39,7 +39,10 @@ from hdp_spark.core.partial.heavy_hitters import (
     HeavyHittersResult,
     run_heavy_hitters,
 )
-from hdp_spark.core.partial.histograms import HISTOGRAM_COLUMNS
+from hdp_spark.core.partial.histogram_kernel import (
+    ATTRIBUTE_HISTOGRAM_FIELDS,
+    AttributeHistogramKernel,
+)
 from hdp_spark.core.partial.mwem import (
     MWEM_COLUMNS,
     MwemResult,
@@ -54,7 +57,7 @@ from hdp_spark.core.partial.projection import (
     finalize_marginals,
     marginal_requests,
 )
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, HeavyHittersSpec
 from hdp_spark.core.pipeline import (
     LEVEL_ITEMS,
     CategoryRequest,
@@ -254,15 +257,6 @@ class UserMeanKernel:
         return tuple(r.as_row("").values())
 
 
-ATTRIBUTE_HISTOGRAM_FIELDS: tuple[OutputField, ...] = tuple(
-    OutputField(name, kind, nullable=name == "value")
-    for name, kind in zip(HISTOGRAM_COLUMNS, ("str", "str", "int", "int", "int", "int"),
-                          strict=True)
-)
-"""The long table of ``attribute_histograms``: attribute, value (null for the extra
-"other" category), code, noisy_count, count_ci_low, count_ci_high."""
-
-
 @dataclass(frozen=True, slots=True)
 class HeavyHittersKernel:
     """Partial-DP heavy hitters (``hdp_heavy_hitters``): global only, through
@@ -428,6 +422,7 @@ for _types, _kernel in (
     (HeavyHittersSpec, HeavyHittersKernel()),
     (MarginalsSpec, MarginalsKernel()),
     (MwemSpec, MwemKernel()),
+    (AttributeHistogramSpec, AttributeHistogramKernel()),
     ((LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec), LdpKernel()),
 ):
     register_kernel(_types, _kernel)

@@ -193,6 +193,7 @@ def release_marginals(
     Privacy:
         As :func:`marginals` (one release, fresh noise unless ``unsafe_seed``).
     """
+    spec = spec_of(spec)  # a Spark Column aggregator hands out its spec
     _checked(spec, MarginalsSpec, "hdp_marginals")
     r = release_specs(engine, [spec], schema=schema, unsafe_seed=unsafe_seed)
     result: MarginalsResult = r.results[spec.name][()]
@@ -233,6 +234,7 @@ def marginals(
         |W|/σ² per person (zCDP; replacement neighbours, n public). Each call is one
         release with fresh noise. The table is materialized.
     """
+    spec = spec_of(spec)  # a Spark Column aggregator hands out its spec
     result = release_marginals(engine, spec, unsafe_seed=unsafe_seed, schema=schema)
     kernel = MarginalsKernel()
     table = engine.materialize((), [(f.suffix, f) for f in kernel.items(spec)],
@@ -260,6 +262,7 @@ def mwem(
         See :func:`hdp_spark.hdp_mwem`: ρ = ½ε₀² per attribute, (ℓ² + ℓ)ε₀²/4 per person
         (zCDP; replacement neighbours, n public). Each call is one release.
     """
+    spec = spec_of(spec)  # a Spark Column aggregator hands out its spec
     _checked(spec, MwemSpec, "hdp_mwem")
     kernel = MwemKernel()
     result: MwemResult = kernel.run(spec, engine, (), ((),),

@@ -13,19 +13,21 @@ aggregates, and the driver finalizes the small level table.
 
 Every release function is the one front function of :mod:`hdp_spark.front` bound to
 :class:`~hdp_spark.spark.engine.SparkEngine` (its documentation is there, shared with
-pandas). ``hdp_mean``, ``hdp_histogram`` and ``hdp_heavy_hitters`` here are Column
-aggregators (they also work as specs in ``hs.agg``); this package adds the Spark engine's own
-pieces: ``configure``,
-``register_sql``, ``level_tables``/``histogram_tables``, ``ldp_oracle``, ``ldp_simulate``,
-``ldp_tables`` and ``validate``.
+pandas). ``hdp_mean``, ``hdp_histogram``, ``hdp_heavy_hitters``, ``hdp_marginals`` and
+``hdp_mwem`` here are Column aggregators (they also work as specs in ``hs.agg``, and the
+partial-DP ones in ``hs.heavy_hitters``/``hs.marginals``/``hs.mwem``);
+``attribute_histograms`` is a release when called with a DataFrame first and a Column
+aggregator when called with a list of column names first. This package adds the Spark
+engine's own pieces: ``configure``, ``register_sql``, ``level_tables``/``histogram_tables``,
+``ldp_oracle``, ``ldp_simulate``, ``ldp_tables`` and ``validate``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from hdp_spark.aggregators import (
     SelectKeys,
-    hdp_marginals,
-    hdp_mwem,
     hdp_user_mean,
     ldp_distribution,
     ldp_mean,
@@ -42,6 +44,11 @@ from hdp_spark.front.bind import bind
 from hdp_spark.spark._histogram import histogram_tables
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.columns import as_column, hdp_histogram, hdp_mean
+from hdp_spark.spark.columns_marginals import (
+    attribute_histograms_column,
+    hdp_marginals,
+    hdp_mwem,
+)
 from hdp_spark.spark.columns_partial import hdp_heavy_hitters
 from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.extension import configure
@@ -72,7 +79,29 @@ release_heavy_hitters = bind(_front_partial.release_heavy_hitters, SparkEngine, 
 marginals = bind(_front_partial.marginals, SparkEngine, _HERE)
 release_marginals = bind(_front_partial.release_marginals, SparkEngine, _HERE)
 mwem = bind(_front_partial.mwem, SparkEngine, _HERE)
-attribute_histograms = bind(_front_partial.attribute_histograms, SparkEngine, _HERE)
+_attribute_histograms = bind(_front_partial.attribute_histograms, SparkEngine, _HERE)
 release_histograms = bind(_front_partial.release_histograms, SparkEngine, _HERE)
 ldp_agg = bind(_front_ldp.ldp_agg, SparkEngine, _HERE)
 ldp_release = bind(_front_ldp.ldp_release, SparkEngine, _HERE)
+
+
+def attribute_histograms(df_or_cols: Any, *args: Any, **kwargs: Any) -> Any:
+    """Per-attribute histograms: a release or a Column aggregator, by the first argument.
+
+    * ``attribute_histograms(df, cols, domains=..., eps0=..., ...)`` (a DataFrame first):
+      the release (:func:`hdp_spark.front.partial.attribute_histograms`: a
+      :class:`~hdp_spark.core.partial.output.PartialRelease` with ``.table`` and
+      ``.report``; ``unsafe_seed`` for tests).
+    * ``attribute_histograms(cols, domains=..., eps0=..., ...)`` (a list or tuple of
+      column names first): a Column aggregator for ``df.agg(...)`` and
+      ``df.groupBy(...).agg(..., keys="public")``
+      (:func:`~hdp_spark.spark.columns_marginals.attribute_histograms_column`).
+
+    Privacy:
+        ε₀ per attribute (discrete Laplace of scale 2/ε₀ on every cell of every
+        attribute's histogram), d·ε₀ per person (replacement neighbours, n public); the
+        release is one release per call, the Column one per query and group.
+    """
+    if isinstance(df_or_cols, list | tuple):
+        return attribute_histograms_column(df_or_cols, *args, **kwargs)
+    return _attribute_histograms(df_or_cols, *args, **kwargs)

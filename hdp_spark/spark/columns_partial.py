@@ -43,10 +43,12 @@ from hdp_spark.spark.extension import (
     install,
 )
 from hdp_spark.spark.output import spark_type
+from hdp_spark.spark.records_families import RecordSpec, family_of
 from hdp_spark.spark.records_finalize import arrow_finalize_records, record_fields
 
-__all__ = ["DEFAULT_MAX_RECORDS", "MAX_RECORDS_LIMIT", "RECORDS", "column_for",
-           "hdp_heavy_hitters", "native_records"]
+__all__ = ["DEFAULT_MAX_RECORDS", "MAX_RECORDS_LIMIT", "RECORDS", "check_max_records",
+           "column_for", "domain_values", "hdp_heavy_hitters", "native_records",
+           "no_selection", "records_column"]
 
 RECORDS = "hdp_records"
 """The extension's native aggregate of record counts (``HdpRecords``)."""
@@ -57,13 +59,17 @@ DEFAULT_MAX_RECORDS = 2**20
 MAX_RECORDS_LIMIT = 2**24
 """The largest ``max_records`` taken (a group's state up to 512 MiB)."""
 
-def _values(dom: AttributeDomain) -> list[str]:
+def domain_values(dom: AttributeDomain) -> list[str]:
     """The domain as the native aggregate reads it: strings as they are, booleans as
     ``true``/``false``, numbers as ``i:<int>`` (compared exactly with an integral or decimal
     column) or ``d:<float>`` (compared as doubles) -- the release API's Spark recoding
     (``encode_codes``): an integer domain's values are integer literals or a bigint lookup,
     a float domain's are literals of their own type up to ``LOOKUP_JOIN_MIN`` values, else
-    a double lookup."""
+    a double lookup.
+
+    Privacy:
+        None: a function of the public domain.
+    """
     if dom.kind == "str":
         return [str(v) for v in dom.values]
     if dom.kind == "bool":
@@ -73,7 +79,7 @@ def _values(dom: AttributeDomain) -> list[str]:
             for v in dom.values]
 
 
-def native_records(spec: HeavyHittersSpec, groups: str) -> Column:
+def native_records(spec: RecordSpec, groups: str) -> Column:
     """The ``hdp_records`` aggregate of ``spec``'s attributes with the group decision
     ``groups`` (``"cells"``: raw statistics for tests).
 
@@ -84,30 +90,31 @@ def native_records(spec: HeavyHittersSpec, groups: str) -> Column:
     args: list[Column] = [F.lit(groups)]
     for dom in spec.domains:
         args += [F.col(dom.column), F.lit(dom.kind),
-                 F.array(*[F.lit(v) for v in _values(dom)]).cast("array<string>"),
+                 F.array(*[F.lit(v) for v in domain_values(dom)]).cast("array<string>"),
                  F.lit(dom.size), F.lit(dom.other_code)]
     out: Column = F.call_function(RECORDS, *args)
     return out
 
 
-def _problem(spec: HeavyHittersSpec, max_records: int) -> str | None:
+def _problem(spec: RecordSpec, max_records: int) -> str | None:
     """Why ``spec`` cannot run as a Column (None: it can): public facts only."""
+    label = family_of(spec).label
     if spec.privacy_unit is not None:
-        return ("`privacy_unit` is checked by a separate pass over the rows, which a Column "
-                "aggregator cannot run; drop it from the Column, or use the release API "
-                "(hs.heavy_hitters(df, spec) or hs.agg(df, spec)).")
+        return (f"`privacy_unit` of {label} is checked by a separate pass over the rows, which "
+                "a Column aggregator cannot run; drop it from the Column, or use the release "
+                "API (hs.agg(df, spec)).")
     space = math.prod(d.size for d in spec.domains)
     if space > max_records:
-        return (f"the heavy-hitters Column keeps per group the count of each distinct record, "
+        return (f"the {label} Column keeps per group the count of each distinct record, "
                 f"so its public bound is the product of the domain sizes (each counting its "
                 f"extra null category unless `other` names a value): {space} > `max_records` "
                 f"= {max_records}. Raise `max_records` (up to {MAX_RECORDS_LIMIT}; each record "
                 "costs up to 32 bytes of executor memory per group), merge values, or use the "
-                "release API (hs.heavy_hitters(df, spec)), whose passes need no such bound.")
+                "release API (hs.agg(df, spec)), whose passes need no such bound.")
     return None
 
 
-def _finalize_udf(spec: HeavyHittersSpec, key: ReleaseKey) -> Any:  # design-ok: per group batch
+def _finalize_udf(spec: RecordSpec, key: ReleaseKey) -> Any:  # design-ok: per group batch
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -118,11 +125,11 @@ def _finalize_udf(spec: HeavyHittersSpec, key: ReleaseKey) -> Any:  # design-ok:
     def finalize(cells: pa.Array) -> pa.Array:  # Arrow in, Arrow out: a scalar Arrow UDF
         return arrow_finalize_records(spec, key, cells, arrow_type)
 
-    finalize.__name__ = "hdp_heavy_hitters_finalize"
+    finalize.__name__ = f"{family_of(spec).label}_finalize"
     return F.arrow_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
 
 
-def _build(spec: HeavyHittersSpec, key: ReleaseKey, groups: str) -> Column:
+def _build(spec: RecordSpec, key: ReleaseKey, groups: str) -> Column:
     out: Column = _finalize_udf(spec, key)(native_records(spec, groups))  # design-ok
     if key.unsafe:  # a seeded Column's output is marked, as the release API's
         return out.alias(spec.name, metadata={UNSAFE_SEED_MARK: True})
@@ -136,11 +143,12 @@ class _Heavy(_Aggregate):
 
     def unsafe_seed(self, seed: int | str | bytes) -> Column:
         """The same aggregator with noise from a caller's seed (tests only: not private)."""
-        return _column(self.spec, ReleaseKey.resolve(seed), self.groups, self.max_records)
+        return records_column(self.spec, ReleaseKey.resolve(seed), self.groups,
+                              self.max_records)
 
 
 class _ClassicHeavy(_Heavy, _ClassicAggregate):
-    def __init__(self, spec: HeavyHittersSpec, key: ReleaseKey, groups: str,
+    def __init__(self, spec: RecordSpec, key: ReleaseKey, groups: str,
                  max_records: int) -> None:
         _ClassicAggregate.__init__(self, spec, key, groups, Inputs())
         object.__setattr__(self, "max_records", max_records)
@@ -164,7 +172,16 @@ class _ClassicHeavy(_Heavy, _ClassicAggregate):
         return built
 
 
-def _column(spec: HeavyHittersSpec, key: ReleaseKey, groups: str, max_records: int) -> Column:
+def records_column(spec: RecordSpec, key: ReleaseKey, groups: str, max_records: int
+                   ) -> Column:
+    """The record-count Column of a partial-DP ``spec`` (heavy hitters, marginals, MWEM or
+    attribute histograms) under ``key``, group decision ``groups`` and bound
+    ``max_records`` (checked when the Column is used, before any job).
+
+    Privacy:
+        Per query and group, the spec's release API mechanism under
+        :func:`~hdp_spark.spark.records_finalize.group_key`.
+    """
     if not is_remote():
         return _ClassicHeavy(spec, key, groups, max_records)
     from pyspark.sql.connect.column import Column as ConnectColumn
@@ -195,12 +212,30 @@ def _column(spec: HeavyHittersSpec, key: ReleaseKey, groups: str, max_records: i
     return wrap(_build(spec, key, groups))
 
 
-def _no_selection(keys: object) -> None:
+def no_selection(keys: object, label: str = "hdp_heavy_hitters") -> None:
+    """Refuse ``keys=select_keys(...)`` (public: the caller's group decision).
+
+    Privacy:
+        None: checks a public argument.
+    """
     if isinstance(keys, SelectKeys):
-        msg = ("`keys` of hdp_heavy_hitters must be 'public', a list of public keys or "
-               "omitted: select_keys(...) (DP partition selection) is not available for heavy "
-               "hitters.")
+        msg = (f"`keys` of {label} must be 'public', a list of public keys or omitted: "
+               f"select_keys(...) (DP partition selection) is not available for {label}.")
         raise ParameterError(msg)
+
+
+def check_max_records(max_records: object) -> int:
+    """``max_records`` if it is an int in [1, MAX_RECORDS_LIMIT].
+
+    Privacy:
+        None: checks a public argument.
+    """
+    if (isinstance(max_records, bool) or not isinstance(max_records, int)
+            or not 1 <= max_records <= MAX_RECORDS_LIMIT):
+        msg = (f"`max_records` must be an int in [1, {MAX_RECORDS_LIMIT}], got "
+               f"{max_records!r}.")
+        raise ParameterError(msg)
+    return max_records
 
 
 def column_for(spec: HeavyHittersSpec, *, keys: str | Sequence[object] | None = None
@@ -211,8 +246,8 @@ def column_for(spec: HeavyHittersSpec, *, keys: str | Sequence[object] | None = 
     Privacy:
         As :func:`hdp_heavy_hitters`.
     """
-    _no_selection(keys)
-    return _column(spec, ReleaseKey.resolve(None), _groups(keys), DEFAULT_MAX_RECORDS)
+    no_selection(keys)
+    return records_column(spec, ReleaseKey.resolve(None), _groups(keys), DEFAULT_MAX_RECORDS)
 
 
 def hdp_heavy_hitters(
@@ -260,16 +295,12 @@ def hdp_heavy_hitters(
     """
     from hdp_spark.aggregators import hdp_heavy_hitters as spec_heavy_hitters
 
-    _no_selection(keys)
+    no_selection(keys)
     groups = _groups(keys)
-    if (isinstance(max_records, bool) or not isinstance(max_records, int)
-            or not 1 <= max_records <= MAX_RECORDS_LIMIT):
-        msg = (f"`max_records` must be an int in [1, {MAX_RECORDS_LIMIT}], got "
-               f"{max_records!r}.")
-        raise ParameterError(msg)
+    check_max_records(max_records)
     spec = spec_heavy_hitters(
         cols, domains=domains, eps0=eps0, delta=delta, threshold=threshold,
         count_fraction=count_fraction, other=other, failure_prob=failure_prob, beta=beta,
         privacy_unit=privacy_unit, max_candidates=max_candidates, alias=alias,
         leaf_thresholding=leaf_thresholding)
-    return _column(spec, ReleaseKey.resolve(None), groups, max_records)
+    return records_column(spec, ReleaseKey.resolve(None), groups, max_records)

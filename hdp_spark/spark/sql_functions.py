@@ -26,6 +26,7 @@ from hdp_spark.spark.column_selection import (
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_generic import register_generic
+from hdp_spark.spark.sql_partial import register_partial
 
 __all__ = ["HISTOGRAM_METHODS_CONF", "MEAN_METHODS_CONF", "register_sql"]
 
@@ -218,6 +219,12 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     descriptor's ``sql_form``) before this call gets ``hdp_aggregate('<name>', ...)``
     (docs/extending.md).
 
+    The partial-DP family: ``hdp_heavy_hitters``, ``hdp_marginals``, ``hdp_mwem`` and
+    ``hdp_attribute_histograms(struct(col, ...), '<JSON options>'[, 'public'])``, the
+    options being the release API's keywords (``'{"domains": {...}, "eps0": 1.0}'``, plus
+    ``max_records``), with fixed result types (:mod:`hdp_spark.spark.sql_partial`,
+    docs/columns.md, "The partial-DP family in SQL").
+
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
         key (fresh, or from ``unsafe_seed`` for tests) and every query is a release of its
@@ -263,3 +270,4 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
         session.udf.register(f"hdp_histogram_finalize_{kind}", udf)
     _register_selection(session, key)
     register_generic(session, key)
+    register_partial(session, key)

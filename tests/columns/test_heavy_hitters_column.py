@@ -166,7 +166,8 @@ def test_public_bound_and_privacy_unit_are_refused_before_any_job(spark: Any) ->
     two = {c: DOMAINS[c] for c in ("sex", "region")}
     unit = hs.hdp_heavy_hitters(["sex", "region"], domains=two, eps0=1.0,
                                 privacy_unit="country")
-    with pytest.raises(ParameterError, match="`privacy_unit` is checked by a separate pass"):
+    with pytest.raises(ParameterError, match="`privacy_unit` of hdp_heavy_hitters is checked "
+                                             "by a separate pass"):
         df.groupBy("country").agg(unit)
     assert list(tracker.getJobIdsForGroup("hh-refused")) == []
     spark.sparkContext.setJobGroup("", "")

@@ -113,11 +113,18 @@ def attribute_histogram_spec(
     other: Mapping[str, object] | None = None,
     beta: float = 0.05,
     privacy_unit: str | None = None,
+    alias: str | None = None,
 ) -> AttributeHistogramSpec:
-    """The validated spec of ``attribute_histograms`` (same keywords; see there)."""
+    """The validated spec of ``attribute_histograms`` (same keywords, plus ``alias``: the
+    output name inside ``agg`` and of the Spark Column; see there).
+
+    Privacy:
+        None: validates public parameters (the mechanism is ``attribute_histograms``'s).
+    """
     return AttributeHistogramSpec(
         domains=build_domains(cols, domains, other),
         eps0=eps0,
         beta=beta,
         privacy_unit=privacy_unit,
+        alias=alias,
     )

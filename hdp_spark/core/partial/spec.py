@@ -347,12 +347,15 @@ class AttributeHistogramSpec:
             two cells change by 1, an ℓ1 sensitivity of 2).
         beta: the count intervals hold the noise with probability >= 1 - β.
         privacy_unit: optional id column checked to be unique (one row per person).
+        alias: output name inside ``agg`` and of the Spark Column (default
+            ``"attribute_histograms"``).
     """
 
     domains: tuple[AttributeDomain, ...]
     eps0: float
     beta: float = 0.05
     privacy_unit: str | None = None
+    alias: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.domains, tuple) or not self.domains or not all(
@@ -366,6 +369,14 @@ class AttributeHistogramSpec:
         _positive("eps0", self.eps0)
         _probability("beta", self.beta)
         _check_unit(self.privacy_unit, self.cols)
+        if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
+            msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
+            raise ParameterError(msg)
+
+    @property
+    def name(self) -> str:
+        """Output name inside ``agg`` (default ``"attribute_histograms"``)."""
+        return self.alias or "attribute_histograms"
 
     @property
     def cols(self) -> tuple[str, ...]:

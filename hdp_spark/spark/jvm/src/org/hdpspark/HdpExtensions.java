@@ -131,6 +131,11 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new FunctionIdentifier(HdpSelection.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelection.class.getName(), HdpSelection.FUNCTION),
         new SelectionBuilder()));
+    for (String[] f : HdpSqlPartial.FUNCTIONS) {
+      ext.injectFunction(new Tuple3<>(
+          new FunctionIdentifier(f[0], Option.empty(), Option.empty()),
+          new ExpressionInfo(HdpSqlPartial.class.getName(), f[0]), new HdpSqlPartial(f[0], f[1])));
+    }
     ext.injectOptimizerRule(new RuleBuilder());
     ext.injectPostHocResolutionRule(new QueryRuleBuilder());
     return BoxedUnit.UNIT;
@@ -157,6 +162,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpSelection.FUNCTION,
         new ExpressionInfo(HdpSelection.class.getName(), HdpSelection.FUNCTION),
         new SelectionBuilder());
+    for (String[] f : HdpSqlPartial.FUNCTIONS) {
+      registerOne(session, f[0], new ExpressionInfo(HdpSqlPartial.class.getName(), f[0]),
+          new HdpSqlPartial(f[0], f[1]));
+    }
     scala.collection.immutable.Seq<Rule<LogicalPlan>> rules =
         session.experimental().extraOptimizations();
     for (Rule<LogicalPlan> r : CollectionConverters.asJava(rules)) {
