@@ -13,9 +13,9 @@ aggregates, and the driver finalizes the small level table.
 
 Every release function is the one front function of :mod:`hdp_spark.front` bound to
 :class:`~hdp_spark.spark.engine.SparkEngine` (its documentation is there, shared with
-pandas). ``hdp_mean``, ``hdp_histogram`` and ``hdp_heavy_hitters`` here are Column
-aggregators (they also work as specs in ``hs.agg``); this package adds the Spark engine's own
-pieces: ``configure``,
+pandas). ``hdp_mean``, ``hdp_histogram``, ``hdp_heavy_hitters`` and ``hdp_user_mean`` here
+are Column aggregators (they also work as specs in ``hs.agg``); this package adds the Spark
+engine's own pieces: ``configure``,
 ``register_sql``, ``level_tables``/``histogram_tables``, ``ldp_oracle``, ``ldp_simulate``,
 ``ldp_tables`` and ``validate``.
 """
@@ -26,7 +26,6 @@ from hdp_spark.aggregators import (
     SelectKeys,
     hdp_marginals,
     hdp_mwem,
-    hdp_user_mean,
     ldp_distribution,
     ldp_mean,
     ldp_mean_vector,
@@ -43,6 +42,7 @@ from hdp_spark.spark._histogram import histogram_tables
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.columns import as_column, hdp_histogram, hdp_mean
 from hdp_spark.spark.columns_partial import hdp_heavy_hitters
+from hdp_spark.spark.columns_users import hdp_user_mean
 from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.extension import configure
 from hdp_spark.spark.ldp import ldp_oracle, ldp_simulate, ldp_tables
