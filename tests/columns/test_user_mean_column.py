@@ -173,7 +173,7 @@ def test_public_input_rules_fail_the_query_in_the_release_apis_words(
         df.agg(hs.hdp_user_mean("x", **ARGS)).collect()
     name, words = message.split(": ", 1)
     with pytest.raises(getattr(errors, name), match=words):  # the release API's own error
-        hs.user_mean(df, hs.hdp_user_mean("x", **ARGS), unsafe_seed=1)
+        hs.user_mean(df, hs.hdp_user_mean("x", **ARGS), unsafe_seed=1)  # type: ignore[arg-type]
 
 
 def test_grouped_rules_count_one_group_and_below_grid_is_refused(spark: Any) -> None:
@@ -241,7 +241,7 @@ def test_bad_parameters_are_refused_at_construction(kwargs: dict[str, Any], mess
 
 def test_column_is_refused_over_a_window() -> None:
     with pytest.raises(ParameterError, match=r"cannot be used with `\.over"):
-        hs.hdp_user_mean("x", **ARGS).over()  # type: ignore[attr-defined]
+        hs.hdp_user_mean("x", **ARGS).over()  # type: ignore[call-arg]
 
 
 def test_nondeterministic_input_is_refused(spark: Any) -> None:
@@ -252,6 +252,6 @@ def test_nondeterministic_input_is_refused(spark: Any) -> None:
 
 def test_seeded_output_is_marked(spark: Any) -> None:
     df = _frame(spark, _users())
-    out = df.agg(hs.hdp_user_mean("x", **ARGS).unsafe_seed(1))
+    out = df.agg(hs.hdp_user_mean("x", **ARGS).unsafe_seed(1))  # type: ignore[operator]
     assert out.schema["x_user_mean"].metadata.get("hdp_unsafe_seed") is True
     assert plain(out.collect()[0]["x_user_mean"])["users"] == 30

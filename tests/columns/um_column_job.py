@@ -76,14 +76,14 @@ def run(spark: Any) -> dict[str, Any]:
     from hdp_spark.spark.records_finalize import group_key
 
     df = spark.createDataFrame(table()).repartition(4)
-    col = hs.hdp_user_mean("x", **ARGS).unsafe_seed(7)
+    col = hs.hdp_user_mean("x", **ARGS).unsafe_seed(7)  # type: ignore[operator]
     got = plain(df.agg(col.alias("um")).collect()[0]["um"])
     qkey, text = query_key(df, col)
     assert text == {(): "[]"}  # a global aggregate's group: no grouping value
     ref = reference(df, col, group_key(qkey, col.spec.name, text[()]))
     grouped: dict[str, Any] = {}
     for label, keys in (("public", "public"), ("list", ["fr", "it", "es"])):
-        gcol = hs.hdp_user_mean("x", **ARGS, keys=keys).unsafe_seed(8)
+        gcol = hs.hdp_user_mean("x", **ARGS, keys=keys).unsafe_seed(8)  # type: ignore[operator]
         rows = df.groupBy("country").agg(gcol).collect()
         gkey, texts = query_key(df, gcol, ("country",))
         per = {}
