@@ -3,6 +3,7 @@ package org.hdpspark;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 import org.apache.spark.QueryContext;
 import org.apache.spark.SparkRuntimeException;
@@ -43,9 +44,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * rules {@code [EPS_FLOOR, EPS_CAP, lowest grid point or NaN]} and the constant names
  * {@code [value, user, ε]} (for errors).
  *
- * <p>Memory: a group's state holds one entry per distinct user of the group (the id's bytes
- * and about 100 bytes of map entry and statistics); no public bound exists, as for Spark's
- * {@code collect_set}.
+ * <p>Memory: a group's state holds one entry per distinct user of the group (the id: a boxed
+ * long or the string's bytes, and about 100 bytes of map entry and statistics); no public
+ * bound exists, as for Spark's {@code collect_set}.
  *
  * <p>Built strict (a release's aggregate), a group whose users break the release API's
  * rules of public inputs (a null user id; an invalid or per-user unequal ε; ε below the
@@ -165,16 +166,17 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
       s.nullRows++;
       return s;
     }
-    UTF8String text = id instanceof UTF8String
-        ? (UTF8String) id : UTF8String.fromString(Long.toString(((Number) id).longValue()));
+    // an integral id is kept as a long (its text, Spark's cast to string, is made once per
+    // user in eval), a string id as its bytes
+    Object key = id instanceof UTF8String ? id : (Object) ((Number) id).longValue();
     Object e = kids[E].eval(input);
     double ev = e == null ? Double.NaN : ((Number) e).doubleValue();
     long q = ((Number) kids[Q].eval(input)).longValue();
     long bad = ((Number) kids[BAD].eval(input)).longValue();
-    UserState.User user = s.users.get(text);
+    UserState.User user = s.users.get(key);
     if (user == null) {  // the row's string may be reused by Spark: keep a copy
       user = new UserState.User();
-      s.users.put(text.copy(), user);
+      s.users.put(key instanceof UTF8String ? ((UTF8String) key).copy() : key, user);
     }
     user.add(1, q, bad, ev, ev);
     return s;
@@ -187,7 +189,7 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
   }
 
   /** The release API's rules of public inputs (Census.check), on one group. */
-  private void check(UserState s, List<UTF8String> ids) {
+  private void check(UserState s, List<Map.Entry<UTF8String, UserState.User>> users) {
     String[] n = names();
     boolean grouped = ((StructType) kids[GROUP].dataType()).fields().length > 0;
     String where = grouped ? " of one group" : "";
@@ -202,8 +204,8 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
       long invalid = 0;
       long mixed = 0;
       long below = 0;
-      for (UTF8String id : ids) {
-        UserState.User u = s.users.get(id);
+      for (Map.Entry<UTF8String, UserState.User> entry : users) {
+        UserState.User u = entry.getValue();
         if (u.bad > 0 || Double.isNaN(u.emin)) {
           invalid++;
           continue;
@@ -237,11 +239,11 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
 
   @Override
   public Object eval(UserState s) {
-    List<UTF8String> ids = s.sortedIds();
+    List<Map.Entry<UTF8String, UserState.User>> users = s.sorted();
     if (strict) {
-      check(s, ids);
+      check(s, users);
     }
-    int n = ids.size();
+    int n = users.size();
     Object[] user = new Object[n];
     Object[] k = new Object[n];
     Object[] sum = new Object[n];
@@ -249,8 +251,8 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
     Object[] emin = new Object[n];
     Object[] emax = new Object[n];
     for (int i = 0; i < n; i++) {
-      UserState.User u = s.users.get(ids.get(i));
-      user[i] = ids.get(i);
+      UserState.User u = users.get(i).getValue();
+      user[i] = users.get(i).getKey();
       k[i] = u.k;
       sum[i] = u.s;
       bad[i] = u.bad;

@@ -9,8 +9,8 @@ import java.util.Map;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * Mutable state of one group of {@link HdpUsers}: per user id (its text, as Spark's cast to
- * string) the row count k, the exact sum of the encoded values, the count of rows with an
+ * Mutable state of one group of {@link HdpUsers}: per user id (a {@code Long} for an integral
+ * column, a copied {@code UTF8String} for a string column) the row count k, the exact sum of the encoded values, the count of rows with an
  * invalid ε and the least and largest valid ε (NaN: none yet); the rows with a null user id
  * (counted, never keyed); the group's text.
  */
@@ -33,13 +33,13 @@ final class UserState {
     }
   }
 
-  final HashMap<UTF8String, User> users = new HashMap<>();
+  final HashMap<Object, User> users = new HashMap<>();
   long nullRows;
   boolean grouped;
   String group;
 
-  /** Adds one row (or a partial state's user): {@code id} must not be reused by the caller. */
-  void add(UTF8String id, long k, long s, long bad, double emin, double emax) {
+  /** Adds a partial state's user: {@code id} must not be reused by the caller. */
+  void add(Object id, long k, long s, long bad, double emin, double emax) {
     User u = users.get(id);
     if (u == null) {
       u = new User();
@@ -54,25 +54,33 @@ final class UserState {
       grouped = true;
     }
     nullRows += b.nullRows;
-    for (Map.Entry<UTF8String, User> e : b.users.entrySet()) {
+    for (Map.Entry<Object, User> e : b.users.entrySet()) {
       User u = e.getValue();
       add(e.getKey(), u.k, u.s, u.bad, u.emin, u.emax);
     }
   }
 
-  /** The user ids in ascending byte order. */
-  List<UTF8String> sortedIds() {
-    List<UTF8String> ids = new ArrayList<>(users.keySet());
-    ids.sort(UTF8String::compareTo);
-    return ids;
+  /** A user id's text, as Spark's cast to string. */
+  static UTF8String text(Object id) {
+    return id instanceof UTF8String ? (UTF8String) id : UTF8String.fromString(id.toString());
+  }
+
+  /** The (text, user) pairs in ascending byte order of the text. */
+  List<Map.Entry<UTF8String, User>> sorted() {
+    List<Map.Entry<UTF8String, User>> out = new ArrayList<>(users.size());
+    for (Map.Entry<Object, User> e : users.entrySet()) {
+      out.add(new java.util.AbstractMap.SimpleImmutableEntry<>(text(e.getKey()), e.getValue()));
+    }
+    out.sort(Map.Entry.comparingByKey());
+    return out;
   }
 
   /** The state as bytes (Spark spills and shuffles the partial aggregates). */
   byte[] toBytes() {
     byte[] g = group == null ? null : group.getBytes(java.nio.charset.StandardCharsets.UTF_8);
     int size = 4 + 1 + 4 + (g == null ? 0 : g.length) + 8;
-    for (UTF8String id : users.keySet()) {
-      size += 4 + id.numBytes() + 40;
+    for (Object id : users.keySet()) {
+      size += 1 + (id instanceof UTF8String ? 4 + ((UTF8String) id).numBytes() : 8) + 40;
     }
     ByteBuffer buf = ByteBuffer.allocate(size);
     buf.putInt(users.size()).put((byte) (grouped ? 1 : 0));
@@ -81,10 +89,14 @@ final class UserState {
       buf.put(g);
     }
     buf.putLong(nullRows);
-    for (Map.Entry<UTF8String, User> e : users.entrySet()) {
-      byte[] id = e.getKey().getBytes();
+    for (Map.Entry<Object, User> e : users.entrySet()) {
       User u = e.getValue();
-      buf.putInt(id.length).put(id);
+      if (e.getKey() instanceof UTF8String) {
+        byte[] id = ((UTF8String) e.getKey()).getBytes();
+        buf.put((byte) 1).putInt(id.length).put(id);
+      } else {
+        buf.put((byte) 0).putLong((Long) e.getKey());
+      }
       buf.putLong(u.k).putLong(u.s).putLong(u.bad).putDouble(u.emin).putDouble(u.emax);
     }
     return buf.array();
@@ -104,10 +116,15 @@ final class UserState {
     }
     s.nullRows = buf.getLong();
     for (int i = 0; i < n; i++) {
-      byte[] id = new byte[buf.getInt()];
-      buf.get(id);
-      s.add(UTF8String.fromBytes(id), buf.getLong(), buf.getLong(), buf.getLong(),
-          buf.getDouble(), buf.getDouble());
+      Object id;
+      if (buf.get() == 1) {
+        byte[] b = new byte[buf.getInt()];
+        buf.get(b);
+        id = UTF8String.fromBytes(b);
+      } else {
+        id = buf.getLong();
+      }
+      s.add(id, buf.getLong(), buf.getLong(), buf.getLong(), buf.getDouble(), buf.getDouble());
     }
     return s;
   }
