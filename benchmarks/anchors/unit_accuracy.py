@@ -58,9 +58,21 @@ def table(persons: int, keys: int, seed: int) -> pd.DataFrame:
 
 
 def truth(df: pd.DataFrame, keys: list[str]) -> tuple[pd.Series, pd.DataFrame]:
+    """The table's own values: each country's mean over its rows, and its rows' shares."""
     mean = df.groupby("country")["amount"].mean().reindex(keys)
     shares = (pd.crosstab(df["country"], df["category"], normalize="index")
               .reindex(index=keys, columns=CATS, fill_value=0.0))
+    return mean, shares
+
+
+def person_truth(df: pd.DataFrame, keys: list[str]) -> tuple[pd.Series, pd.DataFrame]:
+    """The person-level values: each person counts once per country (the mean of their
+    rows' mean, the average of their category shares)."""
+    per = df.groupby(["country", "user_id"])["amount"].mean()
+    mean = per.groupby(level=0).mean().reindex(keys)
+    mix = (pd.crosstab([df["country"], df["user_id"]], df["category"], normalize="index")
+           .reindex(columns=CATS, fill_value=0.0))
+    shares = mix.groupby(level=0).mean().reindex(index=keys, fill_value=0.0)
     return mean, shares
 
 
@@ -127,30 +139,34 @@ def main() -> None:
     a = p.parse_args()
     df = table(a.persons, a.keys, 0)
     keys = [f"k{j}" for j in range(a.keys)]
-    true_mean, true_shares = truth(df, keys)
+    truths = {"rows": truth(df, keys), "persons": person_truth(df, keys)}
     errs: dict[str, dict[str, list[np.ndarray]]] = {
-        "hdp_spark": {"mean": [], "shares": []}, "PipelineDP": {"mean": [], "shares": []}}
+        f"{lib} vs {t}": {"mean": [], "shares": []}
+        for lib in ("hdp_spark", "PipelineDP") for t in truths}
     spent = {"hdp_spark": 0.0, "PipelineDP": 0.0}
     for i in range(a.repeats):
         t = time.perf_counter()
-        m, s = ours(df, keys, a.groups, a.rows, i)
+        got = {}
+        got["hdp_spark"] = ours(df, keys, a.groups, a.rows, i)
         spent["hdp_spark"] += time.perf_counter() - t
-        errs["hdp_spark"]["mean"].append(m - true_mean.to_numpy())
-        errs["hdp_spark"]["shares"].append(s - true_shares.to_numpy())
         t = time.perf_counter()
-        m, s = pipeline(df, keys, a.groups, a.rows, 0.5)
+        got["PipelineDP"] = pipeline(df, keys, a.groups, a.rows, 0.5)
         spent["PipelineDP"] += time.perf_counter() - t
-        errs["PipelineDP"]["mean"].append(m - true_mean.to_numpy())
-        errs["PipelineDP"]["shares"].append(s - true_shares.to_numpy())
+        for lib, (m, s) in got.items():
+            for name, (true_mean, true_shares) in truths.items():
+                errs[f"{lib} vs {name}"]["mean"].append(m - true_mean.to_numpy())
+                errs[f"{lib} vs {name}"]["shares"].append(s - true_shares.to_numpy())
     print(f"rows {len(df)}, persons {a.persons}, max rows of one person "
           f"{int(df.groupby('user_id').size().max())}, keys {a.keys}, G {a.groups}, "
           f"R {a.rows}, repeats {a.repeats}")
-    print("| library | mean RMSE (±MC se) | share RMSE, points (±MC se) | s per release |")
+    print("| library vs truth | mean RMSE (±MC se) | share RMSE, points (±MC se) | "
+          "s per release |")
     print("|---|---|---|---|")
-    for lib, e in errs.items():
+    for label, e in errs.items():
         mr, ms = rmse(e["mean"])
         sr, ss = rmse(e["shares"])
-        print(f"| {lib} | {mr:.2f} (±{ms:.2f}) | {100 * sr:.2f} (±{100 * ss:.2f}) | "
+        lib = label.split(" vs ")[0]
+        print(f"| {label} | {mr:.2f} (±{ms:.2f}) | {100 * sr:.2f} (±{100 * ss:.2f}) | "
               f"{spent[lib] / a.repeats:.2f} |")
 
 

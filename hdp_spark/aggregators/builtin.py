@@ -53,6 +53,8 @@ for _aggregator in (
                column_field="bins", sql="hdp_histogram", job_kind="histogram",
                explain=explain_specs, selected=SelectedHistogramKernel()),
     Aggregator("user_mean", (UserMeanSpec,), UserMeanKernel(), hdp_user_mean,
+               column_field="estimate",
+               column_builder="hdp_spark.spark.columns_users:column_for",
                job_kind="user_mean", explain=explain_user_means_public,
                output_range=_bounds),
     Aggregator("heavy_hitters", (HeavyHittersSpec,), HeavyHittersKernel(),

@@ -10,11 +10,13 @@ from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.user_mean import UserMeanRelease, UserMeanSpec
 from hdp_spark.errors import ParameterError
+from hdp_spark.front import spec_of
 
 __all__ = ["user_mean", "user_mean_release"]
 
 
 def _checked(spec: object) -> UserMeanSpec:
+    spec = spec_of(spec)  # a Spark Column aggregator hands out its spec
     if not isinstance(spec, UserMeanSpec):
         msg = f"`spec` must come from hdp_user_mean(...), got {type(spec).__name__}."
         raise ParameterError(msg)
@@ -38,7 +40,8 @@ def user_mean_release(
         Same release as :func:`user_mean` (one user = one unit; n, k_i, ε_i, ids and groups
         public); the result holds only released values, never pre-noise statistics.
     """
-    r = release_specs(engine, [_checked(spec)], by=by, keys=keys, schema=schema,
+    spec = _checked(spec)
+    r = release_specs(engine, [spec], by=by, keys=keys, schema=schema,
                       unsafe_seed=unsafe_seed)
     return UserMeanRelease(r.by, r.keys, spec, r.results[spec.name], r.unsafe_seed)
 

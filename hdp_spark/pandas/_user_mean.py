@@ -132,22 +132,48 @@ class PandasUsers:
         )
         ids = per.index.to_numpy()
         if kind == "int":
-            self.text = np.array([str(int(u)) for u in ids], dtype=object)
+            text = np.array([str(int(u)) for u in ids], dtype=object)
         else:
-            self.text = np.array([str(u) for u in ids], dtype=object)
-        self.k = per["k"].to_numpy(dtype=np.int64)
-        self.s = per["s"].to_numpy(dtype=np.int64)
-        emin = per["emin"].to_numpy(dtype=np.float64)
-        emax = per["emax"].to_numpy(dtype=np.float64)
-        nbad = per["nbad"].to_numpy(dtype=np.int64)
-        level = levels_numpy(emin, spec.eps_grid)
+            text = np.array([str(u) for u in ids], dtype=object)
+        self._set_users(
+            text, per["k"].to_numpy(dtype=np.int64), per["s"].to_numpy(dtype=np.int64),
+            per["emin"].to_numpy(dtype=np.float64), per["emax"].to_numpy(dtype=np.float64),
+            per["nbad"].to_numpy(dtype=np.int64), per["gmin"].to_numpy(dtype=np.int64),
+            per["gmin"].to_numpy() != per["gmax"].to_numpy())
+
+    @classmethod
+    def from_users(cls, spec: UserMeanSpec, text: Sequence[str], k: Sequence[int],
+                   s: Sequence[int], emin: Sequence[float], emax: Sequence[float],
+                   nbad: Sequence[int], null_user_rows: int) -> PandasUsers:
+        """The user table of one group from its per-user statistics (a Spark Column's native
+        aggregate): ids as text, k, Σ encoded value, least and largest valid ε (NaN: none),
+        rows with an invalid ε; and the rows with a null id. The same stages then run on it.
+
+        Privacy:
+            None by itself: exact statistics, read only by the release's mechanism.
+        """
+        self = cls.__new__(cls)
+        self.spec = spec
+        self.null_user_rows = int(null_user_rows)
+        n = len(text)
+        self._set_users(
+            np.array(list(text), dtype=object), np.asarray(k, dtype=np.int64).reshape(n),
+            np.asarray(s, dtype=np.int64).reshape(n), np.asarray(emin, dtype=np.float64),
+            np.asarray(emax, dtype=np.float64), np.asarray(nbad, dtype=np.int64),
+            np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool))
+        return self
+
+    def _set_users(self, text: np.ndarray, k: np.ndarray, s: np.ndarray, emin: np.ndarray,
+                   emax: np.ndarray, nbad: np.ndarray, gid: np.ndarray, multi: np.ndarray
+                   ) -> None:
+        """The per-user arrays every stage reads, with the release's ε rules."""
+        self.text, self.k, self.s, self.gid, self.multi = text, k, s, gid, multi
+        level = levels_numpy(emin, self.spec.eps_grid)
         self.level = np.where(np.isposinf(level), EPS_CAP, level)
-        self.gid = per["gmin"].to_numpy(dtype=np.int64)
         self.invalid = nbad > 0
         self.mixed = ~self.invalid & (emin != emax)
         self.below = ~self.invalid & (level == BELOW_GRID_LEVEL)
         self.invalid |= level == INVALID_LEVEL
-        self.multi = per["gmin"].to_numpy() != per["gmax"].to_numpy()
         self._keys: dict[int, OrderKey] = {}
 
     def _key(self, index: int) -> OrderKey:

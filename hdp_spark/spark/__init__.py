@@ -13,9 +13,9 @@ aggregates, and the driver finalizes the small level table.
 
 Every release function is the one front function of :mod:`hdp_spark.front` bound to
 :class:`~hdp_spark.spark.engine.SparkEngine` (its documentation is there, shared with
-pandas). ``hdp_mean``, ``hdp_histogram``, ``hdp_heavy_hitters``, ``hdp_marginals`` and
-``hdp_mwem`` here are Column aggregators (they also work as specs in ``hs.agg``, and the
-partial-DP ones in ``hs.heavy_hitters``/``hs.marginals``/``hs.mwem``);
+pandas). ``hdp_mean``, ``hdp_histogram``, ``hdp_user_mean``, ``hdp_heavy_hitters``,
+``hdp_marginals`` and ``hdp_mwem`` here are Column aggregators (they also work as specs in
+``hs.agg``, and the partial-DP ones in ``hs.heavy_hitters``/``hs.marginals``/``hs.mwem``);
 ``attribute_histograms`` is a release when called with a DataFrame first and a Column
 aggregator when called with a list of column names first. This package adds the Spark
 engine's own pieces: ``configure``, ``register_sql``, ``level_tables``/``histogram_tables``,
@@ -28,7 +28,6 @@ from typing import Any
 
 from hdp_spark.aggregators import (
     SelectKeys,
-    hdp_user_mean,
     ldp_distribution,
     ldp_mean,
     ldp_mean_vector,
@@ -50,6 +49,7 @@ from hdp_spark.spark.columns_marginals import (
     hdp_mwem,
 )
 from hdp_spark.spark.columns_partial import hdp_heavy_hitters
+from hdp_spark.spark.columns_users import hdp_user_mean
 from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.extension import configure
 from hdp_spark.spark.ldp import ldp_oracle, ldp_simulate, ldp_tables

@@ -52,7 +52,7 @@ from hdp_spark.spark._common import (
 )
 from hdp_spark.spark.expressions import encode_expr, level_expr
 
-__all__ = ["SparkUsers"]
+__all__ = ["SparkUsers", "row_exprs"]
 
 
 RADIX_BITS = 12
@@ -74,6 +74,20 @@ def _key_le(h: Column, text: Column, bound_h: Column, bound_t: Column) -> Column
 
 def _key_gt(h: Column, text: Column, bound_h: Column, bound_t: Column) -> Column:
     return (h > bound_h) | ((h == bound_h) & (text > bound_t))
+
+
+def row_exprs(spec: UserMeanSpec) -> tuple[Column, Column, Column]:
+    """The per-row expressions of pass 1 (the release API's and the Column's ``hdp_users``):
+    the clamped, imputed, fixed-point encoded value (bigint), the row's ε when valid (double;
+    null when null, NaN or negative) and the invalid flag (bigint 0/1).
+
+    Privacy:
+        None: public, data-independent per-row rules; a bad value never raises.
+    """
+    e = F.col(spec.eps).cast("double")
+    invalid = e.isNull() | F.isnan(e) | (e < F.lit(0.0))
+    return (encode_expr(spec.column, spec.lower, spec.upper, spec.fill_value),
+            F.when(~invalid, e), invalid.cast("long"))
 
 
 class SparkUsers:
@@ -116,14 +130,13 @@ class SparkUsers:
             rows = df.join(F.broadcast(key_df), on=list(by), how="inner")
         else:
             rows = df.withColumn("__gid", F.lit(0))
-        e = F.col(spec.eps).cast("double")
-        invalid = e.isNull() | F.isnan(e) | (e < F.lit(0.0))
+        q, e, bad = row_exprs(spec)
         per_user = (
             rows.select(
                 F.col(spec.user).alias("__user"),
-                encode_expr(spec.column, spec.lower, spec.upper, spec.fill_value).alias("__q"),
-                F.when(~invalid, e).alias("__e"),
-                invalid.cast("long").alias("__bad"),
+                q.alias("__q"),
+                e.alias("__e"),
+                bad.alias("__bad"),
                 F.col("__gid"),
             )
             .groupBy("__user")

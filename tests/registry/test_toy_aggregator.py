@@ -171,8 +171,9 @@ def test_the_toy_in_sql(toy: None, spark: Any) -> None:
 def test_a_builtin_without_a_column_form_is_refused_by_as_column(spark: Any) -> None:
     import hdp_spark.spark as hs
 
-    spec = hdp_spark.hdp_user_mean("x", user="u", eps="eps", lower=0, upper=1)
-    with pytest.raises(ParameterError, match="`hdp_user_mean` is not available as a Spark "
+    spec = hdp_spark.hdp_marginals(["a", "b"], domains={"a": [0, 1], "b": [0, 1]}, eps0=1.0,
+                                   k=1)
+    with pytest.raises(ParameterError, match="`hdp_marginals` is not available as a Spark "
                                              "Column yet"):
         hs.as_column(spec)
 

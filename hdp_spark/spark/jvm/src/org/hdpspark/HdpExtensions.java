@@ -124,6 +124,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
         new HdpRecords.Builder()));
     ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpUsers.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpUsers.class.getName(), HdpUsers.FUNCTION),
+        new HdpUsers.Builder()));
+    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
@@ -156,6 +160,9 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpRecords.FUNCTION,
         new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
         new HdpRecords.Builder());
+    registerOne(session, HdpUsers.FUNCTION,
+        new ExpressionInfo(HdpUsers.class.getName(), HdpUsers.FUNCTION),
+        new HdpUsers.Builder());
     registerOne(session, HdpSelected.FUNCTION,
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder());
