@@ -168,14 +168,32 @@ def test_the_toy_in_sql(toy: None, spark: Any) -> None:
                   "FROM toy_people GROUP BY dept").collect()
 
 
-def test_a_builtin_without_a_column_form_is_refused_by_as_column(spark: Any) -> None:
-    import hdp_spark.spark as hs
+def test_an_aggregator_without_a_column_form_is_refused_by_as_column(spark: Any) -> None:
+    """Every built-in has a Column form now; an aggregator registered without one (the toy's
+    descriptor with no ``column_field``, under its own spec type) is refused by name."""
+    import dataclasses
 
-    spec = hdp_spark.hdp_marginals(["a", "b"], domains={"a": [0, 1], "b": [0, 1]}, eps0=1.0,
-                                   k=1)
-    with pytest.raises(ParameterError, match="`hdp_marginals` is not available as a Spark "
-                                             "Column yet"):
-        hs.as_column(spec)
+    from toy_aggregator import TOY, ToyCountSpec
+
+    import hdp_spark.spark as hs
+    from hdp_spark import register_aggregator, unregister_aggregator
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class NoColumnSpec(ToyCountSpec):
+        pass
+
+    def no_column(*, eps: str, eps0: float) -> NoColumnSpec:
+        return NoColumnSpec(eps=eps, eps0=eps0)
+
+    register_aggregator(dataclasses.replace(
+        TOY, name="no_column", spec_types=(NoColumnSpec,), constructor=no_column,
+        column_field=None, column_builder=None, sql=None, sql_form=None, job_kind=None))
+    try:
+        with pytest.raises(ParameterError, match="`no_column` is not available as a Spark "
+                                                 "Column yet"):
+            hs.as_column(no_column(eps="eps", eps0=1.0))
+    finally:
+        unregister_aggregator("no_column")
 
 
 def test_the_toy_in_explain(toy: None, engine: Any) -> None:
