@@ -4,7 +4,8 @@
 Vectorized over the table: the per-person ε by a ``groupby`` minimum, each rank's SHA-256
 computed once per distinct (person, group) or (person, group, codes) — hashing is the only
 per-item Python, as on the Spark engine the ``sha2`` expression is per row — and the kept
-groups and rows by a stable sort and a cumulative count.
+groups and rows by a stable sort and a cumulative count. Ties of the 60-bit ranks (about
+2**-60 per pair) break by the group, then by the codes' text, as on Spark.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def safe_eps(values: pd.Series) -> npt.NDArray[np.float64]:
     return np.where(np.isnan(eps) | (eps < 0), 0.0, eps)
 
 
-def _hashes(texts: Sequence[str]) -> list[str]:
+def _hashes(texts: Sequence[str]) -> list[int]:
     return [rank(t) for t in texts]
 
 
@@ -118,7 +119,7 @@ def bound_rows(
     pairs = frame[[_PERSON, _GROUP]].drop_duplicates()
     pairs = pairs.assign(__h=_hashes([group_rank_text(bkey, p, g) for p, g in zip(
         pairs[_PERSON], pairs[_GROUP].tolist(), strict=True)]))
-    pairs = pairs.sort_values([_PERSON, "__h"], kind="stable")
+    pairs = pairs.sort_values([_PERSON, "__h", _GROUP], kind="stable")
     pairs = pairs[pairs.groupby(_PERSON, sort=False).cumcount() < unit.max_groups]
     kept_pairs = pd.MultiIndex.from_frame(pairs[[_PERSON, _GROUP]])
     frame = frame[pd.MultiIndex.from_frame(frame[[_PERSON, _GROUP]]).isin(kept_pairs)]
@@ -128,7 +129,7 @@ def bound_rows(
         distinct[_PERSON], distinct[_GROUP].tolist(), distinct[_CODES], strict=True)]))
     frame = frame.reset_index(names=_ROW).merge(distinct, on=[_PERSON, _GROUP, _CODES],
                                                 how="left", sort=False)
-    frame = frame.sort_values([_PERSON, _GROUP, "__h", _ROW], kind="stable")
+    frame = frame.sort_values([_PERSON, _GROUP, "__h", _CODES, _ROW], kind="stable")
     frame = frame[frame.groupby([_PERSON, _GROUP], sort=False).cumcount() < unit.max_rows]
     kept = frame.sort_values(_ROW, kind="stable")
     out = df.iloc[kept[_ROW].to_numpy()].copy()

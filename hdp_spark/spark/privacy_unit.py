@@ -4,10 +4,10 @@ argument: :mod:`hdp_spark.core.privacy_unit.spec`).
 Per row only native expressions run (the person's id as text, the safe ε, ``sha2`` of the
 rank texts); the person's ε is a window minimum over the person, the kept groups a
 ``dense_rank`` over the person's group ranks and the kept rows a ``row_number`` over the
-(person, group)'s row ranks. Both windows are partitioned by the person first, so the whole
-step costs one shuffle of the rows by person (Spark's own per-person aggregate needs the
-same); no Python runs per row. The ranks are the same strings as the pandas engine's, so
-both engines keep the same rows.
+(person, group)'s row ranks. Every window is partitioned by the person and ordered by a
+prefix of one order, so the whole step costs one shuffle of the rows by person and one
+sort (Spark's own per-person aggregate needs the shuffle); no Python runs per row. The
+ranks are the same numbers as the pandas engine's, so both engines keep the same rows.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from hdp_spark.errors import SchemaError
 __all__ = ["bound_rows", "person_text", "safe_eps"]
 
 _SEP = "\x1f"
-_PERSON, _GROUP, _EPS, _GRANK, _RRANK = (
-    "__pu_person", "__pu_group", "__pu_eps", "__pu_grank", "__pu_rrank")
+_PERSON, _GROUP, _EPS, _GRANK, _RRANK, _OUTSIDE, _CODES = (
+    "__pu_person", "__pu_group", "__pu_eps", "__pu_grank", "__pu_rrank", "__pu_outside",
+    "__pu_codes")
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -58,6 +59,12 @@ def safe_eps(eps: str) -> Column:
                   ).otherwise(value)
 
 
+def _rank(text: Column) -> Column:
+    """:func:`~hdp_spark.core.privacy_unit.spec.rank` of ``text``: the first 15 hex digits
+    of its SHA-256 as a long (8 bytes through the shuffle, not 64 characters)."""
+    return F.conv(F.substring(F.sha2(text, 256), 1, 15), 16, 10).cast("long")
+
+
 def _tagged(person: Column) -> Column:
     return F.concat(F.length(person).cast("string"), F.lit(":"), person)
 
@@ -85,26 +92,35 @@ def bound_rows(
     position = F.lit(0) if group is None else F.col(group)
     framed = df.withColumns({_PERSON: person, _GROUP: position.cast("long"),
                              _EPS: safe_eps(eps)}).where(F.col(_PERSON).isNotNull())
-    by_person = Window.partitionBy(_PERSON)
-    framed = framed.withColumn(_EPS, F.min(_EPS).over(by_person)).where(F.col(_GROUP) >= 0)
     tagged = _tagged(F.col(_PERSON))
     group_text = F.col(_GROUP).cast("string")
     code_text = (F.concat_ws(",", *(F.col(c).cast("long").cast("string")
                                           for c in codes)) if codes
                  else F.lit(""))
     ranked = framed.withColumns({
-        _GRANK: F.sha2(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text), 256),
-        _RRANK: F.sha2(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text),
-                       256),
+        _OUTSIDE: F.col(_GROUP) < F.lit(0),
+        _CODES: code_text,
+        _GRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text)),
+        _RRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text)),
     })
-    ranked = ranked.withColumn(
-        "__pu_gpos", F.dense_rank().over(by_person.orderBy(_GRANK))
-    ).where(F.col("__pu_gpos") <= F.lit(unit.max_groups))
-    ranked = ranked.withColumn(
-        "__pu_rpos", F.row_number().over(Window.partitionBy(_PERSON, _GROUP).orderBy(_RRANK))
-    ).where(F.col("__pu_rpos") <= F.lit(unit.max_rows))
-    out = ranked.withColumn(eps, F.col(_EPS))
-    return out.drop(_PERSON, _GROUP, _EPS, _GRANK, _RRANK, "__pu_gpos", "__pu_rpos")
+    # One sort serves every window: all are partitioned by the person and ordered by a
+    # prefix of (outside the keys, group rank, group, row rank). Rows outside the keys
+    # sort last, so they take no group position; they count for the person's ε only.
+    groups = Window.partitionBy(_PERSON).orderBy(_OUTSIDE, _GRANK, _GROUP)
+    rows = Window.partitionBy(_PERSON).orderBy(_OUTSIDE, _GRANK, _GROUP, _RRANK, _CODES)
+    whole = Window.partitionBy(_PERSON)
+    ranked = ranked.withColumns({
+        _EPS: F.min(_EPS).over(whole),
+        "__pu_gpos": F.dense_rank().over(groups),
+        # a row's place in its (person, group): its place in the person's order minus the
+        # place of the group's first row (rank: 1 + the rows of earlier groups)
+        "__pu_rpos": F.row_number().over(rows) - F.rank().over(groups) + F.lit(1),
+    })
+    out = ranked.where(~F.col(_OUTSIDE) & (F.col("__pu_gpos") <= F.lit(unit.max_groups))
+                       & (F.col("__pu_rpos") <= F.lit(unit.max_rows)))
+    out = out.withColumn(eps, F.col(_EPS))
+    return out.drop(_PERSON, _GROUP, _EPS, _GRANK, _RRANK, _OUTSIDE, _CODES, "__pu_gpos",
+                    "__pu_rpos")
 
 
 def _codes(df: DataFrame, spec: object) -> Column:

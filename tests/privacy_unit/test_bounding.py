@@ -71,15 +71,15 @@ def _reference(df: pd.DataFrame, unit: PrivacyUnit, key: ReleaseKey) -> pd.DataF
     for uid, g in zip(df["uid"], df["g"], strict=True):
         if g >= 0:
             groups.setdefault(str(uid), set()).add(int(g))
-    kept_groups = {p: set(sorted(gs, key=lambda g: rank(group_rank_text(bkey, p, g)))
+    kept_groups = {p: set(sorted(gs, key=lambda g: (rank(group_rank_text(bkey, p, g)), g))
                           [:unit.max_groups]) for p, gs in groups.items()}
     cells: dict[tuple[str, int], list[tuple[str, int]]] = {}
     for i, (uid, g, x) in enumerate(zip(df["uid"], df["g"], df["x"], strict=True)):
         p = str(uid)
         if g >= 0 and g in kept_groups[p]:
             cells.setdefault((p, int(g)), []).append(
-                (rank(row_rank_text(bkey, p, int(g), str(int(x)))), i))
-    rows = sorted(i for ranked in cells.values() for _, i in sorted(ranked)[:unit.max_rows])
+                (rank(row_rank_text(bkey, p, int(g), str(int(x)))), str(int(x)), i))
+    rows = sorted(i for ranked in cells.values() for _, _, i in sorted(ranked)[:unit.max_rows])
     out = df.iloc[rows].copy()
     out["eps"] = [eps_p[str(u)] for u in out["uid"]]
     return _canonical(out)

@@ -20,7 +20,8 @@ what one person can contribute:
    ``max_rows`` rows with the smallest row rank are kept.
 
 The ranks are the release's keyed PRF, not table order and not values:
-``rank = SHA-256(text)`` over texts that start with the release's *bounding key*
+``rank`` = the first 60 bits of ``SHA-256(text)`` over texts that start with the release's
+*bounding key*
 (``HMAC-SHA256(release key, "privacy-unit/bounding")``, as hex) — see
 :func:`group_rank_text` and :func:`row_rank_text`. So the choice is reproducible when one
 release is re-evaluated (Spark may recompute a partition), the same on every engine, and
@@ -147,11 +148,13 @@ def row_rank_text(bkey: str, person: str, group: int, codes: str) -> str:
     return _SEP.join((bkey, "r", _person(person), str(int(group)), codes))
 
 
-def rank(text: str) -> str:
-    """SHA-256 of ``text`` (UTF-8) as 64 lowercase hex digits: what Spark's
-    ``sha2(text, 256)`` computes, so both engines order by the same strings.
+def rank(text: str) -> int:
+    """The first 60 bits of the SHA-256 of ``text`` (UTF-8), as an integer: what Spark's
+    ``conv(substring(sha2(text, 256), 1, 15), 16, 10)`` computes, so both engines order by
+    the same numbers (ties, about 2**-60 per pair, are broken by the group, then by the
+    codes, on both engines).
 
     Privacy:
         None.
     """
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:15], 16)
