@@ -42,6 +42,7 @@ def _bounds(spec: Any) -> tuple[float, float]:
 
 
 _LDP = LdpKernel()
+_LDP_COLUMN = "hdp_spark.spark.columns_ldp:column_for"
 
 for _aggregator in (
     Aggregator("mean", (MeanSpec,), MeanKernel(), hdp_mean, column_field="estimate",
@@ -61,8 +62,11 @@ for _aggregator in (
                job_kind="marginals"),
     Aggregator("mwem", (MwemSpec,), MwemKernel(), hdp_mwem, job_kind="mwem"),
     Aggregator("ldp_mean", (LdpMeanSpec,), _LDP, ldp_mean, job_kind="ldp_mean",
-               explain=explain_ldp_means, output_range=_bounds),
-    Aggregator("ldp_mean_vector", (LdpVectorMeanSpec,), _LDP, ldp_mean_vector),
-    Aggregator("ldp_distribution", (LdpDistributionSpec,), _LDP, ldp_distribution),
+               explain=explain_ldp_means, output_range=_bounds, column_field="estimate",
+               column_builder=_LDP_COLUMN),
+    Aggregator("ldp_mean_vector", (LdpVectorMeanSpec,), _LDP, ldp_mean_vector,
+               column_field="estimate", column_builder=_LDP_COLUMN),
+    Aggregator("ldp_distribution", (LdpDistributionSpec,), _LDP, ldp_distribution,
+               column_field="estimate", column_builder=_LDP_COLUMN),
 ):
     register_aggregator(_aggregator)

@@ -10,6 +10,7 @@ from hdp_spark.core.ldp.release import LdpReleaseResult, validate_ldp_specs
 from hdp_spark.core.ldp.specs import LdpSpec
 from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.front import spec_of
 
 __all__ = ["ldp_agg", "ldp_release"]
 
@@ -27,7 +28,7 @@ def ldp_release(
     Privacy:
         As :func:`ldp_agg`: post-processing of ε_i-LDP reports, no noise, no key.
     """
-    checked = validate_ldp_specs(specs)
+    checked = validate_ldp_specs([spec_of(s) for s in specs])
     r = release_specs(engine, checked, by=by, keys=keys, schema=schema,
                       already_randomized=already_randomized)
     return LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
@@ -73,6 +74,6 @@ def ldp_agg(
         Adds no noise and needs no key: the reports are already ε_i-LDP and the output
         is post-processing (deterministic; repeated calls give the same numbers).
     """
-    checked = validate_ldp_specs(specs)
+    checked = validate_ldp_specs([spec_of(s) for s in specs])
     return release_specs(engine, checked, by=by, keys=keys, schema=schema,
                          already_randomized=already_randomized).materialize(engine)

@@ -13,9 +13,10 @@ aggregates, and the driver finalizes the small level table.
 
 Every release function is the one front function of :mod:`hdp_spark.front` bound to
 :class:`~hdp_spark.spark.engine.SparkEngine` (its documentation is there, shared with
-pandas). ``hdp_mean``, ``hdp_histogram`` and ``hdp_heavy_hitters`` here are Column
-aggregators (they also work as specs in ``hs.agg``); this package adds the Spark engine's own
-pieces: ``configure``,
+pandas). ``hdp_mean``, ``hdp_histogram``, ``hdp_heavy_hitters``, ``ldp_mean``,
+``ldp_mean_vector`` and ``ldp_distribution`` here are Column aggregators (they also work as
+specs in ``hs.agg`` and ``hs.ldp_agg``); this package adds the Spark engine's own pieces:
+``configure``,
 ``register_sql``, ``level_tables``/``histogram_tables``, ``ldp_oracle``, ``ldp_simulate``,
 ``ldp_tables`` and ``validate``.
 """
@@ -27,9 +28,6 @@ from hdp_spark.aggregators import (
     hdp_marginals,
     hdp_mwem,
     hdp_user_mean,
-    ldp_distribution,
-    ldp_mean,
-    ldp_mean_vector,
     select_keys,
 )
 from hdp_spark.core.levels import EpsGrid
@@ -42,6 +40,7 @@ from hdp_spark.front.bind import bind
 from hdp_spark.spark._histogram import histogram_tables
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.columns import as_column, hdp_histogram, hdp_mean
+from hdp_spark.spark.columns_ldp import ldp_distribution, ldp_mean, ldp_mean_vector
 from hdp_spark.spark.columns_partial import hdp_heavy_hitters
 from hdp_spark.spark.engine import SparkEngine
 from hdp_spark.spark.extension import configure

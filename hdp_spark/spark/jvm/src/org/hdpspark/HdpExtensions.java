@@ -124,6 +124,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
         new HdpRecords.Builder()));
     ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpLdpCells.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpLdpCells.class.getName(), HdpLdpCells.FUNCTION),
+        new HdpLdpCells.Builder()));
+    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
@@ -151,6 +155,9 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpRecords.FUNCTION,
         new ExpressionInfo(HdpRecords.class.getName(), HdpRecords.FUNCTION),
         new HdpRecords.Builder());
+    registerOne(session, HdpLdpCells.FUNCTION,
+        new ExpressionInfo(HdpLdpCells.class.getName(), HdpLdpCells.FUNCTION),
+        new HdpLdpCells.Builder());
     registerOne(session, HdpSelected.FUNCTION,
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder());
