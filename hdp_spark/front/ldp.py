@@ -7,7 +7,6 @@ from typing import Any
 
 from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.ldp.release import LdpReleaseResult, validate_ldp_specs
-from hdp_spark.core.ldp.specs import LdpSpec
 from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.front import spec_of
@@ -17,7 +16,7 @@ __all__ = ["ldp_agg", "ldp_release"]
 
 def ldp_release(
     engine: Engine,
-    *specs: LdpSpec,
+    *specs: Any,
     by: str | Sequence[str] | None = None,
     keys: Any = None,
     already_randomized: bool = False,
@@ -36,7 +35,7 @@ def ldp_release(
 
 def ldp_agg(
     engine: Engine,
-    *specs: LdpSpec,
+    *specs: Any,
     by: str | Sequence[str] | None = None,
     keys: Any = None,
     already_randomized: bool = False,
@@ -46,7 +45,8 @@ def ldp_agg(
 
     Args:
         df: one row per report, with its ε column.
-        *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
+        *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``
+            (on Spark also their Column aggregators, ``hs.ldp_mean(...)``: their specs are used).
         by: optional group-by column(s), public grouping attributes only: a column a
             spec reads as data (report column) or as its ε column is refused, as grouping
             by it would publish exact per-value counts through ``_n``.

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_ldp_engines import _reports, _same  # noqa: E402
+from test_ldp_engines import _reports, _same
 
 sys.path.pop(0)
 

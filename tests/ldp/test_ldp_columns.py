@@ -96,7 +96,8 @@ def test_native_cells_equal_the_release_paths_tables(frame: tuple[Any, Any]) -> 
             c = r["c"]
             stats = group_stats_of(spec, c["level"], c["index"], c["count"], c["hi"], c["lo"])
             assert stats == table[(r["g"],)], (spec.name, r["g"])
-            assert stats.n > 0 and any(h != 0 for h in c["hi"]) or spec.name != "lap_mean"
+            if spec.name == "lap_mean":  # Laplace reports reach the high limb
+                assert any(h != 0 for h in c["hi"])
 
 
 def test_registry_and_spec_roles(frame: tuple[Any, Any]) -> None:
@@ -127,7 +128,7 @@ def test_declared_reports_need_no_marker(spark: Any) -> None:
 
 
 def test_refusals_before_any_job(frame: tuple[Any, Any]) -> None:
-    df, oracle = frame
+    oracle = frame[1]
     spec = spec_of(columns(oracle)[0])
     selection = hs.select_keys(delta=1e-6, c=1.0, share=0.5)
     with pytest.raises(ParameterError, match="`keys` of a local-DP Column"):
