@@ -27,7 +27,7 @@ from hdp_spark.spark.columns_ldp import native_ldp_cells
 from hdp_spark.spark.ldp_finalize import group_stats_of
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ldp_column_job import KEYS, columns, marked, run
+from ldp_column_job import KEYS, columns, differences, marked, run
 from test_ldp_engines import _reports
 
 sys.path.pop(0)
@@ -181,3 +181,17 @@ def test_invalid_eps_is_refused_with_counts(spark: Any) -> None:
         df.agg(col).collect()
     with pytest.raises(Exception, match=r"1 row\(s\) break this rule"):
         hs.ldp_agg(df, col, already_randomized=True)
+
+
+def test_no_rows_gives_the_release_apis_empty_group(frame: tuple[Any, Any]) -> None:
+    """A global aggregate over no rows: the release API's empty group (n = 0, fallback)."""
+    df, oracle = frame
+    empty = df.filter(F.col("eps") > 100.0)
+    cols = columns(oracle)
+    got = empty.agg(*cols).collect()[0]
+    want = hs.ldp_release(empty, *cols).rows()[0]
+    for col in cols:
+        spec = spec_of(col)
+        assert got[spec.name]["n"] == 0
+        assert got[spec.name]["fallback"] is True
+        assert differences(got[spec.name], want, spec) == []
