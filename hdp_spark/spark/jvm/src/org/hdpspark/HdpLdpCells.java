@@ -10,8 +10,10 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
 import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
+import org.apache.spark.sql.catalyst.expressions.codegen.GenerateUnsafeProjection$;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.ArrayType;
@@ -53,7 +55,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * one row and q's limbs ({@code q >> 31}, {@code q & (2^31 - 1)}) to cell (level, index), and
  * a vector adds, for each coordinate k, one row and the limbs of q[k] to cell
  * (level, index + k) -- what the release API's {@code posexplode} gives. No arithmetic on the
- * reports' values happens here: the encoding is the release API's Spark expressions.
+ * reports' values happens here: the encoding is the release API's Spark expressions, which
+ * this aggregate evaluates per row through one code-generated projection (with common
+ * subexpression elimination: the level expression runs once per row).
  *
  * <p>Result: struct(group string, level array&lt;double&gt;, index array&lt;bigint&gt;,
  * count array&lt;bigint&gt;, hi array&lt;bigint&gt;, lo array&lt;bigint&gt;, query string),
@@ -96,6 +100,7 @@ public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
   private final int mutableOffset;
   private final int inputOffset;
   private final boolean vector;
+  private transient UnsafeProjection rowInputs;
 
   public HdpLdpCells(Seq<Expression> children, int mutableOffset, int inputOffset) {
     this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
@@ -187,22 +192,24 @@ public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
       s.group = GroupText.of(kids[GROUP].eval(input), kids[GROUP].dataType());
       s.grouped = true;
     }
-    Object lv = kids[LEVEL].eval(input);
-    double level = lv == null ? Double.NaN : (Double) lv;
+    if (rowInputs == null) {  // the row expressions, code-generated once per task
+      rowInputs = GenerateUnsafeProjection$.MODULE$.generate(
+          HdpCells.seq(Arrays.asList(kids[LEVEL], kids[INDEX], kids[Q])), true);
+    }
+    InternalRow r = rowInputs.apply(input);
+    double level = r.isNullAt(0) ? Double.NaN : r.getDouble(0);
     long bits = Double.doubleToLongBits(level == 0.0 ? 0.0 : level);  // -0.0 is 0.0
-    Object ix = kids[INDEX].eval(input);
-    long idx = ix == null ? -1L : (Long) ix;
-    Object q = kids[Q].eval(input);
-    if (idx < 0 || q == null) {
+    long idx = r.isNullAt(1) ? -1L : r.getLong(1);
+    if (idx < 0 || r.isNullAt(2)) {
       s.add(bits, -1L, 1, 0, 0);
     } else if (vector) {
-      ArrayData a = (ArrayData) q;
+      ArrayData a = r.getArray(2);
       for (int k = 0; k < a.numElements(); k++) {
         long v = a.isNullAt(k) ? 0L : a.getLong(k);
         s.add(bits, idx + k, 1, v >> LIMB_BITS, v & LO_MASK);
       }
     } else {
-      long v = (Long) q;
+      long v = r.getLong(2);
       s.add(bits, idx, 1, v >> LIMB_BITS, v & LO_MASK);
     }
     return s;
