@@ -44,6 +44,7 @@ def _bounds(spec: Any) -> tuple[float, float]:
 
 _LDP = LdpKernel()
 _RECORDS_COLUMN = "hdp_spark.spark.columns_marginals:column_for"
+_LDP_COLUMN = "hdp_spark.spark.columns_ldp:column_for"
 
 for _aggregator in (
     Aggregator("mean", (MeanSpec,), MeanKernel(), hdp_mean, column_field="estimate",
@@ -70,8 +71,11 @@ for _aggregator in (
                AttributeHistogramKernel(), attribute_histogram_spec, column_field="cells",
                column_builder=_RECORDS_COLUMN, sql="hdp_attribute_histograms"),
     Aggregator("ldp_mean", (LdpMeanSpec,), _LDP, ldp_mean, job_kind="ldp_mean",
-               explain=explain_ldp_means, output_range=_bounds),
-    Aggregator("ldp_mean_vector", (LdpVectorMeanSpec,), _LDP, ldp_mean_vector),
-    Aggregator("ldp_distribution", (LdpDistributionSpec,), _LDP, ldp_distribution),
+               explain=explain_ldp_means, output_range=_bounds, column_field="estimate",
+               column_builder=_LDP_COLUMN),
+    Aggregator("ldp_mean_vector", (LdpVectorMeanSpec,), _LDP, ldp_mean_vector,
+               column_field="estimate", column_builder=_LDP_COLUMN),
+    Aggregator("ldp_distribution", (LdpDistributionSpec,), _LDP, ldp_distribution,
+               column_field="estimate", column_builder=_LDP_COLUMN),
 ):
     register_aggregator(_aggregator)

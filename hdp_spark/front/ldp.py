@@ -7,16 +7,16 @@ from typing import Any
 
 from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.ldp.release import LdpReleaseResult, validate_ldp_specs
-from hdp_spark.core.ldp.specs import LdpSpec
 from hdp_spark.core.pipeline import Engine
 from hdp_spark.core.schema import TableSchema
+from hdp_spark.front import spec_of
 
 __all__ = ["ldp_agg", "ldp_release"]
 
 
 def ldp_release(
     engine: Engine,
-    *specs: LdpSpec,
+    *specs: Any,
     by: str | Sequence[str] | None = None,
     keys: Any = None,
     already_randomized: bool = False,
@@ -27,7 +27,7 @@ def ldp_release(
     Privacy:
         As :func:`ldp_agg`: post-processing of ε_i-LDP reports, no noise, no key.
     """
-    checked = validate_ldp_specs(specs)
+    checked = validate_ldp_specs([spec_of(s) for s in specs])
     r = release_specs(engine, checked, by=by, keys=keys, schema=schema,
                       already_randomized=already_randomized)
     return LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
@@ -35,7 +35,7 @@ def ldp_release(
 
 def ldp_agg(
     engine: Engine,
-    *specs: LdpSpec,
+    *specs: Any,
     by: str | Sequence[str] | None = None,
     keys: Any = None,
     already_randomized: bool = False,
@@ -45,7 +45,8 @@ def ldp_agg(
 
     Args:
         df: one row per report, with its ε column.
-        *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``.
+        *specs: from :func:`hdp_spark.ldp.ldp_mean`, ``ldp_mean_vector``, ``ldp_distribution``
+            (on Spark also their Column aggregators, ``hs.ldp_mean(...)``: their specs are used).
         by: optional group-by column(s), public grouping attributes only: a column a
             spec reads as data (report column) or as its ε column is refused, as grouping
             by it would publish exact per-value counts through ``_n``.
@@ -73,6 +74,6 @@ def ldp_agg(
         Adds no noise and needs no key: the reports are already ε_i-LDP and the output
         is post-processing (deterministic; repeated calls give the same numbers).
     """
-    checked = validate_ldp_specs(specs)
+    checked = validate_ldp_specs([spec_of(s) for s in specs])
     return release_specs(engine, checked, by=by, keys=keys, schema=schema,
                          already_randomized=already_randomized).materialize(engine)

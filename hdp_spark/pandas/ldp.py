@@ -6,7 +6,7 @@ double arithmetic), so both engines produce identical level tables for identical
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -183,6 +183,15 @@ def _distribution_table(
     return _to_cells(_cells(work, by, ["__hi", "__lo"]), len(by), [("__hi", "__lo", -1)])
 
 
+_TABLES: dict[type, Callable[[pd.DataFrame, Any, dict[str, Any], npt.NDArray[np.float64]],
+                             LdpCells]] = {
+    LdpMeanSpec: _mean_table,
+    LdpVectorMeanSpec: _vector_table,
+    LdpDistributionSpec: _distribution_table,
+}
+"""Per spec class, its cells (the spec's class was checked by ``validate_ldp_specs``)."""
+
+
 def ldp_tables(
     df: pd.DataFrame,
     specs: Sequence[LdpSpec],
@@ -208,12 +217,7 @@ def ldp_tables(
         base: dict[str, Any] = {f"__by{i}": df[c].to_numpy() for i, c in enumerate(by)}
         base["__level"] = level
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            if isinstance(spec, LdpMeanSpec):
-                cells = _mean_table(df, spec, base, level)
-            elif isinstance(spec, LdpVectorMeanSpec):
-                cells = _vector_table(df, spec, base, level)
-            else:
-                cells = _distribution_table(df, spec, base, level)
+            cells = _TABLES[type(spec)](df, spec, base, level)
         tables.append(build_ldp_groups(spec.eps, cells, count_kind(spec)))
     return tables
 

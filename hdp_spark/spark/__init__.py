@@ -14,8 +14,9 @@ aggregates, and the driver finalizes the small level table.
 Every release function is the one front function of :mod:`hdp_spark.front` bound to
 :class:`~hdp_spark.spark.engine.SparkEngine` (its documentation is there, shared with
 pandas). ``hdp_mean``, ``hdp_histogram``, ``hdp_user_mean``, ``hdp_heavy_hitters``,
-``hdp_marginals`` and ``hdp_mwem`` here are Column aggregators (they also work as specs in
-``hs.agg``, and the partial-DP ones in ``hs.heavy_hitters``/``hs.marginals``/``hs.mwem``);
+``hdp_marginals``, ``hdp_mwem``, ``ldp_mean``, ``ldp_mean_vector`` and ``ldp_distribution``
+here are Column aggregators (they also work as specs in ``hs.agg``, the partial-DP ones in
+``hs.heavy_hitters``/``hs.marginals``/``hs.mwem`` and the local-DP ones in ``hs.ldp_agg``);
 ``attribute_histograms`` is a release when called with a DataFrame first and a Column
 aggregator when called with a list of column names first. This package adds the Spark
 engine's own pieces: ``configure``, ``register_sql``, ``level_tables``/``histogram_tables``,
@@ -28,9 +29,6 @@ from typing import Any
 
 from hdp_spark.aggregators import (
     SelectKeys,
-    ldp_distribution,
-    ldp_mean,
-    ldp_mean_vector,
     select_keys,
 )
 from hdp_spark.core.levels import EpsGrid
@@ -43,6 +41,7 @@ from hdp_spark.front.bind import bind
 from hdp_spark.spark._histogram import histogram_tables
 from hdp_spark.spark._mean import level_tables
 from hdp_spark.spark.columns import as_column, hdp_histogram, hdp_mean
+from hdp_spark.spark.columns_ldp import ldp_distribution, ldp_mean, ldp_mean_vector
 from hdp_spark.spark.columns_marginals import (
     attribute_histograms_column,
     hdp_marginals,

@@ -17,18 +17,14 @@ import math
 from collections.abc import Iterator, Sequence
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from hdp_spark.core.keys import normalize_key
-from hdp_spark.core.ldp.common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
 from hdp_spark.core.ldp.oracle import FrequencyOracle, Projection
-from hdp_spark.core.ldp.release import (
-    REPORT_MARK,
-    count_kind,
-)
-from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpSpec, LdpVectorMeanSpec
+from hdp_spark.core.ldp.release import REPORT_MARK, count_kind, report_roles
+from hdp_spark.core.ldp.specs import LdpSpec, LdpVectorMeanSpec
 from hdp_spark.core.ldp.stats import LdpCells, LdpGroupStats, build_ldp_groups
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.errors import EpsilonColumnError, ParameterError, SchemaError
@@ -40,35 +36,12 @@ from hdp_spark.spark._common import (
     key_frame,
     mark_unsafe,
 )
-from hdp_spark.spark.expressions import level_expr
+from hdp_spark.spark.ldp_inputs import level_of, limbs, row_inputs, vector_parts, vector_q
 
 __all__ = ["ldp_oracle", "ldp_simulate", "ldp_tables", "report_marks"]
 
 
 _INF = float("inf")
-_LO_MASK = (1 << LIMB_BITS) - 1
-
-
-def _usable(level: Column) -> Column:
-    return (level > F.lit(0.0)) & (level < F.lit(_INF))
-
-
-def _safe(level: Column) -> Column:
-    """The level where it is a usable ε, else 1.0 (no division by zero in ANSI mode)."""
-    return F.when(_usable(level), level).otherwise(F.lit(1.0))
-
-
-def _encode(value: Column, bound: Column) -> Column:
-    """Mirror of :func:`hdp_spark.core.ldp.common.encode_reports_numpy`."""
-    clipped = F.least(F.greatest(value, -bound), bound)
-    return F.floor(clipped * F.lit(float(2**FRACTION_BITS)) + F.lit(0.5)).cast("long")
-
-
-def _limbs(q: Column, name: str) -> list[Column]:
-    return [
-        F.shiftright(q, LIMB_BITS).alias(f"{name}hi"),
-        q.bitwiseAND(F.lit(_LO_MASK).cast("long")).alias(f"{name}lo"),
-    ]
 
 
 def _collect_cells(
@@ -92,79 +65,33 @@ def _collect_cells(
     ]
 
 
-def _mean_cells(
-    df: DataFrame, spec: LdpMeanSpec, by: tuple[str, ...]
-) -> list[tuple[tuple[object, ...], float, int, int, int, int]]:
+def _scalar_frame(df: DataFrame, spec: LdpSpec, by: tuple[str, ...]) -> DataFrame:
+    """One row per report: (group, level, index, limbs of q)."""
     level = F.col("__level")
-    y = F.col(spec.report).cast("double")
-    valid = y.isNotNull() & ~F.isnan(y)
-    use = valid & _usable(level)
-    if spec.mechanism == "laplace":
-        mid = (float(spec.lower) + float(spec.upper)) / 2.0
-        half = (float(spec.upper) - float(spec.lower)) / 2.0
-        z = (y - F.lit(mid)) / F.lit(half)
-        bound = (F.lit(128.0) / _safe(level)) + F.lit(1.0)
-        q = _encode(z, bound)
-    else:
-        q = F.signum(y).cast("long")
-    q = F.when(use, q).otherwise(F.lit(0).cast("long"))
-    frame = df.select(*by, level, F.when(valid, F.lit(0)).otherwise(F.lit(-1)).alias("__idx"),
-                      *_limbs(q, "__"))
-    return [(k, lv, ix, n, s[0], s[1]) for k, lv, ix, n, s in
-            _collect_cells(frame, by, ["__hi", "__lo"])]
+    idx, q = row_inputs(spec, level)
+    return df.select(*by, level, idx.alias("__idx"), *limbs(q, "__"))
 
 
-def _vector_cells(
-    df: DataFrame, spec: LdpVectorMeanSpec, by: tuple[str, ...]
-) -> list[tuple[tuple[object, ...], float, int, int, int, int]]:
-    d, r = spec.d, float(spec.radius)
+def _vector_frame(df: DataFrame, spec: LdpVectorMeanSpec, by: tuple[str, ...]) -> DataFrame:
+    """One row per coordinate after ``posexplode``: small expressions that stay
+    code-generated (one sum per coordinate was ~5x slower at d = 10, measured)."""
     level = F.col("__level")
-    arr = F.col(spec.report)
-    # array_contains uses Spark's NaN = NaN semantics (true on a NaN element, null on a null
-    # element): no higher-order lambda per row, so the whole expression is code-generated
-    valid = (
-        arr.isNotNull()
-        & (F.size(arr) == F.lit(d))
-        & ~F.array_contains(arr, F.lit(float("nan")))
-    )
-    bound = (((F.lit(2.0) / _safe(level)) + F.lit(1.0)) * F.lit(sphere_constant(d))) * F.lit(
-        DUCHI_BOUND_SLACK
-    )
-    use = valid & _usable(level)
-    # one (hi, lo) pair per coordinate after posexplode: small expressions that stay
-    # code-generated (one sum per coordinate was ~5x slower at d = 10, measured)
-    safe_arr = F.when(valid, arr).otherwise(F.array(F.lit(0.0)))
-    exploded = df.select(*by, level, valid.alias("__valid"), use.alias("__use"), bound.alias(
-        "__bound"), F.posexplode(safe_arr).alias("__pos", "__val"))
-    q = F.when(
-        F.col("__use"), _encode(F.col("__val") / F.lit(r), F.col("__bound"))
-    ).otherwise(F.lit(0).cast("long"))
-    frame = exploded.select(
+    p = vector_parts(spec, level)
+    exploded = df.select(*by, level, p.valid.alias("__valid"), p.use.alias("__use"),
+                         p.bound.alias("__bound"), F.posexplode(p.array).alias("__pos", "__val"))
+    q = vector_q(F.col("__val"), F.col("__use"), F.col("__bound"), spec.radius)
+    return exploded.select(
         *by, "__level",
         F.when(F.col("__valid"), F.col("__pos")).otherwise(F.lit(-1)).alias("__idx"),
-        *_limbs(q, "__"),
+        *limbs(q, "__"),
     )
-    return [(k, lv, ix, n, s[0], s[1]) for k, lv, ix, n, s in
-            _collect_cells(frame, by, ["__hi", "__lo"])]
 
 
-def _distribution_cells(
-    df: DataFrame, spec: LdpDistributionSpec, by: tuple[str, ...]
+def _cells(
+    df: DataFrame, spec: LdpSpec, by: tuple[str, ...]
 ) -> list[tuple[tuple[object, ...], float, int, int, int, int]]:
-    level = F.col("__level")
-    j = F.col(spec.index).cast("double")
-    b = F.col(spec.sign).cast("double")
-    m = float(spec.oracle.m)
-    valid = (
-        j.isNotNull() & ~F.isnan(j) & (j >= F.lit(0.0)) & (j < F.lit(m))
-        & (j == F.floor(j).cast("double")) & b.isNotNull() & ~F.isnan(b)
-    )
-    use = valid & _usable(level)
-    q = F.when(use, F.signum(b)).otherwise(F.lit(0.0)).cast("long")
-    frame = df.select(*by, level,
-                      F.when(valid, j.cast("long")).otherwise(F.lit(-1).cast("long")).alias(
-                          "__idx"),
-                      *_limbs(q, "__"))
+    frame = (_vector_frame(df, spec, by) if type(spec) is LdpVectorMeanSpec
+             else _scalar_frame(df, spec, by))
     return [(k, lv, ix, n, s[0], s[1]) for k, lv, ix, n, s in
             _collect_cells(frame, by, ["__hi", "__lo"])]
 
@@ -180,15 +107,10 @@ def ldp_tables(
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
     for spec in specs:
         field(schema, spec.eps, "ε", numeric=True)
-        if isinstance(spec, LdpDistributionSpec):
-            field(schema, spec.index, "index", numeric=True)
-            field(schema, spec.sign, "sign", numeric=True)
-        elif isinstance(spec, LdpMeanSpec):
-            field(schema, spec.report, "report", numeric=True)
-        else:
-            f = field(schema, spec.report, "report", numeric=False)
-            if not isinstance(f.dataType, T.ArrayType):
-                msg = f"report column `{spec.report}` must be an array, got " \
+        for role, column, mechanism in report_roles(spec):
+            f = field(schema, column, role, numeric=mechanism != "duchi")
+            if mechanism == "duchi" and not isinstance(f.dataType, T.ArrayType):
+                msg = f"report column `{column}` must be an array, got " \
                       f"{f.dataType.simpleString()}."
                 raise SchemaError(msg)
     if keys is not None:
@@ -196,13 +118,7 @@ def ldp_tables(
         df = df.join(F.broadcast(key_df), on=list(by), how="left_semi")
     tables = []
     for spec in specs:
-        leveled = df.withColumn("__level", level_expr(spec.eps, None))
-        if isinstance(spec, LdpMeanSpec):
-            cells = _mean_cells(leveled, spec, by)
-        elif isinstance(spec, LdpVectorMeanSpec):
-            cells = _vector_cells(leveled, spec, by)
-        else:
-            cells = _distribution_cells(leveled, spec, by)
+        cells = _cells(df.withColumn("__level", level_of(spec)), spec, by)
         tables.append(build_ldp_groups(spec.eps, LdpCells.from_rows(cells), count_kind(spec)))
     return tables
 

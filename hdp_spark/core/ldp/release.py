@@ -9,7 +9,7 @@ and both engines give identical outputs for identical reports.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ __all__ = [
     "finalize_ldp_release",
     "output_fields",
     "report_columns",
+    "report_roles",
     "validate_ldp_specs",
 ]
 
@@ -53,34 +54,76 @@ _COMMON_TAIL: tuple[tuple[str, str], ...] = (
 )
 
 
+def _floats(values: tuple[float, ...]) -> list[float]:
+    return list(values)
+
+
+@dataclass(frozen=True, slots=True)
+class _Form:
+    """What differs between the three local-DP aggregators, once per spec class.
+
+    Attributes:
+        head: output columns before the common tail, as (suffix, kind).
+        count_kind: how per-index counts add up to rows (see ``build_ldp_groups``).
+        reports: (role, spec attribute, mechanism) of each report column.
+        finalize: (spec, group statistics) -> result.
+        values: result -> the values of ``head``.
+    """
+
+    head: tuple[tuple[str, str], ...]
+    count_kind: CountKind
+    reports: tuple[tuple[str, str, str | None], ...]
+    finalize: Callable[[Any, LdpGroupStats], Any]
+    values: Callable[[Any], list[Any]]
+
+
+_FORMS: dict[type, _Form] = {
+    LdpMeanSpec: _Form(
+        (("", "float"), ("_raw", "float"), ("_ci_low", "float"), ("_ci_high", "float"),
+         ("_radius", "float"), ("_bias_bound", "float"), ("_mechanism", "str")),
+        "rows", (("report", "report", None),), finalize_ldp_mean,
+        lambda r: [r.estimate, r.raw, r.ci_low, r.ci_high, r.radius, r.bias_bound,
+                   r.mechanism]),
+    LdpVectorMeanSpec: _Form(
+        (("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
+         ("_radius", "float"), ("_bias_bound", "float"), ("_mechanism", "str")),
+        "coordinates", (("report", "report", "duchi"),), finalize_ldp_vector,
+        lambda r: [_floats(r.estimate), _floats(r.raw), _floats(r.ci_low),
+                   _floats(r.ci_high), r.radius, r.bias_bound, r.mechanism]),
+    LdpDistributionSpec: _Form(
+        (("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
+         ("_radius", "float"), ("_bias_bound", "float"), ("_m", "int"),
+         ("_projection", "str")),
+        "rows", (("index", "index", "jl"), ("sign", "sign", "jl")),
+        finalize_ldp_distribution,
+        lambda r: [_floats(r.estimate), _floats(r.raw), _floats(r.ci_low),
+                   _floats(r.ci_high), r.radius, r.bias_bound, r.m, r.projection]),
+}
+
+
+def _form(spec: object) -> _Form:
+    form = _FORMS.get(type(spec))
+    if form is None:
+        msg = (
+            "aggregators must come from ldp_mean, ldp_mean_vector or ldp_distribution, "
+            f"got {type(spec).__name__}."
+        )
+        raise ParameterError(msg)
+    return form
+
+
 def output_fields(spec: LdpSpec) -> tuple[tuple[str, str], ...]:
     """Output columns of ``spec`` as (suffix after the alias, kind).
 
     Kinds: ``float``, ``int``, ``str``, ``bool``, ``floats`` (array of doubles) and
     ``levels`` (array of {eps, n, weight} structs).
     """
-    if isinstance(spec, LdpMeanSpec):
-        head: tuple[tuple[str, str], ...] = (
-            ("", "float"), ("_raw", "float"), ("_ci_low", "float"), ("_ci_high", "float"),
-            ("_radius", "float"), ("_bias_bound", "float"), ("_mechanism", "str"),
-        )
-    elif isinstance(spec, LdpVectorMeanSpec):
-        head = (
-            ("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
-            ("_radius", "float"), ("_bias_bound", "float"), ("_mechanism", "str"),
-        )
-    else:
-        head = (
-            ("", "floats"), ("_raw", "floats"), ("_ci_low", "floats"), ("_ci_high", "floats"),
-            ("_radius", "float"), ("_bias_bound", "float"), ("_m", "int"),
-            ("_projection", "str"),
-        )
-    return head + _COMMON_TAIL
+    return _form(spec).head + _COMMON_TAIL
 
 
 def count_kind(spec: LdpSpec) -> CountKind:
     """How the engine's per-index counts add up to rows (see ``build_ldp_groups``)."""
-    return "coordinates" if isinstance(spec, LdpVectorMeanSpec) else "rows"
+    return _form(spec).count_kind
 
 
 def validate_ldp_specs(specs: Sequence[object]) -> tuple[LdpSpec, ...]:
@@ -91,17 +134,13 @@ def validate_ldp_specs(specs: Sequence[object]) -> tuple[LdpSpec, ...]:
     names: set[str] = set()
     out: list[LdpSpec] = []
     for spec in specs:
-        if not isinstance(spec, LdpMeanSpec | LdpVectorMeanSpec | LdpDistributionSpec):
-            msg = (
-                "aggregators must come from ldp_mean, ldp_mean_vector or ldp_distribution, "
-                f"got {type(spec).__name__}."
-            )
+        _form(spec)
+        checked: LdpSpec = spec  # type: ignore[assignment]  # its class is in _FORMS
+        if checked.name in names:
+            msg = f"two aggregators share the output name {checked.name!r}; set `alias`."
             raise ParameterError(msg)
-        if spec.name in names:
-            msg = f"two aggregators share the output name {spec.name!r}; set `alias`."
-            raise ParameterError(msg)
-        names.add(spec.name)
-        out.append(spec)
+        names.add(checked.name)
+        out.append(checked)
     return tuple(out)
 
 
@@ -115,13 +154,17 @@ REPORT_MARKS_ATTR = "hdp_ldp_reports"
 """pandas ``DataFrame.attrs`` key: ``{report column: mechanism}``."""
 
 
+def report_roles(spec: LdpSpec) -> tuple[tuple[str, str, str], ...]:
+    """(role, column, mechanism of the randomizer that must have produced it) of each
+    report column of a spec (role: ``report``, ``index`` or ``sign``)."""
+    return tuple((role, str(getattr(spec, attribute)),
+                  mechanism or str(getattr(spec, "mechanism")))  # noqa: B009  # ldp_mean's
+                 for role, attribute, mechanism in _form(spec).reports)
+
+
 def report_columns(spec: LdpSpec) -> tuple[tuple[str, str], ...]:
     """(column, mechanism of the randomizer that must have produced it) of a spec."""
-    if isinstance(spec, LdpMeanSpec):
-        return ((spec.report, spec.mechanism),)
-    if isinstance(spec, LdpVectorMeanSpec):
-        return ((spec.report, "duchi"),)
-    return ((spec.index, "jl"), (spec.sign, "jl"))
+    return tuple((column, mechanism) for _, column, mechanism in report_roles(spec))
 
 
 def check_randomized(
@@ -169,26 +212,12 @@ def check_randomized(
 
 def finalize_one(spec: LdpSpec, stats: LdpGroupStats) -> LdpResult:
     """Finalize one (spec, group)."""
-    if isinstance(spec, LdpMeanSpec):
-        return finalize_ldp_mean(spec, stats)
-    if isinstance(spec, LdpVectorMeanSpec):
-        return finalize_ldp_vector(spec, stats)
-    return finalize_ldp_distribution(spec, stats)
+    out: LdpResult = _form(spec).finalize(spec, stats)
+    return out
 
 
 def _row_values(spec: LdpSpec, r: LdpResult) -> list[Any]:
-    def floats(values: tuple[float, ...]) -> list[float]:
-        return list(values)
-
-    if isinstance(r, LdpMeanResult):
-        head: list[Any] = [r.estimate, r.raw, r.ci_low, r.ci_high, r.radius, r.bias_bound,
-                           r.mechanism]
-    elif isinstance(r, LdpVectorResult):
-        head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
-                r.radius, r.bias_bound, r.mechanism]
-    else:
-        head = [floats(r.estimate), floats(r.raw), floats(r.ci_low), floats(r.ci_high),
-                r.radius, r.bias_bound, r.m, r.projection]
+    head = _form(spec).values(r)
     levels = [{"eps": lv.eps, "n": lv.n, "weight": lv.weight} for lv in r.levels]
     return [*head, r.n, r.skipped, r.weights, r.fallback, levels]
 

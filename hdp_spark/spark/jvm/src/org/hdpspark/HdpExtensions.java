@@ -128,6 +128,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpUsers.class.getName(), HdpUsers.FUNCTION),
         new HdpUsers.Builder()));
     ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpLdpCells.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpLdpCells.class.getName(), HdpLdpCells.FUNCTION),
+        new HdpLdpCells.Builder()));
+    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
@@ -163,6 +167,9 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpUsers.FUNCTION,
         new ExpressionInfo(HdpUsers.class.getName(), HdpUsers.FUNCTION),
         new HdpUsers.Builder());
+    registerOne(session, HdpLdpCells.FUNCTION,
+        new ExpressionInfo(HdpLdpCells.class.getName(), HdpLdpCells.FUNCTION),
+        new HdpLdpCells.Builder());
     registerOne(session, HdpSelected.FUNCTION,
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder());

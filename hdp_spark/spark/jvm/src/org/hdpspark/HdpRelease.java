@@ -5,7 +5,8 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 /**
  * A native aggregate of hdp_spark that {@link HdpQueryRule} fingerprints and checks: it holds
  * an {@link HdpQuery} placeholder carrying its group decision ({@link HdpCells} for the mean
- * and histogram, {@link HdpRecords} for the heavy hitters).
+ * and histogram, {@link HdpRecords} for the heavy hitters, {@link HdpLdpCells} for the
+ * local-DP aggregators).
  */
 interface HdpRelease {
 

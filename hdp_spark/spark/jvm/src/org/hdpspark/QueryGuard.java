@@ -81,7 +81,7 @@ final class QueryGuard {
       "Count", "CountIf", "Min", "Max", "BitAndAgg", "BitOrAgg", "BitXorAgg", "BoolAnd",
       "BoolOr", "HyperLogLogPlusPlus", "Percentile", "PercentileCont", "PercentileDisc",
       "Median", "RegrCount", "CountMinSketchAgg", "BloomFilterAggregate", "PivotFirst",
-      "HdpCells", "HdpRecords", "HdpUsers"));
+      "HdpCells", "HdpRecords", "HdpUsers", "HdpLdpCells"));
 
   /** Window functions that give tied rows the same value (no arrival order). */
   private static final Set<String> TIE_STABLE_WINDOW = new HashSet<>(Arrays.asList(

@@ -1,0 +1,303 @@
+"""The local-DP aggregators as Spark Column aggregators: ``df.agg(ldp_mean(...))`` and
+``df.groupBy(...).agg(ldp_mean(..., keys="public"))`` (``ldp_mean_vector``,
+``ldp_distribution`` alike).
+
+Two expressions, as the other Column aggregators (:mod:`hdp_spark.spark.columns`): the native
+aggregate ``hdp_ldp_cells`` of the JVM extension (per group and (ε level, index), the row
+count and the exact limb sums of the reports' fixed-point integers, over the release API's
+own per-row expressions, :mod:`hdp_spark.spark.ldp_inputs`) and an Arrow UDF over the
+aggregated rows that runs the release API's finalize once per group
+(:mod:`hdp_spark.spark.ldp_finalize`). The struct's fields are the release API's output
+columns without the alias prefix (``estimate``, ``raw``, ``ci_low``, ``ci_high``,
+``radius``, ``bias_bound``, ..., ``n``, ``skipped``, ``weights``, ``fallback``,
+``eps_levels``).
+
+Group decisions: ``keys`` omitted (refused in a grouped aggregate), ``"public"`` (every
+group found is published, with its n) or a public key list (only rows with those grouping
+values are aggregated; a key without rows has no row, where the release API gives it an
+empty group). ``keys=select_keys(...)`` is refused: DP partition selection protects group
+membership with central noise, which a local-DP release has no budget for (the ε_i of the
+reports is spent on the devices); declare the keys public or pass a key list.
+
+Markers: as ``ldp_agg``, the Column refuses, at analysis, a report column that carries no
+``hdp_ldp_report`` marker (``ldp_simulate`` writes it) unless the Column is built with
+``already_randomized=True``, and a marker of another mechanism always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import pyarrow as pa
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.classic.column import Column as ClassicColumn
+from pyspark.sql.utils import is_remote
+
+from hdp_spark.aggregators.registry import aggregator_of
+from hdp_spark.core.ldp.common import LdpWeights
+from hdp_spark.core.ldp.oracle import FrequencyOracle
+from hdp_spark.core.ldp.release import report_roles
+from hdp_spark.core.selection.spec import SelectKeys
+from hdp_spark.errors import ParameterError
+from hdp_spark.spark.column_finalize import NO_FINGERPRINT
+from hdp_spark.spark.columns import Inputs, _Aggregate, _groups
+from hdp_spark.spark.extension import (
+    MISSING_MESSAGE,
+    ExtensionMissingError,
+    analyzer_ready,
+    install,
+)
+from hdp_spark.spark.ldp_finalize import arrow_finalize_ldp, ldp_fields
+from hdp_spark.spark.ldp_inputs import level_of, row_inputs
+from hdp_spark.spark.output import spark_type
+
+__all__ = ["LDP_CELLS", "column_for", "ldp_distribution", "ldp_mean", "ldp_mean_vector",
+           "native_ldp_cells"]
+
+LDP_CELLS = "hdp_ldp_cells"
+"""The extension's native aggregate of local-DP cells (``HdpLdpCells``)."""
+
+Keys = str | Sequence[object] | SelectKeys | None
+
+
+def native_ldp_cells(spec: Any, groups: str, already_randomized: bool = False) -> Column:
+    """The ``hdp_ldp_cells`` aggregate of ``spec`` with the group decision ``groups``
+    (``"cells"``: raw statistics for tests).
+
+    Privacy:
+        NOT a release: the exact cells of the reports, for the finalize (and tests) only.
+        The reports are already ε_i-LDP; a malformed report is counted, never raised on.
+    """
+    level = level_of(spec)
+    index, q = row_inputs(spec, level)
+    roles = report_roles(spec)
+    checked = [spec.eps, *(column for _, column, _ in roles)]
+    args = [F.lit(groups), level, index, q, F.lit(roles[0][2]), F.lit(already_randomized),
+            F.array(*[F.lit(r) for r in ["ε", *(role for role, _, _ in roles)]]),
+            *[F.col(c) for c in checked]]
+    out: Column = F.call_function(LDP_CELLS, *args)
+    return out
+
+
+def _main(spec: Any) -> str:
+    field = aggregator_of(spec).column_field
+    if field is None:  # a registration without a Column field: not this module's spec
+        msg = f"`{type(spec).__name__}` is not a local-DP Column aggregator."
+        raise ParameterError(msg)
+    return field
+
+
+def _finalize_udf(spec: Any) -> Any:  # design-ok: per group batch
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    rtype = T.StructType([T.StructField(n, spark_type(f), f.nullable)
+                          for n, f in ldp_fields(spec, _main(spec))])
+    arrow_type = to_arrow_type(rtype)
+
+    def finalize(cells: pa.Array) -> pa.Array:  # Arrow in, Arrow out: a scalar Arrow UDF
+        return arrow_finalize_ldp(spec, cells, arrow_type)
+
+    finalize.__name__ = f"hdp_{aggregator_of(spec).name}_finalize"
+    return F.arrow_udf(finalize, rtype)  # type: ignore[attr-defined]  # design-ok: over aggregated rows
+
+
+def _build(spec: Any, groups: str, declared: bool) -> Column:
+    out: Column = _finalize_udf(spec)(native_ldp_cells(spec, groups, declared))  # design-ok
+    return out.alias(spec.name)
+
+
+class _Ldp(_Aggregate):
+    """What both local-DP Column classes add: the caller's ``already_randomized``."""
+
+    declared: bool
+
+    def unsafe_seed(self, seed: int | str | bytes) -> Column:
+        """Refused: a local-DP Column draws no noise (the reports carry it)."""
+        msg = (f"`{self.spec.name}` draws no noise (the reports are already ε_i-LDP), so "
+               "there is no seed to set: use the Column as it is.")
+        raise ParameterError(msg)
+
+
+class _ClassicLdp(_Ldp, ClassicColumn):
+    def __init__(self, spec: Any, groups: str, declared: bool) -> None:
+        for name, value in (("spec", spec), ("groups", groups), ("inputs", Inputs()),
+                            ("declared", declared), ("_built", None)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def _jc(self) -> Any:  # type: ignore[override]
+        built = self.__dict__.get("_built")
+        if built is None:
+            session = SparkSession.getActiveSession()
+            if session is None:
+                msg = "a Column aggregator needs an active SparkSession."
+                raise ExtensionMissingError(msg)
+            install(session)
+            if not analyzer_ready(session):
+                raise ExtensionMissingError(NO_FINGERPRINT)
+            built = _build(self.spec, self.groups, self.declared)._jc  # type: ignore[attr-defined]
+            object.__setattr__(self, "_built", built)
+        return built
+
+    def __repr__(self) -> str:
+        return f"Column<'{type(self.spec).__name__}({self.spec.name})'>"
+
+
+def _column(spec: Any, groups: str, declared: bool) -> Column:
+    if not is_remote():
+        return _ClassicLdp(spec, groups, declared)
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    class _ConnectLdp(_Ldp, ConnectColumn):
+        """Checks, when its plan is built, that the server has the extension."""
+
+        def to_plan(self, session: Any) -> Any:
+            active = SparkSession.getActiveSession()
+            if active is not None and not active.catalog.functionExists(LDP_CELLS):
+                raise ExtensionMissingError(MISSING_MESSAGE)
+            return ConnectColumn.to_plan(self, session)
+
+        def alias(self, *alias: str, **kwargs: Any) -> Any:
+            return wrap(ConnectColumn.alias(self, *alias, **kwargs))
+
+        name = alias
+
+    def wrap(built: Any) -> Column:
+        col = _ConnectLdp(built._expr)
+        col.spec, col.groups, col.inputs, col.declared = spec, groups, Inputs(), declared
+        return col
+
+    return wrap(_build(spec, groups, declared))
+
+
+def _decision(keys: Keys, already_randomized: object) -> str:
+    if isinstance(keys, SelectKeys):
+        msg = ("`keys` of a local-DP Column aggregator must be 'public', a list of public "
+               "keys or omitted: select_keys(...) (DP partition selection) needs central "
+               "noise on each group's membership, which local-DP reports do not pay for.")
+        raise ParameterError(msg)
+    if not isinstance(already_randomized, bool):
+        msg = f"`already_randomized` must be True or False, got {already_randomized!r}."
+        raise ParameterError(msg)
+    return _groups(keys)
+
+
+def column_for(spec: Any, *, keys: Keys = None) -> Column:
+    """The local-DP aggregators' Column builder of their descriptors (``hs.as_column``):
+    the Column of ``spec`` (an ``ldp_mean``, ``ldp_mean_vector`` or ``ldp_distribution``
+    spec) with ``already_randomized=False`` (report columns must carry the marker).
+
+    Privacy:
+        As :func:`ldp_mean`: post-processing of ε_i-LDP reports, no noise.
+    """
+    return _column(spec, _decision(keys, False), False)
+
+
+def ldp_mean(
+    report: str,
+    *,
+    eps: str,
+    mechanism: Literal["laplace", "rr"],
+    lower: float = -1.0,
+    upper: float = 1.0,
+    beta: float = 0.05,
+    weights: LdpWeights = "paper",
+    fallback: bool = True,
+    alias: str | None = None,
+    keys: Keys = None,
+    already_randomized: bool = False,
+) -> Column:
+    """Heterogeneous-LDP mean of scalar reports as a Spark Column aggregator (and a spec
+    for ``ldp_agg``/``ldp_release``).
+
+    Same arguments and output fields as :func:`hdp_spark.ldp.ldp_mean` (the struct's
+    fields are its output columns without the prefix: ``estimate``, ``raw``, ``ci_low``,
+    ``ci_high``, ``radius``, ``bias_bound``, ``mechanism``, ``n``, ``skipped``,
+    ``weights``, ``fallback``, ``eps_levels``), plus ``keys`` (``"public"``, a public key
+    list, or omitted for a global aggregate; ``select_keys`` is refused: see this module's
+    docstring) and ``already_randomized`` (as ``ldp_agg``'s: without it the report column
+    must carry the ``hdp_ldp_report`` marker, checked at analysis). A group's numbers equal
+    ``hs.ldp_agg(df, <this>, by=..., keys=[group], already_randomized=...)``'s.
+
+    Privacy:
+        Adds no noise and needs no key: each report is already ε_i-LDP (randomized on the
+        devices) and the estimate is post-processing, so re-evaluating a query, or running
+        another one, reveals nothing the reports do not. Public: the ε column (hence n and
+        the ε histogram of each group), the bounds, β, and under ``keys="public"`` the
+        grouping values.
+    """
+    from hdp_spark.aggregators import ldp_mean as spec_mean
+
+    groups = _decision(keys, already_randomized)
+    spec = spec_mean(report, eps=eps, mechanism=mechanism, lower=lower, upper=upper,
+                     beta=beta, weights=weights, fallback=fallback, alias=alias)
+    return _column(spec, groups, already_randomized)
+
+
+def ldp_mean_vector(
+    report: str,
+    *,
+    eps: str,
+    d: int,
+    radius: float = 1.0,
+    beta: float = 0.05,
+    weights: LdpWeights = "paper",
+    fallback: bool = True,
+    alias: str | None = None,
+    keys: Keys = None,
+    already_randomized: bool = False,
+) -> Column:
+    """Heterogeneous-LDP mean of d-dimensional Duchi reports as a Spark Column aggregator
+    (and a spec for ``ldp_agg``).
+
+    Same arguments and output fields as :func:`hdp_spark.ldp.ldp_mean_vector`; ``keys``
+    and ``already_randomized`` as in :func:`ldp_mean`. Per row one native
+    ``transform`` encodes the d coordinates (the release API's expressions).
+
+    Privacy:
+        As :func:`ldp_mean`: no noise, post-processing of ε_i-LDP reports. Public: the ε
+        column, n, d, r, β, and the grouping values under ``keys="public"``.
+    """
+    from hdp_spark.aggregators import ldp_mean_vector as spec_vector
+
+    groups = _decision(keys, already_randomized)
+    spec = spec_vector(report, eps=eps, d=d, radius=radius, beta=beta, weights=weights,
+                       fallback=fallback, alias=alias)
+    return _column(spec, groups, already_randomized)
+
+
+def ldp_distribution(
+    index: str,
+    sign: str,
+    *,
+    eps: str,
+    oracle: FrequencyOracle,
+    beta: float = 0.05,
+    weights: LdpWeights = "paper",
+    fallback: bool = True,
+    alias: str | None = None,
+    keys: Keys = None,
+    already_randomized: bool = False,
+) -> Column:
+    """Heterogeneous-LDP distribution from frequency-oracle reports as a Spark Column
+    aggregator (and a spec for ``ldp_agg``).
+
+    Same arguments and output fields as :func:`hdp_spark.ldp.ldp_distribution`; ``keys``
+    and ``already_randomized`` as in :func:`ldp_mean`. A group's native state holds
+    #ε levels × m cells (m: the oracle's public row count).
+
+    Privacy:
+        As :func:`ldp_mean`: no noise, post-processing of ε_i-LDP reports. Public: the ε
+        column, n, d, m, Φ (its seed), and the grouping values under ``keys="public"``.
+    """
+    from hdp_spark.aggregators import ldp_distribution as spec_distribution
+
+    groups = _decision(keys, already_randomized)
+    spec = spec_distribution(index, sign, eps=eps, oracle=oracle, beta=beta, weights=weights,
+                             fallback=fallback, alias=alias)
+    return _column(spec, groups, already_randomized)
+
+
