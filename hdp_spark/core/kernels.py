@@ -70,9 +70,9 @@ from hdp_spark.core.pipeline import (
     NoiseContext,
     OutputField,
     Release,
-    UnitOptions,
     run_release,
 )
+from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.release import plan_levels
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.kernels import (

@@ -32,8 +32,9 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.output_columns import Column, GroupResults, OutputColumns
 from hdp_spark.core.partial.heavy_hitters import TreeCounter
 from hdp_spark.core.partial.spec import AttributeHistogramSpec, CodedSpec
+from hdp_spark.core.privacy_unit.options import UnitOptions, check_unit, unit_cells
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
-from hdp_spark.core.privacy_unit.weights import unit_selection, weigh_public
+from hdp_spark.core.privacy_unit.weights import weigh_public
 from hdp_spark.core.release import LevelPlan
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.core.selection.mechanism import Selected, select_groups
@@ -391,51 +392,6 @@ def check_selection(specs: Sequence[object], kernels: Sequence[Kernel],
         raise ParameterError(msg)
 
 
-@dataclass(frozen=True, slots=True)
-class UnitOptions:
-    """A release's privacy unit and its mechanism options (``agg``'s ``privacy_unit``,
-    ``max_groups``, ``max_rows``, ``eps_cap``, ``weight_share``)."""
-
-    unit: PrivacyUnit
-    eps_cap: float | None = None
-    weight_share: float | None = None
-
-
-def check_unit(specs: Sequence[object], kernels: Sequence[Kernel], by: tuple[str, ...],
-               keys: Any, options: UnitOptions) -> SelectKeys:
-    """The mechanism's parameters of a release under a privacy unit, after the checks on
-    public inputs: aggregators with a private-weight kernel on one ε column and grid, the
-    unit's id column read by none of them nor grouped by, public keys for a grouped call.
-
-    Raises:
-        ParameterError: a check fails (naming the argument).
-    """
-    if not kernels or not all(isinstance(k, SelectionKernel) for k in kernels):
-        msg = ("`privacy_unit` supports hdp_mean and hdp_histogram so far (the other "
-               "aggregators take it in a later release).")
-        raise ParameterError(msg)
-    columns = {(s.eps, s.eps_grid) for s in cast(Sequence[MeanSpec | HistogramSpec], specs)}
-    if len(columns) > 1:
-        msg = ("under `privacy_unit` every aggregator must read the same `eps` column and "
-               "`eps_grid` (one ε per person drives every statistic).")
-        raise ParameterError(msg)
-    read = {s.column for s in cast(Sequence[MeanSpec | HistogramSpec], specs)}
-    if options.unit.column in read | set(by):
-        msg = (f"`privacy_unit` column {options.unit.column!r} identifies people: no "
-               "aggregator may read it as data and `by` may not group by it.")
-        raise ParameterError(msg)
-    if isinstance(keys, SelectKeys):
-        msg = ("`privacy_unit` with `keys=select_keys(...)` is not available yet: pass "
-               "public keys (or no `by`).")
-        raise ParameterError(msg)
-    if by and keys is None:
-        msg = ("under `privacy_unit` a grouped release needs public `keys`: which groups a "
-               "person's rows fall in is private.")
-        raise ParameterError(msg)
-    return unit_selection(options.unit, keys, eps_cap=options.eps_cap,
-                          weight_share=options.weight_share)
-
-
 def _share(requests: Sequence[CellRequest]) -> tuple[list[CellRequest], list[tuple[int, int]]]:
     """Merge the level requests of one ε column and grid; (request index, slot) per spec."""
     merged: list[CellRequest] = []
@@ -517,19 +473,12 @@ def run_release(
     if schema is not None:
         engine.check_schema(schema, specs, by_t)
     release_key = ReleaseKey.resolve(unsafe_seed)
-    if unit is not None:
-        engine = engine.bounded(unit.unit, cast(MeanSpec, specs[0]).eps, by_t, found, specs,
-                                release_key)
     cell_specs = [(s, k) for s, k in zip(specs, kernels, strict=True)
                   if isinstance(k, CellKernel | SelectionKernel)]
     requests = [k.request(s) for s, k in cell_specs]
     merged, where = _share(requests)
-    try:
-        tables = engine.cells(merged, by_t, found) if merged else []
-    finally:
-        close = getattr(engine, "close", None) if unit is not None else None
-        if close is not None:
-            close()  # the bounded rows a privacy-unit release cached
+    tables = (unit_cells(engine, unit, specs, merged, by_t, found, release_key)
+              if unit is not None else engine.cells(merged, by_t, found) if merged else [])
     results: dict[str, Mapping[Key, Any]] = {}
     picked: dict[Key, Selected] | None = None
     if selection is not None and selection.keys_public:  # a privacy unit over public keys

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdp_spark.core.kernels import ReleaseResult, mean_release, release_specs
-from hdp_spark.core.pipeline import Engine, UnitOptions
+from hdp_spark.core.pipeline import Engine
+from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError

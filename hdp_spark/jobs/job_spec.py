@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hdp_spark.core.pipeline import UnitOptions
+from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import JobError
 from hdp_spark.jobs.registry import get_kind

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hdp_spark.core.kernels import release_specs
-from hdp_spark.core.pipeline import UnitOptions
+from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.privacy_unit.weights import person_charge, unit_selection
 from hdp_spark.core.selection.spec import SelectKeys

@@ -25,8 +25,9 @@ from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.kernels import release_specs
 from hdp_spark.core.mean.spec import MeanSpec
-from hdp_spark.core.pipeline import Release, UnitOptions
+from hdp_spark.core.pipeline import Release
 from hdp_spark.core.privacy_unit import PrivacyUnit
+from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.privacy_unit.weights import unit_selection
 from hdp_spark.core.selection.mechanism import (
     _bin_counts,
