@@ -21,14 +21,17 @@ E = TypeVar("E")
 D = TypeVar("D")
 
 
-def bind(fn: Callable[Concatenate[E, P], R], engine: Callable[[D], E], module: str
-         ) -> Callable[Concatenate[D, P], R]:
+def bind(fn: Callable[Concatenate[E, P], R], engine: Callable[[D], E], module: str, *,
+         columns: Callable[..., Any] | None = None) -> Callable[Concatenate[D, P], R]:
     """``fn(engine, ...)`` as ``f(df, ...)`` = ``fn(engine(df), ...)``.
 
     Args:
         fn: a front function whose first parameter is the engine.
         engine: the backend's engine class (built from the frame).
         module: the backend module that exports the result (for ``help()`` and reprs).
+        columns: the backend's Column form of the same aggregator, called instead when the
+            first argument is a list or tuple of column names (never a DataFrame): Spark's
+            ``attribute_histograms(cols, ...)`` (the front function's docstring says so).
 
     Privacy:
         None: changes how a function is called, never what it computes.
@@ -37,6 +40,8 @@ def bind(fn: Callable[Concatenate[E, P], R], engine: Callable[[D], E], module: s
     call: Callable[..., R] = fn
 
     def bound(*args: Any, **kwargs: Any) -> Any:
+        if columns is not None and args and isinstance(args[0], list | tuple):
+            return columns(*args, **kwargs)
         if args:
             return call(engine(args[0]), *args[1:], **kwargs)
         if "df" in kwargs:  # ``df`` by keyword, as the signature shows

@@ -157,6 +157,11 @@ def attribute_histograms(
         privacy_unit: optional id column checked to be unique and non-null.
         unsafe_seed: reproducible noise for tests. UNSAFE in production.
 
+    On Spark, ``attribute_histograms(cols, domains=..., eps0=..., ...)`` with a list of column
+    names first (no DataFrame) is the Column aggregator instead, for ``df.agg(...)`` and
+    ``df.groupBy(...).agg(..., keys="public")``
+    (:func:`hdp_spark.spark.columns_marginals.attribute_histograms_column`).
+
     Returns:
         ``.table``: long format, one row per (attribute, domain value), every value of
         every domain included: ``attribute``, ``value`` (the domain value as text, null

@@ -18,7 +18,7 @@ from hdp_spark.errors import ParameterError
 from hdp_spark.explain import explain_hook
 from hdp_spark.front import spec_of
 
-__all__ = ["agg", "explain", "release", "unit_options"]
+__all__ = ["agg", "explain", "release"]
 
 
 def release(
@@ -126,13 +126,13 @@ def agg(
         materialized: reading it again never redraws noise. What each aggregator protects
         and what is public is documented in its constructor.
     """
-    unit = unit_options(privacy_unit, max_groups, max_rows, eps_cap, weight_share)
+    unit = _unit_options(privacy_unit, max_groups, max_rows, eps_cap, weight_share)
     return release_specs(engine, tuple(spec_of(s) for s in specs), by=by, keys=keys,
                          schema=schema, unsafe_seed=unsafe_seed, unit=unit
                          ).materialize(engine)
 
 
-def unit_options(privacy_unit: str | None, max_groups: int, max_rows: int,
+def _unit_options(privacy_unit: str | None, max_groups: int, max_rows: int,
                  eps_cap: float | None, weight_share: float | None) -> UnitOptions | None:
     """``agg``'s privacy-unit keywords as :class:`UnitOptions` (None without a unit).
 

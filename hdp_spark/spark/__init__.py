@@ -25,8 +25,6 @@ engine's own pieces: ``configure``, ``register_sql``, ``level_tables``/``histogr
 
 from __future__ import annotations
 
-from typing import Any
-
 from hdp_spark.aggregators import (
     SelectKeys,
     select_keys,
@@ -78,29 +76,8 @@ release_heavy_hitters = bind(_front_partial.release_heavy_hitters, SparkEngine, 
 marginals = bind(_front_partial.marginals, SparkEngine, _HERE)
 release_marginals = bind(_front_partial.release_marginals, SparkEngine, _HERE)
 mwem = bind(_front_partial.mwem, SparkEngine, _HERE)
-_attribute_histograms = bind(_front_partial.attribute_histograms, SparkEngine, _HERE)
+attribute_histograms = bind(_front_partial.attribute_histograms, SparkEngine, _HERE,
+                            columns=attribute_histograms_column)
 release_histograms = bind(_front_partial.release_histograms, SparkEngine, _HERE)
 ldp_agg = bind(_front_ldp.ldp_agg, SparkEngine, _HERE)
 ldp_release = bind(_front_ldp.ldp_release, SparkEngine, _HERE)
-
-
-def attribute_histograms(df_or_cols: Any, *args: Any, **kwargs: Any) -> Any:
-    """Per-attribute histograms: a release or a Column aggregator, by the first argument.
-
-    * ``attribute_histograms(df, cols, domains=..., eps0=..., ...)`` (a DataFrame first):
-      the release (:func:`hdp_spark.front.partial.attribute_histograms`: a
-      :class:`~hdp_spark.core.partial.output.PartialRelease` with ``.table`` and
-      ``.report``; ``unsafe_seed`` for tests).
-    * ``attribute_histograms(cols, domains=..., eps0=..., ...)`` (a list or tuple of
-      column names first): a Column aggregator for ``df.agg(...)`` and
-      ``df.groupBy(...).agg(..., keys="public")``
-      (:func:`~hdp_spark.spark.columns_marginals.attribute_histograms_column`).
-
-    Privacy:
-        ε₀ per attribute (discrete Laplace of scale 2/ε₀ on every cell of every
-        attribute's histogram), d·ε₀ per person (replacement neighbours, n public); the
-        release is one release per call, the Column one per query and group.
-    """
-    if isinstance(df_or_cols, list | tuple):
-        return attribute_histograms_column(df_or_cols, *args, **kwargs)
-    return _attribute_histograms(df_or_cols, *args, **kwargs)
