@@ -71,6 +71,14 @@ def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
             mod.hdp_user_mean("x", user="uid", eps="ueps", lower=0, upper=100),
             unsafe_seed=19,
         ),
+        # many rows per person (issue 50): the bounding's windows and ranks on Connect
+        "privacy_unit": lambda df: mod.agg(
+            df,
+            mod.hdp_mean("x", eps="eps", lower=0, upper=100),
+            mod.hdp_histogram("c", eps="eps", categories=["u", "v", "w"]),
+            by="g", keys=["a", "b", "z"], privacy_unit="uid", max_groups=2, max_rows=3,
+            unsafe_seed=23,
+        ),
         # private group keys: DP partition selection with per-row ε (issue 22)
         "selection": lambda df: mod.agg(
             df,
