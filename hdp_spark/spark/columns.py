@@ -44,7 +44,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,8 +79,8 @@ from hdp_spark.spark.jvm import FUNCTION
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
-__all__ = ["GROUPS", "KEYS_PREFIX", "ColumnOrName", "Inputs", "as_column", "cells_of",
-           "column_of", "hdp_histogram", "hdp_mean", "native_cells"]
+__all__ = ["GROUPS", "KEYS_PREFIX", "ColumnOrName", "Inputs", "as_column", "built_column",
+           "cells_of", "column_of", "hdp_histogram", "hdp_mean", "native_cells"]
 
 
 def _column_field(spec: Any) -> str:
@@ -342,6 +342,32 @@ class _Aggregate:
         raise ParameterError(msg)
 
 
+def built_column(column: Any, build: Callable[[], Column]) -> Any:
+    """The JVM column of a classic Column aggregator, built once, on first use: the session's
+    extension installed and its analyzer rule present (the query fingerprint binds the
+    noise), then ``build()`` (the Column aggregators of every module share this).
+
+    Raises:
+        ExtensionMissingError: no active session, or a session built without the extension.
+
+    Privacy:
+        None itself; it refuses to build a Column whose noise could not be bound to its
+        query.
+    """
+    built = column.__dict__.get("_built")
+    if built is None:
+        session = SparkSession.getActiveSession()
+        if session is None:
+            msg = "a Column aggregator needs an active SparkSession."
+            raise ExtensionMissingError(msg)
+        install(session)
+        if not analyzer_ready(session):
+            raise ExtensionMissingError(NO_FINGERPRINT)
+        built = build()._jc  # type: ignore[attr-defined]
+        object.__setattr__(column, "_built", built)
+    return built
+
+
 class _ClassicAggregate(_Aggregate, ClassicColumn):
     def __init__(self, spec: Any, key: ReleaseKey, groups: str, inputs: Inputs) -> None:
         object.__setattr__(self, "spec", spec)
@@ -352,18 +378,7 @@ class _ClassicAggregate(_Aggregate, ClassicColumn):
 
     @property
     def _jc(self) -> Any:  # type: ignore[override]
-        built = self.__dict__.get("_built")
-        if built is None:
-            session = SparkSession.getActiveSession()
-            if session is None:
-                msg = "a Column aggregator needs an active SparkSession."
-                raise ExtensionMissingError(msg)
-            install(session)
-            if not analyzer_ready(session):
-                raise ExtensionMissingError(NO_FINGERPRINT)
-            built = _build(self.spec, self.key, self.groups, self.inputs)._jc  # type: ignore[attr-defined]
-            object.__setattr__(self, "_built", built)
-        return built
+        return built_column(self, lambda: _build(self.spec, self.key, self.groups, self.inputs))
 
     def __repr__(self) -> str:
         return f"Column<'{type(self.spec).__name__}({self.spec.name})'>"

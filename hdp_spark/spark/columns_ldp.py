@@ -41,13 +41,10 @@ from hdp_spark.core.ldp.oracle import FrequencyOracle
 from hdp_spark.core.ldp.release import report_roles
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark.column_finalize import NO_FINGERPRINT
-from hdp_spark.spark.columns import Inputs, _Aggregate, _groups
+from hdp_spark.spark.columns import Inputs, _Aggregate, _groups, built_column
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
-    analyzer_ready,
-    install,
 )
 from hdp_spark.spark.ldp_finalize import arrow_finalize_ldp, ldp_fields
 from hdp_spark.spark.ldp_inputs import level_of, row_inputs
@@ -129,18 +126,7 @@ class _ClassicLdp(_Ldp, ClassicColumn):
 
     @property
     def _jc(self) -> Any:  # type: ignore[override]
-        built = self.__dict__.get("_built")
-        if built is None:
-            session = SparkSession.getActiveSession()
-            if session is None:
-                msg = "a Column aggregator needs an active SparkSession."
-                raise ExtensionMissingError(msg)
-            install(session)
-            if not analyzer_ready(session):
-                raise ExtensionMissingError(NO_FINGERPRINT)
-            built = _build(self.spec, self.groups, self.declared)._jc  # type: ignore[attr-defined]
-            object.__setattr__(self, "_built", built)
-        return built
+        return built_column(self, lambda: _build(self.spec, self.groups, self.declared))
 
     def __repr__(self) -> str:
         return f"Column<'{type(self.spec).__name__}({self.spec.name})'>"

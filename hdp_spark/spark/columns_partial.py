@@ -34,13 +34,16 @@ from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
 from hdp_spark.spark._heavy_hitters import LOOKUP_JOIN_MIN
-from hdp_spark.spark.column_finalize import NO_FINGERPRINT
-from hdp_spark.spark.columns import Inputs, _Aggregate, _ClassicAggregate, _groups
+from hdp_spark.spark.columns import (
+    Inputs,
+    _Aggregate,
+    _ClassicAggregate,
+    _groups,
+    built_column,
+)
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
-    analyzer_ready,
-    install,
 )
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.records_families import RecordSpec, family_of
@@ -155,21 +158,11 @@ class _ClassicHeavy(_Heavy, _ClassicAggregate):
 
     @property
     def _jc(self) -> Any:  # type: ignore[override]
-        built = self.__dict__.get("_built")
-        if built is None:
+        if self.__dict__.get("_built") is None:
             problem = _problem(self.spec, self.max_records)
             if problem is not None:
                 raise ParameterError(problem)
-            session = SparkSession.getActiveSession()
-            if session is None:
-                msg = "a Column aggregator needs an active SparkSession."
-                raise ExtensionMissingError(msg)
-            install(session)
-            if not analyzer_ready(session):
-                raise ExtensionMissingError(NO_FINGERPRINT)
-            built = _build(self.spec, self.key, self.groups)._jc  # type: ignore[attr-defined]
-            object.__setattr__(self, "_built", built)
-        return built
+        return built_column(self, lambda: _build(self.spec, self.key, self.groups))
 
 
 def records_column(spec: RecordSpec, key: ReleaseKey, groups: str, max_records: int

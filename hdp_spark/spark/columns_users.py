@@ -45,13 +45,10 @@ from hdp_spark.core.user_mean import DEFAULT_SALT, UserMeanCap, UserMeanSpec
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
 from hdp_spark.spark._user_mean import row_exprs
-from hdp_spark.spark.column_finalize import NO_FINGERPRINT
-from hdp_spark.spark.columns import Inputs, _Aggregate, _ClassicAggregate, _groups
+from hdp_spark.spark.columns import Inputs, _Aggregate, _ClassicAggregate, _groups, built_column
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
-    analyzer_ready,
-    install,
 )
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.users_finalize import arrow_finalize_users, user_fields
@@ -116,18 +113,7 @@ class _ClassicUsers(_Users, _ClassicAggregate):
 
     @property
     def _jc(self) -> Any:  # type: ignore[override]
-        built = self.__dict__.get("_built")
-        if built is None:
-            session = SparkSession.getActiveSession()
-            if session is None:
-                msg = "a Column aggregator needs an active SparkSession."
-                raise ExtensionMissingError(msg)
-            install(session)
-            if not analyzer_ready(session):
-                raise ExtensionMissingError(NO_FINGERPRINT)
-            built = _build(self.spec, self.key, self.groups)._jc  # type: ignore[attr-defined]
-            object.__setattr__(self, "_built", built)
-        return built
+        return built_column(self, lambda: _build(self.spec, self.key, self.groups))
 
 
 def _column(spec: UserMeanSpec, key: ReleaseKey, groups: str) -> Column:
