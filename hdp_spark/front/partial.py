@@ -93,7 +93,7 @@ def heavy_hitters(
 
     Engines:
         On Spark, one job per tree level over the rows, one small job over the root's
-        aggregate for the released counts (and one more pass with ``privacy_unit``); the
+        aggregate for the released counts (``privacy_unit`` adds a window over the id); the
         table is a DataFrame built from the released rows.
 
     Privacy:
@@ -154,7 +154,9 @@ def attribute_histograms(
         other: ``{col: value}``: the declared value absorbing null/out-of-domain values;
             other columns get an extra "other" category (``value`` null).
         beta: the count intervals hold the noise with probability >= 1 - beta.
-        privacy_unit: optional id column checked to be unique and non-null.
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         unsafe_seed: reproducible noise for tests. UNSAFE in production.
 
     On Spark, ``attribute_histograms(cols, domains=..., eps0=..., ...)`` with a list of column

@@ -21,7 +21,8 @@ from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import real_dtype
 
-__all__ = ["PandasTreeCounter", "attribute_counts", "check_unit", "encode_codes"]
+__all__ = ["PandasTreeCounter", "attribute_counts", "encode_codes",
+           "single_row_persons"]
 
 _DENSE_FACTOR = 4
 """Count by bincount when a key space is at most this many times the number of rows."""
@@ -69,25 +70,29 @@ def encode_codes(df: pd.DataFrame, domains: Sequence[AttributeDomain]) -> Codes:
     return out
 
 
-def check_unit(df: pd.DataFrame, privacy_unit: str | None) -> None:
-    """Raise unless ``privacy_unit`` (if given) is a unique, non-null id column.
+def single_row_persons(df: pd.DataFrame, privacy_unit: str | None) -> pd.DataFrame:
+    """The rows of the persons with exactly one row, when ``privacy_unit`` names the id
+    column (else ``df`` itself): the partial-DP family's privacy unit.
 
-    The error states the number of offending rows (a schema violation for the operator),
-    never an id or any other value.
+    Rule (data-independent, no error): a row with a null id, and every row of an id that
+    appears more than once, is left out. Argument: whether a person's rows are kept
+    depends only on how many rows the person has, which a per-attribute neighbour (one
+    attribute of one person changed, in every row) or a whole-record neighbour with the
+    same number of rows leaves as it is. A kept person contributes one row, exactly the
+    row model the mechanisms are calibrated for; a left-out person contributes nothing
+    (their loss is 0). Same rule on Spark (``hdp_spark.spark._heavy_hitters``).
+
+    Raises:
+        SchemaError: the id column is not in the table (a public fact).
     """
     if privacy_unit is None:
-        return
+        return df
     if privacy_unit not in df.columns:
         msg = f"`privacy_unit` column `{privacy_unit}` is not in the table."
         raise SchemaError(msg)
     ids = df[privacy_unit]
-    bad = int(len(ids) - ids.dropna().nunique())
-    if bad:
-        msg = (
-            f"`privacy_unit` column `{privacy_unit}` must hold one non-null id per row (one "
-            f"row per person): {bad} row(s) repeat an id or have a null id."
-        )
-        raise SchemaError(msg)
+    keep = (ids.notna() & ~ids.duplicated(keep=False)).to_numpy(dtype=bool)
+    return df if keep.all() else df[keep]
 
 
 def _key(codes: Codes, attrs: Sequence[int], weights: Sequence[int]) -> Codes:
@@ -161,9 +166,8 @@ def attribute_counts(df: object, spec: AttributeHistogramSpec) -> list[dict[int,
         NOT a release: exact counts for the finalizer (noise is added there); never
         publish them.
     """
-    frame = _check_frame(df)
+    frame = single_row_persons(_check_frame(df), spec.privacy_unit)
     codes = encode_codes(frame, spec.domains)
-    check_unit(frame, spec.privacy_unit)
     counts = []
     for j, dom in enumerate(spec.domains):
         cnt = np.bincount(codes[:, j], minlength=dom.size)

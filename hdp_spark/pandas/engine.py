@@ -82,12 +82,10 @@ class PandasEngine:
 
     @contextmanager
     def tree_counter(self, spec: CodedSpec) -> Iterator[Any]:
-        from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, check_unit
+        from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, single_row_persons
 
-        df = self._frame()
-        counter = PandasTreeCounter.from_frame(df, spec)
-        check_unit(df, spec.privacy_unit)
-        yield counter
+        df = single_row_persons(self._frame(), spec.privacy_unit)
+        yield PandasTreeCounter.from_frame(df, spec)
 
     def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:
         from hdp_spark.pandas._heavy_hitters import attribute_counts

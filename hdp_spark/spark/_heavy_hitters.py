@@ -27,13 +27,15 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from hdp_spark.core.partial.spec import AttributeDomain, AttributeHistogramSpec, CodedSpec
 from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import INTEGRAL, NUMERIC
 
-__all__ = ["SparkTreeCounter", "attribute_counts", "check_unit", "encode_codes"]
+__all__ = ["SparkTreeCounter", "attribute_counts", "encode_codes",
+           "single_row_persons"]
 
 LOOKUP_JOIN_MIN = 64
 """Domains with more values than this are recoded by a broadcast join, not a literal scan."""
@@ -120,24 +122,26 @@ def encode_codes(df: DataFrame, domains: Sequence[AttributeDomain]) -> DataFrame
     return cur.select(*exprs)
 
 
-def check_unit(df: DataFrame, privacy_unit: str | None) -> None:
-    """Raise unless ``privacy_unit`` (if given) is a unique, non-null id column.
+def single_row_persons(df: DataFrame, privacy_unit: str | None) -> DataFrame:
+    """The rows of the persons with exactly one row, when ``privacy_unit`` names the id
+    column (else ``df``): the rule and its argument are
+    :func:`hdp_spark.pandas._heavy_hitters.single_row_persons`'s (a null or NaN id, and
+    every row of a repeated id, left out; no error). One native window over the id: one
+    shuffle, no Spark job of its own.
 
-    One native pass (count and exact distinct count). The error states the number of
-    offending rows (a schema violation for the operator), never an id or other value.
+    Raises:
+        SchemaError: the id column is not in the table (a public fact).
     """
     if privacy_unit is None:
-        return
+        return df
     _field(df, privacy_unit, "`privacy_unit`")
-    row = df.agg(F.count(F.lit(1)).alias("n"),
-                 F.count_distinct(F.col(privacy_unit)).alias("k")).collect()[0]
-    bad = int(row["n"]) - int(row["k"])
-    if bad:
-        msg = (
-            f"`privacy_unit` column `{privacy_unit}` must hold one non-null id per row (one "
-            f"row per person): {bad} row(s) repeat an id or have a null id."
-        )
-        raise SchemaError(msg)
+    uid = F.col(privacy_unit)
+    present = uid.isNotNull()
+    if isinstance(df.schema[privacy_unit].dataType, T.FloatType | T.DoubleType):
+        present = present & ~F.isnan(uid)
+    rows = F.count(F.lit(1)).over(Window.partitionBy(uid))
+    return (df.where(present).withColumn("__hdp_person_rows", rows)
+            .where(F.col("__hdp_person_rows") == 1).drop("__hdp_person_rows"))
 
 
 def _is_cached(df: DataFrame) -> bool:
@@ -269,9 +273,8 @@ def attribute_counts(df: object, spec: AttributeHistogramSpec) -> list[dict[int,
         NOT a release: exact counts for the finalizer (noise is added there); never
         publish them.
     """
-    frame = _check_frame(df)
+    frame = single_row_persons(_check_frame(df), spec.privacy_unit)
     codes = encode_codes(frame, spec.domains)
-    check_unit(frame, spec.privacy_unit)
     pairs = F.array(*[
         F.struct(F.lit(j).alias("a"), F.col(f"__c{j}").alias("c"))
         for j in range(len(spec.domains))

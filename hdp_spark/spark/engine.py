@@ -75,11 +75,14 @@ class SparkEngine:
 
     @contextmanager
     def tree_counter(self, spec: CodedSpec) -> Iterator[Any]:
-        from hdp_spark.spark._heavy_hitters import SparkTreeCounter, _check_frame, check_unit
+        from hdp_spark.spark._heavy_hitters import (
+            SparkTreeCounter,
+            _check_frame,
+            single_row_persons,
+        )
 
-        df = _check_frame(self.df)
+        df = single_row_persons(_check_frame(self.df), spec.privacy_unit)
         with SparkTreeCounter.from_frame(df, spec) as counter:
-            check_unit(df, spec.privacy_unit)
             yield counter
 
     def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:

@@ -57,6 +57,11 @@ def _mod(engine):
     return importlib.import_module(f"hdp_spark.{engine.name}")
 
 
+def _local(engine, table) -> pd.DataFrame:
+    """A released table as pandas (Spark: collected)."""
+    return table if engine.name == "pandas" else table.toPandas()
+
+
 def _sdf(spark, pdf: pd.DataFrame):
     """The Spark copy of ``pdf``, repartitioned (row order and partitioning differ)."""
     return spark.createDataFrame(pdf).repartition(3).cache()
@@ -187,16 +192,40 @@ def test_fresh_key_differs_and_seed_replays() -> None:
     assert len({tuple(f.table["noisy_count"].tolist()) for f in fresh}) > 1
 
 
-def test_privacy_unit_check(engine) -> None:
+def test_privacy_unit_counts_persons_with_one_row(engine) -> None:
+    """``privacy_unit``: a repeated id's rows and a null id's row are left out, without an
+    error; the release equals the one over the persons with one row (same key), and the
+    left-out persons' values change nothing (their loss is 0)."""
     pdf = _frame(n=500)
     spec = _spec(privacy_unit="id")
-    out = _mod(engine).heavy_hitters(engine.frame(pdf), spec, unsafe_seed=1)
-    assert out.report.unit_checked
+    mod = _mod(engine)
     dup = pdf.copy()
-    dup.loc[10:14, "id"] = 987654  # 5 rows share an id: 4 repeats
-    with pytest.raises(SchemaError, match="4 row") as err:
-        _mod(engine).heavy_hitters(engine.frame(dup), spec, unsafe_seed=1)
-    assert "987654" not in str(err.value)
+    dup["id"] = dup["id"].astype("float64")
+    dup.loc[10:14, "id"] = 987654.0  # one person with 5 rows
+    dup.loc[20, "id"] = np.nan  # a row without an id
+    kept = dup.drop(index=[*range(10, 15), 20])
+    out = mod.heavy_hitters(engine.frame(dup), spec, unsafe_seed=1)
+    assert out.report.unit_checked
+    ref = mod.heavy_hitters(engine.frame(kept), spec, unsafe_seed=1)
+    pd.testing.assert_frame_equal(_local(engine, out.table), _local(engine, ref.table))
+    other = dup.copy()
+    other.loc[10:14, "color"] = "purple"  # the 5-row person's attribute, in every row
+    other.loc[20, "size"] = 9.0
+    moved = mod.heavy_hitters(engine.frame(other), spec, unsafe_seed=1)
+    pd.testing.assert_frame_equal(_local(engine, moved.table), _local(engine, out.table))
+    hist = {"domains": DOMAINS, "eps0": 1.0, "other": {"level": "a"}}
+    h_dup = mod.attribute_histograms(engine.frame(dup), COLS, privacy_unit="id",
+                                     unsafe_seed=2, **hist)
+    h_ref = mod.attribute_histograms(engine.frame(kept), COLS, privacy_unit="id",
+                                     unsafe_seed=2, **hist)
+    pd.testing.assert_frame_equal(_local(engine, h_dup.table), _local(engine, h_ref.table))
+    assert h_dup.report.unit_checked
+
+
+def test_privacy_unit_missing_column_is_a_schema_error(engine) -> None:
+    with pytest.raises(SchemaError, match="`privacy_unit` column `nope` is not in the table"):
+        _mod(engine).heavy_hitters(engine.frame(_frame(n=200)), _spec(privacy_unit="nope"),
+                                   unsafe_seed=1)
 
 
 def test_schema_errors_name_columns_not_values(engine) -> None:

@@ -55,9 +55,10 @@ def hdp_heavy_hitters(
             reported as null.
         failure_prob: η of the reported detection count F_η.
         beta: released count intervals hold the count noise with probability >= 1 - beta.
-        privacy_unit: id column; if given, the release first checks (one native pass)
-            that ids are unique and non-null, and raises a SchemaError with the number
-            of offending rows otherwise. Without it the caller asserts one row per person.
+        privacy_unit: id column; if given, only persons with exactly one row are counted:
+            the rows of a repeated id and rows without an id are left out (whether a
+            person counts depends on their number of rows only, never on a value; no
+            error). Without it the caller asserts one row per person.
         max_candidates: stop with an error if a node's candidate product exceeds this.
         alias: the output column name inside ``agg`` (default ``"heavy_hitters"``).
         leaf_thresholding: first keep, per attribute, only the values whose noisy count

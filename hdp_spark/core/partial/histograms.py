@@ -49,8 +49,8 @@ class HistogramReport:
         rho_person: per-person zCDP ρ = d · eps_attribute² / 2.
         eps_person_conversion: how eps_person was obtained.
         count_ci_level: 1 - β of the count intervals.
-        privacy_unit: the checked id column, if any.
-        unit_checked: whether one row per person was checked.
+        privacy_unit: the privacy-unit id column, if any.
+        unit_checked: whether the rows were bounded to one per person (``privacy_unit``).
         unsafe_seed: True if the noise came from a caller's seed (not private).
     """
 

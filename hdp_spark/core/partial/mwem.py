@@ -117,7 +117,9 @@ class MwemSpec:
         per_round: ℓ, attribute-disjoint queries selected per round.
         max_domain: largest |𝒳| accepted.
         max_tuples: largest number of ordered attribute-disjoint ℓ-tuples accepted.
-        privacy_unit: optional id column checked to be unique.
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         alias: output name inside ``agg``.
         delta: δ of the reported (ε, δ)-DP conversions (CKS20) of the zCDP guarantees.
         rho_attribute: ½ε₀² (derived).
@@ -250,7 +252,9 @@ def hdp_mwem(
         other: ``{col: value}`` absorbing null/out-of-domain values.
         max_domain: largest accepted |𝒳|.
         max_tuples: largest accepted number of ordered attribute-disjoint ℓ-tuples.
-        privacy_unit: optional id column checked to be unique and non-null.
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         alias: output name inside ``agg`` (default ``"mwem"``).
         delta: δ of the (ε, δ)-DP conversions the report gives (``eps_delta_*_cks20``);
             it changes no noise.

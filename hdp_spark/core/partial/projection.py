@@ -215,7 +215,9 @@ class MarginalsSpec:
         max_domain: largest |𝒳| = ∏ domain sizes the projection enumerates.
         tol: stop the projection when its Frank-Wolfe gap max_u ⟨𝒬(u) - Ŷ, Y - Ŷ⟩ <= tol.
         max_iter: at most this many projection steps.
-        privacy_unit: optional id column checked to be unique (one row per person).
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         alias: output name inside ``agg``.
         budget: the solved public budget (derived).
     """
@@ -316,7 +318,9 @@ def hdp_marginals(
             refuses a larger one.
         tol: projection accuracy (Frank-Wolfe gap).
         max_iter: at most this many projection steps (the report says whether tol was met).
-        privacy_unit: optional id column checked to be unique and non-null.
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         alias: the output name inside ``agg`` (default ``"marginals"``).
 
     Returns:

@@ -135,7 +135,7 @@ class CodedSpec(Protocol):
 
     @property
     def privacy_unit(self) -> str | None:
-        """The id column checked to be unique, if any."""
+        """The privacy-unit id column (persons with one row counted), if any."""
         ...
 
 
@@ -243,7 +243,9 @@ class HeavyHittersSpec:
         count_fraction: ε_count = count_fraction · ε₀ (0: release keys only).
         failure_prob: η of the reported detection count F_η.
         beta: the count intervals hold the count-stage noise with probability >= 1 - β.
-        privacy_unit: optional id column checked to be unique (one row per person).
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         max_candidates: largest candidate product of a node; a larger one stops the
             release (post-processing of the DP lists; raise τ or lower δ).
         leaf_thresholding: threshold every attribute's values first (level 0, τ₀ = τ - μ)
@@ -346,7 +348,9 @@ class AttributeHistogramSpec:
             scale >= 2/ε₀ (changing one attribute moves one person from one cell to another:
             two cells change by 1, an ℓ1 sensitivity of 2).
         beta: the count intervals hold the noise with probability >= 1 - β.
-        privacy_unit: optional id column checked to be unique (one row per person).
+        privacy_unit: optional id column: only persons with exactly one row are
+            counted (rows of a repeated id, and rows without an id, are left out;
+            no error).
         alias: output name inside ``agg`` and of the Spark Column (default
             ``"attribute_histograms"``).
     """
