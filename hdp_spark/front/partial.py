@@ -119,6 +119,7 @@ def release_histograms(
     beta: float = 0.05,
     privacy_unit: str | None = None,
     unsafe_seed: int | str | bytes | None = None,
+    max_rows: int = 1,
 ) -> HistogramResult:
     """Engine-neutral result of :func:`attribute_histograms`.
 
@@ -126,7 +127,8 @@ def release_histograms(
         As :func:`attribute_histograms` (one release, fresh noise unless ``unsafe_seed``).
     """
     spec = attribute_histogram_spec(
-        cols, domains=domains, eps0=eps0, other=other, beta=beta, privacy_unit=privacy_unit
+        cols, domains=domains, eps0=eps0, other=other, beta=beta, privacy_unit=privacy_unit,
+        max_rows=max_rows,
     )
     counts = engine.attribute_counts(spec)
     return finalize_histograms(spec, counts, ReleaseKey.resolve(unsafe_seed))
@@ -142,6 +144,7 @@ def attribute_histograms(
     beta: float = 0.05,
     privacy_unit: str | None = None,
     unsafe_seed: int | str | bytes | None = None,
+    max_rows: int = 1,
 ) -> PartialRelease:
     """Release each attribute's histogram over its public domain under per-attribute ε₀.
 
@@ -154,10 +157,12 @@ def attribute_histograms(
         other: ``{col: value}``: the declared value absorbing null/out-of-domain values;
             other columns get an extra "other" category (``value`` null).
         beta: the count intervals hold the noise with probability >= 1 - beta.
-        privacy_unit: optional id column: only persons with exactly one row are
-            counted (rows of a repeated id, and rows without an id, are left out;
-            no error).
+        privacy_unit: optional id column (the privacy unit): only persons with at most
+            ``max_rows`` rows are counted, with all their rows (rows of an id with more,
+            and rows without an id, are left out; no error).
         unsafe_seed: reproducible noise for tests. UNSAFE in production.
+        max_rows: with ``privacy_unit``, the most rows a counted person has (default 1);
+            the noise scale is 2·max_rows/ε₀ (docs/partial_dp.md).
 
     On Spark, ``attribute_histograms(cols, domains=..., eps0=..., ...)`` with a list of column
     names first (no DataFrame) is the Column aggregator instead, for ``df.agg(...)`` and
@@ -176,11 +181,14 @@ def attribute_histograms(
         parallel composition, Lemma 10). Per person (whole record): the report's
         ``eps_person`` = d·ε₀ pure, or ``rho_person`` = d·ε₀²/2 zCDP. ε₀ enters only
         through the noise scale 2/ε₀ (rounded up). Public: cols, domains, other, n.
-        Null/out-of-domain values are recoded, never raised on.
+        Null/out-of-domain values are recoded, never raised on. With ``privacy_unit``:
+        one attribute of one person across all their rows (or all of a person's rows,
+        per person), scale 2·max_rows/ε₀; n need not be public (module docstring of
+        :mod:`hdp_spark.core.partial.histograms`).
     """
     result = release_histograms(
         engine, cols, domains=domains, eps0=eps0, other=other, beta=beta,
-        privacy_unit=privacy_unit, unsafe_seed=unsafe_seed,
+        privacy_unit=privacy_unit, unsafe_seed=unsafe_seed, max_rows=max_rows,
     )
     rows = [tuple(r[c] for c in HISTOGRAM_COLUMNS) for r in result.rows]
     table = engine.materialize((), [(f.suffix, f) for f in ATTRIBUTE_HISTOGRAM_FIELDS], rows,

@@ -21,8 +21,12 @@ from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas._common import real_dtype
 
-__all__ = ["PandasTreeCounter", "attribute_counts", "encode_codes",
-           "single_row_persons"]
+__all__ = [
+    "PandasTreeCounter",
+    "attribute_counts",
+    "bounded_persons",
+    "encode_codes",
+]
 
 _DENSE_FACTOR = 4
 """Count by bincount when a key space is at most this many times the number of rows."""
@@ -70,17 +74,19 @@ def encode_codes(df: pd.DataFrame, domains: Sequence[AttributeDomain]) -> Codes:
     return out
 
 
-def single_row_persons(df: pd.DataFrame, privacy_unit: str | None) -> pd.DataFrame:
-    """The rows of the persons with exactly one row, when ``privacy_unit`` names the id
-    column (else ``df`` itself): the partial-DP family's privacy unit.
+def bounded_persons(df: pd.DataFrame, privacy_unit: str | None,
+                    max_rows: int = 1) -> pd.DataFrame:
+    """The rows of the persons with at most ``max_rows`` rows (all of them), when
+    ``privacy_unit`` names the id column (else ``df`` itself): the partial-DP family's
+    privacy unit.
 
     Rule (data-independent, no error): a row with a null id, and every row of an id that
-    appears more than once, is left out. Argument: whether a person's rows are kept
-    depends only on how many rows the person has, which a per-attribute neighbour (one
-    attribute of one person changed, in every row) or a whole-record neighbour with the
-    same number of rows leaves as it is. A kept person contributes one row, exactly the
-    row model the mechanisms are calibrated for; a left-out person contributes nothing
-    (their loss is 0). Same rule on Spark (``hdp_spark.spark._heavy_hitters``).
+    appears more than ``max_rows`` times, is left out. Argument: whether a person's rows
+    are kept depends only on how many rows the person has, never on a value, so a change
+    of a counted person's values changes at most their ``max_rows`` rows, and a person who
+    counts nowhere contributes nothing; the mechanisms scale their noise to the rows of a
+    person (``hdp_spark.core.partial.histograms``; one row: the row model). Same rule on
+    Spark (``hdp_spark.spark._heavy_hitters``).
 
     Raises:
         SchemaError: the id column is not in the table (a public fact).
@@ -91,7 +97,11 @@ def single_row_persons(df: pd.DataFrame, privacy_unit: str | None) -> pd.DataFra
         msg = f"`privacy_unit` column `{privacy_unit}` is not in the table."
         raise SchemaError(msg)
     ids = df[privacy_unit]
-    keep = (ids.notna() & ~ids.duplicated(keep=False)).to_numpy(dtype=bool)
+    if max_rows == 1:
+        keep = (ids.notna() & ~ids.duplicated(keep=False)).to_numpy(dtype=bool)
+    else:
+        rows = ids.map(ids.value_counts(dropna=True))
+        keep = (ids.notna() & (rows <= max_rows)).to_numpy(dtype=bool)
     return df if keep.all() else df[keep]
 
 
@@ -166,7 +176,7 @@ def attribute_counts(df: object, spec: AttributeHistogramSpec) -> list[dict[int,
         NOT a release: exact counts for the finalizer (noise is added there); never
         publish them.
     """
-    frame = single_row_persons(_check_frame(df), spec.privacy_unit)
+    frame = bounded_persons(_check_frame(df), spec.privacy_unit, spec.max_rows)
     codes = encode_codes(frame, spec.domains)
     counts = []
     for j, dom in enumerate(spec.domains):

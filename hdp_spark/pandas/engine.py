@@ -82,9 +82,9 @@ class PandasEngine:
 
     @contextmanager
     def tree_counter(self, spec: CodedSpec) -> Iterator[Any]:
-        from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, single_row_persons
+        from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, bounded_persons
 
-        df = single_row_persons(self._frame(), spec.privacy_unit)
+        df = bounded_persons(self._frame(), spec.privacy_unit)
         yield PandasTreeCounter.from_frame(df, spec)
 
     def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:

@@ -34,8 +34,12 @@ from hdp_spark.core.partial.tree import NodeRequest, key_space
 from hdp_spark.errors import InternalError, ParameterError, SchemaError
 from hdp_spark.spark._common import INTEGRAL, NUMERIC
 
-__all__ = ["SparkTreeCounter", "attribute_counts", "encode_codes",
-           "single_row_persons"]
+__all__ = [
+    "SparkTreeCounter",
+    "attribute_counts",
+    "bounded_persons",
+    "encode_codes",
+]
 
 LOOKUP_JOIN_MIN = 64
 """Domains with more values than this are recoded by a broadcast join, not a literal scan."""
@@ -122,11 +126,11 @@ def encode_codes(df: DataFrame, domains: Sequence[AttributeDomain]) -> DataFrame
     return cur.select(*exprs)
 
 
-def single_row_persons(df: DataFrame, privacy_unit: str | None) -> DataFrame:
-    """The rows of the persons with exactly one row, when ``privacy_unit`` names the id
-    column (else ``df``): the rule and its argument are
-    :func:`hdp_spark.pandas._heavy_hitters.single_row_persons`'s (a null or NaN id, and
-    every row of a repeated id, left out; no error). One native window over the id: one
+def bounded_persons(df: DataFrame, privacy_unit: str | None, max_rows: int = 1) -> DataFrame:
+    """The rows of the persons with at most ``max_rows`` rows, when ``privacy_unit`` names
+    the id column (else ``df``): the rule and its argument are
+    :func:`hdp_spark.pandas._heavy_hitters.bounded_persons`'s (a null or NaN id, and every
+    row of an id with more rows, left out; no error). One native window over the id: one
     shuffle, no Spark job of its own.
 
     Raises:
@@ -141,7 +145,7 @@ def single_row_persons(df: DataFrame, privacy_unit: str | None) -> DataFrame:
         present = present & ~F.isnan(uid)
     rows = F.count(F.lit(1)).over(Window.partitionBy(uid))
     return (df.where(present).withColumn("__hdp_person_rows", rows)
-            .where(F.col("__hdp_person_rows") == 1).drop("__hdp_person_rows"))
+            .where(F.col("__hdp_person_rows") <= F.lit(max_rows)).drop("__hdp_person_rows"))
 
 
 def _is_cached(df: DataFrame) -> bool:
@@ -273,7 +277,7 @@ def attribute_counts(df: object, spec: AttributeHistogramSpec) -> list[dict[int,
         NOT a release: exact counts for the finalizer (noise is added there); never
         publish them.
     """
-    frame = single_row_persons(_check_frame(df), spec.privacy_unit)
+    frame = bounded_persons(_check_frame(df), spec.privacy_unit, spec.max_rows)
     codes = encode_codes(frame, spec.domains)
     pairs = F.array(*[
         F.struct(F.lit(j).alias("a"), F.col(f"__c{j}").alias("c"))

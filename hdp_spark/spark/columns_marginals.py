@@ -157,6 +157,7 @@ def attribute_histograms_column(
     alias: str | None = None,
     keys: Keys = None,
     max_records: int = DEFAULT_MAX_RECORDS,
+    max_rows: int = 1,
     **unexpected: Any,
 ) -> Column:
     """Per-attribute histograms as a Spark Column aggregator (``hs.attribute_histograms``
@@ -184,5 +185,5 @@ def attribute_histograms_column(
                f"keyword `{name}`{hint}.")
         raise ParameterError(msg)
     spec = attribute_histogram_spec(cols, domains=domains, eps0=eps0, other=other, beta=beta,
-                                    privacy_unit=privacy_unit, alias=alias)
+                                    privacy_unit=privacy_unit, alias=alias, max_rows=max_rows)
     return _make(spec, keys, max_records)

@@ -78,10 +78,10 @@ class SparkEngine:
         from hdp_spark.spark._heavy_hitters import (
             SparkTreeCounter,
             _check_frame,
-            single_row_persons,
+            bounded_persons,
         )
 
-        df = single_row_persons(_check_frame(self.df), spec.privacy_unit)
+        df = bounded_persons(_check_frame(self.df), spec.privacy_unit)
         with SparkTreeCounter.from_frame(df, spec) as counter:
             yield counter
 

@@ -86,6 +86,7 @@ MWEM_REPORT_FIELDS: tuple[OutputField, ...] = (
 HISTOGRAM_REPORT_FIELDS: tuple[OutputField, ...] = (
     *_fields("float", "eps0 eps_attribute noise_scale eps_person rho_person count_ci_level"),
     *_fields("bool", "unit_checked unsafe_seed"),
+    *_fields("int", "max_rows"),
 )
 """The scalar fields of :class:`~hdp_spark.core.partial.histograms.HistogramReport`."""
 

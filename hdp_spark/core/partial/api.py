@@ -115,6 +115,7 @@ def attribute_histogram_spec(
     beta: float = 0.05,
     privacy_unit: str | None = None,
     alias: str | None = None,
+    max_rows: int = 1,
 ) -> AttributeHistogramSpec:
     """The validated spec of ``attribute_histograms`` (same keywords, plus ``alias``: the
     output name inside ``agg`` and of the Spark Column; see there).
@@ -128,4 +129,5 @@ def attribute_histogram_spec(
         beta=beta,
         privacy_unit=privacy_unit,
         alias=alias,
+        max_rows=max_rows,
     )

@@ -12,16 +12,26 @@ et al., parallel composition over attributes). Changing a person's whole record 
 histogram: per person, basic composition gives d·ε₀ (pure) and, through the
 pure-to-zCDP lift ρ_j = ε₀²/2, ρ_person = Σ_j ρ_j = d·ε₀²/2 (linear in d; zCDP
 composition of independent mechanisms).
+
+With a privacy unit (``privacy_unit``, ``max_rows`` = R): the engines count only persons
+with at most R rows, every row of theirs (a person with more rows, or a row without an id,
+counts nowhere; whether a person counts depends on their number of rows, never on a value).
+Replacing ANY of a counted person's rows, attribute j only or whole rows, or their number
+(down to none), changes histogram j by at most R rows out and R rows in: L1 change <= 2R
+(and <= R when one side counts nowhere). The scale is therefore b >= 2R/ε₀, computed
+exactly as 2R/ε₀ rounded up, and ε₀ = 2R/b per attribute of a person; the per-person
+figures follow as above. R = 1 is the row model (one row per person).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from hdp_spark.core.noise import ReleaseKey, discrete_laplace, encode_context
-from hdp_spark.core.partial.budget import count_scale_for
+from hdp_spark.core.partial.budget import count_scale_for, round_scale_up
 from hdp_spark.core.partial.heavy_hitters import count_half_width
 from hdp_spark.core.partial.spec import AttributeHistogramSpec
 from hdp_spark.errors import InternalError
@@ -43,14 +53,16 @@ class HistogramReport:
         neighbours: the neighbour relation.
         noise: the noise law.
         eps0: the per-attribute budget asked for.
-        eps_attribute: delivered per-attribute ε, 2/noise_scale <= eps0.
+        eps_attribute: delivered ε per attribute of a person, 2·max_rows/noise_scale <=
+            eps0.
         noise_scale: discrete Laplace scale of every cell.
         eps_person: per-person ε = d · eps_attribute (basic composition).
         rho_person: per-person zCDP ρ = d · eps_attribute² / 2.
         eps_person_conversion: how eps_person was obtained.
         count_ci_level: 1 - β of the count intervals.
         privacy_unit: the privacy-unit id column, if any.
-        unit_checked: whether the rows were bounded to one per person (``privacy_unit``).
+        unit_checked: whether the rows were bounded per person (``privacy_unit``).
+        max_rows: the most rows a counted person has (1 without ``privacy_unit``).
         unsafe_seed: True if the noise came from a caller's seed (not private).
     """
 
@@ -67,6 +79,7 @@ class HistogramReport:
     privacy_unit: str | None
     unit_checked: bool
     unsafe_seed: bool
+    max_rows: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a plain dict (tuples as lists)."""
@@ -100,8 +113,10 @@ def finalize_histograms(
     if len(counts) != len(spec.domains):
         msg = "one count table per attribute is needed"
         raise InternalError(msg)
-    scale = count_scale_for(float(spec.eps0))
-    eps = 2.0 / float(scale)
+    per_person = spec.max_rows  # a person's rows: L1 sensitivity 2R (module docstring)
+    scale = (count_scale_for(float(spec.eps0)) if per_person == 1 else
+             round_scale_up(Fraction(2 * per_person) / Fraction(float(spec.eps0))))
+    eps = 2.0 * per_person / float(scale)
     width = count_half_width(scale, spec.beta)
     rows: list[dict[str, Any]] = []
     for j, (dom, table) in enumerate(zip(spec.domains, counts, strict=True)):
@@ -124,7 +139,9 @@ def finalize_histograms(
     d = len(spec.domains)
     report = HistogramReport(
         attributes=spec.cols,
-        neighbours="replacement: one person's record changes, the number of rows n is public",
+        neighbours=("replacement: one person's record changes, the number of rows n is public"
+                    if spec.privacy_unit is None else
+                    f"one person's rows change (a person counts with at most {per_person} row(s))"),
         noise="exact discrete Laplace",
         eps0=float(spec.eps0),
         eps_attribute=eps,
@@ -133,11 +150,12 @@ def finalize_histograms(
         rho_person=d * eps * eps / 2.0,
         eps_person_conversion=(
             f"basic composition of {d} column histograms, each {eps:.6g}-DP "
-            "(L1 sensitivity 2 per column)"
+            f"(L1 sensitivity {2 * per_person} per column)"
         ),
         count_ci_level=1.0 - spec.beta,
         privacy_unit=spec.privacy_unit,
         unit_checked=spec.privacy_unit is not None,
+        max_rows=per_person,
         unsafe_seed=release_key.unsafe,
     )
     return HistogramResult(tuple(rows), report)

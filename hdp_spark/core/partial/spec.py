@@ -221,6 +221,16 @@ def _probability(name: str, value: object, upper: float = 1.0) -> float:
     return v
 
 
+def _check_max_rows(max_rows: object, privacy_unit: object) -> None:
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        msg = f"`max_rows` must be a positive int, got {max_rows!r}."
+        raise ParameterError(msg)
+    if privacy_unit is None and max_rows != 1:
+        msg = (f"`max_rows` bounds the rows of a person: it needs `privacy_unit` (the id "
+               f"column), got max_rows={max_rows!r} without it.")
+        raise ParameterError(msg)
+
+
 def _check_unit(privacy_unit: object, cols: tuple[str, ...]) -> None:
     if privacy_unit is None:
         return
@@ -348,11 +358,13 @@ class AttributeHistogramSpec:
             scale >= 2/ε₀ (changing one attribute moves one person from one cell to another:
             two cells change by 1, an ℓ1 sensitivity of 2).
         beta: the count intervals hold the noise with probability >= 1 - β.
-        privacy_unit: optional id column: only persons with exactly one row are
-            counted (rows of a repeated id, and rows without an id, are left out;
+        privacy_unit: optional id column: only persons with at most ``max_rows`` rows
+            are counted (rows of an id with more, and rows without an id, are left out;
             no error).
         alias: output name inside ``agg`` and of the Spark Column (default
             ``"attribute_histograms"``).
+        max_rows: the most rows a person may have to be counted (with ``privacy_unit``);
+            the noise grows with it (scale 2·max_rows/ε₀).
     """
 
     domains: tuple[AttributeDomain, ...]
@@ -360,6 +372,7 @@ class AttributeHistogramSpec:
     beta: float = 0.05
     privacy_unit: str | None = None
     alias: str | None = None
+    max_rows: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.domains, tuple) or not self.domains or not all(
@@ -373,6 +386,7 @@ class AttributeHistogramSpec:
         _positive("eps0", self.eps0)
         _probability("beta", self.beta)
         _check_unit(self.privacy_unit, self.cols)
+        _check_max_rows(self.max_rows, self.privacy_unit)
         if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
             msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
             raise ParameterError(msg)
