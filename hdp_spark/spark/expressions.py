@@ -18,7 +18,8 @@ from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
 from hdp_spark.spark.sql_text import double_array_lit, double_lit, ident
 
-__all__ = ["GRID_JOIN_MIN_POINTS", "encode_expr", "encode_sql", "level_expr", "with_level"]
+__all__ = ["GRID_JOIN_MIN_POINTS", "encode_expr", "encode_sql", "encode_text", "level_expr",
+           "with_level"]
 
 _INF = float("inf")
 
@@ -159,15 +160,36 @@ def encode_sql(
     floating: bool = True,
 ) -> str:
     """SQL text of :func:`encode_expr` (for building a whole aggregate as one string)."""
-    x = f"CAST({ident(column)} AS DOUBLE)"
-    fill_s = double_lit(fill)
-    if floating:
-        x = f"nanvl({x}, {fill_s})"  # NaN -> fill (null stays null)
-    if nullable:
-        x = f"coalesce({x}, {fill_s})"  # null -> fill
-    x = f"least(greatest({x}, {double_lit(lower)}), {double_lit(upper)})"
     span = float(upper) - float(lower)
-    u = f"(({x} - {double_lit(lower)}) / {double_lit(span)})"
+    return encode_text(ident(column), double_lit(lower), double_lit(upper), double_lit(span),
+                       double_lit(fill), nullable=nullable, floating=floating)
+
+
+def encode_text(
+    column: str,
+    lower: str,
+    upper: str,
+    span: str,
+    fill: str,
+    *,
+    nullable: bool = True,
+    floating: bool = True,
+) -> str:
+    """The SQL text of the encoding over SQL texts: ``column`` an identifier, the bounds,
+    their span (``upper - lower`` as a double) and the fill double expressions. The one
+    template of :func:`encode_sql` and of the SQL functions' per-row expressions (the JVM
+    substitutes the call's arguments and constants for identifiers in it).
+
+    Privacy:
+        None: a per-row expression of public rules.
+    """
+    x = f"CAST({column} AS DOUBLE)"
+    if floating:
+        x = f"nanvl({x}, {fill})"  # NaN -> fill (null stays null)
+    if nullable:
+        x = f"coalesce({x}, {fill})"  # null -> fill
+    x = f"least(greatest({x}, {lower}), {upper})"
+    u = f"(({x} - {lower}) / {span})"
     return f"CAST(floor({u} * {double_lit(float(FIXED_ONE))} + 0.5D) AS BIGINT)"
 
 
