@@ -19,13 +19,33 @@ from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_
 from hdp_spark.spark.sql_text import double_array_lit, double_lit, ident
 
 __all__ = ["GRID_JOIN_MIN_POINTS", "encode_expr", "encode_sql", "encode_text", "level_expr",
-           "with_level"]
+           "level_sql", "with_level"]
 
 _INF = float("inf")
 
 
+def level_sql(eps: str) -> str:
+    """The SQL text of :func:`level_expr` without a grid, over the SQL text ``eps`` (an
+    identifier): the exact ε with the public floor and cap, invalid ε coded. The one
+    template of the exact level of the Columns and of the SQL functions.
+
+    Privacy:
+        None: reads the public ε column.
+    """
+    raw = f"CAST({eps} AS DOUBLE)"
+    zero, inf, cap = double_lit(0.0), double_lit(_INF), double_lit(EPS_CAP)
+    capped = (
+        f"CASE WHEN ({raw} > {zero} AND {raw} < {double_lit(EPS_FLOOR)}) OR {raw} = {zero} "
+        f"THEN {zero} WHEN {raw} > {cap} AND {raw} < {inf} THEN {cap} ELSE {raw} END"
+    )
+    return (f"CASE WHEN {raw} IS NULL OR isnan({raw}) OR {raw} < {zero} "
+            f"THEN {double_lit(INVALID_LEVEL)} ELSE {capped} END")
+
+
 def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     """ε column -> level code (see :mod:`hdp_spark.core.levels`)."""
+    if grid is None:
+        return F.expr(level_sql(ident(eps)))
     raw = F.expr(f"CAST({ident(eps)} AS DOUBLE)")
     invalid = raw.isNull() | F.isnan(raw) | (raw < F.lit(0.0))
     # the public floor and cap come first (positive ε < EPS_FLOOR -> 0, finite ε > EPS_CAP

@@ -8,20 +8,14 @@ import java.util.Map;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
-import org.apache.spark.sql.catalyst.FunctionIdentifier;
-import org.apache.spark.sql.catalyst.analysis.FunctionRegistry$;
-import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute;
-import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.Option;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
@@ -134,7 +128,10 @@ final class HdpSqlUserMean extends AbstractFunction1<Seq<Expression>, Expression
     names.put("__hdp_upper", Literal.create(hi, DataTypes.DoubleType));
     names.put("__hdp_span", Literal.create(hi - lo, DataTypes.DoubleType));
     names.put("__hdp_fill", Literal.create(fill, DataTypes.DoubleType));
-    List<Expression> rows = template(ROWS_CONF, 3, names);
+    List<Expression> rows = new ArrayList<>();
+    for (JsonNode t : SqlTemplate.conf(ROWS_CONF, FUNCTION)) {
+      rows.add(SqlTemplate.expr(t.asText(), names));
+    }
     List<Expression> kids = new ArrayList<>();
     kids.add(new HdpGroup());  // HdpUsers.GROUP, then HdpUsers.QUERY
     kids.add(new HdpQuery(groups));
@@ -162,59 +159,5 @@ final class HdpSqlUserMean extends AbstractFunction1<Seq<Expression>, Expression
     fin.add(lower);  // as written: an integer bound stays an integer, as in the Python spec
     fin.add(upper);
     return SqlFinalize.named(FUNCTION, in, SqlFinalize.call(FUNCTION, FINALIZE, fin));
-  }
-
-  /**
-   * The {@code size} expressions of the SQL template that register_sql put in the session
-   * conf {@code conf} (a JSON list of texts), with {@code names} substituted for their
-   * identifiers and the built-in functions resolved.
-   */
-  static List<Expression> template(String conf, int size, Map<String, Expression> names) {
-    String text = org.apache.spark.sql.internal.SQLConf.get().getConfString(conf, "");
-    JsonNode list;
-    try {
-      list = new ObjectMapper().readTree(text);
-    } catch (Exception e) {
-      list = null;
-    }
-    if (list == null || !list.isArray() || list.size() != size) {
-      throw new IllegalStateException(FUNCTION + " in SQL needs its finalize: call "
-          + "hdp_spark.spark.register_sql(spark) on this session first");
-    }
-    List<Expression> out = new ArrayList<>();
-    for (JsonNode t : list) {
-      out.add(substitute(CatalystSqlParser$.MODULE$.parseExpression(t.asText()), names));
-    }
-    return out;
-  }
-
-  private static Expression substitute(Expression e, Map<String, Expression> names) {
-    if (e instanceof UnresolvedAttribute) {
-      Expression a = names.get(((UnresolvedAttribute) e).name());
-      if (a == null) {
-        throw new IllegalStateException("hdp_spark: the SQL template names an unknown input "
-            + ((UnresolvedAttribute) e).name());
-      }
-      return a;
-    }
-    List<Expression> kids = new ArrayList<>();
-    boolean changed = false;
-    for (Expression k : CollectionConverters.asJava(e.children())) {
-      Expression r = substitute(k, names);
-      kids.add(r);
-      changed |= r != k;
-    }
-    Expression out = changed ? e.withNewChildren(HdpCells.seq(kids)) : e;
-    if (out instanceof UnresolvedFunction) {
-      UnresolvedFunction call = (UnresolvedFunction) out;
-      FunctionIdentifier id = new FunctionIdentifier(call.nameParts().last(), Option.empty(),
-          Option.empty());
-      try {
-        return (Expression) FunctionRegistry$.MODULE$.builtin().lookupFunction(id, call.arguments());
-      } catch (Exception ex) {  // AnalysisException is checked in Java
-        throw new IllegalStateException(ex.getMessage(), ex);
-      }
-    }
-    return out;
   }
 }
