@@ -167,3 +167,14 @@ def test_without_register_sql_the_call_says_so(spark: Any, users: Any) -> None:
             spark.sql("SELECT hdp_user_mean(x, eps, user, 0, 10) FROM users")
     finally:
         spark.conf.set(ROWS_CONF, saved)
+
+
+def test_every_registered_sql_function_exists(spark: Any, users: Any) -> None:
+    """Each registration's ``sql`` names a function of the session (the descriptor's word
+    is kept); the user-level mean and the scalar local-DP aggregators have one."""
+    from hdp_spark.aggregators.registry import aggregators
+
+    named = {a.name: a.sql for a in aggregators() if a.sql is not None}
+    assert {"user_mean", "ldp_mean", "ldp_distribution"} <= set(named)
+    for function in named.values():
+        assert spark.catalog.functionExists(function), function
