@@ -104,7 +104,8 @@ def test_unmarked_reports_need_already_randomized(spark: Any, reports: Any) -> N
     marked_rows = spark.sql("SELECT hdp_ldp_mean(rr, eps, '{\"mechanism\": \"rr\"}') AS r "
                             "FROM reports").collect()
     assert _same(_plain(declared[0]["r"]), _plain(marked_rows[0]["r"]))
-    with pytest.raises(Exception, match="hdp_ldp_report"):  # a marker of another mechanism
+    with pytest.raises(Exception, match="holds `laplace` reports, but its aggregator "
+                                        "expects `rr` reports"):  # another mechanism's marker
         spark.sql("SELECT hdp_ldp_mean(lap, eps, '{\"mechanism\": \"rr\"}') FROM reports")
 
 
