@@ -167,3 +167,24 @@ def test_without_register_sql_the_call_says_so(spark: Any, reports: Any) -> None
             spark.sql("SELECT hdp_ldp_mean(rr, eps, '{\"mechanism\": \"rr\"}') FROM reports")
     finally:
         spark.conf.set(ROWS_CONF, saved)
+
+
+def test_constants_the_jvm_read_otherwise_are_refused() -> None:
+    """The finalize's check of the JVM's constants against the spec's (the bounds of a
+    mean, the oracle's m), on the values the JVM would pass."""
+    from hdp_spark.errors import ParameterError
+    from hdp_spark.spark.sql_ldp import _check_used, spec_of
+
+    mean = spec_of("mean", '{"mechanism": "laplace", "lower": 5, "upper": 15}', ["r", "e"])
+    _check_used("hdp_ldp_mean", mean, {"lower": 5.0, "upper": 15.0})
+    with pytest.raises(ParameterError, match="constants of hdp_ldp_mean cannot be read"):
+        _check_used("hdp_ldp_mean", mean, {"lower": 5.0, "upper": 15.000000000000002})
+    text = '{"oracle": {"d": 2, "m": 4, "phi_seed": 1}}'
+    pmf = spec_of("distribution", text, ["j", "b", "e"])
+    _check_used("hdp_ldp_distribution", pmf, {"m": 4})
+    with pytest.raises(ParameterError, match="constants of hdp_ldp_distribution"):
+        _check_used("hdp_ldp_distribution", pmf, {"m": 5})
+    with pytest.raises(ParameterError, match="`options` of hdp_ldp_mean must be a JSON"):
+        spec_of("mean", "[]", ["r", "e"])
+    with pytest.raises(ParameterError, match=r"`oracle` \(in the options"):
+        spec_of("distribution", '{"oracle": 3}', ["j", "b", "e"])

@@ -178,3 +178,23 @@ def test_every_registered_sql_function_exists(spark: Any, users: Any) -> None:
     assert {"user_mean", "ldp_mean", "ldp_distribution"} <= set(named)
     for function in named.values():
         assert spark.catalog.functionExists(function), function
+
+
+def test_a_fill_the_jvm_reads_otherwise_is_refused(spark: Any, users: Any) -> None:
+    """Integer bounds beyond 2**53: the midpoint the JVM computes in doubles is not the
+    spec's exact one, so the finalize refuses the call rather than release a row whose
+    encoding is not the release API's."""
+    lower, upper = 484122828592498198, 4983806275120854179
+    assert (float(lower) + float(upper)) / 2 != (lower + upper) / 2
+    with pytest.raises(Exception, match="`fill` of hdp_user_mean cannot be read the same way"):
+        spark.sql(f"SELECT hdp_user_mean(x, eps, user, {lower}, {upper}) FROM users").collect()
+
+
+def test_options_that_are_not_an_object_are_refused_by_the_finalize_too() -> None:
+    from hdp_spark.errors import ParameterError
+    from hdp_spark.spark.sql_users import spec_of
+
+    with pytest.raises(ParameterError, match="`options` of hdp_user_mean must be a JSON"):
+        spec_of("[1]", "x", "user", "eps", 0, 10)
+    spec, kwargs = spec_of('{"fill": 2}', "x", "user", "eps", 0, 10.0)
+    assert (spec.lower, spec.upper, spec.fill_value, kwargs) == (0, 10.0, 2.0, {"fill": 2})
