@@ -54,7 +54,7 @@ for _aggregator in (
                column_field="bins", sql="hdp_histogram", job_kind="histogram",
                explain=explain_specs, selected=SelectedHistogramKernel()),
     Aggregator("user_mean", (UserMeanSpec,), UserMeanKernel(), hdp_user_mean,
-               column_field="estimate",
+               column_field="estimate", sql="hdp_user_mean",
                column_builder="hdp_spark.spark.columns_users:column_for",
                job_kind="user_mean", explain=explain_user_means_public,
                output_range=_bounds),
@@ -72,10 +72,10 @@ for _aggregator in (
                column_builder=_RECORDS_COLUMN, sql="hdp_attribute_histograms"),
     Aggregator("ldp_mean", (LdpMeanSpec,), _LDP, ldp_mean, job_kind="ldp_mean",
                explain=explain_ldp_means, output_range=_bounds, column_field="estimate",
-               column_builder=_LDP_COLUMN),
+               column_builder=_LDP_COLUMN, sql="hdp_ldp_mean"),
     Aggregator("ldp_mean_vector", (LdpVectorMeanSpec,), _LDP, ldp_mean_vector,
                column_field="estimate", column_builder=_LDP_COLUMN),
     Aggregator("ldp_distribution", (LdpDistributionSpec,), _LDP, ldp_distribution,
-               column_field="estimate", column_builder=_LDP_COLUMN),
+               column_field="estimate", column_builder=_LDP_COLUMN, sql="hdp_ldp_distribution"),
 ):
     register_aggregator(_aggregator)

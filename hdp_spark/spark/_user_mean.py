@@ -50,9 +50,10 @@ from hdp_spark.spark._common import (
     field,
     is_dataframe,
 )
-from hdp_spark.spark.expressions import encode_expr, level_expr
+from hdp_spark.spark.expressions import encode_text, level_expr
+from hdp_spark.spark.sql_text import double_lit, ident
 
-__all__ = ["SparkUsers", "row_exprs"]
+__all__ = ["SparkUsers", "row_exprs", "row_sql"]
 
 
 RADIX_BITS = 12
@@ -76,6 +77,21 @@ def _key_gt(h: Column, text: Column, bound_h: Column, bound_t: Column) -> Column
     return (h > bound_h) | ((h == bound_h) & (text > bound_t))
 
 
+def row_sql(value: str, eps: str, lower: str, upper: str, span: str, fill: str
+            ) -> tuple[str, str, str]:
+    """The SQL text of :func:`row_exprs` over SQL texts (``value`` and ``eps`` identifiers,
+    the bounds, their span and the fill double expressions): the one template of the
+    release API's, the Column's and the SQL function's per-row expressions.
+
+    Privacy:
+        None: public, data-independent per-row rules.
+    """
+    e = f"CAST({eps} AS DOUBLE)"
+    invalid = f"({e} IS NULL OR isnan({e}) OR {e} < 0.0D)"
+    return (encode_text(value, lower, upper, span, fill), f"CASE WHEN NOT {invalid} THEN {e} END",
+            f"CAST({invalid} AS BIGINT)")
+
+
 def row_exprs(spec: UserMeanSpec) -> tuple[Column, Column, Column]:
     """The per-row expressions of pass 1 (the release API's and the Column's ``hdp_users``):
     the clamped, imputed, fixed-point encoded value (bigint), the row's ε when valid (double;
@@ -84,10 +100,10 @@ def row_exprs(spec: UserMeanSpec) -> tuple[Column, Column, Column]:
     Privacy:
         None: public, data-independent per-row rules; a bad value never raises.
     """
-    e = F.col(spec.eps).cast("double")
-    invalid = e.isNull() | F.isnan(e) | (e < F.lit(0.0))
-    return (encode_expr(spec.column, spec.lower, spec.upper, spec.fill_value),
-            F.when(~invalid, e), invalid.cast("long"))
+    texts = row_sql(ident(spec.column), ident(spec.eps), double_lit(spec.lower),
+                    double_lit(spec.upper), double_lit(spec.span), double_lit(spec.fill_value))
+    q, e, bad = (F.expr(t) for t in texts)
+    return q, e, bad
 
 
 class SparkUsers:

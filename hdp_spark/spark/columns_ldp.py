@@ -42,13 +42,15 @@ from hdp_spark.core.ldp.release import report_roles
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark.columns import Inputs, _Aggregate, _groups, built_column
+from hdp_spark.spark.expressions import level_sql
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
 )
 from hdp_spark.spark.ldp_finalize import arrow_finalize_ldp, ldp_fields
-from hdp_spark.spark.ldp_inputs import level_of, row_inputs
+from hdp_spark.spark.ldp_inputs import row_inputs
 from hdp_spark.spark.output import spark_type
+from hdp_spark.spark.sql_text import ident
 
 __all__ = ["LDP_CELLS", "column_for", "ldp_distribution", "ldp_mean", "ldp_mean_vector",
            "native_ldp_cells"]
@@ -67,8 +69,9 @@ def native_ldp_cells(spec: Any, groups: str, already_randomized: bool = False) -
         NOT a release: the exact cells of the reports, for the finalize (and tests) only.
         The reports are already ε_i-LDP; a malformed report is counted, never raised on.
     """
-    level = level_of(spec)
-    index, q = row_inputs(spec, level)
+    text = level_sql(ident(spec.eps))
+    level = F.expr(text)
+    index, q = row_inputs(spec, text)
     roles = report_roles(spec)
     checked = [spec.eps, *(column for _, column, _ in roles)]
     args = [F.lit(groups), level, index, q, F.lit(roles[0][2]), F.lit(already_randomized),

@@ -18,13 +18,34 @@ from hdp_spark.core.encoding import FIXED_ONE
 from hdp_spark.core.levels import BELOW_GRID_LEVEL, EPS_CAP, EPS_FLOOR, INVALID_LEVEL, EpsGrid
 from hdp_spark.spark.sql_text import double_array_lit, double_lit, ident
 
-__all__ = ["GRID_JOIN_MIN_POINTS", "encode_expr", "encode_sql", "level_expr", "with_level"]
+__all__ = ["GRID_JOIN_MIN_POINTS", "encode_expr", "encode_sql", "encode_text", "level_expr",
+           "level_sql", "with_level"]
 
 _INF = float("inf")
 
 
+def level_sql(eps: str) -> str:
+    """The SQL text of :func:`level_expr` without a grid, over the SQL text ``eps`` (an
+    identifier): the exact ε with the public floor and cap, invalid ε coded. The one
+    template of the exact level of the Columns and of the SQL functions.
+
+    Privacy:
+        None: reads the public ε column.
+    """
+    raw = f"CAST({eps} AS DOUBLE)"
+    zero, inf, cap = double_lit(0.0), double_lit(_INF), double_lit(EPS_CAP)
+    capped = (
+        f"CASE WHEN ({raw} > {zero} AND {raw} < {double_lit(EPS_FLOOR)}) OR {raw} = {zero} "
+        f"THEN {zero} WHEN {raw} > {cap} AND {raw} < {inf} THEN {cap} ELSE {raw} END"
+    )
+    return (f"CASE WHEN {raw} IS NULL OR isnan({raw}) OR {raw} < {zero} "
+            f"THEN {double_lit(INVALID_LEVEL)} ELSE {capped} END")
+
+
 def level_expr(eps: str, grid: EpsGrid | None) -> Column:
     """ε column -> level code (see :mod:`hdp_spark.core.levels`)."""
+    if grid is None:
+        return F.expr(level_sql(ident(eps)))
     raw = F.expr(f"CAST({ident(eps)} AS DOUBLE)")
     invalid = raw.isNull() | F.isnan(raw) | (raw < F.lit(0.0))
     # the public floor and cap come first (positive ε < EPS_FLOOR -> 0, finite ε > EPS_CAP
@@ -159,15 +180,36 @@ def encode_sql(
     floating: bool = True,
 ) -> str:
     """SQL text of :func:`encode_expr` (for building a whole aggregate as one string)."""
-    x = f"CAST({ident(column)} AS DOUBLE)"
-    fill_s = double_lit(fill)
-    if floating:
-        x = f"nanvl({x}, {fill_s})"  # NaN -> fill (null stays null)
-    if nullable:
-        x = f"coalesce({x}, {fill_s})"  # null -> fill
-    x = f"least(greatest({x}, {double_lit(lower)}), {double_lit(upper)})"
     span = float(upper) - float(lower)
-    u = f"(({x} - {double_lit(lower)}) / {double_lit(span)})"
+    return encode_text(ident(column), double_lit(lower), double_lit(upper), double_lit(span),
+                       double_lit(fill), nullable=nullable, floating=floating)
+
+
+def encode_text(
+    column: str,
+    lower: str,
+    upper: str,
+    span: str,
+    fill: str,
+    *,
+    nullable: bool = True,
+    floating: bool = True,
+) -> str:
+    """The SQL text of the encoding over SQL texts: ``column`` an identifier, the bounds,
+    their span (``upper - lower`` as a double) and the fill double expressions. The one
+    template of :func:`encode_sql` and of the SQL functions' per-row expressions (the JVM
+    substitutes the call's arguments and constants for identifiers in it).
+
+    Privacy:
+        None: a per-row expression of public rules.
+    """
+    x = f"CAST({column} AS DOUBLE)"
+    if floating:
+        x = f"nanvl({x}, {fill})"  # NaN -> fill (null stays null)
+    if nullable:
+        x = f"coalesce({x}, {fill})"  # null -> fill
+    x = f"least(greatest({x}, {lower}), {upper})"
+    u = f"(({x} - {lower}) / {span})"
     return f"CAST(floor({u} * {double_lit(float(FIXED_ONE))} + 0.5D) AS BIGINT)"
 
 

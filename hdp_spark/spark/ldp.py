@@ -68,7 +68,7 @@ def _collect_cells(
 def _scalar_frame(df: DataFrame, spec: LdpSpec, by: tuple[str, ...]) -> DataFrame:
     """One row per report: (group, level, index, limbs of q)."""
     level = F.col("__level")
-    idx, q = row_inputs(spec, level)
+    idx, q = row_inputs(spec, "`__level`")
     return df.select(*by, level, idx.alias("__idx"), *limbs(q, "__"))
 
 
@@ -76,7 +76,7 @@ def _vector_frame(df: DataFrame, spec: LdpVectorMeanSpec, by: tuple[str, ...]) -
     """One row per coordinate after ``posexplode``: small expressions that stay
     code-generated (one sum per coordinate was ~5x slower at d = 10, measured)."""
     level = F.col("__level")
-    p = vector_parts(spec, level)
+    p = vector_parts(spec, "`__level`")
     exploded = df.select(*by, level, p.valid.alias("__valid"), p.use.alias("__use"),
                          p.bound.alias("__bound"), F.posexplode(p.array).alias("__pos", "__val"))
     q = vector_q(F.col("__val"), F.col("__use"), F.col("__bound"), spec.radius)

@@ -21,10 +21,11 @@ from pyspark.sql import functions as F
 from hdp_spark.core.ldp.common import DUCHI_BOUND_SLACK, FRACTION_BITS, LIMB_BITS, sphere_constant
 from hdp_spark.core.ldp.specs import LdpDistributionSpec, LdpMeanSpec, LdpVectorMeanSpec
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark.expressions import level_expr
+from hdp_spark.spark.expressions import level_sql
+from hdp_spark.spark.sql_text import double_lit, ident
 
-__all__ = ["ROW_INPUTS", "VectorParts", "level_of", "limbs", "row_inputs", "vector_parts",
-           "vector_q"]
+__all__ = ["ROW_INPUTS", "VectorParts", "distribution_sql", "level_of", "limbs", "mean_sql",
+           "row_inputs", "vector_parts", "vector_q"]
 
 _INF = float("inf")
 _LO_MASK = (1 << LIMB_BITS) - 1
@@ -36,20 +37,27 @@ def level_of(spec: Any) -> Column:
     Privacy:
         None: reads the public ε column.
     """
-    return level_expr(spec.eps, None)
+    return F.expr(level_sql(ident(spec.eps)))
 
 
-def _usable(level: Column) -> Column:
-    return (level > F.lit(0.0)) & (level < F.lit(_INF))
+def _usable(level: str) -> str:
+    return f"({level} > {double_lit(0.0)} AND {level} < {double_lit(_INF)})"
 
 
-def _safe(level: Column) -> Column:
+def _safe(level: str) -> str:
     """The level where it is a usable ε, else 1.0 (no division by zero in ANSI mode)."""
-    return F.when(_usable(level), level).otherwise(F.lit(1.0))
+    return f"CASE WHEN {_usable(level)} THEN {level} ELSE {double_lit(1.0)} END"
 
 
-def _encode(value: Column, bound: Column) -> Column:
+def _encode(value: str, bound: str) -> str:
     """Mirror of :func:`hdp_spark.core.ldp.common.encode_reports_numpy`."""
+    clipped = f"least(greatest({value}, -({bound})), {bound})"
+    return (f"CAST(floor({clipped} * {double_lit(float(2**FRACTION_BITS))} + "
+            f"{double_lit(0.5)}) AS BIGINT)")
+
+
+def _encode_column(value: Column, bound: Column) -> Column:
+    """:func:`_encode` over Columns (a vector's coordinates are lambda variables)."""
     clipped = F.least(F.greatest(value, -bound), bound)
     return F.floor(clipped * F.lit(float(2**FRACTION_BITS)) + F.lit(0.5)).cast("long")
 
@@ -67,33 +75,55 @@ def limbs(q: Column, name: str) -> list[Column]:
     ]
 
 
-def _mean_inputs(spec: LdpMeanSpec, level: Column) -> tuple[Column, Column]:
-    y = F.col(spec.report).cast("double")
-    valid = y.isNotNull() & ~F.isnan(y)
-    use = valid & _usable(level)
-    if spec.mechanism == "laplace":
-        mid = (float(spec.lower) + float(spec.upper)) / 2.0
-        half = (float(spec.upper) - float(spec.lower)) / 2.0
-        z = (y - F.lit(mid)) / F.lit(half)
-        bound = (F.lit(128.0) / _safe(level)) + F.lit(1.0)
+def mean_sql(mechanism: str, report: str, level: str, lower: str, upper: str
+             ) -> tuple[str, str]:
+    """The SQL texts ``(index, q)`` of a scalar mean's reports over SQL texts (``report``
+    an identifier, ``level`` the row's level, the bounds double expressions): the one
+    template of the release path, the Column and the SQL function.
+
+    Privacy:
+        None: per-row expressions over the reports (already ε_i-LDP).
+    """
+    y = f"CAST({report} AS DOUBLE)"
+    valid = f"({y} IS NOT NULL AND NOT isnan({y}))"
+    use = f"({valid} AND {_usable(level)})"
+    if mechanism == "laplace":
+        two = double_lit(2.0)
+        z = f"(({y} - (({lower} + {upper}) / {two})) / (({upper} - {lower}) / {two}))"
+        bound = f"(({double_lit(128.0)} / {_safe(level)}) + {double_lit(1.0)})"
         q = _encode(z, bound)
     else:
-        q = F.signum(y).cast("long")
-    q = F.when(use, q).otherwise(F.lit(0).cast("long"))
-    return F.when(valid, F.lit(0)).otherwise(F.lit(-1)).cast("long"), q
+        q = f"CAST(signum({y}) AS BIGINT)"
+    return (f"CAST(CASE WHEN {valid} THEN 0 ELSE -1 END AS BIGINT)",
+            f"CASE WHEN {use} THEN {q} ELSE CAST(0 AS BIGINT) END")
 
 
-def _distribution_inputs(spec: LdpDistributionSpec, level: Column) -> tuple[Column, Column]:
-    j = F.col(spec.index).cast("double")
-    b = F.col(spec.sign).cast("double")
-    m = float(spec.oracle.m)
-    valid = (
-        j.isNotNull() & ~F.isnan(j) & (j >= F.lit(0.0)) & (j < F.lit(m))
-        & (j == F.floor(j).cast("double")) & b.isNotNull() & ~F.isnan(b)
-    )
-    use = valid & _usable(level)
-    q = F.when(use, F.signum(b)).otherwise(F.lit(0.0)).cast("long")
-    return F.when(valid, j.cast("long")).otherwise(F.lit(-1).cast("long")), q
+def distribution_sql(index: str, sign: str, level: str, m: str) -> tuple[str, str]:
+    """The SQL texts ``(index, q)`` of frequency-oracle reports over SQL texts (``index``
+    and ``sign`` identifiers, ``level`` the row's level, ``m`` the oracle's row count as a
+    double): the one template of the release path, the Column and the SQL function.
+
+    Privacy:
+        None: per-row expressions over the reports (already ε_i-LDP).
+    """
+    j, b = f"CAST({index} AS DOUBLE)", f"CAST({sign} AS DOUBLE)"
+    valid = (f"({j} IS NOT NULL AND NOT isnan({j}) AND {j} >= {double_lit(0.0)} AND {j} < {m} "
+             f"AND {j} = CAST(floor({j}) AS DOUBLE) AND {b} IS NOT NULL AND NOT isnan({b}))")
+    use = f"({valid} AND {_usable(level)})"
+    return (f"CASE WHEN {valid} THEN CAST({j} AS BIGINT) ELSE CAST(-1 AS BIGINT) END",
+            f"CAST(CASE WHEN {use} THEN signum({b}) ELSE {double_lit(0.0)} END AS BIGINT)")
+
+
+def _mean_inputs(spec: LdpMeanSpec, level: str) -> tuple[Column, Column]:
+    index, q = mean_sql(spec.mechanism, ident(spec.report), level,
+                        double_lit(float(spec.lower)), double_lit(float(spec.upper)))
+    return F.expr(index), F.expr(q)
+
+
+def _distribution_inputs(spec: LdpDistributionSpec, level: str) -> tuple[Column, Column]:
+    index, q = distribution_sql(ident(spec.index), ident(spec.sign), level,
+                                double_lit(float(spec.oracle.m)))
+    return F.expr(index), F.expr(q)
 
 
 @dataclass(frozen=True, eq=False)  # Columns do not compare as booleans
@@ -108,8 +138,9 @@ class VectorParts:
     array: Column
 
 
-def vector_parts(spec: LdpVectorMeanSpec, level: Column) -> VectorParts:
-    """The per-row parts of ``spec`` (see :class:`VectorParts`).
+def vector_parts(spec: LdpVectorMeanSpec, level: str) -> VectorParts:
+    """The per-row parts of ``spec`` (see :class:`VectorParts`; ``level``: the SQL text of
+    the row's level).
 
     Privacy:
         None: per-row expressions, nothing is published.
@@ -122,10 +153,9 @@ def vector_parts(spec: LdpVectorMeanSpec, level: Column) -> VectorParts:
         & (F.size(arr) == F.lit(spec.d))
         & ~F.array_contains(arr, F.lit(float("nan")))
     )
-    bound = (((F.lit(2.0) / _safe(level)) + F.lit(1.0)) * F.lit(sphere_constant(spec.d))) * F.lit(
-        DUCHI_BOUND_SLACK
-    )
-    use = valid & _usable(level)
+    bound = ((F.lit(2.0) / F.expr(_safe(level))) + F.lit(1.0)) * F.lit(
+        sphere_constant(spec.d)) * F.lit(DUCHI_BOUND_SLACK)
+    use = valid & F.expr(_usable(level))
     safe_arr = F.when(valid, arr).otherwise(F.array(F.lit(0.0)))
     return VectorParts(valid, use, bound, safe_arr)
 
@@ -136,11 +166,11 @@ def vector_q(value: Column, use: Column, bound: Column, radius: float) -> Column
     Privacy:
         None: a per-row expression.
     """
-    return F.when(use, _encode(value / F.lit(float(radius)), bound)).otherwise(
+    return F.when(use, _encode_column(value / F.lit(float(radius)), bound)).otherwise(
         F.lit(0).cast("long"))
 
 
-def _vector_inputs(spec: LdpVectorMeanSpec, level: Column) -> tuple[Column, Column]:
+def _vector_inputs(spec: LdpVectorMeanSpec, level: str) -> tuple[Column, Column]:
     """(index 0 or -1, the array of the coordinates' integers): the cells the release path's
     ``posexplode`` gives, coordinate k at index k."""
     p = vector_parts(spec, level)
@@ -148,17 +178,18 @@ def _vector_inputs(spec: LdpVectorMeanSpec, level: Column) -> tuple[Column, Colu
     return F.when(p.valid, F.lit(0)).otherwise(F.lit(-1)).cast("long"), q
 
 
-ROW_INPUTS: dict[type, Callable[[Any, Column], tuple[Column, Column]]] = {
+ROW_INPUTS: dict[type, Callable[[Any, str], tuple[Column, Column]]] = {
     LdpMeanSpec: _mean_inputs,
     LdpVectorMeanSpec: _vector_inputs,
     LdpDistributionSpec: _distribution_inputs,
 }
-"""Per spec class: ``(spec, level) -> (index, q)``, q a bigint (scalar reports) or an
+"""Per spec class: ``(spec, level SQL text) -> (index, q)``, q a bigint (scalar reports) or an
 array of bigints (one per coordinate of a vector report)."""
 
 
-def row_inputs(spec: Any, level: Column) -> tuple[Column, Column]:
-    """``(index, q)`` of each row for ``spec`` (see :data:`ROW_INPUTS`).
+def row_inputs(spec: Any, level: str) -> tuple[Column, Column]:
+    """``(index, q)`` of each row for ``spec`` (see :data:`ROW_INPUTS`; ``level``: the SQL
+    text of the row's level, a column name or :func:`level_sql`).
 
     Raises:
         ParameterError: ``spec`` is not a local-DP spec.

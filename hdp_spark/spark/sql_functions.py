@@ -26,7 +26,9 @@ from hdp_spark.spark.column_selection import (
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_generic import register_generic
+from hdp_spark.spark.sql_ldp import register_ldp
 from hdp_spark.spark.sql_partial import register_partial
+from hdp_spark.spark.sql_users import register_user_mean
 
 __all__ = ["HISTOGRAM_METHODS_CONF", "MEAN_METHODS_CONF", "register_sql"]
 
@@ -225,6 +227,13 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     ``max_records``), with fixed result types (:mod:`hdp_spark.spark.sql_partial`,
     docs/columns.md, "The partial-DP family in SQL").
 
+    The user-level mean: ``hdp_user_mean(value, eps, user, lower, upper[, '<JSON
+    options>'][, 'public'])``, the options being the release API's other keywords
+    (``'{"cap": "paper", "fill": 5}'``; :mod:`hdp_spark.spark.sql_users`). The scalar
+    local-DP aggregators: ``hdp_ldp_mean(report, eps, '<JSON options>'[, 'public'])`` and
+    ``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])``
+    (:mod:`hdp_spark.spark.sql_ldp`).
+
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
         key (fresh, or from ``unsafe_seed`` for tests) and every query is a release of its
@@ -271,3 +280,5 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     _register_selection(session, key)
     register_generic(session, key)
     register_partial(session, key)
+    register_user_mean(session, key)
+    register_ldp(session)

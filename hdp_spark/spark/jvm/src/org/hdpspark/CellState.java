@@ -5,7 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /** Mutable state of one group: cells in insertion order plus an open-addressing index. */
-final class CellState {
+final class CellState implements HdpAggregate.State {
   final int k;
   int size;
   double[] level = new double[8];
@@ -75,7 +75,8 @@ final class CellState {
   }
 
   /** The state as bytes (Spark spills and shuffles the partial aggregates). */
-  byte[] toBytes() {
+  @Override
+  public byte[] toBytes() {
     CellState s = this;
     byte[] g = s.group == null ? null : s.group.getBytes(StandardCharsets.UTF_8);
     int w = s.k + 1;

@@ -9,8 +9,6 @@ import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
-import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.ArrayType;
@@ -25,7 +23,6 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -63,8 +60,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * the finalize that adds noise; the cells are sums of integers, exact and independent of the
  * order of rows and partitions, so re-evaluation yields the same cells (and the same noise).
  */
-public final class HdpCells extends TypedImperativeAggregate<CellState>
-    implements java.io.Serializable, HdpRelease {
+public final class HdpCells extends HdpAggregate<CellState> {
 
   private static final long serialVersionUID = 1L;
 
@@ -82,10 +78,6 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
   static final int CATEGORIES = 5;
   static final int QUERY = 6;
 
-  private final Expression[] kids;
-  private final boolean strict;
-  private final int mutableOffset;
-  private final int inputOffset;
   private final double invalid;
   private final double belowGrid;
   private final double floor;
@@ -113,14 +105,11 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
    */
   public HdpCells(Seq<Expression> children, int mutableOffset, int inputOffset,
       boolean strict) {
-    this.strict = strict;
-    this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
+    super(children, mutableOffset, inputOffset, strict);
     if (kids.length < VALUES || (kids.length - VALUES) % 4 != 0) {
       throw new IllegalArgumentException("hdp_cells takes (eps, category, rules, grid, "
           + "group, categories, query, [value, lower, upper, fill]...)");
     }
-    this.mutableOffset = mutableOffset;
-    this.inputOffset = inputOffset;
     double[] rules = null;
     double[] points = null;
     int k = width();
@@ -411,31 +400,30 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
         new GenericArrayData(sums), kids[QUERY].eval(null)});
   }
 
+  @Override
+  HdpCells copy(Seq<Expression> children, int mutableOffset, int inputOffset, boolean strict) {
+    return new HdpCells(children, mutableOffset, inputOffset, strict);
+  }
+
+  @Override
+  int queryIndex() {
+    return QUERY;
+  }
+
+  @Override
+  boolean hasStrict() {
+    return true;
+  }
+
   /** This aggregate as a release's (see the strict constructor). */
   @Override
   public HdpCells strict() {
     return new HdpCells(children(), mutableOffset, inputOffset, true);
   }
 
-  /** The aggregator's group decision while the query placeholder is in place (else null). */
-  @Override
-  public String groups() {
-    return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
-  }
-
-  @Override
-  public byte[] serialize(CellState s) {
-    return s.toBytes();
-  }
-
   @Override
   public CellState deserialize(byte[] bytes) {
     return CellState.fromBytes(bytes);
-  }
-
-  @Override
-  public boolean nullable() {
-    return false;
   }
 
   @Override
@@ -446,72 +434,6 @@ public final class HdpCells extends TypedImperativeAggregate<CellState>
   @Override
   public String prettyName() {
     return "hdp_cells";
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return seq(Arrays.asList(kids));
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-    return new HdpCells(newChildren, mutableOffset, inputOffset, strict);
-  }
-
-  @Override
-  public int mutableAggBufferOffset() {
-    return mutableOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewMutableAggBufferOffset(int offset) {
-    return new HdpCells(children(), offset, inputOffset, strict);
-  }
-
-  @Override
-  public int inputAggBufferOffset() {
-    return inputOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewInputAggBufferOffset(int offset) {
-    return new HdpCells(children(), mutableOffset, offset, strict);
-  }
-
-  @Override
-  public int productArity() {
-    return 4;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return children();
-      case 1: return mutableOffset;
-      case 2: return inputOffset;
-      case 3: return strict;
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object that) {
-    return that instanceof HdpCells;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    if (!(o instanceof HdpCells)) {
-      return false;
-    }
-    HdpCells h = (HdpCells) o;
-    return Arrays.equals(kids, h.kids) && mutableOffset == h.mutableOffset
-        && inputOffset == h.inputOffset && strict == h.strict;
-  }
-
-  @Override
-  public int hashCode() {
-    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset + (strict ? 1 : 0);
   }
 
   static List<Expression> list(Expression... items) {

@@ -139,6 +139,14 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new FunctionIdentifier(HdpSelection.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelection.class.getName(), HdpSelection.FUNCTION),
         new SelectionBuilder()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSqlUserMean.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSqlUserMean.class.getName(), HdpSqlUserMean.FUNCTION),
+        new HdpSqlUserMean()));
+    for (String[] f : HdpSqlLdp.FUNCTIONS) {
+      ext.injectFunction(new Tuple3<>(new FunctionIdentifier(f[0], Option.empty(), Option.empty()),
+          new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]), new HdpSqlLdp(f[0], f[1], f[2])));
+    }
     for (String[] f : HdpSqlPartial.FUNCTIONS) {
       ext.injectFunction(new Tuple3<>(
           new FunctionIdentifier(f[0], Option.empty(), Option.empty()),
@@ -176,6 +184,13 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpSelection.FUNCTION,
         new ExpressionInfo(HdpSelection.class.getName(), HdpSelection.FUNCTION),
         new SelectionBuilder());
+    registerOne(session, HdpSqlUserMean.FUNCTION,
+        new ExpressionInfo(HdpSqlUserMean.class.getName(), HdpSqlUserMean.FUNCTION),
+        new HdpSqlUserMean());
+    for (String[] f : HdpSqlLdp.FUNCTIONS) {
+      registerOne(session, f[0], new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]),
+          new HdpSqlLdp(f[0], f[1], f[2]));
+    }
     for (String[] f : HdpSqlPartial.FUNCTIONS) {
       registerOne(session, f[0], new ExpressionInfo(HdpSqlPartial.class.getName(), f[0]),
           new HdpSqlPartial(f[0], f[1]));

@@ -11,8 +11,6 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
-import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
-import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
 import org.apache.spark.sql.catalyst.expressions.codegen.GenerateUnsafeProjection$;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
@@ -28,7 +26,6 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -65,8 +62,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * leave Spark only through the finalize (the core LDP release, post-processing). Sums are
  * exact integers, independent of the order of rows and partitions.
  */
-public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
-    implements java.io.Serializable, HdpRelease {
+public final class HdpLdpCells extends HdpAggregate<LdpState> {
 
   private static final long serialVersionUID = 1L;
 
@@ -96,16 +92,11 @@ public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
   static final int LIMB_BITS = 31;
   static final long LO_MASK = (1L << LIMB_BITS) - 1;
 
-  private final Expression[] kids;
-  private final int mutableOffset;
-  private final int inputOffset;
   private final boolean vector;
   private transient UnsafeProjection rowInputs;
 
   public HdpLdpCells(Seq<Expression> children, int mutableOffset, int inputOffset) {
-    this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
-    this.mutableOffset = mutableOffset;
-    this.inputOffset = inputOffset;
+    super(children, mutableOffset, inputOffset, false);
     this.vector = kids.length > Q && kids[Q].dataType() instanceof ArrayType;
   }
 
@@ -241,8 +232,13 @@ public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
   }
 
   @Override
-  public String groups() {
-    return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
+  HdpLdpCells copy(Seq<Expression> children, int mutableOffset, int inputOffset, boolean strict) {
+    return new HdpLdpCells(children, mutableOffset, inputOffset);
+  }
+
+  @Override
+  int queryIndex() {
+    return QUERY;
   }
 
   @Override
@@ -251,18 +247,8 @@ public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
   }
 
   @Override
-  public byte[] serialize(LdpState s) {
-    return s.toBytes();
-  }
-
-  @Override
   public LdpState deserialize(byte[] bytes) {
     return LdpState.fromBytes(bytes);
-  }
-
-  @Override
-  public boolean nullable() {
-    return false;
   }
 
   @Override
@@ -273,71 +259,6 @@ public final class HdpLdpCells extends TypedImperativeAggregate<LdpState>
   @Override
   public String prettyName() {
     return FUNCTION;
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return HdpCells.seq(Arrays.asList(kids));
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-    return new HdpLdpCells(newChildren, mutableOffset, inputOffset);
-  }
-
-  @Override
-  public int mutableAggBufferOffset() {
-    return mutableOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewMutableAggBufferOffset(int offset) {
-    return new HdpLdpCells(children(), offset, inputOffset);
-  }
-
-  @Override
-  public int inputAggBufferOffset() {
-    return inputOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewInputAggBufferOffset(int offset) {
-    return new HdpLdpCells(children(), mutableOffset, offset);
-  }
-
-  @Override
-  public int productArity() {
-    return 3;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return children();
-      case 1: return mutableOffset;
-      case 2: return inputOffset;
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object that) {
-    return that instanceof HdpLdpCells;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    if (!(o instanceof HdpLdpCells)) {
-      return false;
-    }
-    HdpLdpCells h = (HdpLdpCells) o;
-    return Arrays.equals(kids, h.kids) && mutableOffset == h.mutableOffset
-        && inputOffset == h.inputOffset;
-  }
-
-  @Override
-  public int hashCode() {
-    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset;
   }
 
   /** Builds hdp_ldp_cells(groups, level, index, q, mechanism, declared, roles, columns...)

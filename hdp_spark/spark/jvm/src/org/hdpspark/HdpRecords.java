@@ -2,7 +2,6 @@ package org.hdpspark;
 
 import java.math.BigDecimal;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 
@@ -11,8 +10,6 @@ import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
-import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.BooleanType;
@@ -27,7 +24,6 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.VarcharType;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -61,8 +57,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * finalize that runs the mechanism. Counts are exact integers, independent of the order of
  * rows and partitions, so re-evaluation gives the same statistics (and the same noise).
  */
-public final class HdpRecords extends TypedImperativeAggregate<RecordState>
-    implements java.io.Serializable, HdpRelease {
+public final class HdpRecords extends HdpAggregate<RecordState> {
 
   private static final long serialVersionUID = 1L;
 
@@ -80,17 +75,12 @@ public final class HdpRecords extends TypedImperativeAggregate<RecordState>
   static final int ATTRS = 2;
   static final int PER = 5;
 
-  private final Expression[] kids;
-  private final int mutableOffset;
-  private final int inputOffset;
   private final Recoder[] recoders;
   private final long[] weights;
   private final String problem;
 
   public HdpRecords(Seq<Expression> children, int mutableOffset, int inputOffset) {
-    this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
-    this.mutableOffset = mutableOffset;
-    this.inputOffset = inputOffset;
+    super(children, mutableOffset, inputOffset, false);
     int d = Math.max(0, (kids.length - ATTRS) / PER);
     Recoder[] rec = new Recoder[d];
     long[] w = new long[d];
@@ -304,8 +294,13 @@ public final class HdpRecords extends TypedImperativeAggregate<RecordState>
   }
 
   @Override
-  public String groups() {
-    return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
+  HdpRecords copy(Seq<Expression> children, int mutableOffset, int inputOffset, boolean strict) {
+    return new HdpRecords(children, mutableOffset, inputOffset);
+  }
+
+  @Override
+  int queryIndex() {
+    return QUERY;
   }
 
   @Override
@@ -314,18 +309,8 @@ public final class HdpRecords extends TypedImperativeAggregate<RecordState>
   }
 
   @Override
-  public byte[] serialize(RecordState s) {
-    return s.toBytes();
-  }
-
-  @Override
   public RecordState deserialize(byte[] bytes) {
     return RecordState.fromBytes(bytes);
-  }
-
-  @Override
-  public boolean nullable() {
-    return false;
   }
 
   @Override
@@ -336,71 +321,6 @@ public final class HdpRecords extends TypedImperativeAggregate<RecordState>
   @Override
   public String prettyName() {
     return FUNCTION;
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return HdpCells.seq(Arrays.asList(kids));
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-    return new HdpRecords(newChildren, mutableOffset, inputOffset);
-  }
-
-  @Override
-  public int mutableAggBufferOffset() {
-    return mutableOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewMutableAggBufferOffset(int offset) {
-    return new HdpRecords(children(), offset, inputOffset);
-  }
-
-  @Override
-  public int inputAggBufferOffset() {
-    return inputOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewInputAggBufferOffset(int offset) {
-    return new HdpRecords(children(), mutableOffset, offset);
-  }
-
-  @Override
-  public int productArity() {
-    return 3;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return children();
-      case 1: return mutableOffset;
-      case 2: return inputOffset;
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object that) {
-    return that instanceof HdpRecords;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    if (!(o instanceof HdpRecords)) {
-      return false;
-    }
-    HdpRecords h = (HdpRecords) o;
-    return Arrays.equals(kids, h.kids) && mutableOffset == h.mutableOffset
-        && inputOffset == h.inputOffset;
-  }
-
-  @Override
-  public int hashCode() {
-    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset;
   }
 
   /** Builds hdp_records(groups, [column, kind, values, size, other]...) with the group and

@@ -1,7 +1,6 @@
 package org.hdpspark;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
@@ -12,8 +11,6 @@ import org.apache.spark.sql.catalyst.analysis.TypeCheckResult;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.aggregate.ImperativeAggregate;
-import org.apache.spark.sql.catalyst.expressions.aggregate.TypedImperativeAggregate;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
@@ -25,7 +22,6 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -58,8 +54,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * ascending byte order. Privacy: exact, private statistics; they leave Spark only through
  * the finalize that runs the mechanism.
  */
-public final class HdpUsers extends TypedImperativeAggregate<UserState>
-    implements java.io.Serializable, HdpRelease {
+public final class HdpUsers extends HdpAggregate<UserState> {
 
   private static final long serialVersionUID = 1L;
 
@@ -93,17 +88,10 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
   static final int NAMES = 9;
   static final int ARITY = 10;
 
-  private final Expression[] kids;
-  private final int mutableOffset;
-  private final int inputOffset;
-  private final boolean strict;
 
   public HdpUsers(Seq<Expression> children, int mutableOffset, int inputOffset,
       boolean strict) {
-    this.kids = CollectionConverters.asJava(children).toArray(new Expression[0]);
-    this.mutableOffset = mutableOffset;
-    this.inputOffset = inputOffset;
-    this.strict = strict;
+    super(children, mutableOffset, inputOffset, strict);
   }
 
   private String[] names() {
@@ -267,8 +255,18 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
   }
 
   @Override
-  public String groups() {
-    return kids[QUERY] instanceof HdpQuery ? ((HdpQuery) kids[QUERY]).groups : null;
+  HdpUsers copy(Seq<Expression> children, int mutableOffset, int inputOffset, boolean strict) {
+    return new HdpUsers(children, mutableOffset, inputOffset, strict);
+  }
+
+  @Override
+  int queryIndex() {
+    return QUERY;
+  }
+
+  @Override
+  boolean hasStrict() {
+    return true;
   }
 
   /** This aggregate as a release's: its group's rules of public inputs are checked. */
@@ -278,18 +276,8 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
   }
 
   @Override
-  public byte[] serialize(UserState s) {
-    return s.toBytes();
-  }
-
-  @Override
   public UserState deserialize(byte[] bytes) {
     return UserState.fromBytes(bytes);
-  }
-
-  @Override
-  public boolean nullable() {
-    return false;
   }
 
   @Override
@@ -300,72 +288,6 @@ public final class HdpUsers extends TypedImperativeAggregate<UserState>
   @Override
   public String prettyName() {
     return FUNCTION;
-  }
-
-  @Override
-  public Seq<Expression> children() {
-    return HdpCells.seq(Arrays.asList(kids));
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(IndexedSeq<Expression> newChildren) {
-    return new HdpUsers(newChildren, mutableOffset, inputOffset, strict);
-  }
-
-  @Override
-  public int mutableAggBufferOffset() {
-    return mutableOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewMutableAggBufferOffset(int offset) {
-    return new HdpUsers(children(), offset, inputOffset, strict);
-  }
-
-  @Override
-  public int inputAggBufferOffset() {
-    return inputOffset;
-  }
-
-  @Override
-  public ImperativeAggregate withNewInputAggBufferOffset(int offset) {
-    return new HdpUsers(children(), mutableOffset, offset, strict);
-  }
-
-  @Override
-  public int productArity() {
-    return 4;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    switch (n) {
-      case 0: return children();
-      case 1: return mutableOffset;
-      case 2: return inputOffset;
-      case 3: return strict;
-      default: throw new IndexOutOfBoundsException(String.valueOf(n));
-    }
-  }
-
-  @Override
-  public boolean canEqual(Object that) {
-    return that instanceof HdpUsers;
-  }
-
-  @Override
-  public boolean equals(Object o) {
-    if (!(o instanceof HdpUsers)) {
-      return false;
-    }
-    HdpUsers h = (HdpUsers) o;
-    return Arrays.equals(kids, h.kids) && mutableOffset == h.mutableOffset
-        && inputOffset == h.inputOffset && strict == h.strict;
-  }
-
-  @Override
-  public int hashCode() {
-    return Arrays.hashCode(kids) * 31 + mutableOffset * 7 + inputOffset + (strict ? 1 : 0);
   }
 
   /** Builds hdp_users(groups, user, q, e, bad, value, eps, rules, names) with the group and

@@ -11,7 +11,7 @@ import java.util.Arrays;
  * group's text. Sums are exact 64-bit integer sums ({@code Math.addExact}: an overflow fails
  * the query, as Spark's ANSI {@code sum} does), independent of the order of rows.
  */
-final class LdpState {
+final class LdpState implements HdpAggregate.State {
   long[] levels = new long[16];
   long[] index = new long[16];
   long[] count = new long[16];  // 0: empty slot (a present cell has at least one row)
@@ -99,7 +99,8 @@ final class LdpState {
   }
 
   /** The state as bytes (Spark spills and shuffles the partial aggregates). */
-  byte[] toBytes() {
+  @Override
+  public byte[] toBytes() {
     byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
     ByteBuffer buf = ByteBuffer.allocate(9 + (g == null ? 0 : g.length) + size * 40);
     buf.putInt(size).put((byte) (grouped ? 1 : 0));

@@ -9,7 +9,7 @@ import java.util.Arrays;
  * key (an open-addressing map from a non-negative long key to its count, at most half full),
  * and the group's text.
  */
-final class RecordState {
+final class RecordState implements HdpAggregate.State {
   private static final long EMPTY = -1L;
 
   long[] keys = new long[16];
@@ -98,7 +98,8 @@ final class RecordState {
   }
 
   /** The state as bytes (Spark spills and shuffles the partial aggregates). */
-  byte[] toBytes() {
+  @Override
+  public byte[] toBytes() {
     byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
     ByteBuffer buf = ByteBuffer.allocate(9 + (g == null ? 0 : g.length) + size * 16);
     buf.putInt(size).put((byte) (grouped ? 1 : 0));

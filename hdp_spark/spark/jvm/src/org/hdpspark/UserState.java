@@ -14,7 +14,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * invalid ε and the least and largest valid ε (NaN: none yet); the rows with a null user id
  * (counted, never keyed); the group's text.
  */
-final class UserState {
+final class UserState implements HdpAggregate.State {
 
   /** One user's statistics. */
   static final class User {
@@ -76,7 +76,8 @@ final class UserState {
   }
 
   /** The state as bytes (Spark spills and shuffles the partial aggregates). */
-  byte[] toBytes() {
+  @Override
+  public byte[] toBytes() {
     byte[] g = group == null ? null : group.getBytes(java.nio.charset.StandardCharsets.UTF_8);
     int size = 4 + 1 + 4 + (g == null ? 0 : g.length) + 8;
     for (Object id : users.keySet()) {

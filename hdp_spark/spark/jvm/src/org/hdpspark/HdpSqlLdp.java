@@ -1,0 +1,189 @@
+package org.hdpspark;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * The SQL form of the scalar local-DP aggregators: {@code hdp_ldp_mean(report, eps, '<JSON
+ * options>'[, 'public'])} and {@code hdp_ldp_distribution(index, sign, eps, '<JSON
+ * options>'[, 'public'])}, the options being the release API's keywords as a JSON object
+ * ({@code '{"mechanism": "laplace", "lower": 5, "upper": 15}'}, {@code '{"oracle": {"d": 8,
+ * "m": 64, "phi_seed": 1}}'}) plus {@code already_randomized}.
+ *
+ * <p>The native {@link HdpLdpCells} aggregate of the Column is built over the release API's
+ * per-row SQL templates ({@link SqlTemplate}; {@code hdp_spark.spark.ldp_inputs}), which
+ * read from the options only the bounds (mean) or the oracle's row count {@code m}
+ * (distribution); the report marker is checked by the aggregate at analysis, as for the
+ * Column. The finalize, {@code hdp_ldp_<kind>_finalize}, builds the spec from the same JSON
+ * with the release API's constructor, refuses the call unless the constants the JVM used
+ * are the spec's, and runs the Column's finalize (no noise: the reports carry it).
+ */
+final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
+    implements java.io.Serializable {
+
+  private static final long serialVersionUID = 1L;
+  /** function, kind, its column arguments. */
+  static final String[][] FUNCTIONS = {
+      {"hdp_ldp_mean", "mean", "report, eps"},
+      {"hdp_ldp_distribution", "distribution", "index, sign, eps"}};
+  /** The session conf where register_sql puts the templates (a JSON object per kind). */
+  static final String ROWS_CONF = "hdp_spark.sql.ldpRows";
+
+  private final String function;
+  private final String kind;
+  private final String[] columns;
+
+  HdpSqlLdp(String function, String kind, String columns) {
+    this.function = function;
+    this.kind = kind;
+    this.columns = columns.split(", ");
+  }
+
+  private IllegalArgumentException bad(String text) {
+    return new IllegalArgumentException("ParameterError: " + text);
+  }
+
+  private static boolean isText(Expression e) {
+    return e.foldable() && e.dataType() instanceof StringType && e.eval(null) != null;
+  }
+
+  private double number(JsonNode json, String name, double fallback) {
+    JsonNode v = json.get(name);
+    if (v == null || v.isNull()) {
+      return fallback;
+    }
+    if (!v.isNumber()) {
+      throw bad("`" + name + "` (in the options of " + function + ") must be a number, got "
+          + v + ".");
+    }
+    return v.asDouble();
+  }
+
+  @Override
+  public Expression apply(Seq<Expression> args) {
+    List<Expression> in = CollectionConverters.asJava(args);
+    int k = columns.length;
+    String shape = function + "(" + String.join(", ", columns)
+        + ", '<JSON options>'[, 'public'])";
+    int n = in.size();
+    String groups = HdpQuery.NONE;
+    if (n == k + 2) {
+      Expression last = in.get(k + 1);
+      if (!isText(last) || !HdpQuery.PUBLIC.equals(last.eval(null).toString())) {
+        throw bad("the last argument of " + shape + " must be 'public' or omitted, got "
+            + last.sql() + ".");
+      }
+      groups = HdpQuery.PUBLIC;
+    } else if (n != k + 1) {
+      throw new IllegalArgumentException(function + " takes " + shape + ", got " + n
+          + " arguments");
+    }
+    Expression options = in.get(k);
+    if (!isText(options)) {
+      throw bad("`options` (argument " + (k + 1) + " of " + function + ") must be a constant "
+          + "JSON object string, got " + options.sql() + ".");
+    }
+    String text = options.eval(null).toString();
+    JsonNode json;
+    try {
+      json = new ObjectMapper().readTree(text);
+    } catch (Exception e) {
+      json = null;
+    }
+    if (json == null || !json.isObject()) {
+      throw bad("`options` of " + function + " must be a JSON object such as "
+          + ("mean".equals(kind) ? "'{\"mechanism\": \"laplace\", \"lower\": 0, \"upper\": 1}'"
+              : "'{\"oracle\": {\"d\": 8, \"m\": 64, \"phi_seed\": 1}}'") + ", got " + text + ".");
+    }
+    JsonNode declared = json.get("already_randomized");
+    if (declared != null && !declared.isBoolean()) {
+      throw bad("`already_randomized` (in the options of " + function + ") must be true or "
+          + "false, got " + declared + ".");
+    }
+    Map<String, Expression> names = new HashMap<>();
+    for (int i = 0; i < k; i++) {
+      names.put("__hdp_" + columns[i], in.get(i));
+    }
+    ObjectNode used = JsonNodeFactory.instance.objectNode();
+    String template;
+    if ("mean".equals(kind)) {
+      JsonNode m = json.get("mechanism");
+      if (m == null || !m.isTextual() || !("laplace".equals(m.asText())
+          || "rr".equals(m.asText()))) {
+        throw bad("`mechanism` (in the options of " + function + ") must be \"laplace\" or "
+            + "\"rr\", got " + m + ".");
+      }
+      template = "mean:" + m.asText();
+      double lo = number(json, "lower", -1.0);
+      double hi = number(json, "upper", 1.0);
+      names.put("__hdp_lower", Literal.create(lo, DataTypes.DoubleType));
+      names.put("__hdp_upper", Literal.create(hi, DataTypes.DoubleType));
+      used.put("lower", lo).put("upper", hi);
+    } else {
+      JsonNode oracle = json.get("oracle");
+      JsonNode m = oracle == null || !oracle.isObject() ? null : oracle.get("m");
+      if (m == null || !m.isIntegralNumber() || !m.canConvertToLong() || m.asLong() < 1) {
+        throw bad("`oracle` (in the options of " + function + ") must be an object of the "
+            + "FrequencyOracle's fields with an integer `m` >= 1 ({\"d\": ..., \"m\": ..., "
+            + "\"phi_seed\": ...}).");
+      }
+      template = kind;
+      names.put("__hdp_m", Literal.create((double) m.asLong(), DataTypes.DoubleType));
+      used.put("m", m.asLong());
+    }
+    JsonNode rows = SqlTemplate.conf(ROWS_CONF, function).get(template);
+    if (rows == null) {
+      throw new IllegalStateException(function + " in SQL needs its finalize: call "
+          + "hdp_spark.spark.register_sql(spark) on this session first");
+    }
+    List<Expression> kids = new ArrayList<>();
+    kids.add(new HdpGroup());  // HdpLdpCells.GROUP, then HdpLdpCells.QUERY
+    kids.add(new HdpQuery(groups));
+    kids.add(SqlTemplate.expr(rows.get("level").asText(), names));
+    kids.add(SqlTemplate.expr(rows.get("index").asText(), names));
+    kids.add(SqlTemplate.expr(rows.get("q").asText(), names));
+    kids.add(Literal.create(UTF8String.fromString(rows.get("mechanism").asText()),
+        DataTypes.StringType));
+    kids.add(Literal.create(declared != null && declared.asBoolean(), DataTypes.BooleanType));
+    List<Object> roles = new ArrayList<>();
+    for (JsonNode r : rows.get("roles")) {
+      roles.add(UTF8String.fromString(r.asText()));
+    }
+    kids.add(Literal.create(new GenericArrayData(roles.toArray()),
+        DataTypes.createArrayType(DataTypes.StringType, false)));
+    kids.add(in.get(k - 1));  // the ε column, then the report columns
+    for (int i = 0; i < k - 1; i++) {
+      kids.add(in.get(i));
+    }
+    Object[] texts = new Object[k];
+    for (int i = 0; i < k; i++) {
+      texts[i] = UTF8String.fromString(SqlFinalize.name(in.get(i)));
+    }
+    List<Expression> fin = new ArrayList<>();
+    fin.add(new HdpLdpCells(HdpCells.seq(kids), 0, 0).toAggregateExpression());
+    fin.add(options);
+    fin.add(Literal.create(UTF8String.fromString(used.toString()), DataTypes.StringType));
+    fin.add(Literal.create(new GenericArrayData(texts),
+        DataTypes.createArrayType(DataTypes.StringType, false)));
+    return SqlFinalize.named(function, in,
+        SqlFinalize.call(function, "hdp_ldp_" + kind + "_finalize", fin));
+  }
+}

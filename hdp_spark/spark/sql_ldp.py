@@ -1,0 +1,169 @@
+"""The SQL form of the scalar local-DP aggregators:
+``hdp_ldp_mean(report, eps, '<JSON options>'[, 'public'])`` and
+``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])``.
+
+The JVM extension (``HdpSqlLdp``) builds the Column's native ``hdp_ldp_cells`` aggregate over
+the release API's per-row SQL templates (:func:`~hdp_spark.spark.ldp_inputs.mean_sql`,
+:func:`~hdp_spark.spark.ldp_inputs.distribution_sql`, the level of
+:func:`~hdp_spark.spark.expressions.level_sql`), which :func:`register_ldp` puts in the
+session conf; it reads from the options only the bounds (mean), the oracle's ``m``
+(distribution) and ``already_randomized`` (the report marker is checked at analysis, as for
+the Column). The finalizes registered here build the spec from the same JSON with the
+release API's constructor (every other check, with its words), refuse the call unless the
+constants the JVM used are the spec's, and run the Column's finalize
+(:func:`~hdp_spark.spark.ldp_finalize.arrow_finalize_ldp`).
+
+``ldp_mean_vector`` has no SQL form: its per-row encoding is a higher-order ``transform``
+over the report array with the constant A_d of the dimension, which a call's options cannot
+give the JVM without a copy of its computation (use the Column ``hs.ldp_mean_vector``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
+
+from hdp_spark.aggregators import ldp_distribution, ldp_mean
+from hdp_spark.aggregators.registry import aggregator_of
+from hdp_spark.core.ldp.oracle import FrequencyOracle
+from hdp_spark.core.ldp.release import report_roles
+from hdp_spark.errors import ParameterError
+from hdp_spark.spark.expressions import level_sql
+from hdp_spark.spark.ldp_finalize import arrow_finalize_ldp, ldp_fields
+from hdp_spark.spark.ldp_inputs import distribution_sql, mean_sql
+from hdp_spark.spark.output import spark_type
+from hdp_spark.spark.sql_text import ident
+
+__all__ = ["ROWS_CONF", "SQL_LDP", "ldp_type", "register_ldp", "spec_of"]
+
+ROWS_CONF = "hdp_spark.sql.ldpRows"
+"""The session conf holding the per-row SQL templates (read by the JVM's ``HdpSqlLdp``)."""
+
+SQL_LDP: dict[str, tuple[str, Callable[..., Any]]] = {
+    "mean": ("hdp_ldp_mean", ldp_mean),
+    "distribution": ("hdp_ldp_distribution", ldp_distribution),
+}
+"""kind -> (SQL function, the release API's spec constructor)."""
+
+_DECLARED = "already_randomized"
+
+
+def _probe(kind: str, mechanism: str = "laplace") -> Any:
+    if kind == "mean":
+        return ldp_mean("r", eps="e", mechanism=mechanism)  # type: ignore[arg-type]
+    return ldp_distribution("i", "s", eps="e", oracle=FrequencyOracle(d=2, m=2, phi_seed=0))
+
+
+def ldp_type(kind: str) -> T.StructType:
+    """The result type of a kind's SQL function: the Column's struct.
+
+    Privacy:
+        None: the output layout is public.
+    """
+    spec = _probe(kind)
+    main = aggregator_of(spec).column_field or "estimate"
+    return T.StructType([T.StructField(n, spark_type(f), f.nullable)
+                         for n, f in ldp_fields(spec, main)])
+
+
+def _templates() -> dict[str, dict[str, Any]]:
+    """Per template (``mean:laplace``, ``mean:rr``, ``distribution``): the per-row texts
+    over the identifiers ``__hdp_<name>``, the report roles and the randomizer."""
+    level = level_sql(ident("__hdp_eps"))
+    out: dict[str, dict[str, Any]] = {}
+    for key, spec in (("mean:laplace", _probe("mean")), ("mean:rr", _probe("mean", "rr")),
+                      ("distribution", _probe("distribution"))):
+        if key == "distribution":
+            index, q = distribution_sql(ident("__hdp_index"), ident("__hdp_sign"), level,
+                                        ident("__hdp_m"))
+        else:
+            index, q = mean_sql(spec.mechanism, ident("__hdp_report"), level,
+                                ident("__hdp_lower"), ident("__hdp_upper"))
+        roles = report_roles(spec)
+        out[key] = {"level": level, "index": index, "q": q, "mechanism": roles[0][2],
+                    "roles": ["ε", *(role for role, _, _ in roles)]}
+    return out
+
+
+def spec_of(kind: str, options: str, columns: list[str]) -> Any:
+    """The spec of one SQL call (``columns``: its column arguments as written).
+
+    Raises:
+        ParameterError: the options are not a JSON object, name a keyword the SQL form does
+            not take, or break the release API's rules (its constructor's words).
+
+    Privacy:
+        None: public parameters.
+    """
+    function, constructor = SQL_LDP[kind]
+    try:
+        kwargs = json.loads(options)
+    except ValueError:
+        kwargs = None
+    if not isinstance(kwargs, dict):  # the JVM checked it already
+        msg = f"`options` of {function} must be a JSON object, got {options!r}."
+        raise ParameterError(msg)
+    kwargs.pop(_DECLARED, None)
+    if kind == "distribution":
+        oracle = kwargs.get("oracle")
+        if not isinstance(oracle, dict):  # the JVM checked it already
+            msg = f"`oracle` (in the options of {function}) must be a JSON object."
+            raise ParameterError(msg)
+        try:
+            kwargs["oracle"] = FrequencyOracle(**oracle)
+        except TypeError:
+            msg = (f"`oracle` (in the options of {function}) takes the FrequencyOracle's "
+                   "fields d, m, phi_seed, projection and beta.")
+            raise ParameterError(msg) from None
+    try:
+        return constructor(*columns[:-1], eps=columns[-1], **kwargs)
+    except TypeError:
+        msg = (f"`options` of {function} has an unknown option (taken: the keywords of "
+               f"hdp_spark.{constructor.__name__} but its columns, and {_DECLARED}).")
+        raise ParameterError(msg) from None
+
+
+def _check_used(function: str, spec: Any, used: dict[str, Any]) -> None:
+    """Refuse a call whose constants in the JVM's per-row expressions are not the spec's."""
+    want = ({"m": spec.oracle.m} if "m" in used
+            else {"lower": float(spec.lower), "upper": float(spec.upper)})
+    if {k: float(v) for k, v in used.items()} != {k: float(v) for k, v in want.items()}:
+        msg = (f"the constants of {function} cannot be read the same way by the SQL function "
+               "and the release API (write the bounds as numbers within 2**53, or use the "
+               "Column).")
+        raise ParameterError(msg)
+
+
+def _finalizer(kind: str, arrow_type: pa.StructType) -> Callable[..., pa.Array]:
+    function = SQL_LDP[kind][0]
+
+    def finalize(cells: pa.Array, options: pa.Array, used: pa.Array, columns: pa.Array
+                 ) -> pa.Array:
+        if len(cells) == 0:
+            return pa.array([], type=arrow_type)
+        spec = spec_of(kind, str(options[0].as_py()), list(columns[0].as_py()))
+        _check_used(function, spec, json.loads(str(used[0].as_py())))
+        return arrow_finalize_ldp(spec, cells, arrow_type)
+
+    finalize.__name__ = f"hdp_ldp_{kind}_finalize"
+    return finalize
+
+
+def register_ldp(session: Any) -> None:
+    """Register ``hdp_ldp_mean_finalize`` and ``hdp_ldp_distribution_finalize`` and put the
+    per-row templates in the session conf.
+
+    Privacy:
+        As the local-DP Columns: post-processing of ε_i-LDP reports, no key and no noise.
+    """
+    session.conf.set(ROWS_CONF, json.dumps(_templates()))
+    for kind in SQL_LDP:
+        rtype = ldp_type(kind)
+        udf = F.arrow_udf(_finalizer(kind, to_arrow_type(rtype)), rtype)  # type: ignore[attr-defined]  # design-ok: per group batch
+        session.udf.register(f"hdp_ldp_{kind}_finalize", udf)
