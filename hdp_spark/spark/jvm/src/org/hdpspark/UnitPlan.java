@@ -112,6 +112,9 @@ final class UnitPlan {
   static final String MISSING = "ParameterError: `privacy_unit` names column '%s', which the "
       + "aggregated table does not have.";
 
+  static final String READ = "ParameterError: `privacy_unit` column '%s' identifies people: "
+      + "no aggregator may read it as data and the aggregate may not group by it.";
+
   /** Whether a group decision carries a privacy unit. */
   static boolean holds(String groups) {
     return groups.startsWith(SelectionPlan.PREFIX) && bkey(groups) != null;
@@ -173,6 +176,19 @@ final class UnitPlan {
       throw new IllegalArgumentException(String.format(TYPE, column, t.simpleString()));
     }
     List<Expression> grouping = CollectionConverters.asJava(a.groupingExpressions());
+    List<Expression> reads = new ArrayList<>(grouping);
+    for (HdpCells c : cells) {
+      List<Expression> kids = CollectionConverters.asJava(c.children());
+      reads.add(kids.get(1));
+      for (int j = HdpCells.VALUES; j < kids.size(); j += 4) {
+        reads.add(kids.get(j));
+      }
+    }
+    for (Expression r : reads) {
+      if (r.references().contains(person)) {
+        throw new IllegalArgumentException(String.format(READ, column));
+      }
+    }
     if (!grouping.isEmpty() && !p.path("public").asBoolean(false)) {
       throw new IllegalArgumentException(HdpQueryRule.UNDECIDED);
     }
