@@ -33,7 +33,10 @@ from hdp_spark.core.privacy_unit.weights import unit_selection
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark.column_selection import SELECT_PREFIX, unkeyed
 
-__all__ = ["keyed_decision", "unit_decision"]
+__all__ = ["UNIT_CONF", "keyed_decision", "unit_conf", "unit_decision"]
+
+UNIT_CONF = "hdp_spark.sql.unit"
+"""The session conf where :func:`unit_conf` goes for the SQL form (``SqlOptions``)."""
 
 
 def unit_decision(
@@ -96,3 +99,19 @@ def keyed_decision(groups: str, key: ReleaseKey) -> str:
     if '"unit"' not in head:
         return groups
     return f"{head}#{bounding_key(key)}"
+
+
+def unit_conf(key: ReleaseKey) -> str:
+    """What ``register_sql`` tells the SQL functions for ``'unit', column, max_groups,
+    max_rows``: the mechanism's public defaults (``eps_cap``, ``weight_share``) and the
+    registration's bounding key, as JSON (the extension completes the decision as
+    :func:`unit_decision` writes it).
+
+    Privacy:
+        Public parameters and the bounding key (not a secret: it orders rows).
+    """
+    selection = unit_selection(PrivacyUnit("unit"), None)
+    return json.dumps({"delta": 0.0, "c": selection.c, "share": selection.share,
+                       "step": None, "neighbours": selection.neighbours,
+                       "keys_public": True, "bkey": bounding_key(key)},
+                      allow_nan=False, sort_keys=True)
