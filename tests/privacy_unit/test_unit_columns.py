@@ -10,14 +10,20 @@ privacy_unit="user_id", max_groups=, max_rows=)`` in ``df.agg`` and in
   are invalid;
 * the JVM's query bounding key (a literal of the plan) is the Python one;
 * the plan: the bounding costs one shuffle by person and one sort, below the aggregate;
-* every error path names its parameter.
+* every error path names its parameter;
+* on Spark Connect too (``unit_column_job.py``, its own process).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -215,3 +221,23 @@ def test_unit_options_need_a_unit(name: str) -> None:
 def test_analysis_errors(events: Any, build: Any, message: str) -> None:
     with pytest.raises(Exception, match=message):
         build(events).collect()
+
+
+def test_connect_columns_equal_the_release_api() -> None:
+    """On Spark Connect (a separate process: its own local server), a grouped mean and a
+    global histogram release the release API's numbers for the query's key."""
+    pytest.importorskip("pyspark.sql.connect")
+    env = dict(os.environ)
+    env.pop("SPARK_REMOTE", None)
+    env["PYSPARK_PYTHON"] = sys.executable
+    job = Path(__file__).with_name("unit_column_job.py")
+    proc = subprocess.run([sys.executable, str(job)], capture_output=True, text=True,
+                          timeout=600, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "connect" in got["session"]
+    assert len(got["mean"]) == len(KEYS)
+    for estimate, ref, weight, ref_weight in got["mean"]:
+        assert (estimate, weight) == (ref, ref_weight)
+    bins, ref_bins, weight, ref_weight = got["hist"]
+    assert (bins, weight) == (ref_bins, ref_weight)
