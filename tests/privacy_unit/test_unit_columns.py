@@ -6,8 +6,8 @@ privacy_unit="user_id", max_groups=, max_rows=)`` in ``df.agg`` and in
   the query's key (its release key derived with the query's fingerprint): the same noisy
   weights W̃ (whose noise context holds the exact weight W, so equal W̃ means the same kept
   rows and per-person weights), estimates and intervals; the bounds bite on this table
-  (people with more groups and rows than the bounds), ids are null for some rows and some ε
-  are invalid;
+  (people with more groups and rows than the bounds), ids are null for some rows, some ε
+  are invalid, and some rows have a null key (they count for their person's ε only);
 * the JVM's query bounding key (a literal of the plan) is the Python one;
 * the plan: the bounding costs one shuffle by person and one sort, below the aggregate;
 * every error path names its parameter;
@@ -54,6 +54,10 @@ def _events(seed: int = 0, n: int = 3000, persons: int = 200, text_ids: bool = F
         "category": rng.choice([*CATS, "zz"], n),
         "eps": eps,
     })
+    # rows of no public group (a null key) count for their person's ε only: the smallest
+    # ε here, so a path that dropped them first would weigh these people more
+    frame.loc[20:29, "country"] = None
+    frame.loc[20:29, "eps"] = 0.1
     if text_ids:
         frame.loc[10:14, "user_id"] = None  # dropped: cannot be bounded
     return frame

@@ -157,8 +157,9 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
             throw new IllegalArgumentException(KEYS_DIFFER);
           }
           LogicalPlan base = grouped ? withoutNullKeys(a) : a.child();
-          if (unit[0] != null) {  // the privacy unit's bounding below the aggregate
-            return UnitPlan.build(a, out, base, unit[0], unit[1]);
+          if (unit[0] != null) {  // the privacy unit's bounding below the aggregate (rows
+            // of null or NaN keys count for their person's ε, then are dropped: UnitPlan)
+            return UnitPlan.build(a, out, a.child(), base, unit[0], unit[1]);
           }
           return SelectionPlan.build(a, out, base);
         }

@@ -15,6 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Cast;
+import org.apache.spark.sql.catalyst.expressions.Coalesce;
 import org.apache.spark.sql.catalyst.expressions.Concat;
 import org.apache.spark.sql.catalyst.expressions.ConcatWs;
 import org.apache.spark.sql.catalyst.expressions.Conv;
@@ -31,6 +32,7 @@ import org.apache.spark.sql.catalyst.expressions.LessThan;
 import org.apache.spark.sql.catalyst.expressions.LessThanOrEqual;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.Not;
 import org.apache.spark.sql.catalyst.expressions.Or;
 import org.apache.spark.sql.catalyst.expressions.Rank;
 import org.apache.spark.sql.catalyst.expressions.RowFrame$;
@@ -47,7 +49,7 @@ import org.apache.spark.sql.catalyst.expressions.WindowExpression;
 import org.apache.spark.sql.catalyst.expressions.WindowSpecDefinition;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Min;
-import org.apache.spark.sql.catalyst.plans.Inner$;
+import org.apache.spark.sql.catalyst.plans.LeftOuter$;
 import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.catalyst.plans.logical.BROADCAST$;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
@@ -81,14 +83,15 @@ import scala.runtime.AbstractPartialFunction;
  *
  * <pre>
  *   Project   [the input's columns, ε_person]
- *   Filter    [group position <= G, row position <= R]
+ *   Filter    [inside the keys, group position <= G, row position <= R]
  *   Window    [ε_person = min(safe ε) over the person]
  *   Window    [dense_rank, rank over (person; group rank, group)]
  *   Window    [row_number over (person; group rank, group, row rank, codes)]
  *   Project   [person text, group position, safe ε, codes, group rank, row rank]
  *   Filter    [person not null]
  *   (grouped: the input joined with the public groups' positions: each group's place among
- *    the groups found, in ascending order, the release API's key order of the same keys)
+ *    the groups found, in ascending order, the release API's key order of the same keys;
+ *    -1 for a row of a null or NaN key, which counts for its person's ε only)
  * </pre>
  *
  * <p>The windows share one partitioning (the person) and prefixes of one order, stacked
@@ -147,7 +150,7 @@ final class UnitPlan {
 
   /** The aggregate's input bounded by the unit, and {@code outs} reading ε_person. */
   static LogicalPlan build(Aggregate a, List<NamedExpression> outs, LogicalPlan base,
-      String groups, String fp) {
+      LogicalPlan keyed, String groups, String fp) {
     JsonNode p;
     try {
       p = new ObjectMapper().readTree(decision(groups).substring(SelectionPlan.PREFIX.length()));
@@ -196,12 +199,16 @@ final class UnitPlan {
     Expression group = Literal.create(0L, DataTypes.LongType);
     if (!grouping.isEmpty()) {
       Attribute[] position = {null};
-      framed = positioned(base, grouping, position);
-      group = cast(position[0], DataTypes.LongType);
+      framed = positioned(base, keyed, grouping, position);
+      group = position[0];
     }
     // per row: person, group, safe ε, codes, ranks (bound_rows' columns)
     Alias personA = SelectionPlan.alias(text, "__pu_person");
     Alias groupA = SelectionPlan.alias(group, "__pu_group");
+    // rows outside the public keys (a null or NaN key) sort last and take no group
+    // position; they count for their person's ε only (bound_rows' rule)
+    Alias outsideA = SelectionPlan.alias(new LessThan(group, Literal.create(0L,
+        DataTypes.LongType)), "__pu_outside");
     Expression e = cast(eps, DataTypes.DoubleType);
     Expression bad = new Or(new Or(new IsNull(e), new IsNaN(e)),
         new LessThan(e, Literal.create(0.0, DataTypes.DoubleType)));
@@ -222,11 +229,12 @@ final class UnitPlan {
     Alias rrankA = SelectionPlan.alias(rank(Arrays.asList(lit(key), lit("r"), tagged,
         groupText, codes)), "__pu_rrank");
     List<NamedExpression> cols = new ArrayList<>(CollectionConverters.asJava(framed.output()));
-    cols.addAll(Arrays.asList(personA, groupA, epsA, codesA, grankA, rrankA));
+    cols.addAll(Arrays.asList(personA, groupA, outsideA, epsA, codesA, grankA, rrankA));
     LogicalPlan ranked = new Project(seq(cols),
         new Filter(new IsNotNull(person), framed));
     List<Expression> by = Arrays.asList(personA.toAttribute());
-    List<Expression> groupOrder = Arrays.asList(grankA.toAttribute(), groupA.toAttribute());
+    List<Expression> groupOrder = Arrays.asList(outsideA.toAttribute(), grankA.toAttribute(),
+        groupA.toAttribute());
     List<Expression> rowOrder = new ArrayList<>(groupOrder);
     rowOrder.add(rrankA.toAttribute());
     rowOrder.add(codesA.toAttribute());
@@ -245,8 +253,8 @@ final class UnitPlan {
     Expression rowPos = new Subtract(rn.toAttribute(), new Subtract(rk.toAttribute(),
         Literal.create(1, DataTypes.IntegerType), Subtract.apply$default$3()),
         Subtract.apply$default$3());
-    Expression keep = new And(
-        new LessThanOrEqual(gpos.toAttribute(), Literal.create(maxGroups, DataTypes.IntegerType)),
+    Expression keep = new And(new And(new Not(outsideA.toAttribute()),
+        new LessThanOrEqual(gpos.toAttribute(), Literal.create(maxGroups, DataTypes.IntegerType))),
         new LessThanOrEqual(rowPos, Literal.create(maxRows, DataTypes.IntegerType)));
     List<NamedExpression> kept = new ArrayList<>(input);
     kept.add(pe.toAttribute());
@@ -273,15 +281,16 @@ final class UnitPlan {
     return SelectionPlan.build(a, reading, bounded, true);
   }
 
-  /** {@code base} joined with each group's position among the groups found (0, 1, ...
-   * in ascending key order): the distinct keys, numbered, broadcast. */
-  private static LogicalPlan positioned(LogicalPlan base, List<Expression> grouping,
-      Attribute[] position) {
+  /** {@code base} joined with each group's position among the groups found in
+   * {@code keyed} (its rows without a null or NaN key: 0, 1, ... in ascending key order;
+   * -1 for a row outside them): the distinct keys, numbered, broadcast. */
+  private static LogicalPlan positioned(LogicalPlan base, LogicalPlan keyed,
+      List<Expression> grouping, Attribute[] position) {
     List<NamedExpression> keys = new ArrayList<>();
     for (int i = 0; i < grouping.size(); i++) {
       keys.add(SelectionPlan.alias(grouping.get(i), "__pu_k" + i));
     }
-    LogicalPlan distinct = new Aggregate(seq(grouping), seq(keys), base, Option.empty());
+    LogicalPlan distinct = new Aggregate(seq(grouping), seq(keys), keyed, Option.empty());
     List<Expression> order = new ArrayList<>();
     for (NamedExpression k : keys) {
       order.add(k.toAttribute());
@@ -296,11 +305,13 @@ final class UnitPlan {
     }
     LogicalPlan small = new ResolvedHint(numbered,
         new HintInfo(Option.apply(BROADCAST$.MODULE$)));
-    LogicalPlan joined = new Join(base, small, Inner$.MODULE$, Option.apply(on),
+    LogicalPlan joined = new Join(base, small, LeftOuter$.MODULE$, Option.apply(on),
         JoinHint$.MODULE$.NONE());
     List<NamedExpression> cols = new ArrayList<>(CollectionConverters.asJava(base.output()));
-    Alias pos = SelectionPlan.alias(new Subtract(number.toAttribute(),
-        Literal.create(1, DataTypes.IntegerType), Subtract.apply$default$3()), "__pu_pos");
+    Expression found = new Subtract(cast(number.toAttribute(), DataTypes.LongType),
+        Literal.create(1L, DataTypes.LongType), Subtract.apply$default$3());
+    Alias pos = SelectionPlan.alias(new Coalesce(seq(Arrays.asList(found,
+        Literal.create(-1L, DataTypes.LongType)))), "__pu_pos");
     cols.add(pos);
     position[0] = pos.toAttribute();
     return new Project(seq(cols), joined);
