@@ -32,13 +32,18 @@ import pyarrow as pa
 
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.selection.kernels import selected_kernel_of
-from hdp_spark.core.selection.mechanism import Selected, group_weight, select_many
+from hdp_spark.core.selection.mechanism import (
+    Selected,
+    group_weight,
+    noisy_weights,
+    select_many,
+)
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.core.stats import GroupStats
 from hdp_spark.spark.column_finalize import cell_stats, decode_group, decode_groups, query_key
 
 __all__ = ["SELECT_PREFIX", "selected_finalize", "selected_rows", "selection_of",
-           "selection_weights"]
+           "selection_weights", "unkeyed"]
 
 SELECT_PREFIX = "select:"
 """How ``select_keys`` travels to the extension: the group decision ``select:<JSON
@@ -53,7 +58,15 @@ def selection_of(groups: str) -> SelectKeys | None:
     """
     if not groups.startswith(SELECT_PREFIX):
         return None
-    return SelectKeys(**json.loads(groups[len(SELECT_PREFIX):]))
+    params = json.loads(unkeyed(groups)[len(SELECT_PREFIX):])
+    params.pop("unit", None)  # a privacy unit's (``column_unit``): the JVM's bounding reads it
+    params.pop("public", None)
+    return SelectKeys(**params)
+
+
+def unkeyed(groups: str) -> str:
+    """A group decision without the bounding key a privacy unit's carries (``#<64 hex>``)."""
+    return groups[:-65] if len(groups) > 65 and groups[-65] == "#" else groups
 
 
 def _columns(cells: pa.StructArray) -> dict[str, Any]:
@@ -89,7 +102,9 @@ def selection_weights(spec: Any, key: ReleaseKey, selection: SelectKeys,
         The release API's selection (see :mod:`hdp_spark.core.selection.mechanism`): a
         group holding one person is released with probability at most δ; each row's
         selection loss is f·κ_i. W̃ is published (``weight``) only for selected groups.
-        The nulls never leave the executors: the extension filters those rows out.
+        The nulls never leave the executors: the extension filters those rows out. Under a
+        privacy unit (public keys, no threshold) every group has its W̃, as the release
+        API's ``weigh_public``.
     """
     if len(cells) == 0:
         return pa.array([], type=pa.int64())
@@ -107,8 +122,13 @@ def selection_weights(spec: Any, key: ReleaseKey, selection: SelectKeys,
     groups = decode_groups(texts)
     out: list[int | None] = [None] * len(weights)
     for qkey, rows in by_key.values():  # each group's decision, the noise drawn at once
-        decided = select_many(selection, [weights[i] for i in rows], qkey,
-                              [groups[i] for i in rows])
+        decided: list[int | None]
+        if selection.keys_public:  # a privacy unit over public keys: every group, its W̃
+            decided = list(noisy_weights(selection, [weights[i] for i in rows], qkey,
+                                         [groups[i] for i in rows]))
+        else:
+            decided = select_many(selection, [weights[i] for i in rows], qkey,
+                                  [groups[i] for i in rows])
         for i, noisy in zip(rows, decided, strict=True):
             out[i] = noisy
     return pa.array(out, type=pa.int64())

@@ -69,6 +69,7 @@ from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import UNSAFE_SEED_MARK
 from hdp_spark.spark.column_finalize import NO_FINGERPRINT, arrow_finalize, struct_fields
 from hdp_spark.spark.column_selection import SELECT_PREFIX, selection_of
+from hdp_spark.spark.column_unit import keyed_decision, unit_decision
 from hdp_spark.spark.extension import (
     MISSING_MESSAGE,
     ExtensionMissingError,
@@ -394,6 +395,7 @@ def column_of(spec: Any, key: ReleaseKey | None = None, groups: str = "none",
         (tests); see :func:`hdp_mean` for the unit protected and what is public.
     """
     key = key if key is not None else ReleaseKey.resolve(None)
+    groups = keyed_decision(groups, key)  # a privacy unit's bounding key (column_unit)
     if is_remote():
         from pyspark.sql.connect.column import Column as ConnectColumn
 
@@ -480,6 +482,11 @@ def hdp_mean(
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
     keys: str | Sequence[object] | SelectKeys | None = None,
+    privacy_unit: str | None = None,
+    max_groups: int | None = None,
+    max_rows: int | None = None,
+    eps_cap: float | None = None,
+    weight_share: float | None = None,
 ) -> Column:
     """The heterogeneous-DP mean as a Spark Column aggregator (and a spec for ``agg``).
 
@@ -501,7 +508,9 @@ def hdp_mean(
     (tuples for several grouping columns), as the release API's: only rows with those grouping
     values are aggregated, the others are left out of every aggregate of the query; a key without
     rows has no row. ``hs.agg(df, hdp_mean(...))`` still runs the release API with this spec (column
-    names only).
+    names only). ``privacy_unit="user_id", max_groups=, max_rows=`` (and ``eps_cap``,
+    ``weight_share``), global or with ``keys="public"``: many rows per person, bounded as the
+    release API's ``agg(..., privacy_unit=...)`` (docs/privacy_unit.md; ``column_unit``).
 
     Privacy:
         Each row is protected at its own ε_i (less where the weights give privacy for free);
@@ -514,7 +523,8 @@ def hdp_mean(
     """
     from hdp_spark.aggregators import hdp_mean as spec_mean
 
-    groups = _groups(keys)
+    unit = unit_decision(keys, privacy_unit, max_groups, max_rows, eps_cap, weight_share)
+    groups = _groups(keys) if unit is None else unit
     (name, value), (eps_name, eps_expr) = _input(column, "column"), _input(eps, "eps")
     spec = spec_mean(name, eps=eps_name, lower=lower, upper=upper, method=method, beta=beta,
                      clip_output=clip_output, fill=fill, eps_grid=eps_grid, alias=alias)
@@ -532,12 +542,17 @@ def hdp_histogram(
     eps_grid: EpsGrid | None = None,
     alias: str | None = None,
     keys: str | Sequence[object] | SelectKeys | None = None,
+    privacy_unit: str | None = None,
+    max_groups: int | None = None,
+    max_rows: int | None = None,
+    eps_cap: float | None = None,
+    weight_share: float | None = None,
 ) -> Column:
     """The heterogeneous-DP histogram as a Spark Column aggregator (and a spec for ``agg``).
 
     Same arguments and rules as :func:`hdp_spark.pandas.hdp_histogram`; the struct's fields
     are the release API's histogram fields (``bins`` holds the released bins). ``column``,
-    ``eps`` and ``keys`` as in :func:`hdp_mean`.
+    ``eps``, ``keys`` and the privacy unit's options as in :func:`hdp_mean`.
 
     Privacy:
         As :func:`hdp_mean`: each row at its own ε_i (under ``select_keys``: charged
@@ -546,7 +561,8 @@ def hdp_histogram(
     """
     from hdp_spark.aggregators import hdp_histogram as spec_histogram
 
-    groups = _groups(keys)
+    unit = unit_decision(keys, privacy_unit, max_groups, max_rows, eps_cap, weight_share)
+    groups = _groups(keys) if unit is None else unit
     (name, value), (eps_name, eps_expr) = _input(column, "column"), _input(eps, "eps")
     spec = spec_histogram(name, eps=eps_name, categories=categories, method=method, beta=beta,
                           other=other, eps_grid=eps_grid, alias=alias)

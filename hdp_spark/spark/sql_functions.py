@@ -23,6 +23,7 @@ from hdp_spark.spark.column_selection import (
     selection_of,
     selection_weights,
 )
+from hdp_spark.spark.column_unit import UNIT_CONF, unit_conf
 from hdp_spark.spark.extension import ExtensionMissingError, analyzer_ready, install
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_generic import register_generic
@@ -215,7 +216,10 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     (``hdp_mean(salary, eps, 0, 250000, 'public')``); ``'select', delta, c, share`` selects
     the groups privately, as ``keys=select_keys(delta=, c=, share=)``
     (``hdp_mean(spend, eps, 0, 500, 'select', 1e-7, 1.0, 0.4)``: only selected groups
-    have a row). Needs a session built with :func:`configure`.
+    have a row). Last, ``'unit', column, max_groups, max_rows`` releases under a privacy
+    unit, as ``privacy_unit=`` (``hdp_mean(amount, eps, 0, 500, 'public', 'unit',
+    'user_id', 3, 10)``; global or with ``'public'``; the default ``eps_cap`` and
+    ``weight_share``). Needs a session built with :func:`configure`.
 
     Every aggregator registered with a generic SQL form (``register_aggregator``, its
     descriptor's ``sql_form``) before this call gets ``hdp_aggregate('<name>', ...)``
@@ -257,6 +261,7 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     session.conf.set(MEAN_METHODS_CONF, ",".join(MEAN_METHODS))
     session.conf.set(HISTOGRAM_METHODS_CONF, ",".join(HISTOGRAM_METHODS))
     key = ReleaseKey.resolve(unsafe_seed)
+    session.conf.set(UNIT_CONF, unit_conf(key))  # the SQL form of the privacy unit
     _, mean_type = _struct(spec_mean("x", eps="eps", lower=0, upper=1), "estimate")
 
     mean_arrow = to_arrow_type(mean_type)

@@ -75,10 +75,13 @@ class ReleaseKey:
     Attributes:
         material: 32 secret bytes. Never logged, never written to outputs.
         unsafe: True when the key was derived from a caller's seed (tests only).
+        origin: (the parent key, the query's fingerprint) of a query's key
+            (:meth:`for_query`), None otherwise.
     """
 
     material: bytes = field(repr=False)
     unsafe: bool = False
+    origin: tuple[ReleaseKey, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.material, bytes) or len(self.material) != _KEY_BYTES:
@@ -143,7 +146,9 @@ class ReleaseKey:
             raise ParameterError(msg)
         material = hmac.new(self.material, _QUERY_DOMAIN + fingerprint.encode(),
                             hashlib.sha256).digest()
-        return ReleaseKey(material, unsafe=self.unsafe)
+        # the parent and the fingerprint: the query's privacy-unit bounding key derives
+        # from them publicly (hdp_spark.core.privacy_unit.spec.bounding_key)
+        return ReleaseKey(material, unsafe=self.unsafe, origin=(self, fingerprint))
 
     def stream(self, context: bytes) -> KeyedStream:
         """The bit stream of one draw, bound to ``context`` (see :func:`encode_context`)."""

@@ -57,6 +57,7 @@ __all__ = [
     "PrivacyUnit",
     "bounding_key",
     "group_rank_text",
+    "query_bounding_key",
     "rank",
     "row_rank_text",
 ]
@@ -113,13 +114,33 @@ class PrivacyUnit:
 
 def bounding_key(key: ReleaseKey) -> str:
     """The bounding key of a release (64 hex digits): ``HMAC-SHA256(release key, domain ||
-    context("privacy-unit", "bounding", 1))``, the block key of a stream no draw uses.
+    context("privacy-unit", "bounding", 1))``, the block key of a stream no draw uses; for
+    the key of one query of a Column or SQL aggregator (:meth:`ReleaseKey.for_query`),
+    :func:`query_bounding_key` of its parent's bounding key and the query's fingerprint.
 
     Privacy:
         Not a noise key: it orders rows for the bounding rule only, and the rule is safe
         whatever the order (module docstring). Engines may place it in a query plan.
     """
+    if key.origin is not None:
+        parent, fingerprint = key.origin
+        return query_bounding_key(bounding_key(parent), fingerprint)
     return key.stream_keys([encode_context(_BOUNDING_CONTEXT)])[0].hex()
+
+
+def query_bounding_key(bkey: str, fingerprint: str) -> str:
+    """The bounding key of one query of a Column or SQL aggregator whose own bounding key
+    is ``bkey``: SHA-256 (hex) of ``bkey``, ``"query"`` and the query's fingerprint, joined
+    by the separator. The JVM extension computes it when it analyzes the query (it holds
+    ``bkey`` and the fingerprint, never the release key), so a Column keeps the rows the
+    release API keeps under the query's key; two queries choose independently.
+
+    Privacy:
+        Not a secret (see :func:`bounding_key`): a public function of two values already in
+        the query's plan.
+    """
+    text = _SEP.join((bkey, "query", fingerprint))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _person(person: str) -> str:

@@ -232,6 +232,18 @@ public final class HdpCells extends HdpAggregate<CellState> {
     return at == null ? unmatched : at;
   }
 
+  /**
+   * The integer code this aggregator reads from a row, for the privacy unit's row rank
+   * ({@link HdpRowCode}): a histogram's category code, else the first value's fixed-point
+   * encoding (a mean), by the rules the cells use.
+   */
+  long rowCode(InternalRow input) {
+    if (paramProblem != null) {
+      throw new IllegalArgumentException(paramProblem);
+    }
+    return categorical ? code(input) : encode(0, read(VALUES, input));
+  }
+
   /** A numeric value as Spark's CAST(... AS DOUBLE) gives it; NaN for null. */
   static double real(Object v) {
     if (v == null) {

@@ -86,6 +86,7 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
         boolean[] publicGroups = {false};
         String[] keyList = {null};
         String[] selection = {null};
+        String[] unit = {null, null};  // the first privacy unit's decision and fingerprint
         boolean[] other = {false};
         List<NamedExpression> out = new ArrayList<>();
         for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
@@ -107,10 +108,11 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                   }
                   publicGroups[0] |= grouped && HdpQuery.PUBLIC.equals(groups);
                   if (groups.startsWith(SelectionPlan.PREFIX)) {
-                    if (selection[0] != null && !selection[0].equals(groups)) {
+                    String decided = UnitPlan.decision(groups);
+                    if (selection[0] != null && !selection[0].equals(decided)) {
                       throw new IllegalArgumentException(KEYS_DIFFER);
                     }
-                    selection[0] = groups;
+                    selection[0] = decided;
                   } else if (!HdpQuery.CELLS.equals(groups)) {
                     other[0] = true;
                   }
@@ -128,6 +130,10 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     QueryGuard.check(a, x);
                   }
                   String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
+                  if (unit[0] == null && UnitPlan.holds(groups)) {
+                    unit[0] = groups;
+                    unit[1] = fp;
+                  }
                   return x.transformUp(new AbstractPartialFunction<Expression, Expression>() {
                     @Override
                     public boolean isDefinedAt(Expression y) {
@@ -150,7 +156,12 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
           if (other[0]) {
             throw new IllegalArgumentException(KEYS_DIFFER);
           }
-          return SelectionPlan.build(a, out, grouped ? withoutNullKeys(a) : a.child());
+          LogicalPlan base = grouped ? withoutNullKeys(a) : a.child();
+          if (unit[0] != null) {  // the privacy unit's bounding below the aggregate (rows
+            // of null or NaN keys count for their person's ε, then are dropped: UnitPlan)
+            return UnitPlan.build(a, out, a.child(), base, unit[0], unit[1]);
+          }
+          return SelectionPlan.build(a, out, base);
         }
         LogicalPlan child = a.child();
         if (keyList[0] != null) {  // only rows of the public keys (never null or NaN)

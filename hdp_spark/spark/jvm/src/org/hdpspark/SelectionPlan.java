@@ -73,8 +73,15 @@ final class SelectionPlan {
 
   /** The plan above, over {@code child} (the aggregate's input, null keys removed). */
   static LogicalPlan build(Aggregate a, List<NamedExpression> outs, LogicalPlan child) {
+    return build(a, outs, child, false);
+  }
+
+  /** {@code global}: a global aggregate is taken (a privacy unit over public keys, no
+   * threshold: its one group is always released, {@link UnitPlan}). */
+  static LogicalPlan build(Aggregate a, List<NamedExpression> outs, LogicalPlan child,
+      boolean global) {
     List<Expression> groups = CollectionConverters.asJava(a.groupingExpressions());
-    if (groups.isEmpty()) {
+    if (groups.isEmpty() && !global) {
       throw new IllegalArgumentException(GLOBAL);
     }
     List<HdpSelected> markers = new ArrayList<>();

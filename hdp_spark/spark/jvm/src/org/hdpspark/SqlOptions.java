@@ -60,6 +60,71 @@ final class SqlOptions {
 
   static SqlOptions parse(List<Expression> in, int required, String function, String conf) {
     int n = in.size();
+    List<Expression> unit = null;  // 'unit', column, max_groups, max_rows (UnitPlan)
+    if (n >= required + 4 && isText(in.get(n - 4))
+        && UNIT.equals(HdpQueryRule.constantText(in.get(n - 4), "groups"))) {
+      unit = in.subList(n - 4, n);
+      n -= 4;
+    }
+    SqlOptions options = parse(in.subList(0, n), required, function, conf, in.size());
+    if (unit == null) {
+      return options;
+    }
+    if (options.selected()) {
+      throw new IllegalArgumentException("ParameterError: `privacy_unit` ('unit', ...) with "
+          + "'select' is not available yet: declare the grouping values 'public' or use a "
+          + "global query.");
+    }
+    HdpQuery query = new HdpQuery(unitDecision(unit,
+        HdpQuery.PUBLIC.equals(options.query.groups)));
+    return new SqlOptions(query, options.method, options.beta);
+  }
+
+  static final String UNIT = "unit";
+  /** The session conf where register_sql writes the privacy unit's public defaults and
+   * the registration's bounding key ({@code hdp_spark.spark.sql_functions}). */
+  static final String UNIT_CONF = "hdp_spark.sql.unit";
+
+  /** The group decision of {@code 'unit', column, max_groups, max_rows} (as the Python
+   * Column writes it: column_unit.unit_decision), with the registration's bounding key. */
+  private static String unitDecision(List<Expression> unit, boolean declared) {
+    String column = HdpQueryRule.constantText(unit.get(1), "privacy_unit");
+    int groups = bound(unit.get(2), "max_groups", 10_000);
+    int rows = bound(unit.get(3), "max_rows", 1_000_000);
+    String conf = org.apache.spark.sql.internal.SQLConf.get().getConfString(UNIT_CONF, "");
+    if (conf.isEmpty()) {
+      throw new IllegalStateException("hdp_mean with 'unit' in SQL needs "
+          + "hdp_spark.spark.register_sql(spark) on this session first");
+    }
+    try {
+      com.fasterxml.jackson.databind.ObjectMapper json =
+          new com.fasterxml.jackson.databind.ObjectMapper();
+      com.fasterxml.jackson.databind.node.ObjectNode d =
+          (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(conf);
+      String bkey = d.remove("bkey").asText();
+      d.put("max_groups", groups);
+      d.put("max_rows", rows);
+      d.put("public", declared);
+      d.put("unit", column);
+      return SelectionPlan.PREFIX + json.writeValueAsString(d) + "#" + bkey;
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static int bound(Expression e, String name, int limit) {
+    Object v = e.foldable() ? e.eval(null) : null;
+    if (!(v instanceof Integer || v instanceof Long || v instanceof Short || v instanceof Byte)
+        || ((Number) v).longValue() < 1 || ((Number) v).longValue() > limit) {
+      throw new IllegalArgumentException("ParameterError: `" + name + "` must be an int in "
+          + "[1, " + limit + "], got " + e.sql() + ".");
+    }
+    return ((Number) v).intValue();
+  }
+
+  private static SqlOptions parse(List<Expression> in, int required, String function,
+      String conf, int written) {
+    int n = in.size();
     HdpQuery query = new HdpQuery(HdpQuery.NONE);
     if (n > required && isText(in.get(n - 1))
         && HdpQuery.PUBLIC.equals(HdpQueryRule.constantText(in.get(n - 1), "groups"))) {
@@ -72,8 +137,8 @@ final class SqlOptions {
     }
     if (n - required > 2) {
       throw new IllegalArgumentException(function + " takes at most a method, a beta and "
-          + "'public' (or 'select', delta, c, share) after its " + required + " arguments, got "
-          + in.size() + " arguments");
+          + "'public' (or 'select', delta, c, share) after its " + required + " arguments, "
+          + "then 'unit', column, max_groups, max_rows, got " + written + " arguments");
     }
     String method = "";
     double beta = Double.NaN;

@@ -1,0 +1,247 @@
+"""The Spark Column aggregators under a privacy unit (issue 50): ``hdp_mean(...,
+privacy_unit="user_id", max_groups=, max_rows=)`` in ``df.agg`` and in
+``df.groupBy(...).agg`` with ``keys="public"``.
+
+* the Column releases, field for field, what ``hs.agg(..., privacy_unit=...)`` releases for
+  the query's key (its release key derived with the query's fingerprint): the same noisy
+  weights W̃ (whose noise context holds the exact weight W, so equal W̃ means the same kept
+  rows and per-person weights), estimates and intervals; the bounds bite on this table
+  (people with more groups and rows than the bounds), ids are null for some rows, some ε
+  are invalid, and some rows have a null key (they count for their person's ε only);
+* the JVM's query bounding key (a literal of the plan) is the Python one;
+* the plan: the bounding costs one shuffle by person and one sort, below the aggregate;
+* every error path names its parameter;
+* on Spark Connect too (``unit_column_job.py``, its own process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hdp_spark.spark as hs
+from hdp_spark.core.privacy_unit.spec import bounding_key, query_bounding_key
+from hdp_spark.errors import ParameterError
+
+pytestmark = pytest.mark.spark
+
+KEYS = ["DE", "FR", "IT"]
+CATS = ["a", "b", "c"]
+UNIT: dict[str, Any] = {"privacy_unit": "user_id", "max_groups": 2, "max_rows": 3}
+
+
+def _events(seed: int = 0, n: int = 3000, persons: int = 200, text_ids: bool = False
+            ) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, persons, n)
+    eps = rng.choice([0.25, 0.5, 1.0, 2.0], n)
+    eps[:6] = [np.nan, -1.0, np.nan, 0.0, 0.5, 3.0]  # invalid ε count as 0 for the person
+    frame = pd.DataFrame({
+        "user_id": [f"u{i}" for i in ids] if text_ids else ids.astype(np.int64),
+        "country": rng.choice(KEYS, n),
+        "amount": rng.uniform(-50, 550, n),  # some clamped
+        "category": rng.choice([*CATS, "zz"], n),
+        "eps": eps,
+    })
+    # rows of no public group (a null key) count for their person's ε only: the smallest
+    # ε here, so a path that dropped them first would weigh these people more
+    frame.loc[20:29, "country"] = None
+    frame.loc[20:29, "eps"] = 0.1
+    if text_ids:
+        frame.loc[10:14, "user_id"] = None  # dropped: cannot be bounded
+    return frame
+
+
+@pytest.fixture(scope="module")
+def events(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    path = tmp_path_factory.mktemp("unit_columns") / "e.parquet"
+    _events().to_parquet(path)
+    return spark.read.parquet(str(path))
+
+
+@pytest.fixture(scope="module")
+def text_events(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    path = tmp_path_factory.mktemp("unit_columns_text") / "e.parquet"
+    _events(seed=1, text_ids=True).to_parquet(path)
+    return spark.read.parquet(str(path))
+
+
+def _column(kind: str, **kwargs: Any) -> Any:
+    if kind == "mean":
+        return hs.hdp_mean("amount", eps="eps", lower=0, upper=500, **UNIT, **kwargs)
+    return hs.hdp_histogram("category", eps="eps", categories=CATS, **UNIT, **kwargs)
+
+
+def _plan(df: Any) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain(True)
+    return out.getvalue()
+
+
+def query_key(q: Any, col: Any) -> Any:
+    """The noise key of Column ``col`` in query ``q``: its key derived with the query's
+    fingerprint, the one 64-hex literal of the physical plan whose query bounding key (as
+    Python computes it) is the plan's other one (the JVM's)."""
+    physical = _plan(q).split("== Physical Plan ==")[1]
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", physical))
+    fps = [fp for fp in found if query_bounding_key(bounding_key(col.key), fp) in found]
+    assert len(fps) == 1, found
+    return col.key.for_query(fps[0])
+
+
+def _same(out: Any, ref: Any, name: str, kind: str) -> None:
+    assert out["weight"] == ref[f"{name}_weight"]
+    assert out["privacy"] == ref[f"{name}_privacy"] == "privacy_unit"
+    assert out["delta"] == ref[f"{name}_delta"] == 0.0
+    assert out["eps_cap"] == ref[f"{name}_eps_cap"]
+    if kind == "mean":
+        fields: tuple[str, ...] = ("ci_low", "ci_high", "noise_ci_low", "noise_ci_high",
+                                   "bias_bound")
+        assert (out["estimate"], *(out[f] for f in fields)) == (
+            ref[name], *(ref[f"{name}_{f}"] for f in fields))
+    else:
+        fields = ("category", "frequency", "ci_low", "ci_high", "noise_ci_low",
+                  "noise_ci_high")
+        assert [tuple(b[f] for f in fields) for b in out["bins"]] == [
+            tuple(b[f] for f in fields) for b in ref[name]]
+
+
+@pytest.mark.parametrize("kind", ["mean", "histogram"])
+@pytest.mark.parametrize("text_ids", [False, True])
+def test_grouped_column_equals_the_release_api(events: Any, text_events: Any, kind: str,
+                                               text_ids: bool) -> None:
+    """keys='public': the groups found, in ascending order, are the release API's keys."""
+    frame = text_events if text_ids else events
+    col = _column(kind, keys="public").unsafe_seed(8)
+    q = frame.groupBy("country").agg(col.alias("out"))
+    got = q.orderBy("country").collect()
+    ref = hs.agg(frame, col, by="country", keys=KEYS, **UNIT,
+                 unsafe_seed=query_key(q, col)).orderBy("country").collect()
+    assert [r["country"] for r in got] == [r["country"] for r in ref] == KEYS
+    for g, r in zip(got, ref, strict=True):
+        _same(g["out"], r, col.spec.name, kind)
+    assert "n" not in got[0]["out"].asDict()  # no exact count under a privacy unit
+
+
+@pytest.mark.parametrize("kind", ["mean", "histogram"])
+def test_global_column_equals_the_release_api(events: Any, kind: str) -> None:
+    col = _column(kind).unsafe_seed(3)
+    q = events.agg(col.alias("out"))
+    got = q.collect()
+    ref = hs.agg(events, col, **UNIT, unsafe_seed=query_key(q, col)).collect()
+    _same(got[0]["out"], ref[0], col.spec.name, kind)
+
+
+def test_the_bounds_bite_on_the_test_tables() -> None:
+    """The equality tests mean something: on their tables most people have more groups
+    than ``max_groups`` and more rows in a group than ``max_rows`` (so the ranks decide)."""
+    for frame in (_events(), _events(seed=1, text_ids=True)):
+        rows = frame.dropna(subset=["user_id"]).groupby(["user_id", "country"]).size()
+        groups = rows.groupby(level=0).size()
+        assert (groups > UNIT["max_groups"]).mean() > 0.5
+        assert (rows > UNIT["max_rows"]).mean() > 0.5
+
+
+def test_query_bounding_key_is_the_python_one(events: Any) -> None:
+    """The JVM computes the query's bounding key (a literal of the plan) from the Column's
+    and the fingerprint: it is the Python key of the query's release key (``query_key``
+    finds it); the Column's own bounding key is not in the plan."""
+    col = _column("mean").unsafe_seed(5)
+    q = events.agg(col.alias("out"))
+    qkey = query_key(q, col)
+    assert qkey.origin is not None
+    assert qkey.origin[0] == col.key
+    assert bounding_key(qkey) in _plan(q)
+    assert bounding_key(col.key) not in _plan(q).split("== Analyzed Logical Plan ==")[1]
+    assert sorted(q.collect()) == sorted(q.collect())  # re-evaluation repeats the release
+
+
+def test_plan_one_person_shuffle_and_one_sort(events: Any) -> None:
+    col = _column("mean")
+    physical = _plan(events.agg(col.alias("out"))).split("== Physical Plan ==")[1]
+    assert physical.count("Exchange hashpartitioning(__pu_person") == 1
+    assert len(re.findall(r"\bSort \[", physical)) == 1
+    assert physical.count("Window [") == 3  # row, group and person windows share the sort
+
+
+def test_aggregators_of_one_aggregate_share_the_bounding(events: Any) -> None:
+    """A mean and a histogram in one aggregate: one bounding and one W̃ per group."""
+    mean = _column("mean", keys="public").unsafe_seed(1)
+    hist = _column("histogram", keys="public").unsafe_seed(2)
+    rows = events.groupBy("country").agg(mean.alias("m"), hist.alias("h")).collect()
+    assert sorted(r["country"] for r in rows) == KEYS
+    assert all(r["m"]["weight"] == r["h"]["weight"] for r in rows)
+    physical = _plan(events.groupBy("country").agg(mean.alias("m"), hist.alias("h")))
+    assert physical.split("== Physical Plan ==")[1].count(
+        "Exchange hashpartitioning(__pu_person") == 1
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"keys": ["DE", "FR"]}, "`keys`"),
+    ({"keys": hs.select_keys(delta=1e-6, c=1.0, share=0.4)}, "`keys`"),
+    ({"keys": "private"}, "`keys`"),
+    ({"max_groups": 0}, "`max_groups`"),
+    ({"max_rows": 2.5}, "`max_rows`"),
+    ({"privacy_unit": ""}, "`privacy_unit`"),
+    ({"eps_cap": -1.0}, "`eps_cap`"),
+    ({"weight_share": 2.0}, "`weight_share`"),
+])
+def test_parameter_errors(kwargs: dict[str, Any], needle: str) -> None:
+    args = {**UNIT, **kwargs}
+    with pytest.raises(ParameterError, match=needle):
+        hs.hdp_mean("amount", eps="eps", lower=0, upper=500, **args)
+
+
+@pytest.mark.parametrize("name", ["max_groups", "max_rows", "eps_cap", "weight_share"])
+def test_unit_options_need_a_unit(name: str) -> None:
+    options: dict[str, Any] = {name: 1}
+    with pytest.raises(ParameterError, match=f"`{name}`.*`privacy_unit`"):
+        hs.hdp_mean("amount", eps="eps", lower=0, upper=500, **options)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda df: df.groupBy("country").agg(_column("mean")), "privacy decision"),
+    (lambda df: df.groupBy("user_id").agg(_column("mean", keys="public")),
+     "`privacy_unit` column 'user_id' identifies people"),
+    (lambda df: df.agg(hs.hdp_mean("user_id", eps="eps", lower=0, upper=9, **UNIT)),
+     "`privacy_unit` column 'user_id' identifies people"),
+    (lambda df: df.withColumnRenamed("user_id", "uid").agg(_column("mean")),
+     "`privacy_unit` names column 'user_id'"),
+    (lambda df: df.withColumn("user_id", df.amount).agg(_column("mean")),
+     "must hold integers or strings, got type double"),
+])
+def test_analysis_errors(events: Any, build: Any, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        build(events).collect()
+
+
+def test_connect_columns_equal_the_release_api() -> None:
+    """On Spark Connect (a separate process: its own local server), a grouped mean and a
+    global histogram release the release API's numbers for the query's key."""
+    pytest.importorskip("pyspark.sql.connect")
+    env = dict(os.environ)
+    env.pop("SPARK_REMOTE", None)
+    env["PYSPARK_PYTHON"] = sys.executable
+    job = Path(__file__).with_name("unit_column_job.py")
+    proc = subprocess.run([sys.executable, str(job)], capture_output=True, text=True,
+                          timeout=600, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "connect" in got["session"]
+    assert len(got["mean"]) == len(KEYS)
+    for estimate, ref, weight, ref_weight in got["mean"]:
+        assert (estimate, weight) == (ref, ref_weight)
+    bins, ref_bins, weight, ref_weight = got["hist"]
+    assert (bins, weight) == (ref_bins, ref_weight)
