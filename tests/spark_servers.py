@@ -105,10 +105,16 @@ class JobServer:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()
             try:
-                self._proc.wait(60)
+                self._proc.wait(10)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+                self._proc.terminate()  # its JVM exits when the Python side is gone
+                try:
+                    self._proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
             self._proc = None
         if self._log is not None:
             self._log.close()
