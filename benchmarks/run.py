@@ -17,6 +17,7 @@ Modes:
               at least one figure, all finite. Speed targets are never asserted. Writes to a
               temporary directory, not log/runs.md (unless --results is given).
   --only A,B  run only these entries (names from --list).
+  --jobs N    (smoke only) run N entries at once: they only have to run, not be timed.
 
 Anchor entries need the benchmark venvs (``bash benchmarks/setup_anchors.sh``); without
 them they are skipped, and the skip is reported, never a failure.
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -531,6 +533,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out the discovered scripts of other aggregators",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="smoke only: run this many entries at once (their figures are then not timings)",
+    )
     parser.add_argument("--list", action="store_true", help="list the entries and exit")
     parser.add_argument(
         "--results",
@@ -556,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{e.script}  smoke={'yes' if e.smoke is not None else 'no'}"
             )
         return 0
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1; got {args.jobs}")
+    if args.jobs > 1 and not args.smoke:
+        parser.error(f"--jobs > 1 needs --smoke (entries sharing the cores are not timed); "
+                     f"got --jobs {args.jobs}")
     only = {x for x in args.only.split(",") if x}
     unknown = only - {e.name for e in entries}
     if unknown:
@@ -581,7 +594,13 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     results = args.results if args.results is not None else (None if args.smoke else RESULTS)
     outcomes: list[Outcome] = []
-    for e in chosen:
+    if args.jobs > 1:  # smoke: the entries only have to run, so they may share the cores
+        with ThreadPoolExecutor(args.jobs) as pool:
+            outcomes = list(pool.map(lambda e: run_entry(e, True, out_dir, plots, timeout),
+                                     chosen))
+        if results is not None:
+            update_results(results, outcomes, raw, entries, final=False)
+    for e in chosen if args.jobs == 1 else []:
         outcomes.append(run_entry(e, args.smoke, out_dir, plots, timeout))
         if results is not None:  # after every entry, so a long run leaves finished sections
             update_results(results, outcomes[-1:], raw, entries, final=False)

@@ -63,6 +63,40 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+def _server(mode: str) -> Iterator[Any]:
+    pytest.importorskip("pyspark.sql.connect" if mode.startswith("connect") else "pyspark")
+    if not _java_available():
+        pytest.skip("Spark tests need Java 17")
+    from spark_servers import JobServer
+
+    server = JobServer(mode)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def connect_server() -> Iterator[Any]:
+    """The run's one Spark Connect server (configured with the extension), started by the
+    first job: ``connect_server.run(job_path)`` runs the job's ``run(session)`` in a new
+    session of it (``tests/spark_servers.py``)."""
+    yield from _server("connect")
+
+
+@pytest.fixture(scope="session")
+def bare_connect_server() -> Iterator[Any]:
+    """The run's one Spark Connect server built without the extension."""
+    yield from _server("connect-bare")
+
+
+@pytest.fixture(scope="session")
+def cluster_server() -> Iterator[Any]:
+    """The run's one local-cluster[2,1,1024] (classic, configured): two executor JVMs,
+    each with its own Python workers."""
+    from spark_servers import CLUSTER
+
+    yield from _server(CLUSTER)
+
+
 @dataclass
 class Engine:
     """One engine under test: builds its native frame from pandas and runs the API."""

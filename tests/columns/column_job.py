@@ -210,6 +210,25 @@ def write_table(spark: Any) -> str:
     return str(path)
 
 
+def run_bare(spark: Any) -> dict[str, Any]:
+    """On a Connect server without the extension: the Column's error, and the release
+    API's count on the same session."""
+    import hdp_spark.spark as hs
+    from hdp_spark.spark import hdp_mean
+
+    df = spark.createDataFrame(table())
+    out: dict[str, Any] = {}
+    try:
+        df.groupBy("dept").agg(
+            hdp_mean("salary", eps="eps", lower=0, upper=250_000).alias("s")).collect()
+    except Exception as e:  # reported to the test
+        out["error"] = f"{type(e).__name__}: {e}"
+    release = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
+                     unsafe_seed=1).collect()
+    out["release_n"] = release[0]["salary_mean_n"]
+    return out
+
+
 def main() -> None:
     from pyspark.sql import SparkSession
 
@@ -218,19 +237,7 @@ def main() -> None:
     mode = sys.argv[1]
     if mode == "connect-bare":  # a Connect server started without the extension
         spark = SparkSession.builder.remote("local[2]").getOrCreate()
-        from hdp_spark.spark import hdp_mean
-
-        df = spark.createDataFrame(table())
-        out: dict[str, Any] = {}
-        try:
-            df.groupBy("dept").agg(
-                hdp_mean("salary", eps="eps", lower=0, upper=250_000).alias("s")).collect()
-        except Exception as e:  # reported to the test
-            out["error"] = f"{type(e).__name__}: {e}"
-        release = hs.agg(df, hdp_mean("salary", eps="eps", lower=0, upper=250_000),
-                         unsafe_seed=1).collect()
-        out["release_n"] = release[0]["salary_mean_n"]
-        print(json.dumps(out))
+        print(json.dumps(run_bare(spark)))
         spark.stop()
         return
     if mode == "connect":

@@ -3,9 +3,7 @@ executor JVMs and Python workers: the same numbers as the release API, and as cl
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,15 +15,7 @@ pytestmark = pytest.mark.spark
 JOB = Path(__file__).with_name("column_job.py")
 
 
-def _run(mode: str) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.run([sys.executable, str(JOB), mode], capture_output=True, text=True,
-                          timeout=600, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+SHUFFLE = {"spark.sql.shuffle.partitions": "3"}  # the job's own, run alone
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +63,10 @@ def test_classic_column_equals_release_api(classic: dict[str, Any]) -> None:
     _check(classic)
 
 
-def test_connect_column_equals_release_api_and_classic(classic: dict[str, Any]) -> None:
+def test_connect_column_equals_release_api_and_classic(classic: dict[str, Any],
+                                                      connect_server: Any) -> None:
     pytest.importorskip("pyspark.sql.connect")
-    got = _run("connect")
+    got = connect_server.run(JOB, conf=SHUFFLE)
     assert "connect" in got["session"]
     _check(got)
     _same_release_shape(got, classic)
@@ -95,19 +86,20 @@ def _same_release_shape(got: dict[str, Any], classic: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
-def test_local_cluster_column_equals_classic(classic: dict[str, Any]) -> None:
+def test_local_cluster_column_equals_classic(classic: dict[str, Any],
+                                             cluster_server: Any) -> None:
     """local-cluster[2,1,1024]: two executor JVMs, each with its own Python workers; they
     load the extension from spark.jars and the finalize from the installed package only."""
-    got = _run("local-cluster[2,1,1024]")
+    got = cluster_server.run(JOB, conf=SHUFFLE)
     _check(got)
     _same_release_shape(got, classic)
 
 
-def test_connect_without_the_extension_names_configure() -> None:
+def test_connect_without_the_extension_names_configure(bare_connect_server: Any) -> None:
     """A Column on a Connect server without the extension fails with an error naming
     ``configure``; the release API keeps working on the same session."""
     pytest.importorskip("pyspark.sql.connect")
-    got = _run("connect-bare")
+    got = bare_connect_server.run(JOB, func="run_bare")
     assert got["error"].startswith("ExtensionMissingError")
     assert "hdp_spark.spark.configure" in got["error"]
     assert got["release_n"] == 4000

@@ -6,9 +6,6 @@ groups; the unsafe-seed mark; ``hs.as_column`` and the dispatch of
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,28 +54,20 @@ def test_classic_columns_equal_the_release_api(classic: dict[str, Any]) -> None:
     _check(classic)
 
 
-def _run(*args: str) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.run([sys.executable, str(JOB), *args], capture_output=True, text=True,
-                          timeout=900, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+SHUFFLE = {"spark.sql.shuffle.partitions": "3"}  # the job's own, run alone
 
 
-def test_connect_columns_equal_the_release_api() -> None:
+def test_connect_columns_equal_the_release_api(connect_server: Any) -> None:
     pytest.importorskip("pyspark.sql.connect")
-    got = _run()
+    got = connect_server.run(JOB, conf=SHUFFLE)
     assert "connect" in got["session"]
     _check(got)
 
 
 @pytest.mark.slow
-def test_local_cluster_columns_equal_the_release_api() -> None:
+def test_local_cluster_columns_equal_the_release_api(cluster_server: Any) -> None:
     """Separate executor JVMs and Python workers."""
-    _check(_run("local-cluster[2,1,1024]"))
+    _check(cluster_server.run(JOB, conf=SHUFFLE))
 
 
 @pytest.mark.parametrize("kind", KINDS)

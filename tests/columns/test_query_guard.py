@@ -10,9 +10,6 @@ fingerprint, an unchanged one repeats its numbers (classic and Connect alike).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,14 +36,10 @@ def classic(spark: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def connect() -> dict[str, Any]:
+def connect(connect_server: Any) -> dict[str, Any]:
     pytest.importorskip("pyspark.sql.connect")
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    proc = subprocess.run([sys.executable, str(CASES), "connect"], capture_output=True,
-                          text=True, timeout=900, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the cases' own shuffle partitions, as when guard_cases.py runs alone
+    out: dict[str, Any] = connect_server.run(CASES, conf={"spark.sql.shuffle.partitions": "2"})
     assert "connect" in out["session"]
     return out
 

@@ -5,9 +5,6 @@ local-cluster; native cells equal to the release path's; the refusals."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -58,29 +55,21 @@ def test_classic_columns_equal_the_release_api(spark: Any) -> None:
     _check(run(spark))
 
 
-def _run(*args: str) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.run([sys.executable, str(JOB), *args], capture_output=True, text=True,
-                          timeout=600, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+SHUFFLE = {"spark.sql.shuffle.partitions": "3"}  # the job's own, run alone
 
 
-def test_connect_columns_equal_the_release_api() -> None:
+def test_connect_columns_equal_the_release_api(connect_server: Any) -> None:
     pytest.importorskip("pyspark.sql.connect")
-    got = _run()
+    got = connect_server.run(JOB, conf=SHUFFLE)
     assert "connect" in got["session"]
     _check(got)
 
 
 @pytest.mark.slow
-def test_local_cluster_columns_equal_the_release_api() -> None:
+def test_local_cluster_columns_equal_the_release_api(cluster_server: Any) -> None:
     """Separate executor JVMs and Python workers: the native aggregate from spark.jars, the
     finalize from the installed package."""
-    _check(_run("local-cluster[2,1,1024]"))
+    _check(cluster_server.run(JOB, conf=SHUFFLE))
 
 
 def test_native_cells_equal_the_release_paths_tables(frame: tuple[Any, Any]) -> None:

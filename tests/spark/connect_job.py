@@ -119,31 +119,35 @@ def plain(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=nested)
 
 
+def run(spark: Any, path: str) -> dict[str, Any]:
+    """Every case and error of the table at ``path`` on the Connect session ``spark``."""
+    import hdp_spark.spark as hs
+
+    df = spark.createDataFrame(pd.read_parquet(path)).repartition(3)
+    out: dict[str, Any] = {"session": type(spark).__module__}
+    for name, case in connect_cases(hs).items():
+        frame = case(df)
+        first = plain(frame.toPandas())
+        second = plain(frame.toPandas())  # re-evaluation must give identical numbers
+        assert first.equals(second), name
+        out[name] = first.to_dict(orient="records")
+    errors: dict[str, str] = {}
+    for name, fail in connect_errors(hs).items():
+        try:
+            fail(df)
+            errors[name] = "no error"
+        except Exception as exc:  # reported to the test, which checks the class and text
+            errors[name] = f"{type(exc).__name__}: {exc}"
+    out["errors"] = errors
+    return out
+
+
 def main() -> None:
     from pyspark.sql import SparkSession
 
-    import hdp_spark.spark as hs
-
-    pdf = pd.read_parquet(sys.argv[1])
     spark = SparkSession.builder.remote("local[2]").getOrCreate()
     try:
-        df = spark.createDataFrame(pdf).repartition(3)
-        out: dict[str, Any] = {"session": type(spark).__module__}
-        for name, run in connect_cases(hs).items():
-            frame = run(df)
-            first = plain(frame.toPandas())
-            second = plain(frame.toPandas())  # re-evaluation must give identical numbers
-            assert first.equals(second), name
-            out[name] = first.to_dict(orient="records")
-        errors: dict[str, str] = {}
-        for name, fail in connect_errors(hs).items():
-            try:
-                fail(df)
-                errors[name] = "no error"
-            except Exception as exc:  # reported to the test, which checks the class and text
-                errors[name] = f"{type(exc).__name__}: {exc}"
-        out["errors"] = errors
-        print(json.dumps(out, default=str))
+        print(json.dumps(run(spark, sys.argv[1]), default=str))
     finally:
         spark.stop()
 

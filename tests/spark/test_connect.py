@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,18 +40,15 @@ def _table() -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def connect_payload(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def connect_payload(tmp_path_factory: pytest.TempPathFactory,
+                    bare_connect_server: Any) -> dict[str, object]:
+    """``connect_job.run`` on the run's Connect server built without the extension (the
+    release API needs none), as ``connect_job.py`` runs alone."""
     pytest.importorskip("pyspark.sql.connect")
     path = tmp_path_factory.mktemp("connect") / "table.parquet"
     _table().to_parquet(path)
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("connect_job.py")), str(path)],
-        capture_output=True, text=True, timeout=600, env=env, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    payload: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    payload: dict[str, object] = bare_connect_server.run(
+        Path(__file__).with_name("connect_job.py"), str(path))
     assert "connect" in str(payload["session"])
     return payload
 
