@@ -74,11 +74,7 @@ def unit_decision(
         raise ParameterError(msg)
     unit = PrivacyUnit(privacy_unit, 1 if max_groups is None else max_groups,
                        1 if max_rows is None else max_rows)
-    try:
-        selection = unit_selection(unit, None, eps_cap=eps_cap, weight_share=weight_share)
-    except ParameterError as err:  # the mechanism names them c and share: name the caller's
-        msg = str(err).replace("`c`", "`eps_cap`").replace("`share`", "`weight_share`")
-        raise ParameterError(msg) from None
+    selection = unit_selection(unit, None, eps_cap=eps_cap, weight_share=weight_share)
     params = {"delta": 0.0, "c": selection.c, "share": selection.share, "step": None,
               "neighbours": selection.neighbours, "max_groups": unit.max_groups,
               "max_rows": unit.max_rows, "keys_public": True, "unit": unit.column,

@@ -223,8 +223,9 @@ def test_global_release(engine: Engine) -> None:
     ({"privacy_unit": "country"}, "identifies people"),
     ({"privacy_unit": "user_id", "keys": hpd.select_keys(delta=1e-6, c=1.0, share=0.3)},
      "with `keys=select_keys(...)` is not available yet"),
-    ({"privacy_unit": "user_id", "weight_share": 1.5}, "`share` must be in (0, 1), got 1.5"),
-    ({"privacy_unit": "user_id", "eps_cap": -1.0}, "`c` must be a finite number > 0"),
+    ({"privacy_unit": "user_id", "weight_share": 1.5},
+     "`weight_share` must be in (0, 1), got 1.5"),
+    ({"privacy_unit": "user_id", "eps_cap": -1.0}, "`eps_cap` must be a finite number > 0"),
 ])
 def test_errors(kwargs: dict[str, Any], needle: str) -> None:
     call: dict[str, Any] = {"by": "country", "keys": KEYS, **kwargs}

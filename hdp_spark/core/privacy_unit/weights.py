@@ -88,8 +88,12 @@ def unit_selection(
                           max_groups=unit.max_groups, max_rows=unit.max_rows)
     c = DEFAULT_EPS_CAP if eps_cap is None else number("eps_cap", eps_cap)
     f = DEFAULT_WEIGHT_SHARE if weight_share is None else number("weight_share", weight_share)
-    return SelectKeys(0.0, c, f, None, neighbours, max_groups=unit.max_groups,
-                      max_rows=unit.max_rows, keys_public=True)
+    try:
+        return SelectKeys(0.0, c, f, None, neighbours, max_groups=unit.max_groups,
+                          max_rows=unit.max_rows, keys_public=True)
+    except ParameterError as err:  # the mechanism's names c and share: name the caller's
+        msg = str(err).replace("`c`", "`eps_cap`").replace("`share`", "`weight_share`")
+        raise ParameterError(msg) from None
 
 
 def weigh_public(selection: SelectKeys, table: Mapping[Key, GroupStats], key: ReleaseKey,
