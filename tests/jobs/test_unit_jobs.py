@@ -134,7 +134,7 @@ def test_plan_matches_the_run_and_allocation_refuses(tmp_path: Path) -> None:
     ("{ max_rows = 3 }", "requires max_groups, max_rows; `max_groups` is missing"),
     ("{ max_groups = 0, max_rows = 3 }", "`max_groups` must be an int in [1, 10000], got 0"),
     ("{ max_groups = 1, max_rows = 3, colour = 1 }", "colour"),
-    ("{ max_groups = 1, max_rows = 3, weight_share = 2 }", "`share` must be in (0, 1)"),
+    ("{ max_groups = 1, max_rows = 3, weight_share = 2 }", "`weight_share` must be in (0, 1)"),
     ("7", "must be a table of max_groups, max_rows, eps_cap, weight_share"),
 ])
 def test_bad_settings_are_named(tmp_path: Path, table: str, needle: str) -> None:
