@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
@@ -102,13 +101,8 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
           + "JSON object string, got " + options.sql() + ".");
     }
     String text = options.eval(null).toString();
-    JsonNode json;
-    try {
-      json = new ObjectMapper().readTree(text);
-    } catch (Exception e) {
-      json = null;
-    }
-    if (json == null || !json.isObject()) {
+    JsonNode json = SqlOptions.jsonObject(text);
+    if (json == null) {
       throw bad("`options` of " + function + " must be a JSON object such as "
           + ("mean".equals(kind) ? "'{\"mechanism\": \"laplace\", \"lower\": 0, \"upper\": 1}'"
               : "'{\"oracle\": {\"d\": 8, \"m\": 64, \"phi_seed\": 1}}'") + ", got " + text + ".");

@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 
@@ -94,13 +93,8 @@ final class HdpSqlPartial extends AbstractFunction1<Seq<Expression>, Expression>
           + "string, got " + options.sql() + ".");
     }
     String text = options.eval(null).toString();
-    JsonNode json;
-    try {
-      json = new ObjectMapper().readTree(text);
-    } catch (Exception e) {
-      json = null;
-    }
-    if (json == null || !json.isObject()) {
+    JsonNode json = SqlOptions.jsonObject(text);
+    if (json == null) {
       throw bad("`options` of " + function + " must be a JSON object such as "
           + "'{\"domains\": {...}, \"eps0\": 1.0}', got " + text + ".");
     }

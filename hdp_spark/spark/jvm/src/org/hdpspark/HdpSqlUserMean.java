@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
@@ -82,13 +81,8 @@ final class HdpSqlUserMean extends AbstractFunction1<Seq<Expression>, Expression
       }
     }
     String text = options.eval(null).toString();
-    JsonNode json;
-    try {
-      json = new ObjectMapper().readTree(text);
-    } catch (Exception e) {
-      json = null;
-    }
-    if (json == null || !json.isObject()) {
+    JsonNode json = SqlOptions.jsonObject(text);
+    if (json == null) {
       throw bad("`options` of " + FUNCTION + " must be a JSON object such as "
           + "'{\"cap\": \"paper\", \"fill\": 5}' or 'public', got " + text + ".");
     }

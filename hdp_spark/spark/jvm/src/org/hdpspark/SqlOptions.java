@@ -3,6 +3,9 @@ package org.hdpspark;
 import java.util.Arrays;
 import java.util.List;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.types.NumericType;
 import org.apache.spark.sql.types.StringType;
@@ -175,6 +178,17 @@ final class SqlOptions {
   /** A hint about what an unknown method text was probably meant to be: the closest of the
    * method names and the group decisions ('public', 'select') within a small edit distance
    * of what the call wrote, or nothing (the call is not told about arguments it lacks). */
+  /** The JSON object of a constant options string, or null when it is not one. */
+  static JsonNode jsonObject(String text) {
+    JsonNode json;
+    try {
+      json = new ObjectMapper().readTree(text);
+    } catch (Exception e) {
+      return null;
+    }
+    return json != null && json.isObject() ? json : null;
+  }
+
   static String hint(String typed, String known) {
     List<String> choices = new java.util.ArrayList<>(Arrays.asList(known.split(",")));
     choices.add(HdpQuery.PUBLIC);
