@@ -228,7 +228,8 @@ def evaluate(eps: np.ndarray, gen: Gen, rules: dict[str, Callable[..., float]],
     return {k: float(np.mean(v)) for k, v in sq.items()}
 
 
-def minimax_lower_bound(pi: float, b: float, a: float, steps: int = 3000) -> float:
+def minimax_lower_bound(pi: float, b: float, a: float, steps: int = 3000,
+                        at_zero: float | None = None) -> float:
     """A lower bound on inf_T sup_δ R(T, δ)/R*(δ) in the one-bucket problem that decides
     between the candidates: the low-ε bucket (share π of the rows) has mean δ away from
     the rest, it is observed as y = δ + Laplace(b) (its whole budget), the rest is known
@@ -236,24 +237,35 @@ def minimax_lower_bound(pi: float, b: float, a: float, steps: int = 3000) -> flo
     better of ignoring the bucket and using it unbiasedly. For any prior λ on a grid of δ,
     sup_δ R/R* >= Σ_j λ_j R(T, δ_j)/R*_j >= the Bayes risk of the weights λ_j/R*_j (the
     posterior mean is its minimizer); the prior is improved by exponentiated-gradient
-    steps (the Bayes risk is concave in λ). Discretization: y on a grid of b/100."""
+    steps (the Bayes risk is concave in λ). Discretization: y on a grid of b/100.
+
+    ``at_zero`` = ρ adds the issue's third target as a constraint: at δ = 0 (values
+    independent of ε, where ignoring the bucket, the default, is the best) the rule's
+    ratio is at most ρ. For every μ >= 0 and every rule meeting it,
+    sup_δ R/R* >= Σ_j λ_j R_j/R*_j + μ·(R_0/R*_0 - ρ), whose minimum over all rules is
+    again a Bayes risk (the weight μ/R*_0 added at δ = 0) minus μ·ρ; the bound is the
+    best over a grid of μ."""
     d = np.linspace(-0.7, 0.7, 141)
+    zero = int(np.argmin(np.abs(d)))
     y = np.linspace(-2, 2, 4001)
     lik = np.exp(-np.abs(y[None, :] - d[:, None]) / b)
     lik /= lik.sum(axis=1, keepdims=True)
     ideal = a + pi**2 * np.minimum(d**2, 2 * b * b)
-    lam = np.full(len(d), 1 / len(d))
     best = 0.0
-    for _ in range(steps):
-        w = lam / ideal
-        m0 = w @ lik
-        m1 = (w * pi * d) @ lik
-        m2 = (w * (pi * d) ** 2) @ lik
-        rule = m1 / np.maximum(m0, 1e-300)
-        best = max(best, float(w.sum() * a + (m2 - m1 * rule).sum()))
-        ratio = (a + ((rule[None, :] - (pi * d)[:, None]) ** 2 * lik).sum(axis=1)) / ideal
-        lam = lam * np.exp(0.5 * (ratio - ratio.max()))
-        lam /= lam.sum()
+    for mu in ([0.0] if at_zero is None else [0.0, *np.geomspace(0.01, 100, 25)]):
+        lam = np.full(len(d), 1 / len(d))
+        for _ in range(steps if at_zero is None else steps // 5):
+            w = lam / ideal
+            w[zero] += mu / ideal[zero]
+            m0 = w @ lik
+            m1 = (w * pi * d) @ lik
+            m2 = (w * (pi * d) ** 2) @ lik
+            rule = m1 / np.maximum(m0, 1e-300)
+            bayes = float(w.sum() * a + (m2 - m1 * rule).sum())
+            best = max(best, bayes - mu * (at_zero or 0.0))
+            ratio = (a + ((rule[None, :] - (pi * d)[:, None]) ** 2 * lik).sum(axis=1)) / ideal
+            lam = lam * np.exp(0.5 * (ratio - ratio.max()))
+            lam /= lam.sum()
     return best
 
 
@@ -263,9 +275,11 @@ def main() -> None:
     parser.add_argument("--designs", choices=("issue", "developers"), default="issue")
     parser.add_argument("--bound", nargs=3, type=float, metavar=("PI", "B", "A"),
                         help="print minimax_lower_bound(PI, B, A) and stop")
+    parser.add_argument("--at-zero", type=float, metavar="RHO",
+                        help="with --bound: the rule's ratio at δ = 0 is at most RHO")
     args = parser.parse_args()
     if args.bound:
-        print(f"lower bound {minimax_lower_bound(*args.bound):.2f}")
+        print(f"lower bound {minimax_lower_bound(*args.bound, at_zero=args.at_zero):.2f}")
         return
     rules = {"pilot-0.05": pilot_rule(0.05), "pilot-0.15": pilot_rule(0.15),
              "eb-2": eb_rule(2.0), "eb-4": eb_rule(4.0), "eb-4-line": eb_rule(4.0, True)}

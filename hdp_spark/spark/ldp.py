@@ -77,9 +77,10 @@ def _vector_frame(df: DataFrame, spec: LdpVectorMeanSpec, by: tuple[str, ...]) -
     code-generated (one sum per coordinate was ~5x slower at d = 10, measured)."""
     level = F.col("__level")
     p = vector_parts(spec, "`__level`")
-    exploded = df.select(*by, level, p.valid.alias("__valid"), p.use.alias("__use"),
-                         p.bound.alias("__bound"), F.posexplode(p.array).alias("__pos", "__val"))
-    q = vector_q(F.col("__val"), F.col("__use"), F.col("__bound"), spec.radius)
+    exploded = df.select(*by, level, F.expr(p.valid).alias("__valid"),
+                         F.expr(p.use).alias("__use"), F.expr(p.bound).alias("__bound"),
+                         F.posexplode(F.expr(p.array)).alias("__pos", "__val"))
+    q = vector_q("`__val`", "`__use`", "`__bound`", spec)
     return exploded.select(
         *by, "__level",
         F.when(F.col("__valid"), F.col("__pos")).otherwise(F.lit(-1)).alias("__idx"),

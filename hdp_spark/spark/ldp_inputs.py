@@ -24,8 +24,9 @@ from hdp_spark.errors import ParameterError
 from hdp_spark.spark.expressions import level_sql
 from hdp_spark.spark.sql_text import double_lit, ident
 
-__all__ = ["ROW_INPUTS", "VectorParts", "distribution_sql", "level_of", "limbs", "mean_sql",
-           "row_inputs", "vector_parts", "vector_q"]
+__all__ = ["ROW_INPUTS", "VectorSql", "distribution_sql", "level_of", "limbs", "mean_sql",
+           "row_inputs", "vector_parts", "vector_q", "vector_q_sql", "vector_row_sql",
+           "vector_sql"]
 
 _INF = float("inf")
 _LO_MASK = (1 << LIMB_BITS) - 1
@@ -54,12 +55,6 @@ def _encode(value: str, bound: str) -> str:
     clipped = f"least(greatest({value}, -({bound})), {bound})"
     return (f"CAST(floor({clipped} * {double_lit(float(2**FRACTION_BITS))} + "
             f"{double_lit(0.5)}) AS BIGINT)")
-
-
-def _encode_column(value: Column, bound: Column) -> Column:
-    """:func:`_encode` over Columns (a vector's coordinates are lambda variables)."""
-    clipped = F.least(F.greatest(value, -bound), bound)
-    return F.floor(clipped * F.lit(float(2**FRACTION_BITS)) + F.lit(0.5)).cast("long")
 
 
 def limbs(q: Column, name: str) -> list[Column]:
@@ -126,56 +121,95 @@ def _distribution_inputs(spec: LdpDistributionSpec, level: str) -> tuple[Column,
     return F.expr(index), F.expr(q)
 
 
-@dataclass(frozen=True, eq=False)  # Columns do not compare as booleans
-class VectorParts:
-    """The per-row parts of a Duchi vector mean: ``valid`` (the report has d coordinates,
-    none NaN), ``use`` (valid with a usable ε), ``bound`` (the encoding's clamp) and
-    ``array`` (the report, or ``[0.0]`` when invalid)."""
+@dataclass(frozen=True)
+class VectorSql:
+    """The per-row parts of a Duchi vector mean as SQL texts: ``valid`` (the report has d
+    coordinates, none NaN), ``use`` (valid with a usable ε), ``bound`` (the encoding's
+    clamp) and ``array`` (the report as doubles, or ``[0.0]`` when invalid: the JVM binds
+    the ``transform``'s variable as a double). The one template of the
+    release path (``posexplode``), the Column and the SQL function (``transform``)."""
 
-    valid: Column
-    use: Column
-    bound: Column
-    array: Column
+    valid: str
+    use: str
+    bound: str
+    array: str
 
 
-def vector_parts(spec: LdpVectorMeanSpec, level: str) -> VectorParts:
-    """The per-row parts of ``spec`` (see :class:`VectorParts`; ``level``: the SQL text of
-    the row's level).
+def vector_sql(report: str, level: str, d: str, sphere: str) -> VectorSql:
+    """:class:`VectorSql` over SQL texts: ``report`` the array column, ``level`` the row's
+    level, ``d`` the dimension (an integer literal), ``sphere`` the constant A_d
+    (:func:`~hdp_spark.core.ldp.common.sphere_constant`, a double literal).
 
     Privacy:
         None: per-row expressions, nothing is published.
     """
-    arr = F.col(spec.report)
     # array_contains uses Spark's NaN = NaN semantics (true on a NaN element, null on a null
-    # element): no higher-order lambda per row, so the whole expression is code-generated
-    valid = (
-        arr.isNotNull()
-        & (F.size(arr) == F.lit(spec.d))
-        & ~F.array_contains(arr, F.lit(float("nan")))
-    )
-    bound = ((F.lit(2.0) / F.expr(_safe(level))) + F.lit(1.0)) * F.lit(
-        sphere_constant(spec.d)) * F.lit(DUCHI_BOUND_SLACK)
-    use = valid & F.expr(_usable(level))
-    safe_arr = F.when(valid, arr).otherwise(F.array(F.lit(0.0)))
-    return VectorParts(valid, use, bound, safe_arr)
+    # element): no higher-order lambda for the check, so it is code-generated
+    valid = (f"({report} IS NOT NULL AND size({report}) = {d} AND NOT "
+             f"array_contains({report}, {double_lit(float('nan'))}))")
+    bound = (f"((({double_lit(2.0)} / {_safe(level)}) + {double_lit(1.0)}) * {sphere}) * "
+             f"{double_lit(DUCHI_BOUND_SLACK)}")
+    return VectorSql(valid, f"({valid} AND {_usable(level)})", bound,
+                     f"CAST(CASE WHEN {valid} THEN {report} ELSE array({double_lit(0.0)}) END "
+                     "AS ARRAY<DOUBLE>)")
 
 
-def vector_q(value: Column, use: Column, bound: Column, radius: float) -> Column:
-    """One coordinate's fixed-point integer (0 unless the row is used).
+def vector_q_sql(value: str, use: str, bound: str, radius: str) -> str:
+    """One coordinate's fixed-point integer (0 unless the row is used), over SQL texts.
 
     Privacy:
         None: a per-row expression.
     """
-    return F.when(use, _encode_column(value / F.lit(float(radius)), bound)).otherwise(
-        F.lit(0).cast("long"))
+    return (f"CASE WHEN {use} THEN {_encode(f'({value} / {radius})', bound)} "
+            "ELSE CAST(0 AS BIGINT) END")
+
+
+def vector_row_sql(report: str, level: str, d: str, radius: str, sphere: str
+                   ) -> tuple[str, str]:
+    """The SQL texts ``(index, q)`` of a vector mean's reports: index 0 for a valid report
+    (-1 otherwise), q the array of the coordinates' integers (one ``transform``): the
+    cells the release path's ``posexplode`` gives, coordinate k at index k. The Column's
+    and the SQL function's template.
+
+    Privacy:
+        None: per-row expressions over the reports (already ε_i-LDP).
+    """
+    p = vector_sql(report, level, d, sphere)
+    lam = "__hdp_coordinate"
+    q = f"transform({p.array}, {lam} -> {vector_q_sql(lam, p.use, p.bound, radius)})"
+    return f"CAST(CASE WHEN {p.valid} THEN 0 ELSE -1 END AS BIGINT)", q
+
+
+def _vector_texts(spec: LdpVectorMeanSpec) -> tuple[str, str, str, str]:
+    return (ident(spec.report), str(int(spec.d)), double_lit(float(spec.radius)),
+            double_lit(sphere_constant(spec.d)))
+
+
+def vector_parts(spec: LdpVectorMeanSpec, level: str) -> VectorSql:
+    """The per-row parts of ``spec`` as SQL texts (see :class:`VectorSql`; ``level``: the
+    SQL text of the row's level).
+
+    Privacy:
+        None: per-row expressions, nothing is published.
+    """
+    report, d, _, sphere = _vector_texts(spec)
+    return vector_sql(report, level, d, sphere)
+
+
+def vector_q(value: str, use: str, bound: str, spec: LdpVectorMeanSpec) -> Column:
+    """One coordinate's fixed-point integer as a Column (``value``, ``use``, ``bound``: SQL
+    texts, e.g. column names).
+
+    Privacy:
+        None: a per-row expression.
+    """
+    return F.expr(vector_q_sql(value, use, bound, _vector_texts(spec)[2]))
 
 
 def _vector_inputs(spec: LdpVectorMeanSpec, level: str) -> tuple[Column, Column]:
-    """(index 0 or -1, the array of the coordinates' integers): the cells the release path's
-    ``posexplode`` gives, coordinate k at index k."""
-    p = vector_parts(spec, level)
-    q = F.transform(p.array, lambda v: vector_q(v, p.use, p.bound, spec.radius))
-    return F.when(p.valid, F.lit(0)).otherwise(F.lit(-1)).cast("long"), q
+    report, d, radius, sphere = _vector_texts(spec)
+    index, q = vector_row_sql(report, level, d, radius, sphere)
+    return F.expr(index), F.expr(q)
 
 
 ROW_INPUTS: dict[type, Callable[[Any, str], tuple[Column, Column]]] = {

@@ -1,21 +1,27 @@
-"""The SQL form of the scalar local-DP aggregators:
-``hdp_ldp_mean(report, eps, '<JSON options>'[, 'public'])`` and
-``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])``.
+"""The SQL form of the local-DP aggregators:
+``hdp_ldp_mean(report, eps, '<JSON options>'[, 'public'])``,
+``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])`` and
+``hdp_ldp_mean_vector(report, eps, '<JSON options>'[, 'public'])``.
 
 The JVM extension (``HdpSqlLdp``) builds the Column's native ``hdp_ldp_cells`` aggregate over
 the release API's per-row SQL templates (:func:`~hdp_spark.spark.ldp_inputs.mean_sql`,
 :func:`~hdp_spark.spark.ldp_inputs.distribution_sql`, the level of
 :func:`~hdp_spark.spark.expressions.level_sql`), which :func:`register_ldp` puts in the
 session conf; it reads from the options only the bounds (mean), the oracle's ``m``
-(distribution) and ``already_randomized`` (the report marker is checked at analysis, as for
-the Column). The finalizes registered here build the spec from the same JSON with the
-release API's constructor (every other check, with its words), refuse the call unless the
-constants the JVM used are the spec's, and run the Column's finalize
+(distribution), ``d`` and ``radius`` (vector) and ``already_randomized`` (the report marker
+is checked at analysis, as for the Column). The finalizes registered here build the spec
+from the same JSON with the release API's constructor (every other check, with its words),
+refuse the call unless the constants the JVM used are the spec's, and run the Column's
+finalize
 (:func:`~hdp_spark.spark.ldp_finalize.arrow_finalize_ldp`).
 
-``ldp_mean_vector`` has no SQL form: its per-row encoding is a higher-order ``transform``
-over the report array with the constant A_d of the dimension, which a call's options cannot
-give the JVM without a copy of its computation (use the Column ``hs.ldp_mean_vector``).
+The vector mean's per-row encoding is one ``transform`` over the report array with the
+encoding's clamp built from the constant A_d of the dimension
+(:func:`~hdp_spark.core.ldp.common.sphere_constant`). The JVM holds no copy of its
+computation: :func:`register_ldp` puts A_1 … A_:data:`MAX_SQL_VECTOR_DIM` (Python's
+``lgamma``, exact as JSON doubles) beside the templates, the JVM picks A_d, and the finalize
+refuses the call unless it is the spec's. A larger ``d`` needs the Column
+``hs.ldp_mean_vector`` (its refusal says so).
 """
 
 from __future__ import annotations
@@ -29,18 +35,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 
-from hdp_spark.aggregators import ldp_distribution, ldp_mean
+from hdp_spark.aggregators import ldp_distribution, ldp_mean, ldp_mean_vector
 from hdp_spark.aggregators.registry import aggregator_of
+from hdp_spark.core.ldp.common import sphere_constant
 from hdp_spark.core.ldp.oracle import FrequencyOracle
 from hdp_spark.core.ldp.release import report_roles
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark.expressions import level_sql
 from hdp_spark.spark.ldp_finalize import arrow_finalize_ldp, ldp_fields
-from hdp_spark.spark.ldp_inputs import distribution_sql, mean_sql
+from hdp_spark.spark.ldp_inputs import distribution_sql, mean_sql, vector_row_sql
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import ident
 
-__all__ = ["ROWS_CONF", "SQL_LDP", "ldp_type", "register_ldp", "spec_of"]
+__all__ = ["MAX_SQL_VECTOR_DIM", "ROWS_CONF", "SQL_LDP", "ldp_type", "register_ldp", "spec_of"]
 
 ROWS_CONF = "hdp_spark.sql.ldpRows"
 """The session conf holding the per-row SQL templates (read by the JVM's ``HdpSqlLdp``)."""
@@ -48,8 +55,13 @@ ROWS_CONF = "hdp_spark.sql.ldpRows"
 SQL_LDP: dict[str, tuple[str, Callable[..., Any]]] = {
     "mean": ("hdp_ldp_mean", ldp_mean),
     "distribution": ("hdp_ldp_distribution", ldp_distribution),
+    "vector": ("hdp_ldp_mean_vector", ldp_mean_vector),
 }
 """kind -> (SQL function, the release API's spec constructor)."""
+
+MAX_SQL_VECTOR_DIM = 1024
+"""The largest ``d`` of ``hdp_ldp_mean_vector`` in SQL: the size of the A_d table in the
+session conf (about 20 kB). The Column takes every ``d`` the spec does."""
 
 _DECLARED = "already_randomized"
 
@@ -57,6 +69,8 @@ _DECLARED = "already_randomized"
 def _probe(kind: str, mechanism: str = "laplace") -> Any:
     if kind == "mean":
         return ldp_mean("r", eps="e", mechanism=mechanism)  # type: ignore[arg-type]
+    if kind == "vector":
+        return ldp_mean_vector("r", eps="e", d=1)
     return ldp_distribution("i", "s", eps="e", oracle=FrequencyOracle(d=2, m=2, phi_seed=0))
 
 
@@ -73,21 +87,26 @@ def ldp_type(kind: str) -> T.StructType:
 
 
 def _templates() -> dict[str, dict[str, Any]]:
-    """Per template (``mean:laplace``, ``mean:rr``, ``distribution``): the per-row texts
-    over the identifiers ``__hdp_<name>``, the report roles and the randomizer."""
+    """Per template (``mean:laplace``, ``mean:rr``, ``distribution``, ``vector``): the
+    per-row texts over the identifiers ``__hdp_<name>``, the report roles and the randomizer;
+    ``sphere``: A_1 … A_:data:`MAX_SQL_VECTOR_DIM` for the vector mean's clamp."""
     level = level_sql(ident("__hdp_eps"))
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {}
     for key, spec in (("mean:laplace", _probe("mean")), ("mean:rr", _probe("mean", "rr")),
-                      ("distribution", _probe("distribution"))):
+                      ("distribution", _probe("distribution")), ("vector", _probe("vector"))):
         if key == "distribution":
             index, q = distribution_sql(ident("__hdp_index"), ident("__hdp_sign"), level,
                                         ident("__hdp_m"))
+        elif key == "vector":
+            index, q = vector_row_sql(ident("__hdp_report"), level, ident("__hdp_d"),
+                                      ident("__hdp_radius"), ident("__hdp_sphere"))
         else:
             index, q = mean_sql(spec.mechanism, ident("__hdp_report"), level,
                                 ident("__hdp_lower"), ident("__hdp_upper"))
         roles = report_roles(spec)
         out[key] = {"level": level, "index": index, "q": q, "mechanism": roles[0][2],
                     "roles": ["ε", *(role for role, _, _ in roles)]}
+    out["sphere"] = [sphere_constant(d) for d in range(1, MAX_SQL_VECTOR_DIM + 1)]
     return out
 
 
@@ -131,8 +150,12 @@ def spec_of(kind: str, options: str, columns: list[str]) -> Any:
 
 def _check_used(function: str, spec: Any, used: dict[str, Any]) -> None:
     """Refuse a call whose constants in the JVM's per-row expressions are not the spec's."""
-    want = ({"m": spec.oracle.m} if "m" in used
-            else {"lower": float(spec.lower), "upper": float(spec.upper)})
+    if "m" in used:
+        want = {"m": spec.oracle.m}
+    elif "sphere" in used:
+        want = {"d": spec.d, "radius": float(spec.radius), "sphere": sphere_constant(spec.d)}
+    else:
+        want = {"lower": float(spec.lower), "upper": float(spec.upper)}
     if {k: float(v) for k, v in used.items()} != {k: float(v) for k, v in want.items()}:
         msg = (f"the constants of {function} cannot be read the same way by the SQL function "
                "and the release API (write the bounds as numbers within 2**53, or use the "
@@ -156,8 +179,9 @@ def _finalizer(kind: str, arrow_type: pa.StructType) -> Callable[..., pa.Array]:
 
 
 def register_ldp(session: Any) -> None:
-    """Register ``hdp_ldp_mean_finalize`` and ``hdp_ldp_distribution_finalize`` and put the
-    per-row templates in the session conf.
+    """Register ``hdp_ldp_mean_finalize``, ``hdp_ldp_distribution_finalize`` and
+    ``hdp_ldp_vector_finalize`` and put the per-row templates (and the A_d table) in the
+    session conf.
 
     Privacy:
         As the local-DP Columns: post-processing of ε_i-LDP reports, no key and no noise.

@@ -1,11 +1,13 @@
-"""The SQL form of the scalar local-DP aggregators, ``hdp_ldp_mean(report, eps, '<JSON
-options>'[, 'public'])`` and ``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[,
-'public'])``: the Column's and the release API's numbers field for field (global and GROUP
-BY with public keys), the report marker, the fixed result types, and the refusals."""
+"""The SQL form of the local-DP aggregators, ``hdp_ldp_mean(report, eps, '<JSON
+options>'[, 'public'])``, ``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[,
+'public'])`` and ``hdp_ldp_mean_vector(report, eps, '<JSON options>'[, 'public'])``: the
+Column's and the release API's numbers field for field (global and GROUP BY with public
+keys), the report marker, the fixed result types, and the refusals."""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 import hdp_spark.spark as hs
+from hdp_spark.core.ldp.common import sphere_constant
 from hdp_spark.spark.sql_ldp import ROWS_CONF, ldp_type
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ldp"))
@@ -54,7 +57,13 @@ def _cases(oracle: Any) -> list[tuple[str, dict[str, Any], Any]]:
         ("hdp_ldp_distribution(j, b, eps, '{o}'", {"oracle": _oracle(oracle), "beta": 0.1},
          lambda keys: hs.ldp_distribution("j", "b", eps="eps", oracle=oracle, beta=0.1,
                                           keys=keys)),
+        ("hdp_ldp_mean_vector(du40, eps, '{o}'",
+         {"d": 40, "radius": 2.0, "weights": "inverse_variance"},
+         lambda keys: hs.ldp_mean_vector("du40", eps="eps", d=40, radius=2.0,
+                                         weights="inverse_variance", keys=keys)),
     ]
+
+KINDS = ("mean", "mean", "distribution", "vector")
 
 
 def _plain(row: Any) -> dict[str, Any]:
@@ -62,7 +71,7 @@ def _plain(row: Any) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("case", range(4))
 def test_sql_equals_the_column_and_the_release_api(spark: Any, reports: Any, case: int
                                                    ) -> None:
     df, oracle = reports
@@ -85,13 +94,14 @@ def test_sql_equals_the_column_and_the_release_api(spark: Any, reports: Any, cas
         mine = _plain(r["r"])
         assert all(_same(mine[k], framed[r["g"]][k]) for k in mine), (case, r["g"])
         assert _same(mine["estimate"], by_key[r["g"]][col.spec.name])
-    assert grouped[0]["r"]["estimate"] != grouped[1]["r"]["estimate"]
+    # each group its own numbers (the vector's estimate falls back to 0 here: its raw mean)
+    field = "raw" if case == 3 else "estimate"
+    assert grouped[0]["r"][field] != grouped[1]["r"][field]
 
 
 def test_result_types_are_the_columns(spark: Any, reports: Any) -> None:
     _, oracle = reports
-    for kind, (call, options, _) in zip(("mean", "mean", "distribution"), _cases(oracle),
-                                        strict=True):
+    for kind, (call, options, _) in zip(KINDS, _cases(oracle), strict=True):
         query = spark.sql(f"SELECT {call.format(o=json.dumps(options))}) AS r FROM reports")
         assert query.schema["r"].dataType == ldp_type(kind)
 
@@ -125,6 +135,16 @@ def test_unmarked_reports_need_already_randomized(spark: Any, reports: Any) -> N
     ("hdp_ldp_distribution(j, b, eps, '{\"oracle\": {\"m\": 0}}')", r"`oracle` \(in the"),
     ("hdp_ldp_mean(g, eps, '{\"mechanism\": \"rr\", \"already_randomized\": true}')",
      "SchemaError: report column `g`"),
+    ("hdp_ldp_mean_vector(du40, eps, '[]')",
+     r"`options` of hdp_ldp_mean_vector must be a JSON object such as '\{\"d\": 3"),
+    ("hdp_ldp_mean_vector(du40, eps, '{}')",
+     r"`d` \(in the options of hdp_ldp_mean_vector\) must be an integer from 1 to 1024 in "
+     r"SQL \(the Column hs.ldp_mean_vector takes larger ones\), got null"),
+    ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 1025}')", r"from 1 to 1024 .* got 1025"),
+    ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 2.5}')", r"from 1 to 1024 .* got 2.5"),
+    ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 0}')", r"from 1 to 1024 .* got 0"),
+    ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 40, \"radius\": \"x\"}')",
+     r"`radius` \(in the options of hdp_ldp_mean_vector\) must be a number"),
 ])
 def test_bad_calls_are_refused_at_analysis(spark: Any, reports: Any, call: str, message: str
                                            ) -> None:
@@ -146,6 +166,9 @@ def test_bad_calls_are_refused_at_analysis(spark: Any, reports: Any, call: str, 
      "takes the FrequencyOracle's fields"),
     ("hdp_ldp_distribution(j, b, eps, '{\"oracle\": {\"m\": 4, \"d\": 2, \"phi_seed\": -1}}')",
      "`phi_seed` must be an integer"),
+    ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 40, \"radius\": -1}')", "radius"),
+    ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 40, \"lower\": 0}')",
+     "`options` of hdp_ldp_mean_vector has an unknown option"),
 ])
 def test_options_the_constructor_checks_are_refused(spark: Any, reports: Any, call: str,
                                                      message: str) -> None:
@@ -188,3 +211,20 @@ def test_constants_the_jvm_read_otherwise_are_refused() -> None:
         spec_of("mean", "[]", ["r", "e"])
     with pytest.raises(ParameterError, match=r"`oracle` \(in the options"):
         spec_of("distribution", '{"oracle": 3}', ["j", "b", "e"])
+    vector = spec_of("vector", '{"d": 40, "radius": 2}', ["r", "e"])
+    sphere = sphere_constant(40)
+    _check_used("hdp_ldp_mean_vector", vector, {"d": 40, "radius": 2.0, "sphere": sphere})
+    for bad in ({"d": 41, "radius": 2.0, "sphere": sphere},
+                {"d": 40, "radius": 2.5, "sphere": sphere},
+                {"d": 40, "radius": 2.0, "sphere": math.nextafter(sphere, 0.0)}):
+        with pytest.raises(ParameterError, match="constants of hdp_ldp_mean_vector"):
+            _check_used("hdp_ldp_mean_vector", vector, bad)
+
+
+def test_the_conf_holds_the_spheres_of_every_sql_dimension() -> None:
+    """The A_d table the JVM reads: Python's values, exact through JSON."""
+    from hdp_spark.spark.sql_ldp import MAX_SQL_VECTOR_DIM, _templates
+
+    table = json.loads(json.dumps(_templates()))["sphere"]
+    assert len(table) == MAX_SQL_VECTOR_DIM
+    assert all(a == sphere_constant(d) for d, a in enumerate(table, start=1))

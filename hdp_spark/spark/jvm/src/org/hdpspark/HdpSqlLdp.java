@@ -25,7 +25,11 @@ import scala.runtime.AbstractFunction1;
  * options>'[, 'public'])} and {@code hdp_ldp_distribution(index, sign, eps, '<JSON
  * options>'[, 'public'])}, the options being the release API's keywords as a JSON object
  * ({@code '{"mechanism": "laplace", "lower": 5, "upper": 15}'}, {@code '{"oracle": {"d": 8,
- * "m": 64, "phi_seed": 1}}'}) plus {@code already_randomized}.
+ * "m": 64, "phi_seed": 1}}'}) plus {@code already_randomized}; and
+ * {@code hdp_ldp_mean_vector(report, eps, '<JSON options>'[, 'public'])} ({@code '{"d": 40,
+ * "radius": 2}'}), whose per-row encoding is one {@code transform} over the report array
+ * with the constant A_d of the dimension, read from the table register_sql put beside the
+ * templates (computed once in Python; {@code d} above the table's size is refused).
  *
  * <p>The native {@link HdpLdpCells} aggregate of the Column is built over the release API's
  * per-row SQL templates ({@link SqlTemplate}; {@code hdp_spark.spark.ldp_inputs}), which
@@ -42,7 +46,8 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
   /** function, kind, its column arguments. */
   static final String[][] FUNCTIONS = {
       {"hdp_ldp_mean", "mean", "report, eps"},
-      {"hdp_ldp_distribution", "distribution", "index, sign, eps"}};
+      {"hdp_ldp_distribution", "distribution", "index, sign, eps"},
+      {"hdp_ldp_mean_vector", "vector", "report, eps"}};
   /** The session conf where register_sql puts the templates (a JSON object per kind). */
   static final String ROWS_CONF = "hdp_spark.sql.ldpRows";
 
@@ -105,13 +110,16 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
     if (json == null) {
       throw bad("`options` of " + function + " must be a JSON object such as "
           + ("mean".equals(kind) ? "'{\"mechanism\": \"laplace\", \"lower\": 0, \"upper\": 1}'"
-              : "'{\"oracle\": {\"d\": 8, \"m\": 64, \"phi_seed\": 1}}'") + ", got " + text + ".");
+              : "vector".equals(kind) ? "'{\"d\": 3, \"radius\": 1}'"
+              : "'{\"oracle\": {\"d\": 8, \"m\": 64, \"phi_seed\": 1}}'") + ", got " + text
+          + ".");
     }
     JsonNode declared = json.get("already_randomized");
     if (declared != null && !declared.isBoolean()) {
       throw bad("`already_randomized` (in the options of " + function + ") must be true or "
           + "false, got " + declared + ".");
     }
+    JsonNode conf = SqlTemplate.conf(ROWS_CONF, function);
     Map<String, Expression> names = new HashMap<>();
     for (int i = 0; i < k; i++) {
       names.put("__hdp_" + columns[i], in.get(i));
@@ -131,6 +139,23 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
       names.put("__hdp_lower", Literal.create(lo, DataTypes.DoubleType));
       names.put("__hdp_upper", Literal.create(hi, DataTypes.DoubleType));
       used.put("lower", lo).put("upper", hi);
+    } else if ("vector".equals(kind)) {
+      JsonNode spheres = conf.get("sphere");
+      int most = spheres == null ? 0 : spheres.size();
+      JsonNode d = json.get("d");
+      if (d == null || !d.isIntegralNumber() || !d.canConvertToInt() || d.asInt() < 1
+          || d.asInt() > most) {
+        throw bad("`d` (in the options of " + function + ") must be an integer from 1 to "
+            + most + " in SQL (the Column hs.ldp_mean_vector takes larger ones), got " + d
+            + ".");
+      }
+      template = kind;
+      double radius = number(json, "radius", 1.0);
+      double sphere = spheres.get(d.asInt() - 1).asDouble();
+      names.put("__hdp_d", Literal.create(d.asInt(), DataTypes.IntegerType));
+      names.put("__hdp_radius", Literal.create(radius, DataTypes.DoubleType));
+      names.put("__hdp_sphere", Literal.create(sphere, DataTypes.DoubleType));
+      used.put("d", d.asInt()).put("radius", radius).put("sphere", sphere);
     } else {
       JsonNode oracle = json.get("oracle");
       JsonNode m = oracle == null || !oracle.isObject() ? null : oracle.get("m");
@@ -143,7 +168,7 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
       names.put("__hdp_m", Literal.create((double) m.asLong(), DataTypes.DoubleType));
       used.put("m", m.asLong());
     }
-    JsonNode rows = SqlTemplate.conf(ROWS_CONF, function).get(template);
+    JsonNode rows = conf.get(template);
     if (rows == null) {
       throw new IllegalStateException(function + " in SQL needs its finalize: call "
           + "hdp_spark.spark.register_sql(spark) on this session first");

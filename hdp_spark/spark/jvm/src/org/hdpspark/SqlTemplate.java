@@ -1,8 +1,10 @@
 package org.hdpspark;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -12,6 +14,11 @@ import org.apache.spark.sql.catalyst.analysis.FunctionRegistry$;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedFunction;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.LambdaFunction;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.expressions.NamedLambdaVariable;
+import org.apache.spark.sql.catalyst.expressions.UnresolvedNamedLambdaVariable;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 
 import scala.Option;
@@ -45,24 +52,55 @@ final class SqlTemplate {
     return json;
   }
 
-  /** The expression of the template {@code text} with {@code names} substituted. */
+  /**
+   * The expression of the template {@code text} with {@code names} substituted. The
+   * variables of its lambda functions ({@code transform(a, x -> ...)}, over arrays the
+   * template casts to {@code ARRAY<DOUBLE>}) are bound here, as nullable doubles, so that
+   * the built-in functions of the lambda's body resolve like the rest.
+   */
   static Expression expr(String text, Map<String, Expression> names) {
-    return substitute(CatalystSqlParser$.MODULE$.parseExpression(text), names);
+    Expression parsed = CatalystSqlParser$.MODULE$.parseExpression(text);
+    Map<String, Expression> variables = new HashMap<>();
+    lambdaVariables(parsed, variables);
+    return substitute(parsed, names, variables);
   }
 
-  private static Expression substitute(Expression e, Map<String, Expression> names) {
-    if (e instanceof UnresolvedAttribute) {
-      Expression a = names.get(((UnresolvedAttribute) e).name());
+  private static void lambdaVariables(Expression e, Map<String, Expression> out) {
+    if (e instanceof LambdaFunction) {
+      for (Object a : CollectionConverters.asJava(((LambdaFunction) e).arguments())) {
+        String name = ((UnresolvedNamedLambdaVariable) a).name();
+        out.put(name, new NamedLambdaVariable(name, DataTypes.DoubleType, true,
+            NamedExpression$.MODULE$.newExprId(), new AtomicReference<Object>()));
+      }
+    }
+    for (Expression k : CollectionConverters.asJava(e.children())) {
+      lambdaVariables(k, out);
+    }
+  }
+
+  /** The parser reads every identifier inside a lambda's body as a lambda variable. */
+  private static String identifier(Expression e) {
+    if (e instanceof UnresolvedNamedLambdaVariable) {
+      return ((UnresolvedNamedLambdaVariable) e).name();
+    }
+    return e instanceof UnresolvedAttribute ? ((UnresolvedAttribute) e).name() : null;
+  }
+
+  private static Expression substitute(Expression e, Map<String, Expression> names,
+      Map<String, Expression> variables) {
+    String name = identifier(e);
+    if (name != null) {
+      Expression a = variables.containsKey(name) ? variables.get(name) : names.get(name);
       if (a == null) {
         throw new IllegalStateException("hdp_spark: a SQL template names an unknown input "
-            + ((UnresolvedAttribute) e).name());
+            + name);
       }
       return a;
     }
     List<Expression> kids = new ArrayList<>();
     boolean changed = false;
     for (Expression k : CollectionConverters.asJava(e.children())) {
-      Expression r = substitute(k, names);
+      Expression r = substitute(k, names, variables);
       kids.add(r);
       changed |= r != k;
     }
