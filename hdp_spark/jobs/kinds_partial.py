@@ -56,8 +56,9 @@ class PartialEntry:
 
 
 _HH_KEYS = {"cols", "domains", "eps0", "delta", "threshold", "count_fraction", "other",
-            "failure_prob", "beta", "privacy_unit", "max_candidates", "leaf_thresholding"}
-_AH_KEYS = {"cols", "domains", "eps0", "other", "beta", "privacy_unit"}
+            "failure_prob", "beta", "privacy_unit", "max_candidates", "leaf_thresholding",
+            "max_rows"}
+_AH_KEYS = {"cols", "domains", "eps0", "other", "beta", "privacy_unit", "max_rows"}
 
 
 def _partial_params(
@@ -100,8 +101,11 @@ def _build_attribute_histograms(params: Mapping[str, Any]) -> PartialEntry:
             math.isfinite(eps0) and eps0 > 0):
         msg = f"`eps0` must be a finite number > 0, got {eps0!r}."
         raise ParameterError(msg)
-    # Basic composition over the d column histograms, each (2/b)-DP with b >= 2/ε₀:
-    # d·ε₀ bounds the report's eps_person (d·2/b) from above.
+    from hdp_spark.core.partial.spec import check_max_rows
+
+    check_max_rows(p.get("max_rows", 1), p.get("privacy_unit"))
+    # Basic composition over the d column histograms, each (2R/b)-DP with b >= 2R/ε₀
+    # (R = max_rows): d·ε₀ bounds the report's eps_person (d·2R/b) from above.
     return PartialEntry(alias or "attribute_histograms", p, None, len(p["cols"]) * float(eps0))
 
 
@@ -251,9 +255,9 @@ heavy hitters, the records being (attribute, value, code, noisy count, interval)
 # -- partial DP under zCDP: marginals (projection mechanism) and MWEM (Ghazi et al.) ----------
 
 _MARGINALS_KEYS = {"cols", "domains", "eps0", "k", "marginals", "other", "delta", "max_domain",
-                   "tol", "max_iter", "privacy_unit"}
+                   "tol", "max_iter", "privacy_unit", "max_rows"}
 _MWEM_KEYS = {"cols", "domains", "eps0", "k", "marginals", "rounds", "per_round", "other",
-              "delta", "max_domain", "max_tuples", "privacy_unit"}
+              "delta", "max_domain", "max_tuples", "privacy_unit", "max_rows"}
 
 
 def _zcdp_eps(rho: float, delta: float) -> float:
