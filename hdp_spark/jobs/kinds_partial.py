@@ -248,8 +248,9 @@ ATTRIBUTE_HISTOGRAMS = _person_kind(
     "attribute_histograms", _build_attribute_histograms, _release_attribute_histograms, _AH_KEYS
 )
 """Per-attribute histograms (:func:`hdp_spark.pandas.attribute_histograms`, Ghazi et al.):
-``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``alias``. Output as
-heavy hitters, the records being (attribute, value, code, noisy count, interval)."""
+``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``max_rows``,
+``alias``. Output as heavy hitters, the records being (attribute, value, code, noisy count,
+interval)."""
 
 
 # -- partial DP under zCDP: marginals (projection mechanism) and MWEM (Ghazi et al.) ----------
@@ -383,7 +384,8 @@ MARGINALS = _person_kind("marginals", _build_marginals, _release_marginals,
                          _MARGINALS_KEYS | {"beta"})
 """Partial-DP marginals by the projection mechanism (:func:`hdp_spark.hdp_marginals`, Ghazi
 et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other``, ``delta``,
-``max_domain``, ``tol``, ``max_iter``, ``privacy_unit``, ``alias``. One output row:
+``max_domain``, ``tol``, ``max_iter``, ``privacy_unit``, ``max_rows``, ``alias``. One output
+row:
 ``<name>_records`` (one per cell: ``marginal``, the attribute values, ``noisy_count``,
 ``projected_count``, ``projected_fraction``), ``_n``, ``_eps0``, ``_rho_attribute``,
 ``_rho_person``, ``_delta``, ``_eps_attribute`` and ``_eps_person`` ((ε, δ) conversions at
@@ -393,7 +395,8 @@ et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other`
 MWEM = _person_kind("mwem", _build_mwem, _release_mwem, _MWEM_KEYS)
 """Partial-DP MWEM (:func:`hdp_spark.hdp_mwem`, Ghazi et al. §4.2): ``cols``, ``domains``,
 ``eps0``, ``k`` or ``marginals``, ``rounds``, ``per_round``, ``other``, ``delta``,
-``max_domain``, ``max_tuples``, ``privacy_unit``, ``alias``. Output as ``marginals``, the
+``max_domain``, ``max_tuples``, ``privacy_unit``, ``max_rows``, ``alias``. Output as
+``marginals``, the
 records holding ``mwem_fraction``."""
 
 
