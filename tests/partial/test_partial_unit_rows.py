@@ -417,3 +417,30 @@ def test_job_kinds_take_max_rows_and_charge_the_reported_eps() -> None:
     assert report.eps_person <= ah.eps_person
     with pytest.raises(ParameterError, match="`max_rows` must be a positive int, got 0"):
         ATTRIBUTE_HISTOGRAMS.build({**params, "max_rows": 0})
+
+
+def test_spark_column_specs_release_with_the_unit(spark: Any) -> None:
+    """A Column constructor with ``privacy_unit`` and ``max_rows`` is a spec the Spark
+    release functions run (the Column itself refuses the unit): the same release as
+    pandas' with the core spec."""
+    import hdp_spark.pandas as hpd
+    import hdp_spark.spark as hs
+
+    df = _frame(13, persons=300)
+    df.loc[df.index % 3 == 0, COLS] = 0
+    sdf = spark.createDataFrame(df)
+    unit = {"privacy_unit": "id", "max_rows": 2}
+    column = hs.hdp_marginals(COLS, domains=BINARY, eps0=1.0, k=1, other=OTHER, **unit)
+    spec = hdp_marginals(COLS, domains=BINARY, eps0=1.0, k=1, other=OTHER, **unit)
+    out = hs.marginals(sdf, column, unsafe_seed=4)
+    ref = hpd.marginals(df, spec, unsafe_seed=4)
+    pd.testing.assert_frame_equal(_table(out), _table(ref), check_dtype=False)
+    assert out.report.max_rows == 2
+    column = hs.hdp_heavy_hitters(COLS, domains=BINARY, eps0=8.0, delta=1e-3, other=OTHER,
+                                  **unit)
+    out = hs.heavy_hitters(sdf, column, unsafe_seed=4)
+    ref = hpd.heavy_hitters(df, hdp_heavy_hitters(COLS, domains=BINARY, eps0=8.0, delta=1e-3,
+                                                  other=OTHER, **unit), unsafe_seed=4)
+    pd.testing.assert_frame_equal(_table(out), _table(ref), check_dtype=False)
+    assert len(_table(ref)) > 0
+    assert out.report.eps_attribute <= 8.0
