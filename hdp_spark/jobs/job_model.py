@@ -126,17 +126,19 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
 
 def _person_charge(kind: str, entry: Any) -> float:
     """The per-person ε the release of a one-global-ε kind reports (and the run charges):
-    heavy hitters' budget's ``eps_person``; attribute histograms' d · 2/b with b the
-    count scale of ε₀; the marginals' (ε, δ) conversion of their ρ (all functions of the
-    parameters only). MWEM's depends on the rows read as well (:func:`_person_charge_at`);
-    its demand bound stands in here."""
+    heavy hitters' budget's ``eps_person``; attribute histograms' d · 2R/b with b the
+    count scale of ε₀ and R = ``max_rows``; the marginals' (ε, δ) conversion of their ρ
+    (all functions of the parameters only). MWEM's depends on the rows read as well
+    (:func:`_person_charge_at`); its demand bound stands in here."""
     if kind == "heavy_hitters":
         return float(entry.spec.budget.eps_person)
     if kind in ("marginals", "mwem"):
         return float(entry.eps_person)
-    from hdp_spark.core.partial.budget import count_scale_for
+    from hdp_spark.core.partial.histograms import histogram_scale
 
-    return len(entry.params["cols"]) * (2.0 / float(count_scale_for(float(entry.params["eps0"]))))
+    rows = int(entry.params.get("max_rows", 1))
+    scale = histogram_scale(float(entry.params["eps0"]), rows)
+    return len(entry.params["cols"]) * (2.0 * rows / float(scale))
 
 
 def _person_charge_at(kind: str, entry: Any) -> Callable[[int], float] | None:

@@ -56,8 +56,9 @@ class PartialEntry:
 
 
 _HH_KEYS = {"cols", "domains", "eps0", "delta", "threshold", "count_fraction", "other",
-            "failure_prob", "beta", "privacy_unit", "max_candidates", "leaf_thresholding"}
-_AH_KEYS = {"cols", "domains", "eps0", "other", "beta", "privacy_unit"}
+            "failure_prob", "beta", "privacy_unit", "max_candidates", "leaf_thresholding",
+            "max_rows"}
+_AH_KEYS = {"cols", "domains", "eps0", "other", "beta", "privacy_unit", "max_rows"}
 
 
 def _partial_params(
@@ -100,8 +101,11 @@ def _build_attribute_histograms(params: Mapping[str, Any]) -> PartialEntry:
             math.isfinite(eps0) and eps0 > 0):
         msg = f"`eps0` must be a finite number > 0, got {eps0!r}."
         raise ParameterError(msg)
-    # Basic composition over the d column histograms, each (2/b)-DP with b >= 2/ε₀:
-    # d·ε₀ bounds the report's eps_person (d·2/b) from above.
+    from hdp_spark.core.partial.spec import check_max_rows
+
+    check_max_rows(p.get("max_rows", 1), p.get("privacy_unit"))
+    # Basic composition over the d column histograms, each (2R/b)-DP with b >= 2R/ε₀
+    # (R = max_rows): d·ε₀ bounds the report's eps_person (d·2R/b) from above.
     return PartialEntry(alias or "attribute_histograms", p, None, len(p["cols"]) * float(eps0))
 
 
@@ -244,16 +248,17 @@ ATTRIBUTE_HISTOGRAMS = _person_kind(
     "attribute_histograms", _build_attribute_histograms, _release_attribute_histograms, _AH_KEYS
 )
 """Per-attribute histograms (:func:`hdp_spark.pandas.attribute_histograms`, Ghazi et al.):
-``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``alias``. Output as
-heavy hitters, the records being (attribute, value, code, noisy count, interval)."""
+``cols``, ``domains``, ``eps0``, ``other``, ``beta``, ``privacy_unit``, ``max_rows``,
+``alias``. Output as heavy hitters, the records being (attribute, value, code, noisy count,
+interval)."""
 
 
 # -- partial DP under zCDP: marginals (projection mechanism) and MWEM (Ghazi et al.) ----------
 
 _MARGINALS_KEYS = {"cols", "domains", "eps0", "k", "marginals", "other", "delta", "max_domain",
-                   "tol", "max_iter", "privacy_unit"}
+                   "tol", "max_iter", "privacy_unit", "max_rows"}
 _MWEM_KEYS = {"cols", "domains", "eps0", "k", "marginals", "rounds", "per_round", "other",
-              "delta", "max_domain", "max_tuples", "privacy_unit"}
+              "delta", "max_domain", "max_tuples", "privacy_unit", "max_rows"}
 
 
 def _zcdp_eps(rho: float, delta: float) -> float:
@@ -379,7 +384,8 @@ MARGINALS = _person_kind("marginals", _build_marginals, _release_marginals,
                          _MARGINALS_KEYS | {"beta"})
 """Partial-DP marginals by the projection mechanism (:func:`hdp_spark.hdp_marginals`, Ghazi
 et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other``, ``delta``,
-``max_domain``, ``tol``, ``max_iter``, ``privacy_unit``, ``alias``. One output row:
+``max_domain``, ``tol``, ``max_iter``, ``privacy_unit``, ``max_rows``, ``alias``. One output
+row:
 ``<name>_records`` (one per cell: ``marginal``, the attribute values, ``noisy_count``,
 ``projected_count``, ``projected_fraction``), ``_n``, ``_eps0``, ``_rho_attribute``,
 ``_rho_person``, ``_delta``, ``_eps_attribute`` and ``_eps_person`` ((ε, δ) conversions at
@@ -389,7 +395,8 @@ et al. §4.1): ``cols``, ``domains``, ``eps0``, ``k`` or ``marginals``, ``other`
 MWEM = _person_kind("mwem", _build_mwem, _release_mwem, _MWEM_KEYS)
 """Partial-DP MWEM (:func:`hdp_spark.hdp_mwem`, Ghazi et al. §4.2): ``cols``, ``domains``,
 ``eps0``, ``k`` or ``marginals``, ``rounds``, ``per_round``, ``other``, ``delta``,
-``max_domain``, ``max_tuples``, ``privacy_unit``, ``alias``. Output as ``marginals``, the
+``max_domain``, ``max_tuples``, ``privacy_unit``, ``max_rows``, ``alias``. Output as
+``marginals``, the
 records holding ``mwem_fraction``."""
 
 

@@ -84,7 +84,7 @@ class PandasEngine:
     def tree_counter(self, spec: CodedSpec) -> Iterator[Any]:
         from hdp_spark.pandas._heavy_hitters import PandasTreeCounter, bounded_persons
 
-        df = bounded_persons(self._frame(), spec.privacy_unit)
+        df = bounded_persons(self._frame(), spec.privacy_unit, spec.max_rows)
         yield PandasTreeCounter.from_frame(df, spec)
 
     def attribute_counts(self, spec: AttributeHistogramSpec) -> list[dict[int, int]]:

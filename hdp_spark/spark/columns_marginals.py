@@ -76,6 +76,7 @@ def hdp_marginals(
     alias: str | None = None,
     keys: Keys = None,
     max_records: int = DEFAULT_MAX_RECORDS,
+    max_rows: int = 1,
 ) -> Column:
     """Partial-DP marginals (the projection mechanism) as a Spark Column aggregator (and a
     spec for ``hs.agg``/``hs.marginals``).
@@ -90,7 +91,8 @@ def hdp_marginals(
     then the report's scalar fields (``eps_attribute``, ``eps_person``, ``sigma2``,
     ``n``, ``projection_gap``, ...: see
     :data:`~hdp_spark.spark.records_families.MARGINALS_REPORT_FIELDS`). ``privacy_unit``
-    is refused by the Column (a separate pass): use the release API for it.
+    is refused by the Column (a separate pass): use the release API for it (``max_rows``
+    is validated with the spec, and taken by ``hs.agg(df, <this>)``).
 
     Privacy:
         Per group, the release API's mechanism: ρ_j = deg(j)/σ² <= ½ε₀² per attribute j,
@@ -102,7 +104,8 @@ def hdp_marginals(
     """
     spec = spec_marginals(cols, domains=domains, eps0=eps0, k=k, marginals=marginals,
                           other=other, delta=delta, max_domain=max_domain, tol=tol,
-                          max_iter=max_iter, privacy_unit=privacy_unit, alias=alias)
+                          max_iter=max_iter, privacy_unit=privacy_unit, alias=alias,
+                          max_rows=max_rows)
     return _make(spec, keys, max_records)
 
 
@@ -123,11 +126,13 @@ def hdp_mwem(
     delta: float = 1e-6,
     keys: Keys = None,
     max_records: int = DEFAULT_MAX_RECORDS,
+    max_rows: int = 1,
 ) -> Column:
     """Partial-DP MWEM as a Spark Column aggregator (and a spec for ``hs.agg``/``hs.mwem``).
 
     Same arguments and rules as :func:`hdp_spark.hdp_mwem`, plus ``keys`` and
-    ``max_records`` (as :func:`hdp_marginals`). One struct per group: ``cells``, the
+    ``max_records`` (as :func:`hdp_marginals`; so are ``privacy_unit`` and ``max_rows``).
+    One struct per group: ``cells``, the
     release API's table (``marginal``, one field per attribute, ``mwem_fraction``), then
     the report's scalar fields (``rounds``, ``eps_round``, ``rho_attribute``,
     ``rho_person``, ``n``, ...: see
@@ -142,7 +147,7 @@ def hdp_mwem(
     spec = spec_mwem(cols, domains=domains, eps0=eps0, k=k, marginals=marginals,
                      rounds=rounds, per_round=per_round, other=other, max_domain=max_domain,
                      max_tuples=max_tuples, privacy_unit=privacy_unit, alias=alias,
-                     delta=delta)
+                     delta=delta, max_rows=max_rows)
     return _make(spec, keys, max_records)
 
 

@@ -260,6 +260,7 @@ def hdp_heavy_hitters(
     leaf_thresholding: bool = False,
     keys: str | Sequence[object] | None = None,
     max_records: int = DEFAULT_MAX_RECORDS,
+    max_rows: int = 1,
 ) -> Column:
     """Partial-DP heavy hitters as a Spark Column aggregator (and a spec for ``agg``).
 
@@ -275,7 +276,8 @@ def hdp_heavy_hitters(
     ``hs.heavy_hitters(df, <this>)`` run the release API with its spec.
 
     As a Column it needs, before any job: no ``privacy_unit`` (a separate pass the release
-    API runs), and the product of the domain sizes at most ``max_records`` (the public
+    API runs; ``max_rows`` is validated with the spec, and taken by ``hs.agg(df,
+    <this>)``), and the product of the domain sizes at most ``max_records`` (the public
     bound of a group's native state: see this module's docstring); otherwise
     :class:`~hdp_spark.errors.ParameterError` when the Column is used.
 
@@ -295,5 +297,5 @@ def hdp_heavy_hitters(
         cols, domains=domains, eps0=eps0, delta=delta, threshold=threshold,
         count_fraction=count_fraction, other=other, failure_prob=failure_prob, beta=beta,
         privacy_unit=privacy_unit, max_candidates=max_candidates, alias=alias,
-        leaf_thresholding=leaf_thresholding)
+        leaf_thresholding=leaf_thresholding, max_rows=max_rows)
     return records_column(spec, ReleaseKey.resolve(None), groups, max_records)

@@ -81,7 +81,7 @@ class SparkEngine:
             bounded_persons,
         )
 
-        df = bounded_persons(_check_frame(self.df), spec.privacy_unit)
+        df = bounded_persons(_check_frame(self.df), spec.privacy_unit, spec.max_rows)
         with SparkTreeCounter.from_frame(df, spec) as counter:
             yield counter
 

@@ -160,7 +160,7 @@ def test_persons_without_budget_are_left_out(tmp_path: Path) -> None:
     ("marginals", "delta = 1e-5", "rounds = 3",
      r"^unknown key `rounds` in .*aggregator #1 \(kind = 'marginals'\); valid keys: "
      r"alias, beta, cols, delta, domains, eps, eps0, k, kind, marginals, max_domain, max_iter, "
-     r"other, privacy_unit, tol, unit\.$"),
+     r"max_rows, other, privacy_unit, tol, unit\.$"),
     ("marginals", "delta = 1e-5", "max_domain = 4", r"product of the domain sizes.*8"),
     ("marginals", 'cols = ["sex", "region", "occupation"]', 'cols = "sex"',
      r"`cols` must be a list of column names"),
@@ -173,6 +173,10 @@ def test_persons_without_budget_are_left_out(tmp_path: Path) -> None:
     ("mwem", 'marginals = [["sex", "region"], ["occupation"]]',
      'marginals = [["sex", "income"]]', r"must name distinct columns of `cols`"),
     ("mwem", "eps0 = 0.4", "", r"`eps0` is required"),
+    ("mwem", "rounds = 6", "rounds = 6\n  max_rows = 2",
+     r"`max_rows` bounds the rows of a person: it needs `privacy_unit`"),
+    ("marginals", "delta = 1e-5", 'delta = 1e-5\n  privacy_unit = "user_id"\n  max_rows = 0',
+     r"`max_rows` must be a positive int, got 0"),
 ])
 def test_bad_parameters_are_refused_at_load(
     tmp_path: Path, kind: str, old: str, new: str, match: str

@@ -66,33 +66,37 @@ def _count(event: Callable[[ReleaseKey], bool], trials: int, tag: str) -> int:
                for i in range(trials))
 
 
-@pytest.mark.parametrize("unit", ["person", "attribute"])
-def test_marginals_audit_stays_under_the_reported_guarantee(unit: str) -> None:
+@pytest.mark.parametrize(("unit", "rows"), [("person", 1), ("attribute", 1), ("person", 2),
+                                           ("attribute", 3)])
+def test_marginals_audit_stays_under_the_reported_guarantee(unit: str, rows: int) -> None:
     """Three binary attributes, all 2-way marginals, ε₀ = 1. The person's record (0,0,0)
-    moves to (1,1,1) (person) or to (1,0,0) (attribute a). Event: the summed noisy
-    differences n[00] - n[moved cell] over the marginals that hold a, above a threshold
-    set between the two tables' means."""
+    moves to (1,1,1) (person) or to (1,0,0) (attribute a); with ``max_rows`` = R > 1 the
+    person has R rows, all of which move (the bounding itself is tested in
+    test_partial_unit_rows.py). Event: the summed noisy differences n[00] - n[moved cell]
+    over the marginals that hold a, above a threshold set between the two tables' means."""
     cols = ["a", "b", "c"]
+    unit_kw = {"privacy_unit": "id", "max_rows": rows} if rows > 1 else {}
     spec = hdp_marginals(cols, domains={c: [0, 1] for c in cols}, eps0=1.0, k=2,
-                         other={c: 0 for c in cols}, delta=DELTA)
+                         other={c: 0 for c in cols}, delta=DELTA, **unit_kw)
     rest = [(0, 1, 0), (1, 0, 1), (1, 1, 0), (0, 0, 1)] * 4
     moved = (1, 1, 1) if unit == "person" else (1, 0, 0)
-    base = _cells([(0, 0, 0), *rest], spec.workload)
-    neighbour = _cells([moved, *rest], spec.workload)
+    base = _cells([(0, 0, 0)] * rows + rest, spec.workload)
+    neighbour = _cells([moved] * rows + rest, spec.workload)
     # a's marginals: (a, b) and (a, c); the moved record's cell in each
     pairs = [(i, 2 * moved[s[0]] + moved[s[1]]) for i, s in enumerate(spec.workload) if 0 in s]
 
     def statistic(counts: list[dict[int, int]], key: ReleaseKey) -> int:
-        rows = finalize_marginals(spec, counts, key).rows
-        per = [rows[4 * i:4 * i + 4] for i in range(len(spec.workload))]
+        out = finalize_marginals(spec, counts, key).rows
+        per = [out[4 * i:4 * i + 4] for i in range(len(spec.workload))]
         return sum(per[i][0]["noisy_count"] - per[i][cell]["noisy_count"] for i, cell in pairs)
 
-    shift = 2 * len(pairs)  # the statistic's mean moves by 2 per marginal
+    shift = 2 * rows * len(pairs)  # the statistic's mean moves by 2R per marginal
     threshold = int(np.ceil(shift + math.sqrt(2 * len(pairs) * float(spec.budget.sigma2))))
     trials = 12_000
-    hits = _count(lambda k: statistic(base, k) >= threshold, trials, f"{unit}-D")
+    tag = unit if rows == 1 else f"{unit}-{rows}rows"
+    hits = _count(lambda k: statistic(base, k) >= threshold, trials, f"{tag}-D")
     hits_neighbour = _count(lambda k: statistic(neighbour, k) >= threshold, trials,
-                            f"{unit}-D'")
+                            f"{tag}-D'")
     rho = spec.budget.rho_person if unit == "person" else spec.budget.rho_attribute
     claimed = accounting.eps_cks20(rho, DELTA)
     lower = _eps_lower(hits, hits_neighbour, trials)

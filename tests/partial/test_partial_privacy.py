@@ -12,10 +12,8 @@ review P1-P3).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections import Counter
-from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -32,7 +30,7 @@ from hdp_spark.core.partial.budget import (
 from hdp_spark.core.partial.heavy_hitters import decide_node
 from hdp_spark.core.partial.privacy import log_inclusion, worst_case_loss
 from hdp_spark.errors import InternalError
-from partial.partial_testlib import random_dataset
+from partial.partial_testlib import Record, max_log_ratio, own_inclusion, random_dataset
 
 # -- oracle 8: chain calculator ---------------------------------------------------------------
 
@@ -62,66 +60,12 @@ def test_chain_calculator_on_solved_budgets() -> None:
 
 # -- oracle 7: exact brute force over all outcomes of a tiny tree -------------------------------
 
-Record = tuple[int, ...]
-Incl = Callable[[int, int], tuple[float, float]]  # (count, level) -> (ln P[in], ln P[out])
-
-
-def _restrict(counts: Counter[Record], attrs: tuple[int, ...]) -> Counter[Record]:
-    out: Counter[Record] = Counter()
-    for rec, c in counts.items():
-        out[tuple(rec[j] for j in attrs)] += c
-    return out
-
-
-def _subset_loglik(cands: list[Record], f: Counter[Record], level: int, incl: Incl) -> np.ndarray:
-    """log P(L = S) for every subset S of cands (bitmask order)."""
-    logs = np.array([incl(f.get(s, 0), level) for s in cands])
-    out = np.zeros(1 << len(cands))
-    for mask in range(1 << len(cands)):
-        bits = np.array([(mask >> i) & 1 for i in range(len(cands))], dtype=bool)
-        out[mask] = logs[bits, 0].sum() + logs[~bits, 1].sum()
-    return out
-
-
-def max_log_ratio(x: Counter[Record], xp: Counter[Record], d: int, incl: Incl) -> float:
-    """Exact max over all outcomes (L_A, L_B, L_root) of ln P_x / P_x' for d in {3, 4}
-    binary attributes (d = 3: the right node is attribute 2 and a padded constant)."""
-    left, right = (0, 1), (2, 3) if d == 4 else (2,)
-    ca = list(itertools.product((0, 1), repeat=2))
-    cb = list(itertools.product((0, 1), repeat=len(right)))
-    la = _subset_loglik(ca, _restrict(x, left), 1, incl) - _subset_loglik(
-        ca, _restrict(xp, left), 1, incl)
-    lb = _subset_loglik(cb, _restrict(x, right), 1, incl) - _subset_loglik(
-        cb, _restrict(xp, right), 1, incl)
-    fx, fxp = _restrict(x, tuple(range(d))), _restrict(xp, tuple(range(d)))
-    m = np.zeros((len(ca), len(cb)))
-    for i, a in enumerate(ca):
-        for j, b in enumerate(cb):
-            (li, lo), (lpi, lpo) = incl(fx.get(a + b, 0), 2), incl(fxp.get(a + b, 0), 2)
-            m[i, j] = max(li - lpi, lo - lpo)
-    ia = np.array([[(mask >> i) & 1 for i in range(len(ca))] for mask in range(1 << len(ca))])
-    ib = np.array([[(mask >> i) & 1 for i in range(len(cb))] for mask in range(1 << len(cb))])
-    total = la[:, None] + lb[None, :] + ia @ m @ ib.T
-    return float(total.max())
-
-
 def _spec(d: int, tau: int):
     cols = [f"a{j}" for j in range(d)]
     # count_fraction 0: tree only; delta = 1/320 gives kappa = ln 160 (t ~ 3 at eps 1.3375).
     return hdp_heavy_hitters(cols, domains={c: [0, 1] for c in cols}, eps0=1.3375,
                              count_fraction=0, delta=1 / 320, threshold=tau,
                              other={c: 0 for c in cols})
-
-
-def _own_inclusion(spec) -> Incl:
-    b = spec.budget
-    t = float(b.tree_scale)
-
-    def incl(f: int, level: int) -> tuple[float, float]:
-        args = (f, b.taus[level - 1], b.mu, t)
-        return math.log(inclusion_probability(*args)), math.log(exclusion_probability(*args))
-
-    return incl
 
 
 def test_brute_force_harness_reproduces_theorem15_counterexample() -> None:
@@ -144,7 +88,7 @@ def test_brute_force_counterexample_with_our_discrete_noise() -> None:
     b = spec.budget
     x = Counter({(0, 0, 0, 0): 21, (1, 0, 1, 1): 25})
     xp = Counter({(0, 0, 0, 0): 20, (1, 0, 0, 0): 1, (1, 0, 1, 1): 25})
-    incl = _own_inclusion(spec)
+    incl = own_inclusion(spec)
     loss = max(max_log_ratio(x, xp, 4, incl), max_log_ratio(xp, x, 4, incl))
     assert loss <= b.eps_tree
     assert loss > 0.5 * 3 / float(b.tree_scale)  # the paper's "0.5 eps at lambda = 3/eps" is wrong
@@ -171,7 +115,7 @@ def test_brute_force_per_attribute_loss_below_claimed(d: int, tau: int) -> None:
     """Oracle 7: one attribute flip; the measured loss stays below the claimed eps_tree."""
     spec = _spec(d, tau)
     b = spec.budget
-    incl = _own_inclusion(spec)
+    incl = own_inclusion(spec)
     rng = np.random.default_rng(1000 * d + tau)
     worst = 0.0
     for _ in range(80):
@@ -187,7 +131,7 @@ def test_brute_force_per_person_loss_below_claimed(d: int) -> None:
     """Whole-record replacement: loss <= min(d eps_tree, 2 N_int / t) = eps_person here."""
     spec = _spec(d, 20)
     b = spec.budget
-    incl = _own_inclusion(spec)
+    incl = own_inclusion(spec)
     rng = np.random.default_rng(7 + d)
     worst = 0.0
     for _ in range(120):

@@ -24,6 +24,7 @@ def hdp_heavy_hitters(
     max_candidates: int = 10**8,
     alias: str | None = None,
     leaf_thresholding: bool = False,
+    max_rows: int = 1,
 ) -> HeavyHittersSpec:
     """Partial-DP heavy hitters: frequent whole records over ``cols``, per-attribute ε₀.
 
@@ -55,10 +56,11 @@ def hdp_heavy_hitters(
             reported as null.
         failure_prob: η of the reported detection count F_η.
         beta: released count intervals hold the count noise with probability >= 1 - beta.
-        privacy_unit: id column; if given, only persons with exactly one row are counted:
-            the rows of a repeated id and rows without an id are left out (whether a
-            person counts depends on their number of rows only, never on a value; no
-            error). Without it the caller asserts one row per person.
+        privacy_unit: id column; if given, only persons with at most ``max_rows`` rows
+            are counted, with all their rows: the rows of an id with more and rows
+            without an id are left out (whether a person counts depends on their number
+            of rows only, never on a value; no error). Without it the caller asserts one
+            row per person.
         max_candidates: stop with an error if a node's candidate product exceeds this.
         alias: the output column name inside ``agg`` (default ``"heavy_hitters"``).
         leaf_thresholding: first keep, per attribute, only the values whose noisy count
@@ -67,6 +69,9 @@ def hdp_heavy_hitters(
             otherwise only ``max_candidates`` stops. Same per-attribute ε₀; per person
             the tree costs min(d·ε_tree, 2(N_int + d)/t) instead of min(d·ε_tree,
             2N_int/t) (report ``eps_person``).
+        max_rows: with ``privacy_unit``, the most rows a counted person has (R, default
+            1); the mechanism runs at ε₀/R per row, so a person's R rows cost at most ε₀
+            per attribute (group privacy; scales grow about R-fold).
 
     Returns:
         A :class:`~hdp_spark.core.partial.spec.HeavyHittersSpec`; ``spec.budget`` holds
@@ -83,7 +88,10 @@ def hdp_heavy_hitters(
         e^{-κ})) (Lemma 28, rounded up) and as ε_count = count_fraction·ε₀ through the
         count noise scale 2/ε_count (sensitivity 2: a flip moves the person between two
         keys). Per person: ``eps_person`` = min(d·ε_tree, 2N/t) + ε_count, N the noisy
-        nodes of the tree (N_int, plus d with ``leaf_thresholding``). Public: ``cols``
+        nodes of the tree (N_int, plus d with ``leaf_thresholding``). With
+        ``max_rows`` = R the scales are solved at ε₀/R and the report's ε figures are a
+        person's over their R rows (pure DP: group privacy, no δ term; n public as the
+        persons' numbers of rows are). Public: ``cols``
         and their order, ``domains``, ``other``, every parameter above and the released
         list. Only released keys and fresh noisy counts leave
         the driver; the tree's noisy values and exact counts never do. Null or
@@ -103,6 +111,7 @@ def hdp_heavy_hitters(
         max_candidates=max_candidates,
         alias=alias,
         leaf_thresholding=leaf_thresholding,
+        max_rows=max_rows,
     )
 
 

@@ -66,6 +66,23 @@ level 1 then pairs the surviving leaf values instead of the whole domains. Costs
   too: ``min(d_real·ε_tree, 2(N_int + d_real)/t)``. Not 2N_int/t: an exact brute force
   (tests) finds neighbours at d = 4 whose loss exceeds 2N_int/t once leaves are
   thresholded.
+
+A person with several rows (``privacy_unit``, ``max_rows`` = R): the engines count only
+persons with at most R rows, with all of them; whether a person counts depends on their
+number of rows only, so a change of a counted person's values (their number of rows, hence
+n, fixed: replacement) is a path of at most R row-level neighbours -- one attribute of one
+row at a time for a per-attribute change, one whole row at a time for a whole-person
+change -- and a person counted nowhere changes nothing. Both stages are pure DP (every
+candidate is processed, absent ones included; δ is the release guarantee's probability,
+not a privacy parameter), so group privacy over R rows is exact: ε-DP per row gives R·ε
+per person, with no δ term (the (Rε, R e^{(R-1)ε} δ) form of approximate DP collapses to
+(Rε, 0)). The budget is therefore solved at ε₀/R per row: the tree scale t from
+ε_tree/R (Lemma 28, rounded up as above), the count scale b = 2R/ε_count exactly (rounded
+up; directly: R rows move the released counts by L1 <= 2R), and every reported ε
+(``eps_tree``, ``eps_count``, ``eps_attribute``, ``eps_person``, and the Lemma 28 and
+naive tree bounds) is R times its row-level value, a person's guarantee. Counts,
+thresholds, ``release_max_count`` and ``detection_count`` stay in rows (a record held by
+one person alone has count up to R). R = 1 is the row model.
 """
 
 from __future__ import annotations
@@ -291,6 +308,8 @@ class TreeBudget:
         leaf_tau: τ₀ = τ - μ, the leaves' threshold, or None without leaf thresholding.
         leaf_low_inclusion: the level-0 probability of keeping a value with count <=
             max(τ₀ - μ, 0) (above ½ when τ₀ < 0), or None.
+        max_rows: R, the rows of a person (group privacy: every ε above is R times its
+            row-level value; 1 is the row model).
     """
 
     shape: TreeShape
@@ -314,6 +333,7 @@ class TreeBudget:
     low_inclusion: tuple[float, ...]
     leaf_tau: int | None = None
     leaf_low_inclusion: float | None = None
+    max_rows: int = 1
 
     @property
     def leaf_thresholding(self) -> bool:
@@ -347,6 +367,7 @@ def solve_budget(
     threshold: float | None,
     failure_prob: float,
     leaf_thresholding: bool = False,
+    max_rows: int = 1,
 ) -> TreeBudget:
     """The budget of a configuration (arguments validated by the spec).
 
@@ -355,15 +376,19 @@ def solve_budget(
     up; μ = max(ceil(κt), 2) (Lemma 28 needs μ > 1; raising μ only lowers ε_tree,
     and the slack is returned by the smallest grid t that still meets the budget);
     τ defaults to μ (τ >= μ keeps level 1's false-positive rate at ~δ), or 2μ with leaf
-    thresholding (τ₀ = τ - μ >= μ keeps the leaves' rate at ~δ too).
+    thresholding (τ₀ = τ - μ >= μ keeps the leaves' rate at ~δ too). With ``max_rows``
+    = R the scales are solved at ε/R per row and every ε is reported times R (module
+    docstring: group privacy over a person's R rows).
     """
+    rows = max_rows
     shape = TreeShape.for_attributes(d_real)
     eps_count_req = count_fraction * eps0
     eps_tree_req = eps0 - eps_count_req
+    eps_tree_row = eps_tree_req / rows  # float: the 1e-9 margin of the solve dominates it
     kappa = math.log(1.0 / (2.0 * delta))
-    t = round_scale_up(lam_for(eps_tree_req, kappa))
+    t = round_scale_up(lam_for(eps_tree_row, kappa))
     mu = max(math.ceil(kappa * float(t)), 2)
-    t = _smallest_scale(t, mu, eps_tree_req)
+    t = _smallest_scale(t, mu, eps_tree_row)
     t_f = float(t)
     if threshold is None:
         tau = 2 * mu if leaf_thresholding else mu
@@ -371,8 +396,9 @@ def solve_budget(
         tau = math.ceil(threshold)
     taus = tuple(tau + (lv - 1) * mu for lv in range(1, shape.depth + 1))
     leaf_tau = tau - mu if leaf_thresholding else None
-    lemma = eps_tree(t_f, mu)  # depth-free chain bound: level 0 included (module docstring)
-    naive = 2.0 * (shape.depth + (1 if leaf_thresholding else 0)) / t_f
+    # depth-free chain bound (level 0 included; module docstring), times R rows
+    lemma = rows * eps_tree(t_f, mu)
+    naive = rows * 2.0 * (shape.depth + (1 if leaf_thresholding else 0)) / t_f
     e_tree = min(lemma, naive)
     if lemma > eps_tree_req * (1 + 1e-12):  # pragma: no cover - rounding is upward
         msg = "the rounded tree scale exceeds the tree budget"
@@ -380,10 +406,11 @@ def solve_budget(
     b: Fraction | None = None
     e_count = 0.0
     if count_fraction > 0:
-        b = count_scale_for(eps_count_req)
-        e_count = 2.0 / float(b)
+        b = (count_scale_for(eps_count_req) if rows == 1 else
+             round_scale_up(Fraction(2 * rows) / Fraction(eps_count_req)))
+        e_count = 2.0 * rows / float(b)
     noisy_nodes = shape.n_internal + (d_real if leaf_thresholding else 0)
-    person_tree = min(d_real * e_tree, 2.0 * noisy_nodes / t_f)
+    person_tree = min(d_real * e_tree, rows * 2.0 * noisy_nodes / t_f)
     return TreeBudget(
         shape=shape,
         eps0=eps0,
@@ -409,4 +436,5 @@ def solve_budget(
         leaf_tau=leaf_tau,
         leaf_low_inclusion=(None if leaf_tau is None
                             else inclusion_probability(0, leaf_tau, mu, t_f)),
+        max_rows=rows,
     )

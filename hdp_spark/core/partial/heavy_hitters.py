@@ -48,7 +48,7 @@ from typing import Any, Protocol
 from hdp_spark.core.noise import ReleaseKey, discrete_laplace, encode_context
 from hdp_spark.core.noise.binomial import binomial_discrete_laplace_sf, uniform_subset
 from hdp_spark.core.partial.budget import TreeBudget
-from hdp_spark.core.partial.spec import HeavyHittersSpec
+from hdp_spark.core.partial.spec import HeavyHittersSpec, unit_neighbours
 from hdp_spark.core.partial.tree import (
     ChildFilter,
     NodeRequest,
@@ -208,6 +208,7 @@ class HeavyHittersReport:
     unit_checked: bool
     warnings: tuple[str, ...]
     unsafe_seed: bool
+    max_rows: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a plain dict (tuples as lists)."""
@@ -248,7 +249,7 @@ def build_report(spec: HeavyHittersSpec, unsafe: bool) -> HeavyHittersReport:
         d_pad=shape.d_pad,
         depth=shape.depth,
         noisy_nodes=b.noisy_nodes,
-        neighbours="replacement: one person's record changes, the number of rows n is public",
+        neighbours=unit_neighbours(spec.privacy_unit, b.max_rows),
         noise="exact discrete Laplace (tree and counts)",
         eps0=b.eps0,
         eps_attribute=b.eps_attribute,
@@ -263,6 +264,8 @@ def build_report(spec: HeavyHittersSpec, unsafe: bool) -> HeavyHittersReport:
             + (f"with N = N_int + d = {shape.n_internal} + {shape.d_real} (leaves thresholded) "
                if b.leaf_thresholding else f"with N = N_int = {shape.n_internal} ")
             + f"+ count stage eps_count = {b.eps_count:.6g} (L1 sensitivity 2 per person)"
+            + (f"; every eps is {b.max_rows} x its row-level value (group privacy over a "
+               f"person's {b.max_rows} rows, pure DP)" if b.max_rows > 1 else "")
         ),
         eps_person_group_privacy=shape.d_real * b.eps_attribute,
         rho_attribute=0.5 * b.eps_attribute**2,
@@ -285,6 +288,7 @@ def build_report(spec: HeavyHittersSpec, unsafe: bool) -> HeavyHittersReport:
         unit_checked=spec.privacy_unit is not None,
         warnings=_warnings(b),
         unsafe_seed=unsafe,
+        max_rows=b.max_rows,
     )
 
 

@@ -36,7 +36,13 @@ from hdp_spark.core.partial.heavy_hitters import count_half_width
 from hdp_spark.core.partial.spec import AttributeHistogramSpec
 from hdp_spark.errors import InternalError
 
-__all__ = ["HISTOGRAM_COLUMNS", "HistogramReport", "HistogramResult", "finalize_histograms"]
+__all__ = [
+    "HISTOGRAM_COLUMNS",
+    "HistogramReport",
+    "HistogramResult",
+    "finalize_histograms",
+    "histogram_scale",
+]
 
 HISTOGRAM_COLUMNS: tuple[str, ...] = (
     "attribute", "value", "code", "noisy_count", "count_ci_low", "count_ci_high"
@@ -90,6 +96,14 @@ class HistogramReport:
         }
 
 
+def histogram_scale(eps0: float, max_rows: int = 1) -> Fraction:
+    """b >= 2R/ε₀ on the 1/SCALE_GRID grid, exact (the module docstring's L1 sensitivity 2R
+    of a person's R rows); a person's ε per attribute is 2R/b <= ε₀."""
+    if max_rows == 1:
+        return count_scale_for(float(eps0))
+    return round_scale_up(Fraction(2 * max_rows) / Fraction(float(eps0)))
+
+
 @dataclass(frozen=True, slots=True)
 class HistogramResult:
     """Released histograms: rows in (attribute order, code order), and the report."""
@@ -114,8 +128,7 @@ def finalize_histograms(
         msg = "one count table per attribute is needed"
         raise InternalError(msg)
     per_person = spec.max_rows  # a person's rows: L1 sensitivity 2R (module docstring)
-    scale = (count_scale_for(float(spec.eps0)) if per_person == 1 else
-             round_scale_up(Fraction(2 * per_person) / Fraction(float(spec.eps0))))
+    scale = histogram_scale(float(spec.eps0), per_person)
     eps = 2.0 * per_person / float(scale)
     width = count_half_width(scale, spec.beta)
     rows: list[dict[str, Any]] = []

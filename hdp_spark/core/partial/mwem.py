@@ -34,6 +34,16 @@ the Gaussian ½Δ₂²/σ² (Canonne, Kamath & Steinke 2020, Theorem 14). Over T
 * person: T(½ℓ²ε_T² + ½ℓε_T²) = (ℓ² + ℓ)Tε_T²/2 <= (ℓ² + ℓ)ε₀²/4, which is at most
   Theorem 12's ½ℓ²ε₀² (both are reported).
 
+A person with several rows (``privacy_unit``, ``max_rows`` = R): only persons with at most
+R rows count, with all of them (their number of rows, hence n, public: replacement).
+Changing attribute j in up to R of a person's rows moves the count of the (at most one)
+query of an attribute-disjoint tuple that holds j by <= R: score sensitivity R and
+measurement L2 <= R; a whole-person change moves each of the ℓ counts by <= R: score <= ℓR,
+L2² <= ℓR². Each round therefore costs R² times a row's, ½(ηR)² + ½R²/σ² (which is also
+zCDP's group privacy over R rows), and the mechanism runs at ε₀/R: ε_T <= ε₀/(R√(2T))
+(the same exact rounding down), and T's default uses ε₀/R. Per attribute of a person
+R²Tε_T² <= ½ε₀²; per person R²(ℓ² + ℓ)Tε_T²/2 <= (ℓ² + ℓ)ε₀²/4 (the reported ρ are these).
+
 Practical size: every round touches every record of 𝒳 and the selection enumerates every
 ordered attribute-disjoint ℓ-tuple. ``max_domain`` (default 2^20: 20 binary attributes,
 or e.g. 8 attributes of 5-6 values) and ``max_tuples`` (default 10^5) bound both; the
@@ -60,7 +70,7 @@ from hdp_spark.core.noise import (
 )
 from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.projection import _workload, check_workload_spec
-from hdp_spark.core.partial.spec import AttributeDomain, build_domains
+from hdp_spark.core.partial.spec import AttributeDomain, build_domains, unit_neighbours
 from hdp_spark.core.partial.tree import NodeRequest, key_space, key_weights
 from hdp_spark.errors import InternalError, ParameterError
 
@@ -117,11 +127,13 @@ class MwemSpec:
         per_round: ℓ, attribute-disjoint queries selected per round.
         max_domain: largest |𝒳| accepted.
         max_tuples: largest number of ordered attribute-disjoint ℓ-tuples accepted.
-        privacy_unit: optional id column: only persons with exactly one row are
-            counted (rows of a repeated id, and rows without an id, are left out;
-            no error).
+        privacy_unit: optional id column: only persons with at most ``max_rows`` rows
+            are counted, with all their rows (rows of an id with more, and rows without
+            an id, are left out; no error).
         alias: output name inside ``agg``.
         delta: δ of the reported (ε, δ)-DP conversions (CKS20) of the zCDP guarantees.
+        max_rows: R, the most rows a counted person has (with ``privacy_unit``); the
+            rounds run at ε₀/R (module docstring).
         rho_attribute: ½ε₀² (derived).
         rho_person: (ℓ² + ℓ)ε₀²/4 (derived).
     """
@@ -136,12 +148,13 @@ class MwemSpec:
     privacy_unit: str | None = None
     alias: str | None = None
     delta: float = 1e-6
+    max_rows: int = 1
     rho_attribute: float = field(init=False)
     rho_person: float = field(init=False)
 
     def __post_init__(self) -> None:
         check_workload_spec(self.domains, self.workload, self.eps0, self.privacy_unit,
-                            self.alias, "hdp_mwem")
+                            self.alias, "hdp_mwem", self.max_rows)
         if self.rounds is not None and (isinstance(self.rounds, bool) or not isinstance(
                 self.rounds, int) or not 1 <= self.rounds <= 10_000):
             msg = f"`rounds` must be an int in [1, 10000] or None, got {self.rounds!r}."
@@ -192,25 +205,36 @@ class MwemSpec:
         """Domain sizes (extra null categories included)."""
         return tuple(d.size for d in self.domains)
 
+    @property
+    def eps_row(self) -> float:
+        """ε₀/R: the per-row budget the rounds run at (ε₀ without a privacy unit)."""
+        return float(self.eps0) / self.max_rows
+
     def rounds_for(self, n: int) -> int:
-        """T: the caller's, or √(ln|𝒳|)·ε₀n/(√ℓ·ln m) (corrected Theorem 12), clipped to
-        [1, 10000] (n public)."""
+        """T: the caller's, or √(ln|𝒳|)·ε₀n/(√ℓ·ln m) (corrected Theorem 12; ε₀/R with
+        ``max_rows`` = R), clipped to [1, 10000] (n public)."""
         if self.rounds is not None:
             return self.rounds
         m = sum(key_space(s, self.sizes) for s in self.workload)
         space = math.prod(self.sizes)
-        t = math.sqrt(math.log(max(space, 2))) * float(self.eps0) * n / (
+        t = math.sqrt(math.log(max(space, 2))) * self.eps_row * n / (
             math.sqrt(self.per_round) * math.log(max(m, 2)))
         return int(min(max(round(t), 1), 10_000))
 
+    def eps_round_for(self, rounds: int) -> Fraction:
+        """ε_T <= ε₀/(R√(2T)), exact (:func:`eps_round` at the per-row budget)."""
+        return eps_round(self.eps_row, rounds)
+
     def rho_for(self, n: int) -> tuple[float, float]:
-        """(ρ per attribute, ρ per person) of a run over ``n`` rows (n public): T·ε_T² and
-        (ℓ² + ℓ)·T·ε_T²/2 with T = :meth:`rounds_for` and ε_T = :func:`eps_round` (the
-        release reports these; ``hdp-release plan`` predicts its charge from them)."""
+        """(ρ per attribute, ρ per person) of a run over ``n`` rows (n public): R²·T·ε_T²
+        and R²·(ℓ² + ℓ)·T·ε_T²/2 with T = :meth:`rounds_for`, ε_T = :meth:`eps_round_for`
+        and R = ``max_rows`` (the release reports these; ``hdp-release plan`` predicts its
+        charge from them)."""
         rounds = self.rounds_for(n)
-        eps_t = float(eps_round(float(self.eps0), rounds))
-        return (rounds * eps_t**2,
-                (self.per_round**2 + self.per_round) * rounds * eps_t**2 / 2)
+        eps_t = float(self.eps_round_for(rounds))
+        rows_sq = self.max_rows * self.max_rows
+        return (rows_sq * rounds * eps_t**2,
+                rows_sq * (self.per_round**2 + self.per_round) * rounds * eps_t**2 / 2)
 
 
 def hdp_mwem(
@@ -228,6 +252,7 @@ def hdp_mwem(
     privacy_unit: str | None = None,
     alias: str | None = None,
     delta: float = 1e-6,
+    max_rows: int = 1,
 ) -> MwemSpec:
     """Partial-DP MWEM: a synthetic distribution answering marginal queries (§4.2).
 
@@ -252,12 +277,14 @@ def hdp_mwem(
         other: ``{col: value}`` absorbing null/out-of-domain values.
         max_domain: largest accepted |𝒳|.
         max_tuples: largest accepted number of ordered attribute-disjoint ℓ-tuples.
-        privacy_unit: optional id column: only persons with exactly one row are
-            counted (rows of a repeated id, and rows without an id, are left out;
-            no error).
+        privacy_unit: optional id column: only persons with at most ``max_rows`` rows
+            are counted, with all their rows (rows of an id with more, and rows without
+            an id, are left out; no error).
         alias: output name inside ``agg`` (default ``"mwem"``).
         delta: δ of the (ε, δ)-DP conversions the report gives (``eps_delta_*_cks20``);
             it changes no noise.
+        max_rows: with ``privacy_unit``, the most rows a counted person has (R, default
+            1): the rounds run at ε₀/R, so a person's R rows cost what one row did.
 
     Raises:
         ParameterError: a parameter breaks its rule, or the domain or tuple count is too
@@ -269,11 +296,14 @@ def hdp_mwem(
         through ε_T <= ε₀/√(2T) (exponential mechanism exp(ε_T·score), score sensitivity 1
         per attribute and ℓ per person; Gaussian variance 1/ε_T² on counts). Public: cols,
         domains, other, the marginals, T, ℓ. Null/out-of-domain values are recoded.
+        With ``max_rows`` = R: score sensitivity R per attribute (ℓR per person), so
+        ε_T <= ε₀/(R√(2T)) gives the same ρ per attribute and per person of a person's
+        R rows (module docstring).
     """
     doms = build_domains(cols, domains, other)
     names = tuple(d.column for d in doms)
     return MwemSpec(doms, _workload(names, k, marginals), eps0, rounds, per_round,
-                    max_domain, max_tuples, privacy_unit, alias, delta)
+                    max_domain, max_tuples, privacy_unit, alias, delta, max_rows)
 
 
 def mwem_requests(spec: MwemSpec) -> list[NodeRequest]:
@@ -315,7 +345,7 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
                "be > 0.")
         raise ParameterError(msg)
     rounds = spec.rounds_for(n)
-    eps_t = eps_round(float(spec.eps0), rounds)
+    eps_t = spec.eps_round_for(rounds)
     if eps_t <= 0:  # pragma: no cover - rounds <= 10000 and eps0 > 0 keep it positive
         msg = "`eps0` is too small for the number of rounds."
         raise ParameterError(msg)
@@ -375,7 +405,7 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
     rho_attr, rho_person = spec.rho_for(n)
     report = {
         "attributes": [d.column for d in spec.domains],
-        "neighbours": "replacement: one person's record changes, the number of rows n is public",
+        "neighbours": unit_neighbours(spec.privacy_unit, spec.max_rows),
         "eps0": float(spec.eps0),
         "rounds": rounds,
         "per_round": spec.per_round,
@@ -389,5 +419,6 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
         "n": n,
         "selected": [[(int(i), int(c)) for i, c in p] for p in chosen],
         "unsafe_seed": release_key.unsafe,
+        "max_rows": spec.max_rows,
     }
     return MwemResult(tuple(rows), report, avg)

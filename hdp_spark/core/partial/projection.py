@@ -35,6 +35,17 @@ Guarantees (zCDP, ρ = ½ε²). The discrete Gaussian with L2 sensitivity Δ is 
 * person: ρ_person = |W|/σ², i.e. ε = ε₀·Δ/Δ₀ (Theorem 11), against ½d²ε₀² by
   Proposition 8;
 * (ε, δ)-DP from ρ by the conversions of :mod:`.accounting` (CKS20, BS16 shown).
+
+A person with several rows (``privacy_unit``, ``max_rows`` = R): only persons with at most
+R rows count, with all of them (whether a person counts depends on their number of rows
+only; that number, hence n, stays public: replacement). Changing attribute j in up to R of
+a person's rows moves up to R of their cells in every table S ∋ j, each by the vector
+above: by the triangle inequality the count vector moves by L2 <= R·√(2 deg(j)), attained
+when all R rows leave one cell for the same other cell; a whole-person change moves it by
+<= R·√(2|W|). So Δ₀ and Δ scale by R and ρ by R², which is also zCDP's group privacy
+(ρ-zCDP per row gives R²ρ over R rows). σ² = R²·2·max deg/ε₀² (exact, rounded up), i.e.
+the mechanism at ε₀/R, and ρ_j = R²deg(j)/σ² <= ½ε₀², ρ_person = R²|W|/σ². A person
+counted nowhere changes nothing.
 """
 
 from __future__ import annotations
@@ -52,7 +63,13 @@ import numpy.typing as npt
 from hdp_spark.core.noise import ReleaseKey, discrete_gaussian, encode_context
 from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.consistency import Projection, project
-from hdp_spark.core.partial.spec import AttributeDomain, _check_unit, build_domains
+from hdp_spark.core.partial.spec import (
+    AttributeDomain,
+    _check_unit,
+    build_domains,
+    check_max_rows,
+    unit_neighbours,
+)
 from hdp_spark.core.partial.tree import NodeRequest, key_space, key_weights
 from hdp_spark.errors import InternalError, ParameterError
 
@@ -96,6 +113,8 @@ class ProjectionBudget:
         rho_person: |W|/σ².
         eps_person: √(2 ρ_person) = ε_attribute·Δ/Δ₀.
         rho_person_prop8: ½d²ε_attribute², Proposition 8's per-person bound, for comparison.
+        max_rows: R, a person's rows: the sensitivities are R times a row's, every ρ R²
+            times (module docstring).
     """
 
     degrees: tuple[int, ...]
@@ -108,20 +127,23 @@ class ProjectionBudget:
     rho_person: float
     eps_person: float
     rho_person_prop8: float
+    max_rows: int = 1
 
 
 def solve_projection_budget(d: int, workload: Sequence[tuple[int, ...]],
-                            eps0: float) -> ProjectionBudget:
-    """σ² = Δ₀²/ε₀² rounded up (exact rational), and every guarantee it gives."""
+                            eps0: float, max_rows: int = 1) -> ProjectionBudget:
+    """σ² = Δ₀²/ε₀² rounded up (exact rational), and every guarantee it gives; with
+    ``max_rows`` = R, Δ₀² and Δ² are R² times a row's (module docstring)."""
+    rows_sq = max_rows * max_rows
     degrees = tuple(sum(1 for s in workload if j in s) for j in range(d))
-    a_sq = 2 * max(degrees)
-    p_sq = 2 * len(workload)
+    a_sq = 2 * max(degrees) * rows_sq
+    p_sq = 2 * len(workload) * rows_sq
     exact = Fraction(a_sq) / Fraction(eps0) ** 2
     sigma2 = Fraction(math.ceil(exact * VARIANCE_GRID), VARIANCE_GRID)
     s2 = float(sigma2)
-    rho_j = tuple(g / s2 for g in degrees)
+    rho_j = tuple(rows_sq * g / s2 for g in degrees)
     rho_attr = max(rho_j)
-    rho_person = len(workload) / s2
+    rho_person = rows_sq * len(workload) / s2
     eps_attr = math.sqrt(2.0 * rho_attr)
     return ProjectionBudget(
         degrees=degrees,
@@ -134,6 +156,7 @@ def solve_projection_budget(d: int, workload: Sequence[tuple[int, ...]],
         rho_person=rho_person,
         eps_person=math.sqrt(2.0 * rho_person),
         rho_person_prop8=accounting.per_person_rho(eps_attr, d),
+        max_rows=max_rows,
     )
 
 
@@ -141,9 +164,11 @@ def solve_projection_budget(d: int, workload: Sequence[tuple[int, ...]],
 
 
 def check_workload_spec(domains: object, workload: object, eps0: object,
-                        privacy_unit: object, alias: object, builder: str) -> None:
+                        privacy_unit: object, alias: object, builder: str,
+                        max_rows: object = 1) -> None:
     """The checks the marginal-workload specs share (projection, MWEM): public domains, a
-    workload of sorted attribute-index tuples, ε₀ > 0 finite, the privacy unit, the alias.
+    workload of sorted attribute-index tuples, ε₀ > 0 finite, the privacy unit and its
+    ``max_rows``, the alias.
 
     Raises:
         ParameterError: naming the parameter, the rule and the bad value.
@@ -165,6 +190,7 @@ def check_workload_spec(domains: object, workload: object, eps0: object,
         msg = f"`eps0` must be a positive finite number, got {eps0!r}."
         raise ParameterError(msg)
     _check_unit(privacy_unit, tuple(dom.column for dom in domains))
+    check_max_rows(max_rows, privacy_unit)
     if alias is not None and (not isinstance(alias, str) or not alias):
         msg = f"`alias` must be a non-empty column name or None, got {alias!r}."
         raise ParameterError(msg)
@@ -215,10 +241,12 @@ class MarginalsSpec:
         max_domain: largest |𝒳| = ∏ domain sizes the projection enumerates.
         tol: stop the projection when its Frank-Wolfe gap max_u ⟨𝒬(u) - Ŷ, Y - Ŷ⟩ <= tol.
         max_iter: at most this many projection steps.
-        privacy_unit: optional id column: only persons with exactly one row are
-            counted (rows of a repeated id, and rows without an id, are left out;
-            no error).
+        privacy_unit: optional id column: only persons with at most ``max_rows`` rows
+            are counted, with all their rows (rows of an id with more, and rows without
+            an id, are left out; no error).
         alias: output name inside ``agg``.
+        max_rows: R, the most rows a counted person has (with ``privacy_unit``): σ²
+            grows R²-fold (module docstring).
         budget: the solved public budget (derived).
     """
 
@@ -231,11 +259,12 @@ class MarginalsSpec:
     max_iter: int = 10_000
     privacy_unit: str | None = None
     alias: str | None = None
+    max_rows: int = 1
     budget: ProjectionBudget = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_workload_spec(self.domains, self.workload, self.eps0, self.privacy_unit,
-                            self.alias, "hdp_marginals")
+                            self.alias, "hdp_marginals", self.max_rows)
         d = len(self.domains)
         if (isinstance(self.delta, bool) or not isinstance(self.delta, int | float)
                 or not 0 < self.delta < 1):
@@ -262,8 +291,8 @@ class MarginalsSpec:
                 self.max_iter < 1):
             msg = f"`max_iter` must be a positive int, got {self.max_iter!r}."
             raise ParameterError(msg)
-        object.__setattr__(self, "budget",
-                           solve_projection_budget(d, self.workload, float(self.eps0)))
+        object.__setattr__(self, "budget", solve_projection_budget(
+            d, self.workload, float(self.eps0), self.max_rows))
 
     @property
     def cols(self) -> tuple[str, ...]:
@@ -295,6 +324,7 @@ def hdp_marginals(
     max_iter: int = 10_000,
     privacy_unit: str | None = None,
     alias: str | None = None,
+    max_rows: int = 1,
 ) -> MarginalsSpec:
     """Marginals (contingency tables) under per-attribute DP: the projection mechanism.
 
@@ -318,10 +348,12 @@ def hdp_marginals(
             refuses a larger one.
         tol: projection accuracy (Frank-Wolfe gap).
         max_iter: at most this many projection steps (the report says whether tol was met).
-        privacy_unit: optional id column: only persons with exactly one row are
-            counted (rows of a repeated id, and rows without an id, are left out;
-            no error).
+        privacy_unit: optional id column: only persons with at most ``max_rows`` rows
+            are counted, with all their rows (rows of an id with more, and rows without
+            an id, are left out; no error).
         alias: the output name inside ``agg`` (default ``"marginals"``).
+        max_rows: with ``privacy_unit``, the most rows a counted person has (R, default
+            1): σ² grows R²-fold so that a person's R rows cost what one row did.
 
     Returns:
         A :class:`MarginalsSpec`; ``spec.budget`` holds σ² and every guarantee.
@@ -337,7 +369,9 @@ def hdp_marginals(
         2·max deg/ε₀² (rounded up). Replacement neighbours; n is public (answers are
         counts/n). Public: cols, domains, other, the marginals, every parameter. The
         projection reads only the noisy counts (post-processing). Null/out-of-domain values
-        are recoded, never raised on.
+        are recoded, never raised on. With ``max_rows`` = R: a person's R rows move the
+        counts by R times a row's L2, so σ² = R²·2·max deg/ε₀² keeps ρ_j <= ½ε₀² per
+        attribute of a person and |W|R²/σ² per person.
     """
     doms = build_domains(cols, domains, other)
     names = tuple(dom.column for dom in doms)
@@ -351,6 +385,7 @@ def hdp_marginals(
         max_iter=max_iter,
         privacy_unit=privacy_unit,
         alias=alias,
+        max_rows=max_rows,
     )
 
 
@@ -400,6 +435,7 @@ class MarginalsReport:
     privacy_unit: str | None
     unit_checked: bool
     unsafe_seed: bool
+    max_rows: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a plain dict (tuples as lists)."""
@@ -493,7 +529,7 @@ def _report(spec: MarginalsSpec, n: int, proj: Projection, unsafe: bool) -> Marg
         marginals=tuple(tuple(spec.domains[j].column for j in s) for s in spec.workload),
         d=d,
         domain_size=math.prod(spec.sizes),
-        neighbours="replacement: one person's record changes, the number of rows n is public",
+        neighbours=unit_neighbours(spec.privacy_unit, spec.max_rows),
         noise="exact discrete Gaussian on every cell (Canonne-Kamath-Steinke 2020)",
         eps0=float(spec.eps0),
         sigma2=float(b.sigma2),
@@ -513,7 +549,10 @@ def _report(spec: MarginalsSpec, n: int, proj: Projection, unsafe: bool) -> Marg
         eps_delta_person_bs16=accounting.eps_bs16(b.rho_person, spec.delta),
         conversion=(
             "zCDP: attribute j rho_j = deg(j)/sigma2, person rho = |W|/sigma2 "
-            f"(|W| = {len(spec.workload)}, max deg = {max(b.degrees)}); (eps, delta) by "
+            f"(|W| = {len(spec.workload)}, max deg = {max(b.degrees)})"
+            + (f", each times {spec.max_rows}^2 (a person's {spec.max_rows} rows)"
+               if spec.max_rows > 1 else "")
+            + "; (eps, delta) by "
             "Canonne-Kamath-Steinke 2020 (eps_delta_*_cks20) and Bun-Steinke 2016 (bs16)"
         ),
         n=n,
@@ -523,4 +562,5 @@ def _report(spec: MarginalsSpec, n: int, proj: Projection, unsafe: bool) -> Marg
         privacy_unit=spec.privacy_unit,
         unit_checked=spec.privacy_unit is not None,
         unsafe_seed=unsafe,
+        max_rows=spec.max_rows,
     )

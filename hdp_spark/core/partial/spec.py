@@ -30,6 +30,8 @@ __all__ = [
     "CodedSpec",
     "HeavyHittersSpec",
     "build_domains",
+    "check_max_rows",
+    "unit_neighbours",
 ]
 
 MAX_KEY_SPACE = 2**62
@@ -135,7 +137,12 @@ class CodedSpec(Protocol):
 
     @property
     def privacy_unit(self) -> str | None:
-        """The privacy-unit id column (persons with one row counted), if any."""
+        """The privacy-unit id column, if any."""
+        ...
+
+    @property
+    def max_rows(self) -> int:
+        """With ``privacy_unit``: only persons with at most this many rows count."""
         ...
 
 
@@ -221,7 +228,12 @@ def _probability(name: str, value: object, upper: float = 1.0) -> float:
     return v
 
 
-def _check_max_rows(max_rows: object, privacy_unit: object) -> None:
+def check_max_rows(max_rows: object, privacy_unit: object) -> None:
+    """``max_rows``: a positive int, above 1 only with ``privacy_unit``.
+
+    Raises:
+        ParameterError: naming the parameter, the rule and the bad value.
+    """
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
         msg = f"`max_rows` must be a positive int, got {max_rows!r}."
         raise ParameterError(msg)
@@ -229,6 +241,16 @@ def _check_max_rows(max_rows: object, privacy_unit: object) -> None:
         msg = (f"`max_rows` bounds the rows of a person: it needs `privacy_unit` (the id "
                f"column), got max_rows={max_rows!r} without it.")
         raise ParameterError(msg)
+
+
+def unit_neighbours(privacy_unit: str | None, max_rows: int) -> str:
+    """The neighbour relation a heavy-hitters, marginals or MWEM report states: one
+    person's record (row model), or, with ``privacy_unit``, all of one person's rows (at
+    most ``max_rows``), their number public as n is."""
+    if privacy_unit is None:
+        return "replacement: one person's record changes, the number of rows n is public"
+    return (f"replacement: one person's rows change (a person counts with at most "
+            f"{max_rows} row(s)); their number of rows, hence n, is public")
 
 
 def _check_unit(privacy_unit: object, cols: tuple[str, ...]) -> None:
@@ -261,6 +283,8 @@ class HeavyHittersSpec:
         leaf_thresholding: threshold every attribute's values first (level 0, τ₀ = τ - μ)
             so that level 1 pairs only the surviving values: for large domains. Costs
             per person 2 d_real/t more (see :mod:`.budget`).
+        max_rows: R, the most rows a counted person has (with ``privacy_unit``); the
+            mechanism runs at ε₀/R per row (group privacy over R rows, :mod:`.budget`).
         budget: the solved public budget (derived).
     """
 
@@ -275,6 +299,7 @@ class HeavyHittersSpec:
     max_candidates: int = 10**8
     alias: str | None = None
     leaf_thresholding: bool = False
+    max_rows: int = 1
     budget: TreeBudget = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -316,6 +341,7 @@ class HeavyHittersSpec:
         _probability("failure_prob", self.failure_prob)
         _probability("beta", self.beta)
         _check_unit(self.privacy_unit, cols)
+        check_max_rows(self.max_rows, self.privacy_unit)
         if (isinstance(self.max_candidates, bool) or not isinstance(self.max_candidates, int)
                 or self.max_candidates < 1):
             msg = f"`max_candidates` must be a positive int, got {self.max_candidates!r}."
@@ -334,6 +360,7 @@ class HeavyHittersSpec:
             None if self.threshold is None else float(self.threshold),
             float(self.failure_prob),
             self.leaf_thresholding,
+            self.max_rows,
         )
         object.__setattr__(self, "budget", budget)
 
@@ -386,7 +413,7 @@ class AttributeHistogramSpec:
         _positive("eps0", self.eps0)
         _probability("beta", self.beta)
         _check_unit(self.privacy_unit, self.cols)
-        _check_max_rows(self.max_rows, self.privacy_unit)
+        check_max_rows(self.max_rows, self.privacy_unit)
         if self.alias is not None and (not isinstance(self.alias, str) or not self.alias):
             msg = f"`alias` must be a non-empty column name or None, got {self.alias!r}."
             raise ParameterError(msg)
