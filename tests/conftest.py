@@ -18,6 +18,17 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Spark's Python workers (used only by the LDP simulation helper) must run this interpreter,
 # which has pyarrow and randomgen; the system python3 may have neither.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Every JVM the suite starts (the session below, the job servers and their local-cluster
+# executors, the CLI, benchmark and docs subprocesses, which inherit this) runs with the
+# client compiler only and the serial collector: the tests' Spark jobs are tiny and short,
+# so HotSpot's optimizing compiler and parallel GC threads cost CPU they never pay back
+# (issue 53: tests/backends/test_mean_engines.py 67 -> 37 CPU s). Neither changes a result.
+# A PYSPARK_SUBMIT_ARGS of the caller's own is kept (``pyspark-shell`` alone: the defaults).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS",
+    f"--driver-java-options '{JVM_OPTIONS}' "
+    f"--conf 'spark.executor.extraJavaOptions={JVM_OPTIONS}' pyspark-shell")
 
 # Property tests draw their examples from a fixed seed (derandomize), so a run's outcome never
 # depends on chance, and never fail on timing (no deadline, no too_slow health check: the
