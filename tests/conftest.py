@@ -18,6 +18,17 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Spark's Python workers (used only by the LDP simulation helper) must run this interpreter,
 # which has pyarrow and randomgen; the system python3 may have neither.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Every JVM the suite starts (the session below, the job servers and their local-cluster
+# executors, the CLI, benchmark and docs subprocesses, which inherit this) runs with the
+# client compiler only and the serial collector: the tests' Spark jobs are tiny and short,
+# so HotSpot's optimizing compiler and parallel GC threads cost CPU they never pay back
+# (issue 53: tests/backends/test_mean_engines.py 67 -> 37 CPU s). Neither changes a result.
+# A PYSPARK_SUBMIT_ARGS of the caller's own is kept (``pyspark-shell`` alone: the defaults).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS",
+    f"--driver-java-options '{JVM_OPTIONS}' "
+    f"--conf 'spark.executor.extraJavaOptions={JVM_OPTIONS}' pyspark-shell")
 
 # Property tests draw their examples from a fixed seed (derandomize), so a run's outcome never
 # depends on chance, and never fail on timing (no deadline, no too_slow health check: the
@@ -28,6 +39,50 @@ settings.register_profile("ci", derandomize=True, database=None, deadline=None,
 settings.register_profile("explore", database=None, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Under pytest-xdist (``scripts/test.sh`` runs the whole suite on workers with ``--dist
+# loadgroup``) a test goes to any worker unless it shares something costly: the tests that use
+# one of the Spark servers (session-scoped, one per test process) all run on one worker, so
+# each server starts once per run, not once per worker; the tests of a module that share a
+# module- or class-scoped fixture run on one worker, so the fixture is built once.
+SERVER_FIXTURES = frozenset({"connect_server", "bare_connect_server", "cluster_server"})
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return "spark-servers"
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in getattr(info, "name2fixturedefs", {}).values():
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into node ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    prefix = os.environ.get("HDP_TEST_PROFILE")
+    if prefix:  # opt-in: each test's wall and process-tree CPU time (tests/cpu_profile.py)
+        from cpu_profile import Profile
+
+        config.pluginmanager.register(_ProfileHook(Profile(prefix)), "hdp-cpu-profile")
+
+
+class _ProfileHook:
+    def __init__(self, profile: Any) -> None:
+        self.profile = profile
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+        began = self.profile.start()
+        yield
+        self.profile.stop(item.nodeid, began)
 
 
 def _java_available() -> bool:

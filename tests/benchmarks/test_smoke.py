@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -41,13 +42,22 @@ def test_benchmarks_smoke(tmp_path: Path) -> None:
         str(tmp_path),
     ]
     start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    # its own process group: on a timeout the entry running under run.py (and its Spark)
+    # is stopped too, not left running after the test
+    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"benchmark smoke timed out after 900 s:\n{stdout[-6000:]}")
     elapsed = time.monotonic() - start
-    report = proc.stdout[-6000:] + proc.stderr[-3000:]
+    report = stdout[-6000:] + stderr[-3000:]
     assert proc.returncode == 0, f"benchmark smoke failed after {elapsed:.0f} s:\n{report}"
-    assert "[run.py] summary" in proc.stdout, report
+    assert "[run.py] summary" in stdout, report
     names = ("mean", "mean-parts", "pandas-mean", "seed001", "seed000-mean", "scaling", "solvers",
              "user-mean")
     for name in names:
-        assert f"  {name} " in proc.stdout, f"{name} did not run:\n{report}"
-    print(proc.stdout[proc.stdout.index("[run.py] summary") :])
+        assert f"  {name} " in stdout, f"{name} did not run:\n{report}"
+    print(stdout[stdout.index("[run.py] summary") :])

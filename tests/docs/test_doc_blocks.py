@@ -73,7 +73,8 @@ def _python() -> str:
 
 
 def _env() -> dict[str, str]:
-    """A reader's environment: nothing the test suite sets for its own Spark session."""
+    """A reader's environment: nothing the test suite sets for its own Spark session (its
+    PYSPARK_SUBMIT_ARGS stays: it picks the JVM's compiler and collector, never a result)."""
     env = {k: v for k, v in os.environ.items() if k not in _SUITE_ONLY}
     env["COLUMNS"] = str(WIDTH)
     return env

@@ -16,6 +16,7 @@ Privacy Guarantees* (Proposition 8, Definition 3) and of the cited zCDP papers.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -76,9 +77,18 @@ def delta_bs16(rho: float, eps: float) -> float:
 
 
 def eps_cks20(rho: float, delta: float) -> float:
-    """CKS20 (Canonne, Kamath, Steinke 2020, Prop. 12): the tighter zCDP to (ε, δ) bound."""
+    """CKS20 (Canonne, Kamath, Steinke 2020, Prop. 12): the tighter zCDP to (ε, δ) bound.
+
+    Privacy: a conversion of public budget figures (no data); the same (ρ, δ) always gives
+    the same ε, so the one-dimensional search runs once per pair (a release's report
+    states it for every key it is run with)."""
     _check("rho", rho)
     _check("delta", delta, upper=1.0)
+    return _eps_cks20(float(rho), float(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _eps_cks20(rho: float, delta: float) -> float:
     log_inv = math.log(1.0 / delta)
 
     def f(log_a1: float) -> float:
