@@ -11,7 +11,6 @@ pandas blocks are one test each; Spark blocks share one test (each still its own
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -21,14 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from reader_env import reader_env
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```\s*$", flags=re.DOTALL | re.M)
 _MARK = re.compile(r"<!-- not run: (?P<reason>[^>]*?) -->\s*$")
 WIDTH = 80
-_SUITE_ONLY = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "SPARK_REMOTE",
-               "PYTHONPATH", "SPARK_TESTING", "PYTEST_CURRENT_TEST")
 SPARK_PROCESSES = 2
 """Spark blocks run this many at a time, each still alone in its own fresh process."""
 SPARK_BUDGET_S = 900.0
@@ -73,9 +71,8 @@ def _python() -> str:
 
 
 def _env() -> dict[str, str]:
-    """A reader's environment: nothing the test suite sets for its own Spark session (its
-    PYSPARK_SUBMIT_ARGS stays: it picks the JVM's compiler and collector, never a result)."""
-    env = {k: v for k, v in os.environ.items() if k not in _SUITE_ONLY}
+    """A reader's environment: nothing the test suite sets for itself (``reader_env``)."""
+    env = reader_env()
     env["COLUMNS"] = str(WIDTH)
     return env
 

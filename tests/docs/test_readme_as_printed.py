@@ -11,16 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from reader_env import reader_env
 from test_readme_quickstart import CLASSIC, CONNECT, ROOT, _quickstart_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-_SUITE_ONLY = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "SPARK_REMOTE",
-               "PYTHONPATH", "SPARK_TESTING", "PYTEST_CURRENT_TEST")
-
-
 def _newcomer_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SUITE_ONLY}
+    env = reader_env()
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p != venv_bin)

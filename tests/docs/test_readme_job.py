@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reader_env import reader_env
+
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = ".venv/bin/python -m hdp_spark.jobs "
 
@@ -35,7 +37,8 @@ def test_plan_runs_as_printed_on_a_fresh_checkout(tmp_path: Path) -> None:
     (tmp_path / "data").symlink_to(ROOT / "data")
     (tmp_path / "schemas").symlink_to(ROOT / "schemas")
     plan = _commands()[0].removeprefix(".venv/bin/python").split()
-    proc = subprocess.run([sys.executable, *plan], cwd=tmp_path, capture_output=True,
+    proc = subprocess.run([sys.executable, *plan], cwd=tmp_path, env=reader_env(),
+                          capture_output=True,
                           text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "nothing is charged" in proc.stdout
