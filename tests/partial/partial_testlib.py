@@ -35,16 +35,17 @@ def random_dataset(rng: np.random.Generator, d: int, tau: int, mu: int) -> Count
 Incl = Callable[[int, int], tuple[float, float]]  # (count, level) -> (ln P[in], ln P[out])
 
 
-def _restrict(counts: Counter[Record], attrs: tuple[int, ...]) -> Counter[Record]:
+def restrict(counts: Counter[Record], attrs: tuple[int, ...]) -> Counter[Record]:
+    """The counts of the records' projections on ``attrs``."""
     out: Counter[Record] = Counter()
     for rec, c in counts.items():
         out[tuple(rec[j] for j in attrs)] += c
     return out
 
 
-def _subset_loglik(cands: list[Record], f: Counter[Record], level: int, incl: Incl) -> np.ndarray:
+def subset_loglik(cands: list[Record], f: Counter[Record], level: int, incl: Incl) -> np.ndarray:
     """log P(L = S) for every subset S of cands (bitmask order)."""
-    logs = np.array([incl(f.get(s, 0), level) for s in cands])
+    logs = np.array([incl(f.get(s, 0), level) for s in cands]).reshape(len(cands), 2)
     out = np.zeros(1 << len(cands))
     for mask in range(1 << len(cands)):
         bits = np.array([(mask >> i) & 1 for i in range(len(cands))], dtype=bool)
@@ -52,26 +53,38 @@ def _subset_loglik(cands: list[Record], f: Counter[Record], level: int, incl: In
     return out
 
 
+def subset_bits(k: int) -> np.ndarray:
+    """Row ``mask``: the membership bits of subset ``mask`` of k candidates."""
+    return np.array([[(mask >> i) & 1 for i in range(k)] for mask in range(1 << k)], dtype=float)
+
+
+def max_log_ratio_given(x: Counter[Record], xp: Counter[Record], d: int, la_c: list[Record],
+                        lb_c: list[Record], incl: Incl) -> float:
+    """max over (L_A, L_B, L_root) of ln P_x / P_x' given the level-1 candidate lists (d in
+    {3, 4} binary attributes; d = 3: the right node is attribute 2 and a padded constant);
+    each root candidate in or out, whichever is worse."""
+    left, right = (0, 1), (2, 3) if d == 4 else (2,)
+    la = subset_loglik(la_c, restrict(x, left), 1, incl) - subset_loglik(
+        la_c, restrict(xp, left), 1, incl)
+    lb = subset_loglik(lb_c, restrict(x, right), 1, incl) - subset_loglik(
+        lb_c, restrict(xp, right), 1, incl)
+    fx, fxp = restrict(x, tuple(range(d))), restrict(xp, tuple(range(d)))
+    m = np.zeros((len(la_c), len(lb_c)))
+    for i, a in enumerate(la_c):
+        for j, b in enumerate(lb_c):
+            (li, lo), (lpi, lpo) = incl(fx.get(a + b, 0), 2), incl(fxp.get(a + b, 0), 2)
+            m[i, j] = max(li - lpi, lo - lpo)
+    ia, ib = subset_bits(len(la_c)), subset_bits(len(lb_c))
+    total = la[:, None] + lb[None, :] + ia @ m @ ib.T
+    return float(total.max())
+
+
 def max_log_ratio(x: Counter[Record], xp: Counter[Record], d: int, incl: Incl) -> float:
     """Exact max over all outcomes (L_A, L_B, L_root) of ln P_x / P_x' for d in {3, 4}
     binary attributes (d = 3: the right node is attribute 2 and a padded constant)."""
-    left, right = (0, 1), (2, 3) if d == 4 else (2,)
     ca = list(itertools.product((0, 1), repeat=2))
-    cb = list(itertools.product((0, 1), repeat=len(right)))
-    la = _subset_loglik(ca, _restrict(x, left), 1, incl) - _subset_loglik(
-        ca, _restrict(xp, left), 1, incl)
-    lb = _subset_loglik(cb, _restrict(x, right), 1, incl) - _subset_loglik(
-        cb, _restrict(xp, right), 1, incl)
-    fx, fxp = _restrict(x, tuple(range(d))), _restrict(xp, tuple(range(d)))
-    m = np.zeros((len(ca), len(cb)))
-    for i, a in enumerate(ca):
-        for j, b in enumerate(cb):
-            (li, lo), (lpi, lpo) = incl(fx.get(a + b, 0), 2), incl(fxp.get(a + b, 0), 2)
-            m[i, j] = max(li - lpi, lo - lpo)
-    ia = np.array([[(mask >> i) & 1 for i in range(len(ca))] for mask in range(1 << len(ca))])
-    ib = np.array([[(mask >> i) & 1 for i in range(len(cb))] for mask in range(1 << len(cb))])
-    total = la[:, None] + lb[None, :] + ia @ m @ ib.T
-    return float(total.max())
+    cb = list(itertools.product((0, 1), repeat=2 if d == 4 else 1))
+    return max_log_ratio_given(x, xp, d, ca, cb, incl)
 
 
 def own_inclusion(spec: Any) -> Incl:

@@ -36,7 +36,12 @@ from hdp_spark.core.partial.budget import (
 from hdp_spark.core.partial.heavy_hitters import decide_node
 from hdp_spark.core.partial.privacy import log_inclusion, worst_case_loss
 from hdp_spark.errors import InternalError, ParameterError
-from partial.partial_testlib import random_dataset
+from partial.partial_testlib import (
+    max_log_ratio_given,
+    random_dataset,
+    restrict,
+    subset_loglik,
+)
 
 Record = tuple[int, ...]
 Incl = Callable[[int, int], tuple[float, float]]  # (count, level 0..2) -> (ln P[in], ln P[out])
@@ -129,53 +134,8 @@ def test_chain_with_level0_below_lemma28(tau: int, depth: int) -> None:
 # -- exact brute force over all outcomes, leaves thresholded -------------------------------------
 
 
-def _restrict(counts: Counter[Record], attrs: tuple[int, ...]) -> Counter[Record]:
-    out: Counter[Record] = Counter()
-    for rec, c in counts.items():
-        out[tuple(rec[j] for j in attrs)] += c
-    return out
-
-
-def _subset_loglik(cands: list[Record], f: Counter[Record], level: int, incl: Incl) -> np.ndarray:
-    """log P(L = S) for every subset S of cands (bitmask order)."""
-    logs = np.array([incl(f.get(s, 0), level) for s in cands]).reshape(len(cands), 2)
-    out = np.zeros(1 << len(cands))
-    for mask in range(1 << len(cands)):
-        bits = np.array([(mask >> i) & 1 for i in range(len(cands))], dtype=bool)
-        out[mask] = logs[bits, 0].sum() + logs[~bits, 1].sum()
-    return out
-
-
 def _members(cands: list[Record], mask: int) -> list[Record]:
     return [c for i, c in enumerate(cands) if (mask >> i) & 1]
-
-
-def _bits(k: int) -> np.ndarray:
-    """Row mask: the membership bits of subset ``mask`` of k candidates."""
-    out = np.zeros((1 << k, k))
-    for mask in range(1 << k):
-        for i in range(k):
-            out[mask, i] = (mask >> i) & 1
-    return out
-
-
-def _upper(x: Counter[Record], xp: Counter[Record], d: int, la_c: list[Record],
-           lb_c: list[Record], incl: Incl) -> float:
-    """max over (L_A, L_B, L_root) of the log-ratio, given the level-1 candidate lists."""
-    left, right = (0, 1), (2, 3) if d == 4 else (2,)
-    la = _subset_loglik(la_c, _restrict(x, left), 1, incl) - _subset_loglik(
-        la_c, _restrict(xp, left), 1, incl)
-    lb = _subset_loglik(lb_c, _restrict(x, right), 1, incl) - _subset_loglik(
-        lb_c, _restrict(xp, right), 1, incl)
-    fx, fxp = _restrict(x, tuple(range(d))), _restrict(xp, tuple(range(d)))
-    m = np.zeros((len(la_c), len(lb_c)))
-    for i, a in enumerate(la_c):
-        for j, b in enumerate(lb_c):
-            (li, lo), (lpi, lpo) = incl(fx.get(a + b, 0), 2), incl(fxp.get(a + b, 0), 2)
-            m[i, j] = max(li - lpi, lo - lpo)  # each root candidate: in or out, whichever is worse
-    ia, ib = _bits(len(la_c)), _bits(len(lb_c))
-    total = la[:, None] + lb[None, :] + ia @ m @ ib.T
-    return float(total.max())
 
 
 def max_log_ratio_leaf(x: Counter[Record], xp: Counter[Record], d: int, incl: Incl) -> float:
@@ -185,15 +145,15 @@ def max_log_ratio_leaf(x: Counter[Record], xp: Counter[Record], d: int, incl: In
     vals: list[Record] = [(0,), (1,)]
     leaf = []
     for j in range(d):
-        fj, fjp = _restrict(x, (j,)), _restrict(xp, (j,))
-        leaf.append(_subset_loglik(vals, fj, 0, incl) - _subset_loglik(vals, fjp, 0, incl))
+        fj, fjp = restrict(x, (j,)), restrict(xp, (j,))
+        leaf.append(subset_loglik(vals, fj, 0, incl) - subset_loglik(vals, fjp, 0, incl))
     best = -math.inf
     for masks in itertools.product(range(4), repeat=d):
         lists = [_members(vals, mk) for mk in masks]
         la_c = [a + b for a in lists[0] for b in lists[1]]
         lb_c = ([a + b for a in lists[2] for b in lists[3]] if d == 4 else list(lists[2]))
         head = sum(float(leaf[j][masks[j]]) for j in range(d))
-        best = max(best, head + _upper(x, xp, d, la_c, lb_c, incl))
+        best = max(best, head + max_log_ratio_given(x, xp, d, la_c, lb_c, incl))
     return best
 
 
