@@ -104,6 +104,18 @@ def _in(tmp: Path) -> Iterator[None]:
         os.chdir(old)
 
 
+def _cpu_of(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` (and its reaped children), from /proc."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    ticks = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def spark_jobs() -> dict[str, Any]:
     """The Spark job on a fresh ledger, then again, in this process: Spark jobs per stage
     (status tracker), wall time per stage, and the JVM's CPU time."""
@@ -117,6 +129,12 @@ def spark_jobs() -> dict[str, Any]:
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     session = time.perf_counter() - t0
     tracker = spark.sparkContext.statusTracker()
+    try:
+        gateway: Any = spark.sparkContext._gateway
+        jvm: int | None = int(gateway.proc.pid)
+    except Exception:  # no local JVM child: not measured
+        jvm = None
+    out: dict[str, Any] = {"session_s": session, "runs": [], "jvm_cpu_at_start": _cpu_of(jvm)}
 
     def jobs() -> int:
         return len(tracker.getJobIdsForGroup(None))
@@ -132,16 +150,18 @@ def spark_jobs() -> dict[str, Any]:
         seen.append((name, time.perf_counter() - s0, jobs() - j0))
 
     release_run.Timer.stage = counted  # type: ignore[method-assign]
-    out: dict[str, Any] = {"session_s": session, "runs": []}
     with tempfile.TemporaryDirectory(prefix="sample-job-") as name:
         tmp = Path(name)
         _checkout(tmp)
         with _in(tmp):
             for _ in range(2):
                 seen.clear()
-                j0, w0 = jobs(), time.perf_counter()
+                j0, w0, c0, p0 = jobs(), time.perf_counter(), _cpu_of(jvm), time.process_time()
                 run_job(JOB, engine="spark", spark=spark)
                 out["runs"].append({"wall": time.perf_counter() - w0, "jobs": jobs() - j0,
+                                    "jvm_cpu": _cpu_of(jvm) - c0,
+                                    "python_cpu": time.process_time() - p0,
+                                    "load": os.getloadavg()[0],
                                     "stages": [list(s) for s in seen]})
     release_run.Timer.stage = stage  # type: ignore[method-assign]
     return out
@@ -162,7 +182,9 @@ def main() -> None:
         result: Any = spark_jobs()
         for i, run in enumerate(result["runs"]):
             print(f"{('first run', 're-run')[i]}: {run['wall']:.2f} s, {run['jobs']} Spark "
-                  f"jobs (session start {result['session_s']:.2f} s, before the run)")
+                  f"jobs, CPU {run['python_cpu']:.2f} s Python + {run['jvm_cpu']:.2f} s JVM, "
+                  f"load {run['load']:.1f} after (session start {result['session_s']:.2f} s, "
+                  f"JVM CPU {result['jvm_cpu_at_start']:.2f} s, before the run)")
             for name, took, n in run["stages"]:
                 if ":" not in name or name.startswith("release:"):
                     print(f"  {name:28s} {took:6.2f} s {n:3d} jobs")

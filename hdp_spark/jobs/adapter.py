@@ -233,8 +233,8 @@ class EngineAdapter(ReleaseAdapter, Protocol):
 
     def pin(self, df: Frame) -> Frame:
         """``df``, computed at most once until :meth:`unpin` however many queries read it
-        (Spark: persisted on the executors; pandas: ``df`` itself). The release pins its
-        budget table and its per-user charges."""
+        (Spark: checkpointed lazily on the executors; pandas: ``df`` itself). The release
+        pins its budget table and its per-user charges."""
 
     def unpin(self) -> None:
         """Release every frame :meth:`pin` kept (end of a release)."""

@@ -155,7 +155,7 @@ def _documented_trial() -> list[str]:
     """docs/setup.md's Spark trial command, as printed."""
     text = (ROOT / "docs" / "setup.md").read_text()
     (command,) = re.findall(r"`(bash scripts/run-sample\.sh --engine spark[^`]*)`", text)
-    return command.split()
+    return str(command).split()
 
 
 @pytest.mark.spark
