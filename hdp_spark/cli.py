@@ -4,7 +4,8 @@ Commands::
 
     run JOB.toml [--engine pandas|spark]    validate, check budgets, compute, publish, charge
                                             (each command also takes --ledger PATH and
-                                            --output DIR instead of the job's)
+                                            --output DIR instead of the job's, and
+                                            --witness PATH: the --ledger's own witness)
     check JOB.toml [--engine pandas|spark]  dry run: data quality and budget situation only;
                                             writes nothing
     plan JOB.toml [--plot PNG] [--users CSV]  predicted accuracy, charges and budget
@@ -103,26 +104,65 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 def _place_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ledger", metavar="PATH", help="use this ledger instead of the job's "
                    "`[ledger] path` (relative to the current directory), e.g. a fresh one "
-                   "for a trial run")
+                   "for a trial run; the job's `[ledger] witness` belongs to the job's "
+                   "ledger and is not used for another one (see --witness)")
+    p.add_argument("--witness", metavar="PATH", help="the rollback witness of the --ledger "
+                   "given (one witness per ledger; outside the ledger; created by the first "
+                   "run); without it, a --ledger other than the job's has none and a rollback "
+                   "of it cannot be detected (one WARNING)")
     p.add_argument("--output", metavar="DIR", help="write the outputs here instead of the "
                    "job's `[output] path` (relative to the current directory)")
 
 
 def _job(args: argparse.Namespace) -> Any:
-    """The job file, or its spec with ``--ledger`` / ``--output`` applied."""
-    if not (args.ledger or args.output):
+    """The job file, or its spec with ``--ledger`` / ``--witness`` / ``--output`` applied.
+
+    A witness is one per ledger: ``--ledger`` naming another ledger than the job's drops
+    the job's ``[ledger] witness`` (it belongs to the job's ledger and would refuse the
+    other one) and takes ``--witness`` instead, if given. The job's own ledger keeps the
+    job file's witness: ``--witness`` naming another file for it, or given without
+    ``--ledger``, is refused (it would let a run bypass that ledger's rollback check).
+    """
+    if not (args.ledger or args.output or args.witness):
         return args.job
     from dataclasses import replace
     from pathlib import Path
 
+    from hdp_spark.jobs.settings import check_witness_apart
     from hdp_spark.jobs.spec import load_job
 
     spec = load_job(args.job, engine=args.engine)
+    own = spec.ledger.witness
+    witness = Path(args.witness).resolve() if args.witness else None
     if args.ledger:
-        spec = replace(spec, ledger=replace(spec.ledger, path=Path(args.ledger).resolve()))
+        path = Path(args.ledger).resolve()
+        if path == spec.ledger.path.resolve():  # the job's own ledger: its own witness
+            if witness is not None and (own is None or witness != own.resolve()):
+                _foreign_witness(args.witness, own)
+            witness = own
+        elif witness is not None:
+            if own is not None and witness == own.resolve():
+                msg = (f"`--witness` must not be the job's own `[ledger] witness` with "
+                       f"another `--ledger` (one witness per ledger: it belongs to "
+                       f"{str(spec.ledger.path)!r}); got {args.witness!r}.")
+                raise ParameterError(msg)
+            check_witness_apart(witness, path, "--witness")
+        spec = replace(spec, ledger=replace(spec.ledger, path=path, witness=witness))
+    elif witness is not None and (own is None or witness != own.resolve()):
+        _foreign_witness(args.witness, own)
     if args.output:
         spec = replace(spec, output=replace(spec.output, path=Path(args.output).resolve()))
     return spec
+
+
+def _foreign_witness(given: str, own: Any) -> None:
+    """Refuse ``--witness`` for the job's own ledger when it is not the job's witness."""
+    named = (f"its `[ledger] witness` {str(own)!r}" if own is not None else
+             "no `[ledger] witness` (set one in the job file)")
+    msg = (f"`--witness` must name the witness of the ledger given with `--ledger` (one "
+           f"witness per ledger); the job's own ledger keeps the job file's, and the job "
+           f"names {named}; got {given!r}.")
+    raise ParameterError(msg)
 
 
 def _log_flags(p: argparse.ArgumentParser) -> None:

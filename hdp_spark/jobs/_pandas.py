@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -174,6 +174,12 @@ class PandasAdapter:
         import hdp_spark.pandas as hpd
 
         return hpd.validate(df, schema)
+
+    def validate_input(
+        self, df: pd.DataFrame, schema: Any, user_col: str, budget: BudgetSpec
+    ) -> tuple[Any, Callable[[], InputCheck]]:
+        """:meth:`validate`, and :meth:`check_input` run when the function is called."""
+        return self.validate(df, schema), lambda: self.check_input(df, user_col, budget)
 
     def check_input(self, df: pd.DataFrame, user_col: str, budget: BudgetSpec) -> InputCheck:
         """Null/duplicate user ids and invalid budgets, as counts."""
@@ -351,6 +357,13 @@ class PandasAdapter:
         levels, counts = np.unique(levels_numpy(_floats(df, column, "ε"), grid),
                                    return_counts=True)
         return [(float(v), int(n)) for v, n in zip(levels, counts, strict=True)]
+
+    def pin(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` itself: a pandas frame is computed once already."""
+        return df
+
+    def unpin(self) -> None:
+        """Nothing to release."""
 
     def release_input(self, df: pd.DataFrame, extra: Sequence[str] = ()) -> pd.DataFrame:
         """The table without the runner's helper columns (and ``extra``)."""

@@ -15,7 +15,7 @@ Columns the runner adds to the input table (removed from nothing the user reads)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -166,6 +166,13 @@ class EngineAdapter(ReleaseAdapter, Protocol):
     def validate(self, df: Frame, schema: TableSchema) -> ValidationReport:
         """Schema validation report (``hdp_spark.<engine>.validate``)."""
 
+    def validate_input(
+        self, df: Frame, schema: TableSchema, user_col: str, budget: BudgetSpec
+    ) -> tuple[ValidationReport, Callable[[], InputCheck]]:
+        """:meth:`validate`, and a function returning :meth:`check_input`'s counts: on
+        Spark both come from one aggregate query; the function raises what
+        :meth:`check_input` raises, so a caller checks the report first."""
+
     def check_input(self, df: Frame, user_col: str, budget: BudgetSpec) -> InputCheck:
         """Counts of null/duplicate user ids and invalid budgets (one pass), and of users
         whose budget column varies between their rows."""
@@ -223,6 +230,14 @@ class EngineAdapter(ReleaseAdapter, Protocol):
         self, df: Frame, column: str, grid: EpsGrid | None
     ) -> list[tuple[float, int]]:
         """``(ε level, rows)`` of the table, sorted by level (the public ε histogram)."""
+
+    def pin(self, df: Frame) -> Frame:
+        """``df``, computed at most once until :meth:`unpin` however many queries read it
+        (Spark: checkpointed lazily on the executors; pandas: ``df`` itself). The release
+        pins its budget table and its per-user charges."""
+
+    def unpin(self) -> None:
+        """Release every frame :meth:`pin` kept (end of a release)."""
 
     def release_input(self, df: Frame, extra: Sequence[str] = ()) -> Frame:
         """The table handed to the aggregators (the runner's helper columns and ``extra``

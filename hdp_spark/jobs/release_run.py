@@ -294,7 +294,8 @@ def run_release(
     timer: Timer, share: float | None = None,
 ) -> ReleaseRun:
     """Run one release under the ledger's lock: re-publish it if committed, otherwise cap,
-    compute, charge, commit and publish it (see the module's docstring).
+    compute, charge, commit and publish it (see the module's docstring). The frames the
+    release pins (its budget table, its per-user charges) are released at its end.
 
     Raises:
         BudgetExceededError: ``[budget] policy = "fail"`` and some user lacks budget.
@@ -304,6 +305,17 @@ def run_release(
         Computes and charges a release once; a committed release is re-published, never
         recomputed. Outputs are written only after the commit.
     """
+    try:
+        return _run_release(adapter, ledger, df, job, rel, fingerprint, timer, share)
+    finally:
+        adapter.unpin()
+
+
+def _run_release(
+    adapter: EngineAdapter, ledger: Any, df: Any, job: JobSpec, rel: ReleaseSpec, fingerprint: str,
+    timer: Timer, share: float | None,
+) -> ReleaseRun:
+    """:func:`run_release` without the unpinning."""
     key = idempotency_key(job.name, rel.id, fingerprint, definition(rel))
     out = job.output.path
     t0 = time.perf_counter()
@@ -332,6 +344,8 @@ def run_release(
                     prepared = adapter.prepare(df, job.input.user_id, job.budget, session.spent())
                     if share is not None:  # the allocation's cap: see jobs/allocation.py
                         prepared = adapter.limit_remaining(prepared, share)
+                    # its join with the spend runs once, not in every query of the release
+                    prepared = adapter.pin(prepared)
                     capped = capped_table(adapter, prepared, rel, job.budget.policy)
                     public_rows = _public_rows(adapter, prepared, rel)
                     if job.budget.policy == "fail":

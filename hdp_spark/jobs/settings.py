@@ -39,6 +39,7 @@ __all__ = [
     "OutputSpec",
     "check_column",
     "check_name",
+    "check_witness_apart",
     "reject",
     "reject_unknown",
 ]
@@ -319,10 +320,23 @@ class LedgerSpec:
         if self.witness is not None:
             if not isinstance(self.witness, Path):
                 reject("[ledger] witness", "must be a path", self.witness)
-            w, led = self.witness.resolve(), self.path.resolve()
-            if w == led or led in w.parents:
-                reject("[ledger] witness", "must lie outside the ledger (a copy of the "
-                       "ledger must not carry its witness)", str(self.witness))
+            check_witness_apart(self.witness, self.path)
+
+
+def check_witness_apart(
+    witness: Path, ledger: Path, setting: str = "[ledger] witness"
+) -> None:
+    """Raise unless the rollback witness ``witness`` lies outside the ledger ``ledger``
+    (the one rule, for the job file's ``[ledger] witness`` and the CLI's ``--witness``,
+    named ``setting`` in the error).
+
+    Privacy:
+        Checks public paths only.
+    """
+    w, led = witness.resolve(), ledger.resolve()
+    if w == led or led in w.parents:
+        reject(setting, "must lie outside the ledger (a copy of the ledger must not carry "
+               "its witness)", str(witness))
 
 
 @dataclass(frozen=True, slots=True)

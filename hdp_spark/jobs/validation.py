@@ -116,14 +116,18 @@ def validate_into(
                 f"installation lacks; got {str(spec.schema)!r}."
             )
             raise JobError(msg) from exc
-        report = adapter.validate(df, load_schema(spec.schema))
+        # one aggregate pass for both on Spark; the report is recorded and checked first
+        report, input_check = adapter.validate_input(df, load_schema(spec.schema),
+                                                     spec.user_id, job.budget)
         quality["schema"] = report.to_dict()
         if not report.ok:
             # counts of private value rules: operator only (never INFO+, never outputs)
             log.debug("schema validation: rule violations (value rules never block; the "
                       "aggregators clamp or impute): %s", dict(report.violations))
         report.raise_for_release()
-    check = adapter.check_input(df, spec.user_id, job.budget)
+        check = input_check()
+    else:
+        check = adapter.check_input(df, spec.user_id, job.budget)
     quality["input"] = {
         "rows": check.rows,
         "null_user_ids": check.null_users,

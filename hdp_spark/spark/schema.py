@@ -8,7 +8,7 @@ UDFs and no RDDs, so it runs on classic PySpark and on Spark Connect alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -25,7 +25,7 @@ from hdp_spark.core.validation import (
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark._common import is_dataframe
 
-__all__ = ["check_release", "validate"]
+__all__ = ["check_release", "validate", "validation_query"]
 
 _INF = float("inf")
 
@@ -148,13 +148,33 @@ def validate(df: DataFrame, schema: TableSchema, *, scope: Scope = "all") -> Val
     if not isinstance(schema, TableSchema):
         msg = f"`schema` must be a TableSchema, got {type(schema).__name__}."
         raise ParameterError(msg)
+    exprs, finish = validation_query(df, schema, scope=scope)
+    return finish(df.agg(*exprs).collect()[0])
+
+
+def validation_query(
+    df: DataFrame, schema: TableSchema, *, scope: Scope = "all"
+) -> tuple[list[Column], Callable[[Any], ValidationReport]]:
+    """The aggregate expressions of :func:`validate` over ``df`` and the function that
+    reads its report from the result row, so that a caller can run them in one ``agg``
+    with its own aggregates (the job runner's input checks: one Spark job for both).
+
+    Raises:
+        SchemaError: a declared column is missing or has the wrong type (before any job).
+
+    Privacy:
+        As :func:`validate`: counts for the trusted operator only.
+    """
     rules = schema.rules(scope)
     fields = {f.name: f.dataType for f in df.schema.fields}
     schema.check_columns({n: (_kind(t), t.simpleString()) for n, t in fields.items()}, scope)
     exprs, readers = _aggregates(rules, fields)
-    row = df.agg(*exprs).collect()[0]
-    counts = tuple(read(row) for read in readers)
-    return ValidationReport(schema.name, "spark", scope, int(row["__rows"]), rules, counts)
+
+    def finish(row: Any) -> ValidationReport:
+        counts = tuple(read(row) for read in readers)
+        return ValidationReport(schema.name, "spark", scope, int(row["__rows"]), rules, counts)
+
+    return exprs, finish
 
 
 def check_release(
