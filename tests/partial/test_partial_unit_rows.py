@@ -24,11 +24,11 @@ from hdp_spark.core.partial.budget import SCALE_GRID
 from hdp_spark.core.partial.heavy_hitters import build_report
 from hdp_spark.core.partial.mwem import eps_round, hdp_mwem, run_mwem, table_tuples
 from hdp_spark.core.partial.projection import (
-    VARIANCE_GRID,
     finalize_marginals,
     hdp_marginals,
     marginal_requests,
 )
+from hdp_spark.core.partial.projection_budget import VARIANCE_GRID
 from hdp_spark.errors import ParameterError
 from hdp_spark.pandas._heavy_hitters import bounded_persons
 from hdp_spark.pandas.engine import PandasEngine

@@ -54,7 +54,6 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -63,6 +62,7 @@ import numpy.typing as npt
 from hdp_spark.core.noise import ReleaseKey, discrete_gaussian, encode_context
 from hdp_spark.core.partial import accounting
 from hdp_spark.core.partial.consistency import Projection, project
+from hdp_spark.core.partial.projection_budget import ProjectionBudget, solve_projection_budget
 from hdp_spark.core.partial.spec import (
     AttributeDomain,
     _check_unit,
@@ -89,75 +89,7 @@ __all__ = [
 MARGINAL_COLUMNS: tuple[str, ...] = ("noisy_count", "projected_count", "projected_fraction")
 """Output columns after ``marginal`` and the attribute columns."""
 
-VARIANCE_GRID = 1024
-"""σ² is rounded up to a multiple of 1/VARIANCE_GRID (an exact rational)."""
-
 Floats = npt.NDArray[np.float64]
-
-
-# -- budget ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ProjectionBudget:
-    """The public numbers of one marginals configuration (no data read).
-
-    Attributes:
-        degrees: deg(j), the number of marginals containing attribute j.
-        sens_attr_sq: Δ₀² = 2·max_j deg(j) (count space).
-        sens_person_sq: Δ² = 2·|W|.
-        sigma2: σ², the discrete Gaussian variance parameter of every noisy count.
-        rho_attributes: ρ_j = deg(j)/σ² per attribute.
-        rho_attribute: max_j ρ_j (the ε₀-∇₀CDP level, ½ε²).
-        eps_attribute: √(2 ρ_attribute) <= ε₀.
-        rho_person: |W|/σ².
-        eps_person: √(2 ρ_person) = ε_attribute·Δ/Δ₀.
-        rho_person_prop8: ½d²ε_attribute², Proposition 8's per-person bound, for comparison.
-        max_rows: R, a person's rows: the sensitivities are R times a row's, every ρ R²
-            times (module docstring).
-    """
-
-    degrees: tuple[int, ...]
-    sens_attr_sq: int
-    sens_person_sq: int
-    sigma2: Fraction
-    rho_attributes: tuple[float, ...]
-    rho_attribute: float
-    eps_attribute: float
-    rho_person: float
-    eps_person: float
-    rho_person_prop8: float
-    max_rows: int = 1
-
-
-def solve_projection_budget(d: int, workload: Sequence[tuple[int, ...]],
-                            eps0: float, max_rows: int = 1) -> ProjectionBudget:
-    """σ² = Δ₀²/ε₀² rounded up (exact rational), and every guarantee it gives; with
-    ``max_rows`` = R, Δ₀² and Δ² are R² times a row's (module docstring)."""
-    rows_sq = max_rows * max_rows
-    degrees = tuple(sum(1 for s in workload if j in s) for j in range(d))
-    a_sq = 2 * max(degrees) * rows_sq
-    p_sq = 2 * len(workload) * rows_sq
-    exact = Fraction(a_sq) / Fraction(eps0) ** 2
-    sigma2 = Fraction(math.ceil(exact * VARIANCE_GRID), VARIANCE_GRID)
-    s2 = float(sigma2)
-    rho_j = tuple(rows_sq * g / s2 for g in degrees)
-    rho_attr = max(rho_j)
-    rho_person = rows_sq * len(workload) / s2
-    eps_attr = math.sqrt(2.0 * rho_attr)
-    return ProjectionBudget(
-        degrees=degrees,
-        sens_attr_sq=a_sq,
-        sens_person_sq=p_sq,
-        sigma2=sigma2,
-        rho_attributes=rho_j,
-        rho_attribute=rho_attr,
-        eps_attribute=eps_attr,
-        rho_person=rho_person,
-        eps_person=math.sqrt(2.0 * rho_person),
-        rho_person_prop8=accounting.per_person_rho(eps_attr, d),
-        max_rows=max_rows,
-    )
 
 
 # -- spec ----------------------------------------------------------------------------------------
