@@ -16,6 +16,7 @@ from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.schema import TableSchema
 from hdp_spark.errors import ParameterError
 from hdp_spark.explain import explain_hook
+from hdp_spark.explain_unit import explain_unit
 from hdp_spark.front import spec_of
 
 __all__ = ["agg", "explain", "release"]
@@ -156,6 +157,11 @@ def explain(
     *specs: Any,
     by: str | Sequence[str] | None = None,
     keys: Any = None,
+    privacy_unit: str | None = None,
+    max_groups: int = 1,
+    max_rows: int = 1,
+    eps_cap: float | None = None,
+    weight_share: float | None = None,
 ) -> Any:
     """The accuracy and per-row privacy of a release of ``specs``, before spending anything.
 
@@ -168,6 +174,8 @@ def explain(
             others. Heavy hitters are not explained yet.
         by: optional group-by column(s), as in :func:`agg`.
         keys: the public key set of a grouped release, as in :func:`agg`.
+        privacy_unit, max_groups, max_rows, eps_cap, weight_share: as in :func:`agg`;
+            with ``privacy_unit`` the explanation reads no column (below).
 
     Returns:
         One row per (group, aggregator): the group columns, then ``aggregator`` (its
@@ -210,12 +218,27 @@ def explain(
         which add the ``_bias_bound`` the first steps fix. Only the user id, ε and group columns
         are read (``docs/user_mean.md``, "Explain").
 
+        Under ``privacy_unit`` (``hdp_mean``/``hdp_histogram``; kind as above, method
+        ``unit``) a group's n and ε histogram are private, so no column is read and each
+        row holds public figures (:mod:`hdp_spark.explain_unit`): ``beta``,
+        ``max_groups``, ``max_rows``, ``eps_cap``, ``weight_share``,
+        ``weight_noise_scale`` and ``weight_half_width`` (the noisy weight W̃'s Laplace
+        scale and (1 - β/2) half-width, ε units), ``noise_scale`` and
+        ``noise_half_width`` (the statistic's: a mean's numerator in ε × data units, a bin
+        count in ε units), ``bias_bound`` (the whole range: ``ci_low``/``ci_high`` are the
+        range) and ``half_width_at`` (per public group weight W of
+        :data:`~hdp_spark.explain_unit.WEIGHT_LADDER`: a (1 - β) bound of the released
+        noise interval's half-width, output units). W ≈ the number of persons in a group
+        when each has ε >= max_groups × eps_cap and max_rows rows there.
+
     Engines:
         On Spark, one job per ε column and grid (``groupBy(by..., ε level).count()``, no
         value column); the result is a DataFrame built from local rows, like :func:`agg`.
 
     Privacy:
-        Spends no budget, draws no noise and writes nothing. One counts-only pass: rows
+        Spends no budget, draws no noise and writes nothing. Under ``privacy_unit``: no
+        pass at all (the output is a function of the specs, bounds and public keys).
+        Otherwise one counts-only pass: rows
         per (group, ε level), read from the ε and group columns only (public in this
         model); no value or category column is read, so two tables that differ only in
         their values give the same plan. The output is a function of the public ε
@@ -223,6 +246,10 @@ def explain(
         histogram itself.
     """
     specs = tuple(spec_of(s) for s in specs)
+    unit = _unit_options(privacy_unit, max_groups, max_rows, eps_cap, weight_share)
+    if unit is not None:
+        by_s, columns, rows = explain_unit(engine, specs, by=by, keys=keys, unit=unit)
+        return engine.materialize(by_s, columns, rows, False)
     hook = explain_hook(specs)
     by_s, columns, rows = hook(engine, specs, by=by, keys=keys)
     return engine.materialize(by_s, columns, rows, False)

@@ -85,7 +85,10 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
             col, grid = selection_eps(rel)
             models.append(ReleaseModel(
                 rel.id, rel.weight, ((),), (), ((col, 1),),
-                unit=UnitCharge(col, grid, unit_parameters(rel))))
+                unit=UnitCharge(col, grid, unit_parameters(rel), tuple(
+                    (get_kind(a.kind).output_name(a.spec),
+                     a.spec if a.kind == "mean" else a.spec.spec)
+                    for a in rel.aggregators))))
             continue
         aggs = []
         users: list[tuple[str, Any]] = []

@@ -179,9 +179,12 @@ def render_plan(plan: JobBudgetPlan) -> str:
             acc.append([_key_text(p.key), p.name, f"{p.n:,}", fmt_num(p.half_width), _NONE,
                         _NONE, fmt_num(p.noise_scale), "yes" if p.fallback else "no", _NONE,
                         p.basis if p.basis != "none" else "no prediction"])
-        lines += ["  " + x for x in text_table(
-            ["group", "aggregator", "n", "half_width", "of which ε-weighting", "baseline",
-             "noise_scale", "fallback", "free_rows", "prediction"], acc)]
+        if acc or rel.unit is None:
+            lines += ["  " + x for x in text_table(
+                ["group", "aggregator", "n", "half_width", "of which ε-weighting", "baseline",
+                 "noise_scale", "fallback", "free_rows", "prediction"], acc)]
+        if rel.unit is not None:
+            lines += _unit_lines(rel)
         if o.explained:
             lines.append("  half_width: the released (1 − β) interval's ±, noise + the worst-case "
                          "effect of weighting rows by their ε ('of which': bias_bound)")
@@ -202,6 +205,24 @@ def render_plan(plan: JobBudgetPlan) -> str:
             ["ε allowed", "users", "charge each", "ε total"], classes)]
     lines += ["", "budgets after the job:", *_budget_state(plan, alloc)]
     return "\n".join(lines) + "\n"
+
+
+def _unit_lines(rel: Any) -> list[str]:
+    """A release under a privacy unit: its groups' weights are private, so the plan shows
+    the noise interval's half-width per public group weight W (``explain``'s figures)."""
+    from hdp_spark.explain_unit import WEIGHT_LADDER, unit_figures
+
+    specs = rel.unit.aggregators
+    figures = unit_figures([spec for _, spec in specs], rel.unit.selection)
+    shown = [i for i, w in enumerate(WEIGHT_LADDER) if 100 <= w <= 10_000]
+    rows = [[name, *(f"{fmt_num(fig[-1][i]['central_half_width'])} "
+                     f"(<= {fmt_num(fig[-1][i]['half_width'])})" for i in shown)]
+            for (name, _), fig in zip(specs, figures, strict=True)]
+    header = ["aggregator", *(f"W = {WEIGHT_LADDER[i]:,.0f}" for i in shown)]
+    return ["  privacy unit: n and the ε histogram are private, so the accuracy depends on",
+            "  a group's weight W (ε units; about its persons when each has ε >= max_groups",
+            "  × eps_cap and max_rows rows there). Noise interval's ± at W, typical (bound):",
+            *("  " + x for x in text_table(header, rows))]
 
 
 def _auto_lines(explained: Any) -> list[str]:

@@ -141,11 +141,14 @@ class UnitCharge:
         column: the one ε column of its aggregators.
         grid: their ``eps_grid`` (None: exact levels).
         selection: the mechanism's public parameters (with the unit's bounds).
+        aggregators: ``(output name, spec)`` of its ``hdp_mean`` / ``hdp_histogram`` (for
+            the plan's public figures; their accuracy is not simulated).
     """
 
     column: str
     grid: EpsGrid | None
     selection: SelectKeys
+    aggregators: tuple[tuple[str, MeanSpec | HistogramSpec], ...] = ()
 
     def units(self, levels: FloatArray) -> FloatArray:
         """A person's charge at each ε level (vectorized over the distinct levels)."""

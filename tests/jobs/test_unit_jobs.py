@@ -130,6 +130,27 @@ def test_plan_matches_the_run_and_allocation_refuses(tmp_path: Path) -> None:
         plan_budget(load_job(equal))
 
 
+def test_plan_shows_explain_s_public_figures(tmp_path: Path) -> None:
+    """The plan's accuracy lines of a unit release are ``explain``'s figures for the same
+    aggregators and bounds (no row count: none is public)."""
+    import hdp_spark.pandas as hpd
+    from hdp_spark.jobs.plan_render import render_plan
+    from hdp_spark.report.fmt import fmt_num
+
+    text = render_plan(plan_budget(load_job(_job(tmp_path, _events(seed=3)))))
+    ex = hpd.explain(_events(seed=3), hpd.hdp_mean("amount", eps="eps", lower=0, upper=500),
+                     hpd.hdp_histogram("category", eps="eps", categories=["a", "b"]),
+                     by="country", keys=["DE", "FR", "IT"], privacy_unit="user_id",
+                     max_groups=G, max_rows=R)
+    for row in ex.head(2).itertuples():
+        at = {d["weight"]: d for d in row.half_width_at}[1_000.0]
+        cell = f"{fmt_num(at['central_half_width'])} (<= {fmt_num(at['half_width'])})"
+        line = next(x for x in text.splitlines() if x.strip().startswith(row.aggregator))
+        assert cell in line, (cell, line)
+    assert "W = 1,000" in text
+    assert "privacy unit: n and the ε histogram are private" in text
+
+
 @pytest.mark.parametrize(("table", "needle"), [
     ("{ max_rows = 3 }", "requires max_groups, max_rows; `max_groups` is missing"),
     ("{ max_groups = 0, max_rows = 3 }", "`max_groups` must be an int in [1, 10000], got 0"),
