@@ -210,7 +210,7 @@ def job_profile(
         frame[f"__g{r}"] = (np.zeros(len(prepared), dtype=np.int64) if rel.unit is not None
                             else _key_index(prepared, rel))
     frame["__rem"] = prepared[REMAINING].to_numpy(np.int64)
-    user_level = any(get_kind(a.kind).unit == "user"
+    user_level = any(get_kind(a.kind).unit == "user" or a.bounds_users(job.input.user_id)
                      for rel in job.releases for a in rel.aggregators) or any(
         rel.unit is not None for rel in job.releases)
     if not user_level:

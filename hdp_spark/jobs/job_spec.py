@@ -7,6 +7,7 @@ is read by :mod:`hdp_spark.jobs.spec`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,15 @@ class AggregatorEntry:
     kind: str
     spec: Any
     unit: str | None = None
+
+    def bounds_users(self, user_id: str) -> bool:
+        """Whether this is a partial-DP kind (one global ε per person) whose own
+        ``privacy_unit`` is the job's user id: it counts each user with all their rows (at
+        most ``max_rows``, else none), so a user with several rows loses the kind's
+        per-person ε once, and the ledger charges it once per user."""
+        params = getattr(self.spec, "params", None)
+        return (get_kind(self.kind).unit == "person" and isinstance(params, Mapping)
+                and params.get("privacy_unit") == user_id)
 
 
 @dataclass(frozen=True, slots=True)

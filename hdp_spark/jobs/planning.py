@@ -86,6 +86,7 @@ def _load_public(job: JobSpec, spark: Any) -> pd.DataFrame:
 def _row_level(job: JobSpec) -> bool:
     """Whether some kind of the job needs one row per user (as the runner)."""
     return any(get_kind(a.kind).unit not in ("user", "none") and rel.unit is None
+               and not a.bounds_users(job.input.user_id)
                for rel in job.releases for a in rel.aggregators)
 
 

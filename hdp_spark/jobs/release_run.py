@@ -373,7 +373,10 @@ def _run_release(
                             get_kind(a.kind).eps_column(a.spec),
                             get_kind(a.kind).eps_grid(a.spec),
                             result.effective[get_kind(a.kind).output_name(a.spec)],
-                            per_user=get_kind(a.kind).unit == "user",
+                            # user-level, or a partial-DP kind counting each user
+                            # with all their rows: charged once per user
+                            per_user=(get_kind(a.kind).unit == "user"
+                                      or a.bounds_users(job.input.user_id)),
                         )
                         for a in rel.aggregators if get_kind(a.kind).unit != "none"
                     ] if rel.selection is None and rel.unit is None else [

@@ -150,7 +150,8 @@ def validate_into(
                 "rows, so a user with k rows would lose up to k times their ε while the "
                 "ledger charges once per user. Repeated user ids are allowed only when every "
                 "aggregator of the job is user-level (`user_mean`), charges nothing "
-                "(`ldp_mean`) or is in a release with `privacy_unit`; "
+                "(`ldp_mean`), is in a release with `privacy_unit` or is a partial-DP kind "
+                f"with `privacy_unit = \"{col}\"` (and `max_rows`); "
                 f"{check.duplicate_users} row(s) repeat an id."
             )
             raise JobError(msg)
@@ -182,6 +183,7 @@ def _row_level_kinds(job: JobSpec) -> list[str]:
     return sorted({
         a.kind for rel in job.releases for a in rel.aggregators
         if get_kind(a.kind).unit not in ("user", "none") and rel.unit is None
+        and not a.bounds_users(job.input.user_id)
     })
 
 
