@@ -29,14 +29,13 @@ from hdp_spark.core.partial.mwem import MAX_DOMAIN, MAX_TUPLES
 from hdp_spark.core.partial.mwem import hdp_mwem as spec_mwem
 from hdp_spark.core.partial.projection import hdp_marginals as spec_marginals
 from hdp_spark.errors import ParameterError
-from hdp_spark.spark.columns import _groups
 from hdp_spark.spark.columns_partial import (
     DEFAULT_MAX_RECORDS,
     check_max_records,
-    no_selection,
+    record_groups,
     records_column,
 )
-from hdp_spark.spark.records_families import RecordSpec, family_of
+from hdp_spark.spark.records_families import RecordSpec
 
 __all__ = ["attribute_histograms_column", "column_for", "hdp_marginals", "hdp_mwem"]
 
@@ -44,8 +43,7 @@ Keys = str | Sequence[object] | None
 
 
 def _make(spec: RecordSpec, keys: object, max_records: object) -> Column:
-    no_selection(keys, family_of(spec).label)
-    groups = _groups(keys)
+    groups = record_groups(spec, keys)
     return records_column(spec, ReleaseKey.resolve(None), groups,
                           check_max_records(max_records))
 
@@ -90,9 +88,9 @@ def hdp_marginals(
     field per attribute, ``noisy_count``, ``projected_count``, ``projected_fraction``),
     then the report's scalar fields (``eps_attribute``, ``eps_person``, ``sigma2``,
     ``n``, ``projection_gap``, ...: see
-    :data:`~hdp_spark.spark.records_families.MARGINALS_REPORT_FIELDS`). ``privacy_unit``
-    is refused by the Column (a separate pass): use the release API for it (``max_rows``
-    is validated with the spec, and taken by ``hs.agg(df, <this>)``).
+    :data:`~hdp_spark.spark.records_families.MARGINALS_REPORT_FIELDS`). With
+    ``privacy_unit`` (and ``max_rows``) the Column is for a global aggregate, as
+    :func:`hdp_spark.spark.hdp_heavy_hitters`.
 
     Privacy:
         Per group, the release API's mechanism: ρ_j = deg(j)/σ² <= ½ε₀² per attribute j,

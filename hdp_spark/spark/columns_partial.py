@@ -19,6 +19,7 @@ The per-aggregator facts the lead's descriptor registry will want are in :data:`
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,9 +50,9 @@ from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.records_families import RecordSpec, family_of
 from hdp_spark.spark.records_finalize import arrow_finalize_records, record_fields
 
-__all__ = ["DEFAULT_MAX_RECORDS", "MAX_RECORDS_LIMIT", "RECORDS", "check_max_records",
-           "column_for", "domain_values", "hdp_heavy_hitters", "native_records",
-           "no_selection", "records_column"]
+__all__ = ["DEFAULT_MAX_RECORDS", "MAX_RECORDS_LIMIT", "PERSONS_PREFIX", "RECORDS",
+           "check_max_records", "column_for", "domain_values", "hdp_heavy_hitters",
+           "native_records", "no_selection", "record_groups", "records_column"]
 
 RECORDS = "hdp_records"
 """The extension's native aggregate of record counts (``HdpRecords``)."""
@@ -102,10 +103,6 @@ def native_records(spec: RecordSpec, groups: str) -> Column:
 def _problem(spec: RecordSpec, max_records: int) -> str | None:
     """Why ``spec`` cannot run as a Column (None: it can): public facts only."""
     label = family_of(spec).label
-    if spec.privacy_unit is not None:
-        return (f"`privacy_unit` of {label} is checked by a separate pass over the rows, which "
-                "a Column aggregator cannot run; drop it from the Column, or use the release "
-                "API (hs.agg(df, spec)).")
     space = math.prod(d.size for d in spec.domains)
     if space > max_records:
         return (f"the {label} Column keeps per group the count of each distinct record, "
@@ -205,6 +202,38 @@ def records_column(spec: RecordSpec, key: ReleaseKey, groups: str, max_records: 
     return wrap(_build(spec, key, groups))
 
 
+PERSONS_PREFIX = "persons:"
+"""The group decision of a partial-DP Column under ``privacy_unit`` (the extension's
+``PersonRows``: only the rows of persons with at most ``max_rows`` rows, global only)."""
+
+
+def record_groups(spec: RecordSpec, keys: object) -> str:
+    """The group decision of a partial-DP Column: ``keys``'s (:func:`no_selection`, then
+    the Column rule's), or, under ``privacy_unit``, the bounding of persons' rows, which
+    the extension inserts below a global aggregate (the release API's
+    :func:`~hdp_spark.spark._heavy_hitters.bounded_persons`, in native expressions).
+
+    Raises:
+        ParameterError: ``select_keys``, or ``keys`` with ``privacy_unit`` (a person would
+            count once per group; the release API's partial-DP family is global too).
+
+    Privacy:
+        Public arguments only.
+    """
+    label = family_of(spec).label
+    no_selection(keys, label)
+    if spec.privacy_unit is None:
+        return _groups(keys)
+    if keys is not None:
+        msg = (f"`keys` of {label} must be omitted with `privacy_unit` "
+               f"({spec.privacy_unit!r}): the unit bounds a person's rows over the whole "
+               f"table, so the Column is for a global aggregate, df.agg(...); got "
+               f"keys={keys!r}.")
+        raise ParameterError(msg)
+    return PERSONS_PREFIX + json.dumps({"max_rows": spec.max_rows, "unit": spec.privacy_unit},
+                                       sort_keys=True)
+
+
 def no_selection(keys: object, label: str = "hdp_heavy_hitters") -> None:
     """Refuse ``keys=select_keys(...)`` (public: the caller's group decision).
 
@@ -239,8 +268,8 @@ def column_for(spec: HeavyHittersSpec, *, keys: str | Sequence[object] | None = 
     Privacy:
         As :func:`hdp_heavy_hitters`.
     """
-    no_selection(keys)
-    return records_column(spec, ReleaseKey.resolve(None), _groups(keys), DEFAULT_MAX_RECORDS)
+    return records_column(spec, ReleaseKey.resolve(None), record_groups(spec, keys),
+                          DEFAULT_MAX_RECORDS)
 
 
 def hdp_heavy_hitters(
@@ -275,11 +304,13 @@ def hdp_heavy_hitters(
     :data:`~hdp_spark.spark.records_finalize.REPORT_FIELDS`). ``hs.agg(df, <this>)`` and
     ``hs.heavy_hitters(df, <this>)`` run the release API with its spec.
 
-    As a Column it needs, before any job: no ``privacy_unit`` (a separate pass the release
-    API runs; ``max_rows`` is validated with the spec, and taken by ``hs.agg(df,
-    <this>)``), and the product of the domain sizes at most ``max_records`` (the public
-    bound of a group's native state: see this module's docstring); otherwise
-    :class:`~hdp_spark.errors.ParameterError` when the Column is used.
+    With ``privacy_unit`` (and ``max_rows``) the Column is for a global aggregate
+    (``keys`` omitted): the extension keeps, below the aggregate, the rows of the persons
+    with at most ``max_rows`` rows, as the release API does (one shuffle by person). As a
+    Column it needs, before any job, the product of the domain sizes at most
+    ``max_records`` (the public bound of a group's native state: see this module's
+    docstring); otherwise :class:`~hdp_spark.errors.ParameterError` when the Column is
+    used.
 
     Privacy:
         Per group, the release API's mechanism: ε₀ per attribute (per-attribute DP) and the
@@ -291,11 +322,11 @@ def hdp_heavy_hitters(
     from hdp_spark.aggregators import hdp_heavy_hitters as spec_heavy_hitters
 
     no_selection(keys)
-    groups = _groups(keys)
     check_max_records(max_records)
     spec = spec_heavy_hitters(
         cols, domains=domains, eps0=eps0, delta=delta, threshold=threshold,
         count_fraction=count_fraction, other=other, failure_prob=failure_prob, beta=beta,
         privacy_unit=privacy_unit, max_candidates=max_candidates, alias=alias,
         leaf_thresholding=leaf_thresholding, max_rows=max_rows)
-    return records_column(spec, ReleaseKey.resolve(None), groups, max_records)
+    return records_column(spec, ReleaseKey.resolve(None), record_groups(spec, keys),
+                          max_records)

@@ -117,10 +117,9 @@ def test_public_bound_and_privacy_unit_are_refused_before_any_job(spark: Any, ki
     with pytest.raises(ParameterError, match=r"product of the domain sizes .*: (90|60) > "
                                              r"`max_records` = 50"):
         df.agg(small)
-    unit = column(kind, privacy_unit="country", keys="public")
-    with pytest.raises(ParameterError, match=r"`privacy_unit` of \w+ is checked by a "
-                                             "separate pass"):
-        df.groupBy("country").agg(unit)
+    with pytest.raises(ParameterError, match=r"`keys` of \w+ must be omitted with "
+                                             r"`privacy_unit` \('country'\)"):
+        column(kind, privacy_unit="country", keys="public")  # global only: refused at once
     assert list(tracker.getJobIdsForGroup("partial-refused")) == []
     spark.sparkContext.setJobGroup("", "")
 

@@ -17,6 +17,8 @@ import org.apache.spark.sql.types.DataTypes;
  *       values are aggregated ({@link KeyFilter});
  *   <li>{@code select:<parameters>}: partition selection ({@code select_keys}): only the
  *       groups a DP selection picks have a row ({@link SelectionPlan});
+ *   <li>{@code persons:<parameters>}: a partial-DP Column's privacy unit, global aggregates
+ *       only: only the rows of persons with at most {@code max_rows} rows ({@link PersonRows});
  *   <li>{@code cells}: the raw native cells (the release API's native pass, tests): exact
  *       statistics that are not a release, so no decision applies.
  * </ul>
@@ -36,9 +38,11 @@ public final class HdpQuery extends Placeholder {
 
   public HdpQuery(String groups) {
     if (!NONE.equals(groups) && !PUBLIC.equals(groups) && !CELLS.equals(groups)
-        && !groups.startsWith(KeyFilter.PREFIX) && !groups.startsWith(SelectionPlan.PREFIX)) {
+        && !groups.startsWith(KeyFilter.PREFIX) && !groups.startsWith(SelectionPlan.PREFIX)
+        && !PersonRows.holds(groups)) {
       throw new IllegalArgumentException("hdp_spark: the group decision must be 'none', "
-          + "'public', 'cells', a key list or a selection, got '" + groups + "'");
+          + "'public', 'cells', a key list, a selection or a privacy unit, got '" + groups
+          + "'");
     }
     this.groups = groups;
   }

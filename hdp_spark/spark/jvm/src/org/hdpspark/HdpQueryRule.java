@@ -88,6 +88,8 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
         String[] selection = {null};
         String[] unit = {null, null};  // the first privacy unit's decision and fingerprint
         boolean[] other = {false};
+        String[] persons = {null};  // a partial-DP Column's privacy unit (PersonRows)
+        boolean[] unbounded = {false};  // an hdp_spark aggregator without it
         List<NamedExpression> out = new ArrayList<>();
         for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
           out.add((NamedExpression) ((Expression) e).transformUp(
@@ -107,6 +109,17 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     throw new IllegalArgumentException(UNDECIDED);
                   }
                   publicGroups[0] |= grouped && HdpQuery.PUBLIC.equals(groups);
+                  if (PersonRows.holds(groups)) {
+                    if (grouped) {
+                      throw new IllegalArgumentException(PersonRows.GROUPED);
+                    }
+                    if (persons[0] != null && !persons[0].equals(groups)) {
+                      throw new IllegalArgumentException(PersonRows.DIFFER);
+                    }
+                    persons[0] = groups;
+                  } else {
+                    unbounded[0] = true;
+                  }
                   if (groups.startsWith(SelectionPlan.PREFIX)) {
                     String decided = UnitPlan.decision(groups);
                     if (selection[0] != null && !selection[0].equals(decided)) {
@@ -164,6 +177,13 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
           return SelectionPlan.build(a, out, base);
         }
         LogicalPlan child = a.child();
+        if (persons[0] != null) {  // global: no key list, no public groups (refused above)
+          if (unbounded[0]) {  // another aggregator would read the bounded rows
+            throw new IllegalArgumentException(PersonRows.DIFFER);
+          }
+          return a.copy(a.groupingExpressions(), aggs, PersonRows.bounded(child, persons[0]),
+              a.hint());
+        }
         if (keyList[0] != null) {  // only rows of the public keys (never null or NaN)
           child = new Filter(KeyFilter.condition(
               CollectionConverters.asJava(a.groupingExpressions()), keyList[0]), child);
