@@ -114,6 +114,36 @@ def test_sql_equals_the_release_api_per_group(spark: Any, people: Any, case: int
     assert released >= 3 * (1 if family == "heavy_hitters" else 10)
 
 
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_sql_under_a_privacy_unit_equals_the_release_api(spark: Any, people: Any,
+                                                         case: int) -> None:
+    """``privacy_unit`` and ``max_rows`` in the options of a global query: the extension
+    bounds the persons' rows below the aggregate (as the Column), and the SQL form releases
+    what the release API releases for the same spec and key."""
+    import numpy as np
+
+    family, function, cols, options = CASES[case]
+    options = {**options, "privacy_unit": "pid", "max_rows": 2}
+    if family == "heavy_hitters":
+        options["eps0"] = 8.0
+    base = table(6000, seed=11)
+    base["pid"] = np.repeat(np.arange(len(base)),
+                            np.random.default_rng(11).integers(1, 5, len(base)))[:len(base)]
+    events = spark.createDataFrame(base).repartition(3)
+    events.createOrReplaceTempView("unit_events")
+    text = json.dumps(options)
+    query = spark.sql(f"SELECT {function}(struct({', '.join(cols)}), '{text}') AS r "
+                      "FROM unit_events")
+    got = query.collect()[0]["r"]
+    spec = _spec(family, cols, options)
+    call = ReleaseKey.resolve(SEED).for_query(
+        f"sql-partial:{family}:{json.dumps(options, sort_keys=True)}")
+    key = group_key(call.for_query(_fingerprint(query)), spec.name, "[]")
+    mine = [r.asDict(recursive=True) for r in got[family_of(spec).main]]
+    assert mine == _release(events, spec, key)
+    assert len(mine) >= 3
+
+
 def test_result_types_are_fixed_per_function(spark: Any, people: Any) -> None:
     for family, function, cols, options in CASES:
         text = json.dumps({**options, "domains": {c: options["domains"][c] for c in cols[:2]}})
@@ -130,7 +160,14 @@ def test_result_types_are_fixed_per_function(spark: Any, people: Any) -> None:
     ("hdp_mwem(struct(sex), '{\"domains\": {\"sex\": [\"f\"], \"region\": [\"x\"]}}')",
      "names `region`, which is not a field of the struct"),
     ("hdp_heavy_hitters(struct(sex, region), '{\"domains\": {\"sex\": [\"f\"], \"region\": "
-     "[\"x\"]}, \"privacy_unit\": \"id\"}')", r"`privacy_unit` \(in the options"),
+     "[\"x\"]}, \"privacy_unit\": \"id\"}')", "`privacy_unit` names column 'id'"),
+    ("hdp_heavy_hitters(struct(sex, region), '{\"domains\": {\"sex\": [\"f\"], \"region\": "
+     "[\"x\"]}, \"privacy_unit\": \"sex\"}', 'public')", "for a global query"),
+    ("hdp_marginals(struct(sex, region), '{\"domains\": {\"sex\": [\"f\"], \"region\": "
+     "[\"x\"]}, \"privacy_unit\": \"country\", \"max_rows\": 0}')",
+     r"`max_rows` \(in the options of hdp_marginals\) must be a positive int, got 0"),
+    ("hdp_marginals(struct(sex, region), '{\"domains\": {\"sex\": [\"f\"], \"region\": "
+     "[\"x\"]}, \"privacy_unit\": 3}')", "must name the id column, got 3"),
     ("hdp_heavy_hitters(struct(sex, region), '{\"domains\": {\"sex\": [\"f\"], \"region\": "
      "[\"x\"]}, \"max_records\": 3}')", "exceeds `max_records` = 3"),
     ("hdp_heavy_hitters(struct(sex, region), '{\"domains\": {\"sex\": [\"f\"], \"region\": "

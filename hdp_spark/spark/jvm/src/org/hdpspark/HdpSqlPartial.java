@@ -59,6 +59,34 @@ final class HdpSqlPartial extends AbstractFunction1<Seq<Expression>, Expression>
     this.family = family;
   }
 
+  /** The group decision of a call under a privacy unit: the Column's (PersonRows), global
+   * only (a person would count once per group). */
+  private String persons(JsonNode unit, JsonNode rows, String groups) {
+    if (!unit.isTextual() || unit.asText().isEmpty()) {
+      throw bad("`privacy_unit` (in the options of " + function + ") must name the id "
+          + "column, got " + unit + ".");
+    }
+    if (HdpQuery.PUBLIC.equals(groups)) {
+      throw bad("`privacy_unit` (in the options of " + function + ") bounds a person's rows "
+          + "over the whole table: the call is for a global query, without 'public'.");
+    }
+    long maxRows = 1;
+    if (rows != null && !rows.isNull()) {
+      if (!rows.isIntegralNumber() || rows.asLong() < 1 || rows.asLong() > Integer.MAX_VALUE) {
+        throw bad("`max_rows` (in the options of " + function + ") must be a positive int, "
+            + "got " + rows + ".");
+      }
+      maxRows = rows.asLong();
+    }
+    try {  // the Column's decision text (json.dumps(..., sort_keys=True))
+      return PersonRows.PREFIX + "{\"max_rows\": " + maxRows + ", \"unit\": "
+          + new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(unit.asText())
+          + "}";
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
   private IllegalArgumentException bad(String text) {
     return new IllegalArgumentException("ParameterError: " + text);
   }
@@ -119,8 +147,7 @@ final class HdpSqlPartial extends AbstractFunction1<Seq<Expression>, Expression>
     }
     JsonNode unit = json.get("privacy_unit");
     if (unit != null && !unit.isNull()) {
-      throw bad("`privacy_unit` (in the options of " + function + ") is checked by a separate "
-          + "pass over the rows, which SQL cannot run; use the release API.");
+      groups = persons(unit, json.get("max_rows"), groups);
     }
     List<Expression> kids = new ArrayList<>();
     kids.add(new HdpGroup());  // HdpRecords.GROUP, then HdpRecords.QUERY
