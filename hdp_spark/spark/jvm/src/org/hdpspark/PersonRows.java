@@ -72,9 +72,6 @@ final class PersonRows {
       + "`max_rows` (one bounding of the rows per aggregate); put the others in another "
       + "aggregate.";
 
-  static final String MISSING = "ParameterError: `privacy_unit` names column '%s', which the "
-      + "aggregated table does not have.";
-
   static boolean holds(String groups) {
     return groups.startsWith(PREFIX);
   }
@@ -90,7 +87,7 @@ final class PersonRows {
     String column = p.get("unit").asText();
     int maxRows = p.get("max_rows").asInt();
     List<Attribute> input = CollectionConverters.asJava(child.output());
-    Attribute person = find(input, column);
+    Attribute person = UnitPlan.find(input, column);  // its MISSING error: the same words
     Expression present = new IsNotNull(person);
     if (person.dataType() instanceof DoubleType || person.dataType() instanceof FloatType) {
       present = new And(present, new Not(new IsNaN(person)));
@@ -108,20 +105,6 @@ final class PersonRows {
     LogicalPlan kept = new Filter(new LessThanOrEqual(rows.toAttribute(),
         Literal.create((long) maxRows, DataTypes.LongType)), counted);
     return new Project(seq(new ArrayList<NamedExpression>(input)), kept);
-  }
-
-  private static Attribute find(List<Attribute> input, String column) {
-    for (Attribute a : input) {
-      if (a.name().equals(column)) {
-        return a;
-      }
-    }
-    for (Attribute a : input) {
-      if (a.name().equalsIgnoreCase(column)) {
-        return a;
-      }
-    }
-    throw new IllegalArgumentException(String.format(MISSING, column));
   }
 
   private static <T> Seq<T> seq(List<T> list) {

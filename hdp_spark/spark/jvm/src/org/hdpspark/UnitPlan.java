@@ -341,7 +341,9 @@ final class UnitPlan {
     return new HdpRowCode(seq(kids));
   }
 
-  private static Attribute find(List<Attribute> input, String column) {
+  /** The input column {@code column} (exact name first, then case-insensitive), else the
+   * MISSING error (PersonRows uses it too). */
+  static Attribute find(List<Attribute> input, String column) {
     for (Attribute a : input) {
       if (a.name().equals(column)) {
         return a;
