@@ -11,6 +11,7 @@ groups and rows by a stable sort and a cumulative count. Ties of the 60-bit rank
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,11 +23,12 @@ from hdp_spark.core.privacy_unit.spec import (
     bounding_key,
     group_rank_text,
     rank,
+    report_rank_text,
     row_rank_text,
 )
 from hdp_spark.errors import SchemaError
 
-__all__ = ["bound_rows", "person_texts", "safe_eps"]
+__all__ = ["bound_rows", "keep_one_report", "person_texts", "safe_eps", "unit_eps"]
 
 _PERSON, _GROUP, _CODES, _EPS, _ROW = (
     "__pu_person", "__pu_group", "__pu_codes", "__pu_eps", "__pu_row")
@@ -187,3 +189,44 @@ def bound_frame(df: pd.DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str,
     out = bound_rows(framed, unit, eps=eps, group="__pu_g",
                      codes=[f"__pu_c{i}" for i in range(len(specs))], key=key)
     return out.drop(columns=list(helpers))
+
+
+def unit_eps(values: pd.Series) -> npt.NDArray[np.float64]:
+    """:func:`safe_eps` with every non-positive ε as +0.0 (a -0.0 sorts with 0.0, as on
+    Spark)."""
+    eps = safe_eps(values)
+    return np.where(eps <= 0, 0.0, eps)
+
+
+def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
+                    ) -> pd.DataFrame:
+    """The one report per person a local-DP ``spec`` reads under ``unit``: among the
+    person's rows whose safe ε is their smallest, sorted by their code texts
+    (:func:`hdp_spark.pandas.ldp.report_code_texts`), the one at position
+    ``rank(report_rank_text(bounding key, spec.name, person)) mod m``; the ε column holds
+    the safe ε (null, NaN, negative: 0).
+
+    Privacy:
+        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`: the position reads the key and
+        the person only, never a report.
+    """
+    from hdp_spark.pandas.ldp import report_code_texts
+
+    person = person_texts(df, unit)
+    safe = df.assign(**{spec.eps: unit_eps(df[spec.eps])})
+    frame = pd.DataFrame({_PERSON: person.to_numpy(dtype=object), _EPS: safe[spec.eps]
+                          .to_numpy(dtype=np.float64),
+                          _CODES: report_code_texts(safe, spec),
+                          _ROW: np.arange(len(df))})
+    frame = frame[frame[_PERSON].notna()]
+    frame = frame[frame[_EPS] == frame.groupby(_PERSON, sort=False)[_EPS].transform("min")]
+    frame = frame.sort_values([_PERSON, _CODES, _ROW], kind="stable")
+    position = frame.groupby(_PERSON, sort=False).cumcount().to_numpy()
+    m = frame.groupby(_PERSON, sort=False)[_ROW].transform("size").to_numpy()
+    bkey = bounding_key(key)
+    persons = frame[_PERSON].drop_duplicates()
+    ranks = dict(zip(persons, _hashes([report_rank_text(bkey, spec.name, p)
+                                       for p in persons]), strict=True))
+    wanted = np.array([ranks[p] for p in frame[_PERSON]], dtype=np.int64) % m
+    kept = np.sort(frame[_ROW].to_numpy()[position == wanted])
+    return safe.iloc[kept]

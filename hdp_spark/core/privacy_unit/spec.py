@@ -59,6 +59,7 @@ __all__ = [
     "group_rank_text",
     "query_bounding_key",
     "rank",
+    "report_rank_text",
     "row_rank_text",
 ]
 
@@ -167,6 +168,19 @@ def row_rank_text(bkey: str, person: str, group: int, codes: str) -> str:
         None: a public function; the key makes it the release's own.
     """
     return _SEP.join((bkey, "r", _person(person), str(int(group)), codes))
+
+
+def report_rank_text(bkey: str, name: str, person: str) -> str:
+    """The text whose SHA-256 places the one report a local-DP aggregator named ``name``
+    keeps of person ``person`` (:mod:`hdp_spark.core.privacy_unit.ldp`): the kept position
+    is its :func:`rank` modulo the number of the person's candidate reports. It reads no
+    value: the position must not depend on the reports.
+
+    Privacy:
+        None: a public function; the key makes it the release's own (the LDP rule needs
+        that key unknown to whoever reads the output: see the LDP module).
+    """
+    return _SEP.join((bkey, "ldp", name, _person(person)))
 
 
 def rank(text: str) -> int:
