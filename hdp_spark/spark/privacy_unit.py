@@ -222,8 +222,10 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
         F.col(_PERSON).isNotNull())
     framed = framed.withColumn(_CODES, report_code_text(spec))
     bkey = F.lit(bounding_key(key))
-    whole = Window.partitionBy(_PERSON)
+    # one window spec (one shuffle by person, one sort): the person's ε and m over its
+    # whole frame, the position by its order; rows at the smallest ε sort first
     order = Window.partitionBy(_PERSON).orderBy(F.col(spec.eps), F.col(_CODES))
+    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     framed = framed.withColumn(_EPS, F.min(spec.eps).over(whole))
     framed = framed.withColumns({
         "__pu_m": F.sum(F.when(F.col(spec.eps) == F.col(_EPS), F.lit(1)).otherwise(F.lit(0))
