@@ -269,7 +269,7 @@ def test_errors_name_the_parameter(engine: Engine) -> None:
         mod.agg(frame, spec, privacy_unit="uid", eps_cap=0.5)
     with pytest.raises(ParameterError, match=r"`weight_share` is an option .* got 0.1"):
         mod.agg(frame, spec, privacy_unit="uid", weight_share=0.1)
-    with pytest.raises(ParameterError, match="cannot share a call .* got MeanSpec"):
+    with pytest.raises(ParameterError, match=r"cannot share a call .* got MeanSpec"):
         mod.agg(frame, spec, hpd.hdp_mean("y", eps="eps", lower=-1, upper=1, alias="m"),
                 privacy_unit="uid")
     with pytest.raises(ParameterError, match="`privacy_unit` column 'eps' identifies"):
