@@ -228,10 +228,10 @@ def test_engines_keep_the_same_reports_and_release_the_same(engine: Engine) -> N
     for t_got, t_want in zip(got.tables, want.tables, strict=True):
         assert t_got == t_want  # the same pre-finalize aggregates
     assert repr(got.rows()) == repr(want.rows())
-    want = pd.DataFrame(want.rows())
+    table = pd.DataFrame(want.rows())
     persons = df["uid"].nunique()
-    assert int(want["rr_mean_n"].iloc[0]) + int(want["rr_mean_skipped"].iloc[0]) <= persons
-    assert sum(lv["n"] for lv in want["rr_mean_eps_levels"].iloc[0]) <= persons
+    assert int(table["rr_mean_n"].iloc[0]) + int(table["rr_mean_skipped"].iloc[0]) <= persons
+    assert sum(lv["n"] for lv in table["rr_mean_eps_levels"].iloc[0]) <= persons
 
 
 def test_a_person_with_many_reports_counts_once(engine: Engine) -> None:
