@@ -282,3 +282,30 @@ def test_errors_name_the_parameter(engine: Engine) -> None:
         mod.ldp_agg(frame, spec, already_randomized=True, privacy_unit="who")
     with pytest.raises(ParameterError, match="already_randomized"):
         mod.ldp_agg(frame, spec, privacy_unit="uid")  # the marker check still runs
+
+
+def test_a_persons_kept_report_reads_their_own_rows_and_the_key_only() -> None:
+    """Replacing, adding or removing another person's rows never changes p's kept
+    report; another key (another release) chooses independently."""
+    rng = np.random.default_rng(9)
+    base = pd.DataFrame({"uid": rng.integers(0, 30, 400), "y": rng.choice([-1, 1], 400),
+                         "eps": rng.choice([0.5, 1.0], 400), "row": np.arange(400)})
+    key = _key(21)
+
+    def kept(df: pd.DataFrame) -> dict[int, tuple[int, float]]:
+        out = keep_one_report(df, UNIT, RR, key)
+        return {int(u): (int(r), float(e)) for u, r, e in zip(out["uid"], out["row"],
+                                                             out["eps"], strict=True)}
+
+    before = kept(base)
+    others = base[base["uid"] != 4]
+    changed = pd.concat([base[base["uid"] == 4].assign(y=lambda d: -d["y"]),
+                         pd.DataFrame({"uid": [4] * 5, "y": [1] * 5, "eps": [0.5] * 5,
+                                       "row": range(1000, 1005)})])
+    for table in (others, pd.concat([others, changed])):
+        after = kept(table)
+        assert {u: v for u, v in after.items() if u != 4} == {
+            u: v for u, v in before.items() if u != 4}
+    positions = {kept_position(rank(report_rank_text(bounding_key(_key(i)), RR.name, "4")),
+                               7) for i in range(40)}
+    assert len(positions) == 7  # other keys, other positions
