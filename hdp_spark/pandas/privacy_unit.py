@@ -210,10 +210,12 @@ def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: Release
         The rule of :mod:`hdp_spark.core.privacy_unit.ldp`: the position reads the key and
         the person only, never a report.
     """
+    from hdp_spark.pandas._common import numeric_column
     from hdp_spark.pandas.ldp import report_code_texts
 
+    eps = numeric_column(df, spec.eps, "ε")  # a SchemaError if missing or not numeric
     person = person_texts(df, unit)
-    safe = df.assign(**{spec.eps: unit_eps(df[spec.eps])})
+    safe = df.assign(**{spec.eps: unit_eps(pd.Series(eps, index=df.index))})
     frame = pd.DataFrame({_PERSON: person.to_numpy(dtype=object), _EPS: safe[spec.eps]
                           .to_numpy(dtype=np.float64),
                           _CODES: report_code_texts(safe, spec),

@@ -214,6 +214,10 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
         the plan: it must stay with the operator who runs the release (the position is
         safe only while it is unknown to whoever reads the output).
     """
+    from hdp_spark.spark._common import dataframe_schema
+    from hdp_spark.spark.ldp import check_ldp_columns
+
+    check_ldp_columns(dataframe_schema(df), [spec])
     person = person_text(df, unit)
     value = F.col(spec.eps).cast("double")
     safe = F.when(value.isNull() | F.isnan(value) | (value <= F.lit(0.0)), F.lit(0.0)

@@ -278,6 +278,14 @@ def test_errors_name_the_parameter(engine: Engine) -> None:
         with pytest.raises(ParameterError, match=f"`{name}` applies under a privacy unit "
                                                  f"only.*got None .*={value}"):
             mod.ldp_agg(frame, spec, already_randomized=True, **{name: value})
+    missing = [(L.ldp_mean("y", eps="e2", mechanism="rr"), "ε column `e2` is not in"),
+               (L.ldp_mean("z", eps="eps", mechanism="rr"), "report column `z` is not in")]
+    if engine.name == "spark":  # typed columns (pandas skips a non-array report instead)
+        missing.append((L.ldp_mean_vector("y", eps="eps", d=2),
+                        "report column `y` must be an array"))
+    for bad, message in missing:
+        with pytest.raises(SchemaError, match=message):
+            mod.ldp_agg(frame, bad, already_randomized=True, privacy_unit="uid")
     with pytest.raises(SchemaError, match="`privacy_unit` names column 'who'"):
         mod.ldp_agg(frame, spec, already_randomized=True, privacy_unit="who")
     with pytest.raises(ParameterError, match="already_randomized"):
