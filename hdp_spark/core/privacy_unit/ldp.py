@@ -44,6 +44,8 @@ output. The bounding key is derived from the release key (fresh from OS entropy,
 published) by :func:`~hdp_spark.core.privacy_unit.spec.bounding_key`; on Spark it is a
 literal of the release job's plan, which the operator who runs the job sees, as they see
 the reports. Under ``unsafe_seed`` anyone can compute J (the output is marked unsafe).
+Should the key leak, the loss falls back to the one-row guarantee, never below it: the
+output is a function of the person's reports, jointly (Σ_j ε_j)-LDP.
 
 **What is public.** The release publishes ``_n`` (the number of kept usable reports: one
 per person), ``_skipped`` and the ε histogram ``_eps_levels`` of the persons, and its

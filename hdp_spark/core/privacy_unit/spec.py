@@ -34,9 +34,13 @@ Why any such rule is safe (the sensitivity argument the aggregators build on): t
 is applied to each person separately — which of person p's rows are kept, and ε_p, are
 functions of p's own rows and the key only. Adding, removing or replacing all of p's rows
 therefore changes only p's kept rows, and p keeps at most ``max_groups × max_rows`` of
-them, in at most ``max_groups`` groups, all at ε_p. The bounding key is not a privacy
-secret (knowing it reveals which rows a rule would keep, not any noise); it is derived
-from the release key only so that two releases choose independently.
+them, in at most ``max_groups`` groups, all at ε_p. For these rules the bounding key is
+not a privacy secret (knowing it reveals which rows a rule would keep, not any noise); it
+is derived from the release key only so that two releases choose independently. The
+local-DP rule (one report per person, :mod:`hdp_spark.core.privacy_unit.ldp`) is
+different: its guarantee needs the kept position unknown to whoever reads the output, so
+there the bounding key must stay with the operator (if it leaks, a person's loss falls
+back to the one-row guarantee, the sum of their reports' ε, never more).
 
 Each kept (person, group) pair is then given ε_person / ``max_groups`` — always the public
 bound, never the person's actual number of groups (dividing by the actual number would make
