@@ -34,6 +34,8 @@ from hdp_spark.errors import ParameterError, SchemaError
 from hdp_spark.pandas.ldp import report_code_texts
 from hdp_spark.pandas.privacy_unit import keep_one_report, unit_eps
 from tests.conftest import Engine
+from tests.privacy_unit.ldp_unit_data import ldp_specs as _ldp_specs
+from tests.privacy_unit.ldp_unit_data import table as _table
 
 UNIT = PrivacyUnit("uid")
 RR = L.ldp_mean("y", eps="eps", mechanism="rr")
@@ -170,33 +172,6 @@ def test_only_the_smallest_eps_reports_are_candidates() -> None:
         assert kept.loc["b", "y"] in (1, -1)
 
 
-def _table(seed: int = 5, n: int = 1500, persons: int = 120
-           ) -> tuple[pd.DataFrame, L.FrequencyOracle]:
-    rng = np.random.default_rng(seed)
-    eps = rng.choice([0.25, 0.5, 1.0], n)
-    uid = rng.integers(0, persons, n).astype(np.int64)
-    x = rng.uniform(-1, 1, n)
-    lap = L.laplace(x, eps, lower=-1, upper=1, unsafe_seed="u1")
-    rr = L.randomized_response(x, eps, unsafe_seed="u2")
-    vec = L.duchi(rng.normal(size=(n, 3)) * 0.3, eps, radius=1.0, unsafe_seed="u3")
-    oracle = L.FrequencyOracle.plan(eps, 5, phi_seed=2)
-    rep = L.jl_frequency_report(rng.integers(0, 5, n), eps, oracle=oracle, unsafe_seed="u4")
-    eps[:6] = [np.nan, -1.0, 0.0, np.nan, -0.0, 0.0]  # invalid ε: the person spends 0
-    lap[10:14] = np.nan
-    vlist: list[Any] = [v.tolist() for v in vec]
-    vlist[20], vlist[21] = None, [0.0, np.nan, 0.0]
-    return pd.DataFrame({"uid": uid, "eps": eps, "lap": lap, "rr": rr, "vec": vlist,
-                         "j": rep.index.astype(np.float64), "b": rep.sign.astype(np.float64),
-                         "row": np.arange(n)}), oracle
-
-
-def _ldp_specs(oracle: L.FrequencyOracle) -> list[Any]:
-    return [L.ldp_mean("lap", eps="eps", mechanism="laplace"),
-            L.ldp_mean("rr", eps="eps", mechanism="rr"),
-            L.ldp_mean_vector("vec", eps="eps", d=3),
-            L.ldp_distribution("j", "b", eps="eps", oracle=oracle)]
-
-
 def _kept(engine: Engine, df: pd.DataFrame, spec: Any, key: ReleaseKey
           ) -> list[tuple[int, float, str]]:
     """(person, ε, code text) of every kept report: rows with equal codes and ε are
@@ -317,3 +292,16 @@ def test_a_persons_kept_report_reads_their_own_rows_and_the_key_only() -> None:
     positions = {kept_position(rank(report_rank_text(bounding_key(_key(i)), RR.name, "4")),
                                7) for i in range(40)}
     assert len(positions) == 7  # other keys, other positions
+
+
+def test_connect_releases_what_pandas_releases(connect_server: Any) -> None:
+    pytest.importorskip("pyspark.sql.connect")
+    from pathlib import Path
+
+    got = connect_server.run(Path(__file__).with_name("ldp_unit_job.py"),
+                             conf={"spark.sql.shuffle.partitions": "3"})
+    assert "connect" in got["session"]
+    df, oracle = _table()
+    want = hpd.ldp_release(df, *_ldp_specs(oracle), already_randomized=True,
+                           privacy_unit="uid", unsafe_seed="k")
+    assert got["rows"] == repr(want.rows())
