@@ -44,7 +44,7 @@ from hdp_spark.pandas._common import (
     numeric_column,
 )
 
-__all__ = ["id_bytes", "ldp_oracle", "ldp_simulate", "ldp_tables", "report_code_texts",
+__all__ = ["id_bytes", "ldp_oracle", "ldp_simulate", "ldp_tables", "report_codes",
            "report_marks", "simulate_frame"]
 
 
@@ -218,11 +218,12 @@ _CODES: dict[type, Callable[[pd.DataFrame, Any, npt.NDArray[np.float64]],
 }
 
 
-def report_code_texts(df: pd.DataFrame, spec: LdpSpec) -> list[str]:
-    """Each row's codes as text: ``"-1"`` for a missing or malformed report, else the
-    index then q (each coordinate's for a vector), decimal, joined by ``,`` (what
-    :func:`hdp_spark.spark.privacy_unit.report_code_text` computes). Two rows with equal
-    texts and ε add the same to every cell.
+def report_codes(df: pd.DataFrame, spec: LdpSpec) -> tuple[IntArray, IntArray]:
+    """Each row's codes: the index (-1 for a missing or malformed report) and the (n, k)
+    matrix of q (k = 1, or d for a vector: each coordinate's), what the cells add up; a
+    row's order key is (index, q_1..q_k), as :func:`hdp_spark.spark.privacy_unit.
+    keep_one_report` orders rows. Two rows with equal codes and ε add the same to every
+    cell.
 
     Privacy:
         None: per-row codes over the reports (already ε_i-LDP); used to order a person's
@@ -231,11 +232,7 @@ def report_code_texts(df: pd.DataFrame, spec: LdpSpec) -> list[str]:
     level = levels_numpy(numeric_column(df, spec.eps, "ε"), None)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         idx, q = _CODES[type(spec)](df, spec, level)
-    if not len(idx):
-        return []
-    rows = q.reshape(len(idx), -1).tolist()
-    return ["-1" if i < 0 else ",".join(map(str, [i, *r]))
-            for i, r in zip(idx.tolist(), rows, strict=True)]
+    return idx, q.reshape(len(idx), -1)
 
 
 _TABLES: dict[type, Callable[[pd.DataFrame, Any, dict[str, Any], npt.NDArray[np.float64]],

@@ -201,8 +201,8 @@ def unit_eps(values: pd.Series) -> npt.NDArray[np.float64]:
 def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
                     ) -> pd.DataFrame:
     """The one report per person a local-DP ``spec`` reads under ``unit``: among the
-    person's rows whose safe ε is their smallest, sorted by their code texts
-    (:func:`hdp_spark.pandas.ldp.report_code_texts`), the one at position
+    person's rows whose safe ε is their smallest, sorted by their codes (index, then q:
+    :func:`hdp_spark.pandas.ldp.report_codes`), the one at position
     ``rank(report_rank_text(bounding key, spec.name, person)) mod m``; the ε column holds
     the safe ε (null, NaN, negative: 0).
 
@@ -211,24 +211,26 @@ def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: Release
         the person only, never a report.
     """
     from hdp_spark.pandas._common import numeric_column
-    from hdp_spark.pandas.ldp import report_code_texts
+    from hdp_spark.pandas.ldp import report_codes
 
     eps = numeric_column(df, spec.eps, "ε")  # a SchemaError if missing or not numeric
-    person = person_texts(df, unit)
+    person = person_texts(df, unit).to_numpy(dtype=object)
     safe = df.assign(**{spec.eps: unit_eps(pd.Series(eps, index=df.index))})
-    frame = pd.DataFrame({_PERSON: person.to_numpy(dtype=object), _EPS: safe[spec.eps]
-                          .to_numpy(dtype=np.float64),
-                          _CODES: report_code_texts(safe, spec),
-                          _ROW: np.arange(len(df))})
-    frame = frame[frame[_PERSON].notna()]
-    frame = frame[frame[_EPS] == frame.groupby(_PERSON, sort=False)[_EPS].transform("min")]
-    frame = frame.sort_values([_PERSON, _CODES, _ROW], kind="stable")
-    position = frame.groupby(_PERSON, sort=False).cumcount().to_numpy()
-    m = frame.groupby(_PERSON, sort=False)[_ROW].transform("size").to_numpy()
+    level = safe[spec.eps].to_numpy(dtype=np.float64)
+    index, q = report_codes(safe, spec)
+    known = pd.notna(person)
+    rows = np.flatnonzero(known)
+    codes, persons = pd.factorize(person[rows])
+    smallest = pd.Series(level[rows]).groupby(codes).transform("min").to_numpy()
+    rows, codes = rows[level[rows] == smallest], codes[level[rows] == smallest]
+    # sorted by (person, index, q_1..q_k, row): np.lexsort's last key sorts first
+    keys = [rows, *(q[rows, k] for k in reversed(range(q.shape[1]))), index[rows], codes]
+    order = np.lexsort(keys)
+    rows, codes = rows[order], codes[order]
+    m = np.bincount(codes, minlength=len(persons))
+    first = np.concatenate(([0], np.cumsum(m)[:-1]))
     bkey = bounding_key(key)
-    persons = frame[_PERSON].drop_duplicates()
-    ranks = dict(zip(persons, _hashes([report_rank_text(bkey, spec.name, p)
-                                       for p in persons]), strict=True))
-    wanted = np.array([ranks[p] for p in frame[_PERSON]], dtype=np.int64) % m
-    kept = np.sort(frame[_ROW].to_numpy()[position == wanted])
+    ranks = np.array(_hashes([report_rank_text(bkey, spec.name, p) for p in persons]),
+                     dtype=np.int64)
+    kept = np.sort(rows[first + ranks % m])  # every person has a row at their smallest ε
     return safe.iloc[kept]

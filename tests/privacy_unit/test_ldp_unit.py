@@ -31,7 +31,7 @@ from hdp_spark.core.noise import vector as vx
 from hdp_spark.core.privacy_unit import PrivacyUnit, bounding_key, rank, report_rank_text
 from hdp_spark.core.privacy_unit.ldp import kept_position
 from hdp_spark.errors import ParameterError, SchemaError
-from hdp_spark.pandas.ldp import report_code_texts
+from hdp_spark.pandas.ldp import report_codes
 from hdp_spark.pandas.privacy_unit import keep_one_report, unit_eps
 from tests.conftest import Engine
 from tests.privacy_unit.ldp_unit_data import ldp_specs as _ldp_specs
@@ -174,8 +174,9 @@ def test_only_the_smallest_eps_reports_are_candidates() -> None:
 
 def _kept(engine: Engine, df: pd.DataFrame, spec: Any, key: ReleaseKey
           ) -> list[tuple[int, float, str]]:
-    """(person, ε, code text) of every kept report: rows with equal codes and ε are
-    interchangeable (a tie may keep either on Spark, whose row order varies)."""
+    """(person, ε, codes) of every kept report: rows with equal codes and ε are
+    interchangeable (a tie may keep either on Spark, whose row order varies); a missing
+    report's codes are "-1" (its q is not read)."""
     if engine.name == "pandas":
         rows = keep_one_report(df, UNIT, spec, key)["row"].tolist()
     else:
@@ -184,8 +185,9 @@ def _kept(engine: Engine, df: pd.DataFrame, spec: Any, key: ReleaseKey
         rows = spark_keep(engine.frame(df), UNIT, spec, key).select("row").toPandas()[
             "row"].tolist()
     safe = df.assign(eps=unit_eps(df["eps"]))
-    codes = report_code_texts(safe, spec)
-    return sorted((int(safe["uid"].iloc[r]), float(safe["eps"].iloc[r]), codes[r])
+    index, q = report_codes(safe, spec)
+    return sorted((int(safe["uid"].iloc[r]), float(safe["eps"].iloc[r]),
+                   str([int(index[r]), *q[r].tolist()]) if index[r] >= 0 else "-1")
                   for r in rows)
 
 
