@@ -8,6 +8,8 @@ rank texts); the person's ε is a window minimum over the person, the kept group
 prefix of one order, so the whole step costs one shuffle of the rows by person and one
 sort (Spark's own per-person aggregate needs the shuffle); no Python runs per row. The
 ranks are the same numbers as the pandas engine's, so both engines keep the same rows.
+The local-DP rule (one report per person, :func:`keep_one_report`) is one more window
+spec of the same shape.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ under ``privacy_unit`` reads exactly one report of each person, chosen by this r
 1. ε_person = the smallest ε of the person's rows, each made safe as the unit rule reads
    it (null, NaN and negative count as 0: the person spends nothing).
 2. The candidates are the person's m reports whose ε equals ε_person, sorted by their
-   codes (the integers the aggregator reads from a report, as text: validity, then the
-   fixed-point value or sign; ties are reports the aggregator cannot tell apart).
+   codes (the integers the aggregator reads from a report: the index — -1 for a missing
+   or malformed report, the projection row of a frequency-oracle report — then the
+   fixed-point value, sign or coordinates; ties are reports the aggregator cannot tell
+   apart).
 3. The kept report is the candidate at position J = rank(``report_rank_text``(bounding key,
    aggregator name, person)) mod m: a PRF of the release key, the aggregator and the
    person, never of a value.
