@@ -232,7 +232,7 @@ def report_codes(df: pd.DataFrame, spec: LdpSpec) -> tuple[IntArray, IntArray]:
     level = levels_numpy(numeric_column(df, spec.eps, "ε"), None)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         idx, q = _CODES[type(spec)](df, spec, level)
-    return idx, q.reshape(len(idx), -1)
+    return idx, (q if q.ndim == 2 else q[:, None])
 
 
 _TABLES: dict[type, Callable[[pd.DataFrame, Any, dict[str, Any], npt.NDArray[np.float64]],

@@ -307,3 +307,23 @@ def test_connect_releases_what_pandas_releases(connect_server: Any) -> None:
     want = hpd.ldp_release(df, *_ldp_specs(oracle), already_randomized=True,
                            privacy_unit="uid", unsafe_seed="k")
     assert got["rows"] == repr(want.rows())
+
+
+def test_null_ids_and_tables_without_persons(engine: Engine) -> None:
+    """Rows with a null id belong to nobody and are dropped; a table without a person
+    releases the data-independent fallback, as an empty one-row release does."""
+    spec = L.ldp_mean("y", eps="eps", mechanism="rr")
+    tables = [pd.DataFrame({"uid": ["a", None, "a", None], "y": [1.0, -1.0, np.nan, 1.0],
+                            "eps": [1.0, 1.0, 1.0, 0.5]}, index=[10, 5, 7, 2]),
+              pd.DataFrame({"uid": pd.Series([None, None], dtype="Int64"), "y": [1.0, -1.0],
+                            "eps": [1.0, 1.0]})]
+    if engine.name == "pandas":  # Spark cannot infer a schema from an empty pandas frame
+        tables.append(tables[1].iloc[:0])
+    for df, persons in zip(tables, (1, 0, 0), strict=False):
+        out = engine.module.ldp_agg(engine.frame(df), spec, already_randomized=True,
+                                    privacy_unit="uid", unsafe_seed=1)
+        row = (out if engine.name == "pandas" else out.toPandas()).iloc[0]
+        assert int(row["y_mean_n"]) + int(row["y_mean_skipped"]) == persons
+        if not persons:
+            assert bool(row["y_mean_fallback"])
+            assert float(row["y_mean"]) == 0.0
