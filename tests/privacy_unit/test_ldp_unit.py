@@ -25,6 +25,7 @@ from scipy import stats
 
 import hdp_spark.ldp as L
 import hdp_spark.pandas as hpd
+from hdp_spark import select_keys
 from hdp_spark.core.ldp.common import rr_factor
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.noise import vector as vx
@@ -248,6 +249,10 @@ def test_errors_name_the_parameter(engine: Engine) -> None:
         mod.agg(frame, spec, privacy_unit="uid", weight_share=0.1)
     with pytest.raises(ParameterError, match=r"cannot share a call .* got MeanSpec"):
         mod.agg(frame, spec, hpd.hdp_mean("y", eps="eps", lower=-1, upper=1, alias="m"),
+                privacy_unit="uid")
+    with pytest.raises(ParameterError, match=r"`keys=select_keys\(...\)` supports hdp_mean "
+                                             "and hdp_histogram so far, got LdpMeanSpec"):
+        mod.agg(frame, spec, by="g", keys=select_keys(delta=1e-6, c=1.0, share=0.25),
                 privacy_unit="uid")
     with pytest.raises(ParameterError, match="`privacy_unit` column 'eps' identifies"):
         mod.ldp_agg(frame, spec, already_randomized=True, privacy_unit="eps")
