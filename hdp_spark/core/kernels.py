@@ -72,6 +72,7 @@ from hdp_spark.core.pipeline import (
     Release,
     run_release,
 )
+from hdp_spark.core.privacy_unit.ldp import is_ldp_release
 from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.release import plan_levels
 from hdp_spark.core.schema import TableSchema
@@ -501,7 +502,7 @@ def release_specs(
     """
     override = dict(kernels or {})
     position = {id(s): i for i, s in enumerate(specs)}
-    selecting = isinstance(keys, SelectKeys) or unit is not None
+    selecting = isinstance(keys, SelectKeys) or (unit is not None and not is_ldp_release(specs))
     if selecting and override:
         msg = "`keys=select_keys(...)` is supported by `agg` only (hdp_mean, hdp_histogram)."
         raise ParameterError(msg)

@@ -11,9 +11,9 @@ resolves the public keys and checks the schema -> the engine computes the cells 
 kernels ask for (one pass per :class:`CellRequest`; requests on the same ε column and grid
 share one pass) -> each kernel finalizes each group on the driver (a pure function of
 spec, group cells and noise context; kernels with a batch finalize take all groups of a spec
-in one call) while interactive kernels (user-level mean, heavy
-hitters) drive the engine's providers -> rows laid out by the kernels' one output
-description (:class:`OutputField`) -> the engine materializes them.
+in one call) while interactive kernels (user-level mean, heavy hitters) drive the engine's
+providers -> rows laid out by the kernels' one output description (:class:`OutputField`)
+-> the engine materializes them.
 """
 
 from __future__ import annotations
@@ -187,6 +187,10 @@ class Engine(Protocol):
                 specs: Sequence[object], key: ReleaseKey) -> Engine:
         """The engine over the rows a release under ``unit`` reads (the bounding rule of
         :mod:`hdp_spark.core.privacy_unit.spec`), ``eps`` holding each person's ε."""
+        ...
+
+    def ldp_bounded(self, unit: PrivacyUnit, spec: Any, key: ReleaseKey) -> Engine:
+        """The one report per person a local-DP ``spec`` keeps (:mod:`~.privacy_unit.ldp`)."""
         ...
 
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> Engine:
@@ -449,10 +453,8 @@ def run_release(
     by_t = normalize_by(by, specs)
     global_only = [k for k in kernels if isinstance(k, InteractiveKernel) and k.global_only]
     if global_only and by_t:
-        msg = (
-            "heavy hitters and marginals (and MWEM) are released for the whole table only: "
-            f"`by` must be None when the call includes one, got {by!r}."
-        )
+        msg = ("heavy hitters and marginals (and MWEM) are released for the whole table only: "
+               f"`by` must be None when the call includes one, got {by!r}.")
         raise ParameterError(msg)
     if len(global_only) > 1:
         msg = ("a release may include at most one heavy-hitters or marginals aggregator (or "
@@ -460,8 +462,8 @@ def run_release(
         raise ParameterError(msg)
     selection = keys if isinstance(keys, SelectKeys) else None
     if unit is not None:
-        selection = check_unit(specs, kernels, by_t, keys, unit)
-        found = None if selection.keys_public is False else engine.release_keys(keys, by_t)
+        selection = check_unit(specs, kernels, by_t, keys, unit)  # None: local DP
+        found = None if selection and not selection.keys_public else engine.release_keys(keys, by_t)
     elif selection is not None:
         check_selection(specs, kernels, by_t)
         found = None  # candidates: every group in the data (never published as such)

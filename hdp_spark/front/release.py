@@ -104,8 +104,9 @@ def agg(
             loss over the release is at most their ε, whatever their number of rows. The
             statistics then use private weights (as under ``select_keys``: ``_weight``,
             ``_ci_*`` the whole range, ``_noise_ci_*``; no ``_n``). ``hdp_mean`` and
-            ``hdp_histogram``, global or over public ``keys``, so far; see
-            docs/privacy_unit.md.
+            ``hdp_histogram``, global or over public ``keys``, so far; and the local-DP
+            aggregators, global only and alone in the call, which read ONE report per
+            person (the bounds stay 1; see ``ldp_agg``); see docs/privacy_unit.md.
         max_groups, max_rows: the privacy unit's public contribution bounds (>= 1).
         eps_cap: under ``privacy_unit``, the most ε one (person, group) pair spends
             (default 1.0): a person whose ε/``max_groups`` exceeds it leaves the rest unspent.

@@ -99,6 +99,11 @@ class PandasEngine:
         return PandasEngine(bound_frame(self._frame(), unit, eps=eps, by=by, keys=keys,
                                         specs=specs, key=key))
 
+    def ldp_bounded(self, unit: PrivacyUnit, spec: Any, key: ReleaseKey) -> PandasEngine:
+        from hdp_spark.pandas.privacy_unit import keep_one_report
+
+        return PandasEngine(keep_one_report(self._frame(), unit, spec, key))
+
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> PandasEngine:
         frame = self._frame()
         out = pd.DataFrame({c: frame[c] for c in dict.fromkeys(columns) if c in frame.columns},

@@ -44,7 +44,8 @@ from hdp_spark.pandas._common import (
     numeric_column,
 )
 
-__all__ = ["id_bytes", "ldp_oracle", "ldp_simulate", "ldp_tables", "report_marks", "simulate_frame"]
+__all__ = ["id_bytes", "ldp_oracle", "ldp_simulate", "ldp_tables", "report_codes",
+           "report_marks", "simulate_frame"]
 
 
 def _column(df: pd.DataFrame, column: str, role: str) -> pd.Series:
@@ -100,9 +101,13 @@ def _by(base: dict[str, Any]) -> tuple[str, ...]:
     return tuple(k for k in base if k.startswith("__by"))
 
 
-def _mean_table(
-    df: pd.DataFrame, spec: LdpMeanSpec, base: dict[str, Any], level: npt.NDArray[np.float64]
-) -> LdpCells:
+IntArray = npt.NDArray[np.int64]
+
+
+def _mean_codes(df: pd.DataFrame, spec: LdpMeanSpec, level: npt.NDArray[np.float64]
+                ) -> tuple[IntArray, IntArray]:
+    """(index, q) of each row: 0 / -1 (missing report), the fixed-point value or sign (0
+    unless used)."""
     y = numeric_column(df, spec.report, "report")
     valid = ~np.isnan(y)
     use = valid & (level > 0) & np.isfinite(level)
@@ -113,8 +118,15 @@ def _mean_table(
         q = encode_reports_numpy(z, laplace_report_bound(_safe_level(level)))
     else:
         q = np.sign(np.where(use, y, 0.0)).astype(np.int64)
-    hi, lo = split_limbs(np.where(use, q, 0))
-    work = base | {"__idx": np.where(valid, 0, -1), "__hi": hi, "__lo": lo}
+    return np.where(valid, 0, -1).astype(np.int64), np.where(use, q, 0).astype(np.int64)
+
+
+def _mean_table(
+    df: pd.DataFrame, spec: LdpMeanSpec, base: dict[str, Any], level: npt.NDArray[np.float64]
+) -> LdpCells:
+    idx, q = _mean_codes(df, spec, level)
+    hi, lo = split_limbs(q)
+    work = base | {"__idx": idx, "__hi": hi, "__lo": lo}
     by = _by(base)
     return _to_cells(_cells(work, by, ["__hi", "__lo"]), len(by), [("__hi", "__lo", -1)])
 
@@ -144,17 +156,25 @@ def _vector_matrix(
     return mat, present & ~bad
 
 
+def _vector_codes(df: pd.DataFrame, spec: LdpVectorMeanSpec, level: npt.NDArray[np.float64]
+                  ) -> tuple[IntArray, IntArray]:
+    """(index, q) of each row: 0 / -1 (missing or malformed report), the (n, d) matrix of
+    the coordinates' fixed-point values (0 unless used)."""
+    mat, valid = _vector_matrix(_column(df, spec.report, "report"), spec.d)
+    use = valid & (level > 0) & np.isfinite(level)
+    bound = duchi_report_bound(_safe_level(level), sphere_constant(spec.d))
+    q = encode_reports_numpy(mat / float(spec.radius), bound[:, None])
+    return np.where(valid, 0, -1).astype(np.int64), np.where(use[:, None], q, 0)
+
+
 def _vector_table(
     df: pd.DataFrame, spec: LdpVectorMeanSpec, base: dict[str, Any],
     level: npt.NDArray[np.float64],
 ) -> LdpCells:
     d = spec.d
-    mat, valid = _vector_matrix(_column(df, spec.report, "report"), d)
-    use = valid & (level > 0) & np.isfinite(level)
-    bound = duchi_report_bound(_safe_level(level), sphere_constant(d))
-    q = encode_reports_numpy(mat / float(spec.radius), bound[:, None])
-    hi, lo = split_limbs(np.where(use[:, None], q, 0))
-    work = base | {"__idx": np.where(valid, 0, -1)}
+    idx, q = _vector_codes(df, spec, level)
+    hi, lo = split_limbs(q)
+    work = base | {"__idx": idx}
     sums = []
     for k in range(d):
         work[f"__hi{k}"] = hi[:, k]
@@ -165,10 +185,10 @@ def _vector_table(
                      [(f"__hi{k}", f"__lo{k}", k) for k in range(d)])
 
 
-def _distribution_table(
-    df: pd.DataFrame, spec: LdpDistributionSpec, base: dict[str, Any],
-    level: npt.NDArray[np.float64],
-) -> LdpCells:
+def _distribution_codes(df: pd.DataFrame, spec: LdpDistributionSpec,
+                        level: npt.NDArray[np.float64]) -> tuple[IntArray, IntArray]:
+    """(index, q) of each row: the projection row j / -1 (missing or malformed), the sign
+    (0 unless used)."""
     j = numeric_column(df, spec.index, "index")
     b = numeric_column(df, spec.sign, "sign")
     m = float(spec.oracle.m)
@@ -176,11 +196,43 @@ def _distribution_table(
         valid = (~np.isnan(j)) & (j >= 0) & (j < m) & (j == np.floor(j)) & (~np.isnan(b))
     use = valid & (level > 0) & np.isfinite(level)
     idx = np.where(valid, j, -1.0).astype(np.int64)
-    q = np.where(use, np.sign(np.where(use, b, 0.0)), 0.0).astype(np.int64)
+    return idx, np.where(use, np.sign(np.where(use, b, 0.0)), 0.0).astype(np.int64)
+
+
+def _distribution_table(
+    df: pd.DataFrame, spec: LdpDistributionSpec, base: dict[str, Any],
+    level: npt.NDArray[np.float64],
+) -> LdpCells:
+    idx, q = _distribution_codes(df, spec, level)
     hi, lo = split_limbs(q)
     work = base | {"__idx": idx, "__hi": hi, "__lo": lo}
     by = _by(base)
     return _to_cells(_cells(work, by, ["__hi", "__lo"]), len(by), [("__hi", "__lo", -1)])
+
+
+_CODES: dict[type, Callable[[pd.DataFrame, Any, npt.NDArray[np.float64]],
+                            tuple[IntArray, IntArray]]] = {
+    LdpMeanSpec: _mean_codes,
+    LdpVectorMeanSpec: _vector_codes,
+    LdpDistributionSpec: _distribution_codes,
+}
+
+
+def report_codes(df: pd.DataFrame, spec: LdpSpec) -> tuple[IntArray, IntArray]:
+    """Each row's codes: the index (-1 for a missing or malformed report) and the (n, k)
+    matrix of q (k = 1, or d for a vector: each coordinate's), what the cells add up; a
+    row's order key is (index, q_1..q_k), as :func:`hdp_spark.spark.privacy_unit.
+    keep_one_report` orders rows. Two rows with equal codes and ε add the same to every
+    cell.
+
+    Privacy:
+        None: per-row codes over the reports (already ε_i-LDP); used to order a person's
+        reports, never published.
+    """
+    level = levels_numpy(numeric_column(df, spec.eps, "ε"), None)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        idx, q = _CODES[type(spec)](df, spec, level)
+    return idx, (q if q.ndim == 2 else q[:, None])
 
 
 _TABLES: dict[type, Callable[[pd.DataFrame, Any, dict[str, Any], npt.NDArray[np.float64]],

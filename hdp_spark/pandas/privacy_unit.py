@@ -11,6 +11,7 @@ groups and rows by a stable sort and a cumulative count. Ties of the 60-bit rank
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,11 +23,12 @@ from hdp_spark.core.privacy_unit.spec import (
     bounding_key,
     group_rank_text,
     rank,
+    report_rank_text,
     row_rank_text,
 )
 from hdp_spark.errors import SchemaError
 
-__all__ = ["bound_rows", "person_texts", "safe_eps"]
+__all__ = ["bound_rows", "keep_one_report", "person_texts", "safe_eps", "unit_eps"]
 
 _PERSON, _GROUP, _CODES, _EPS, _ROW = (
     "__pu_person", "__pu_group", "__pu_codes", "__pu_eps", "__pu_row")
@@ -187,3 +189,48 @@ def bound_frame(df: pd.DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str,
     out = bound_rows(framed, unit, eps=eps, group="__pu_g",
                      codes=[f"__pu_c{i}" for i in range(len(specs))], key=key)
     return out.drop(columns=list(helpers))
+
+
+def unit_eps(values: pd.Series) -> npt.NDArray[np.float64]:
+    """:func:`safe_eps` with every non-positive ε as +0.0 (a -0.0 sorts with 0.0, as on
+    Spark)."""
+    eps = safe_eps(values)
+    return np.where(eps <= 0, 0.0, eps)
+
+
+def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
+                    ) -> pd.DataFrame:
+    """The one report per person a local-DP ``spec`` reads under ``unit``: among the
+    person's rows whose safe ε is their smallest, sorted by their codes (index, then q:
+    :func:`hdp_spark.pandas.ldp.report_codes`), the one at position
+    ``rank(report_rank_text(bounding key, spec.name, person)) mod m``; the ε column holds
+    the safe ε (null, NaN, negative: 0).
+
+    Privacy:
+        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`: the position reads the key and
+        the person only, never a report.
+    """
+    from hdp_spark.pandas._common import numeric_column
+    from hdp_spark.pandas.ldp import report_codes
+
+    eps = numeric_column(df, spec.eps, "ε")  # a SchemaError if missing or not numeric
+    person = person_texts(df, unit).to_numpy(dtype=object)
+    safe = df.assign(**{spec.eps: unit_eps(pd.Series(eps, index=df.index))})
+    level = safe[spec.eps].to_numpy(dtype=np.float64)
+    index, q = report_codes(safe, spec)
+    known = pd.notna(person)
+    rows = np.flatnonzero(known)
+    codes, persons = pd.factorize(person[rows])
+    smallest = pd.Series(level[rows]).groupby(codes).transform("min").to_numpy()
+    rows, codes = rows[level[rows] == smallest], codes[level[rows] == smallest]
+    # sorted by (person, index, q_1..q_k, row): np.lexsort's last key sorts first
+    keys = [rows, *(q[rows, k] for k in reversed(range(q.shape[1]))), index[rows], codes]
+    order = np.lexsort(keys)
+    rows, codes = rows[order], codes[order]
+    m = np.bincount(codes, minlength=len(persons))
+    first = np.concatenate(([0], np.cumsum(m)[:-1]))
+    bkey = bounding_key(key)
+    ranks = np.array(_hashes([report_rank_text(bkey, spec.name, p) for p in persons]),
+                     dtype=np.int64)
+    kept = np.sort(rows[first + ranks % m])  # every person has a row at their smallest ε
+    return safe.iloc[kept]

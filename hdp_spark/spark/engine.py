@@ -100,6 +100,12 @@ class SparkEngine:
         # released by close() when the release has its cells
         return SparkEngine(bounded.persist(StorageLevel.MEMORY_AND_DISK), cached=True)
 
+    def ldp_bounded(self, unit: PrivacyUnit, spec: Any, key: ReleaseKey) -> SparkEngine:
+        from hdp_spark.spark.privacy_unit import keep_one_report
+
+        dataframe_schema(self.df)  # a Spark DataFrame, or ParameterError
+        return SparkEngine(keep_one_report(self.df, unit, spec, key))
+
     def close(self) -> None:
         """Release what this engine cached (the bounded rows of a privacy-unit release)."""
         if self.cached:

@@ -97,6 +97,22 @@ def _cells(
             _collect_cells(frame, by, ["__hi", "__lo"])]
 
 
+def check_ldp_columns(schema: T.StructType, specs: Sequence[LdpSpec]) -> None:
+    """Every spec's ε and report columns are in ``schema`` with a usable type.
+
+    Raises:
+        SchemaError: a column is missing or of the wrong type (public facts).
+    """
+    for spec in specs:
+        field(schema, spec.eps, "ε", numeric=True)
+        for role, column, mechanism in report_roles(spec):
+            f = field(schema, column, role, numeric=mechanism != "duchi")
+            if mechanism == "duchi" and not isinstance(f.dataType, T.ArrayType):
+                msg = f"report column `{column}` must be an array, got " \
+                      f"{f.dataType.simpleString()}."
+                raise SchemaError(msg)
+
+
 def ldp_tables(
     df: DataFrame,
     specs: Sequence[LdpSpec],
@@ -106,14 +122,7 @@ def ldp_tables(
     """The per-(group, ε level, index) tables of each spec, one Spark job per spec."""
     schema = dataframe_schema(df)
     by_fields = [field(schema, c, "group", numeric=False) for c in by]
-    for spec in specs:
-        field(schema, spec.eps, "ε", numeric=True)
-        for role, column, mechanism in report_roles(spec):
-            f = field(schema, column, role, numeric=mechanism != "duchi")
-            if mechanism == "duchi" and not isinstance(f.dataType, T.ArrayType):
-                msg = f"report column `{column}` must be an array, got " \
-                      f"{f.dataType.simpleString()}."
-                raise SchemaError(msg)
+    check_ldp_columns(schema, specs)
     if keys is not None:
         key_df = key_frame(df.sparkSession, by_fields, keys)
         df = df.join(F.broadcast(key_df), on=list(by), how="left_semi")

@@ -8,11 +8,14 @@ rank texts); the person's ε is a window minimum over the person, the kept group
 prefix of one order, so the whole step costs one shuffle of the rows by person and one
 sort (Spark's own per-person aggregate needs the shuffle); no Python runs per row. The
 ranks are the same numbers as the pandas engine's, so both engines keep the same rows.
+The local-DP rule (one report per person, :func:`keep_one_report`) is one more window
+spec of the same shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -22,7 +25,7 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit, bounding_key
 from hdp_spark.errors import SchemaError
 
-__all__ = ["bound_rows", "person_text", "safe_eps"]
+__all__ = ["bound_rows", "keep_one_report", "person_text", "safe_eps"]
 
 _SEP = "\x1f"
 _PERSON, _GROUP, _EPS, _GRANK, _RRANK, _OUTSIDE, _CODES = (
@@ -178,3 +181,48 @@ def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ..
     framed = framed.withColumns({n: _codes(df, s) for n, s in zip(names, specs, strict=True)})
     out = bound_rows(framed, unit, eps=eps, group="__pu_g", codes=names, key=key)
     return out.drop("__pu_g", *names).select(*df.columns)
+
+
+def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
+                    ) -> DataFrame:
+    """The one report per person a local-DP ``spec`` reads under ``unit``, as
+    :func:`hdp_spark.pandas.privacy_unit.keep_one_report`: native expressions and one
+    window spec, partitioned by the id and ordered by (ε, index, q) — the person's ε its
+    minimum, m the count of rows at that ε, the kept row the one whose ``row_number`` is
+    ``pmod(rank, m) + 1`` (rows at the smallest ε come first). The rank's SHA-256 is per
+    row (a native expression); the shuffle is the one of Spark's own per-person aggregate.
+
+    Privacy:
+        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`. The bounding key is a literal of
+        the plan: it must stay with the operator who runs the release (the position is
+        safe only while it is unknown to whoever reads the output).
+    """
+    from hdp_spark.spark._common import dataframe_schema
+    from hdp_spark.spark.expressions import level_sql
+    from hdp_spark.spark.ldp import check_ldp_columns
+    from hdp_spark.spark.ldp_inputs import row_inputs
+    from hdp_spark.spark.sql_text import ident
+
+    check_ldp_columns(dataframe_schema(df), [spec])
+    person = person_text(df, unit)
+    value = F.col(spec.eps).cast("double")
+    safe = F.when(value.isNull() | F.isnan(value) | (value <= F.lit(0.0)), F.lit(0.0)
+                  ).otherwise(value)
+    framed = df.withColumn(spec.eps, safe).where(F.col(unit.column).isNotNull())
+    index, q = row_inputs(spec, level_sql(ident(spec.eps)))
+    framed = framed.withColumns({"__pu_index": index, "__pu_q": q})
+    bkey = F.lit(bounding_key(key))
+    # one window spec (one shuffle by person, one sort): the person's ε and m over its
+    # whole frame, the position by its order; rows at the smallest ε sort first
+    order = Window.partitionBy(unit.column).orderBy(spec.eps, "__pu_index", "__pu_q")
+    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    framed = framed.withColumn(_EPS, F.min(spec.eps).over(whole))
+    framed = framed.withColumns({
+        "__pu_m": F.sum(F.when(F.col(spec.eps) == F.col(_EPS), F.lit(1)).otherwise(F.lit(0))
+                        ).over(whole),
+        "__pu_pos": F.row_number().over(order),
+    })
+    kept = framed.where(F.col("__pu_pos") == F.pmod(
+        _rank(F.concat_ws(_SEP, bkey, F.lit("ldp"), F.lit(spec.name), _tagged(person))),
+        F.col("__pu_m").cast("long")) + F.lit(1))
+    return kept.select(*df.columns)

@@ -12,6 +12,7 @@ from hdp_spark.core.privacy_unit.spec import (
     bounding_key,
     group_rank_text,
     rank,
+    report_rank_text,
     row_rank_text,
 )
 
@@ -22,5 +23,6 @@ __all__ = [
     "bounding_key",
     "group_rank_text",
     "rank",
+    "report_rank_text",
     "row_rank_text",
 ]

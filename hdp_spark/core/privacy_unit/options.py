@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from hdp_spark.core.histogram.spec import HistogramSpec
 from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.privacy_unit.ldp import check_ldp_unit, is_ldp_release, ldp_unit_cells
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.privacy_unit.weights import unit_selection
 from hdp_spark.core.selection.spec import SelectKeys
@@ -28,16 +29,21 @@ class UnitOptions:
 
 
 def check_unit(specs: Sequence[object], kernels: Sequence[object], by: tuple[str, ...],
-               keys: Any, options: UnitOptions) -> SelectKeys:
+               keys: Any, options: UnitOptions) -> SelectKeys | None:
     """The mechanism's parameters of a release under a privacy unit, after the checks on
     public inputs: aggregators with a private-weight kernel on one ε column and grid, the
     unit's id column read by none of them nor grouped by, public keys for a grouped call.
+    None for local-DP aggregators (one report per person, global only:
+    :func:`~hdp_spark.core.privacy_unit.ldp.check_ldp_unit`).
 
     Raises:
         ParameterError: a check fails (naming the argument).
     """
     from hdp_spark.core.pipeline import SelectionKernel  # the pipeline imports this module
 
+    if is_ldp_release(specs):
+        check_ldp_unit(specs, by, keys, options.unit, options.eps_cap, options.weight_share)
+        return None
     if not kernels or not all(isinstance(k, SelectionKernel) for k in kernels):
         msg = ("`privacy_unit` supports hdp_mean and hdp_histogram so far (the other "
                "aggregators take it in a later release).")
@@ -68,11 +74,15 @@ def unit_cells(engine: Any, unit: UnitOptions, specs: Sequence[object],
                requests: Sequence[Any], by: tuple[str, ...], keys: Any, key: Any) -> list[Any]:
     """The cell tables of a release under ``unit``: the engine's cells over the rows the
     bounding rule keeps (:meth:`~hdp_spark.core.pipeline.Engine.bounded`), the bounded rows
-    released (``close``) once the cells are in.
+    released (``close``) once the cells are in; for local-DP aggregators the one report
+    per person of :mod:`hdp_spark.core.privacy_unit.ldp`.
 
     Privacy:
-        The bounding rule of :mod:`hdp_spark.core.privacy_unit.spec`, keyed by ``key``.
+        The bounding rule of :mod:`hdp_spark.core.privacy_unit.spec` (local DP: of
+        :mod:`hdp_spark.core.privacy_unit.ldp`), keyed by ``key``.
     """
+    if is_ldp_release(specs):
+        return ldp_unit_cells(engine, unit.unit, specs, requests, key)
     bounded = engine.bounded(unit.unit, cast(MeanSpec, specs[0]).eps, by, keys, specs, key)
     try:
         return list(bounded.cells(requests, by, keys)) if requests else []

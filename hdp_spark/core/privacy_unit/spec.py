@@ -34,9 +34,13 @@ Why any such rule is safe (the sensitivity argument the aggregators build on): t
 is applied to each person separately — which of person p's rows are kept, and ε_p, are
 functions of p's own rows and the key only. Adding, removing or replacing all of p's rows
 therefore changes only p's kept rows, and p keeps at most ``max_groups × max_rows`` of
-them, in at most ``max_groups`` groups, all at ε_p. The bounding key is not a privacy
-secret (knowing it reveals which rows a rule would keep, not any noise); it is derived
-from the release key only so that two releases choose independently.
+them, in at most ``max_groups`` groups, all at ε_p. For these rules the bounding key is
+not a privacy secret (knowing it reveals which rows a rule would keep, not any noise); it
+is derived from the release key only so that two releases choose independently. The
+local-DP rule (one report per person, :mod:`hdp_spark.core.privacy_unit.ldp`) is
+different: its guarantee needs the kept position unknown to whoever reads the output, so
+there the bounding key must stay with the operator (if it leaks, a person's loss falls
+back to the one-row guarantee, the sum of their reports' ε, never more).
 
 Each kept (person, group) pair is then given ε_person / ``max_groups`` — always the public
 bound, never the person's actual number of groups (dividing by the actual number would make
@@ -59,6 +63,7 @@ __all__ = [
     "group_rank_text",
     "query_bounding_key",
     "rank",
+    "report_rank_text",
     "row_rank_text",
 ]
 
@@ -167,6 +172,19 @@ def row_rank_text(bkey: str, person: str, group: int, codes: str) -> str:
         None: a public function; the key makes it the release's own.
     """
     return _SEP.join((bkey, "r", _person(person), str(int(group)), codes))
+
+
+def report_rank_text(bkey: str, name: str, person: str) -> str:
+    """The text whose SHA-256 places the one report a local-DP aggregator named ``name``
+    keeps of person ``person`` (:mod:`hdp_spark.core.privacy_unit.ldp`): the kept position
+    is its :func:`rank` modulo the number of the person's candidate reports. It reads no
+    value: the position must not depend on the reports.
+
+    Privacy:
+        None: a public function; the key makes it the release's own (the LDP rule needs
+        that key unknown to whoever reads the output: see the LDP module).
+    """
+    return _SEP.join((bkey, "ldp", name, _person(person)))
 
 
 def rank(text: str) -> int:
