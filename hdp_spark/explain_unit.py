@@ -190,6 +190,11 @@ def explain_unit(
     check_names(specs_t)
     by_t = normalize_by(by, specs_t)
     selection = check_unit(specs_t, kernels, by_t, keys, unit)
+    if selection is None:  # local DP: one report per person, its figures are not public
+        msg = ("`explain` under `privacy_unit` supports hdp_mean and hdp_histogram; a "
+               "local-DP release reads one report per person, so its n is the number of "
+               "persons: explain it without `privacy_unit` on a one-row-per-person table.")
+        raise ParameterError(msg)
     found = engine.release_keys(keys, by_t)
     order = found if found is not None else ((),)
     per_spec = unit_figures(specs_t, selection)
