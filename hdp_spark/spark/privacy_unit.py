@@ -13,7 +13,6 @@ ranks are the same numbers as the pandas engine's, so both engines keep the same
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -23,10 +22,7 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit, bounding_key
 from hdp_spark.errors import SchemaError
 
-__all__ = ["aggregate_ready", "bound_rows", "person_text", "safe_eps"]
-
-UNIT_BOUND = "hdp_unit_bound"
-"""The extension's bounding aggregate (``org.hdpspark.HdpUnitBound``)."""
+__all__ = ["bound_rows", "person_text", "safe_eps"]
 
 _SEP = "\x1f"
 _PERSON, _GROUP, _EPS, _GRANK, _RRANK, _OUTSIDE, _CODES = (
@@ -107,50 +103,6 @@ def bound_rows(
         _GRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text)),
         _RRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text)),
     })
-    if aggregate_ready(df.sparkSession):
-        return _by_aggregate(ranked, df.columns, unit, eps=eps)
-    return _by_windows(ranked, unit, eps=eps)
-
-
-def aggregate_ready(session: Any) -> bool:
-    """Whether the bounding can run as the extension's per-person aggregate
-    (``hdp_unit_bound``) on ``session``: the extension is there or installs (a classic
-    session with a JDK); else the window form runs. Both keep the same rows.
-
-    Privacy:
-        Configuration only; no data is read.
-    """
-    from hdp_spark.spark.extension import install
-
-    try:
-        install(session)
-    except Exception:  # no javac, no jars, a Connect server without the extension
-        return False
-    return bool(session.catalog.functionExists(UNIT_BOUND))
-
-
-def _by_aggregate(ranked: DataFrame, columns: Sequence[str], unit: PrivacyUnit, *,
-                  eps: str) -> DataFrame:
-    """The kept rows by one aggregate per person with map-side partial aggregation: the
-    person's ε as ``min``, the kept rows' payloads (every column but ``eps``) as
-    ``hdp_unit_bound``, whose state holds at most ``max_groups × max_rows`` rows (it drops a
-    group or row as soon as ``max_groups`` groups or ``max_rows`` rows ranked before it in
-    the same partial state: those are the person's own, so the dropped one is not kept by
-    the rule either); then one row per kept payload. One shuffle of the partial states by
-    person, no sort of the rows."""
-    payload = F.struct(*(F.col(f"`{c}`") for c in columns if c != eps))
-    bound = F.call_function(UNIT_BOUND, F.col(_GRANK), F.col(_GROUP), F.col(_RRANK),
-                            F.col(_CODES), payload, F.lit(unit.max_groups).cast("int"),
-                            F.lit(unit.max_rows).cast("int"))
-    per = ranked.groupBy(_PERSON).agg(F.min(_EPS).alias(_EPS), bound.alias("__pu_rows"))
-    rows = per.select(_EPS, F.explode("__pu_rows").alias("__pu_row"))
-    return rows.select(*(F.col(_EPS).alias(c) if c == eps
-                         else F.col("__pu_row").getField(c).alias(c) for c in columns))
-
-
-def _by_windows(ranked: DataFrame, unit: PrivacyUnit, *, eps: str) -> DataFrame:
-    """The kept rows by three windows over the person (the extension's plan for Columns and
-    SQL, :class:`UnitPlan`): one shuffle and one sort of every row."""
     # One sort serves every window: all are partitioned by the person and ordered by a
     # prefix of (outside the keys, group rank, group, row rank). Rows outside the keys
     # sort last, so they take no group position; they count for the person's ε only.

@@ -132,10 +132,6 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new ExpressionInfo(HdpLdpCells.class.getName(), HdpLdpCells.FUNCTION),
         new HdpLdpCells.Builder()));
     ext.injectFunction(new Tuple3<>(
-        new FunctionIdentifier(HdpUnitBound.FUNCTION, Option.empty(), Option.empty()),
-        new ExpressionInfo(HdpUnitBound.class.getName(), HdpUnitBound.FUNCTION),
-        new HdpUnitBound.Builder()));
-    ext.injectFunction(new Tuple3<>(
         new FunctionIdentifier(HdpSelected.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder()));
@@ -182,9 +178,6 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpLdpCells.FUNCTION,
         new ExpressionInfo(HdpLdpCells.class.getName(), HdpLdpCells.FUNCTION),
         new HdpLdpCells.Builder());
-    registerOne(session, HdpUnitBound.FUNCTION,
-        new ExpressionInfo(HdpUnitBound.class.getName(), HdpUnitBound.FUNCTION),
-        new HdpUnitBound.Builder());
     registerOne(session, HdpSelected.FUNCTION,
         new ExpressionInfo(HdpSelected.class.getName(), HdpSelected.FUNCTION),
         new SelectedBuilder());
