@@ -64,9 +64,12 @@ def run_script(argv: list[str], log: Path) -> int:
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     saved_argv, saved_path = sys.argv, list(sys.path)
-    with log.open("w") as out:
+    saved_streams = sys.stdout, sys.stderr
+    with log.open("w", buffering=1) as out:
+        # the descriptors for what child processes (Spark's) write, the streams for Python
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
+        sys.stdout = sys.stderr = out
         try:
             sys.argv = list(argv)
             sys.path.insert(0, str(Path(argv[0]).resolve().parent))
@@ -78,8 +81,8 @@ def run_script(argv: list[str], log: Path) -> int:
             traceback.print_exc()
             code = 1
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            out.flush()
+            sys.stdout, sys.stderr = saved_streams
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             for fd in saved:
