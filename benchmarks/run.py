@@ -18,6 +18,9 @@ Modes:
               temporary directory, not log/runs.md (unless --results is given).
   --only A,B  run only these entries (names from --list).
   --jobs N    (smoke only) run N entries at once: they only have to run, not be timed.
+  --in-process  (smoke only) run the main venv's scripts in --jobs long-lived host
+              processes (``smoke_host.py``), one after another in each, sharing one Spark
+              session per host instead of a JVM start per script (the test suite's smoke).
 
 Anchor entries need the benchmark venvs (``bash benchmarks/setup_anchors.sh``); without
 them they are skipped, and the skip is reported, never a failure.
@@ -39,6 +42,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,6 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import BENCH_DIR, REPO_ROOT, count_numbers, load_average, machine, non_finite
+from smoke_host import Host
 
 LOG_DIR = BENCH_DIR / "log"
 RESULTS = LOG_DIR / "runs.md"
@@ -272,8 +277,15 @@ class Outcome:
 
 
 def run_entry(
-    entry: Entry, smoke: bool, out_dir: Path, plots: Path, timeout: float | None
+    entry: Entry,
+    smoke: bool,
+    out_dir: Path,
+    plots: Path,
+    timeout: float | None,
+    host: Host | None = None,
 ) -> Outcome:
+    """Run the entry's scripts (``host``: in that smoke host, if the entry runs on the main
+    venv; else one subprocess each)."""
     py = interpreter(entry)
     if py is None:
         return Outcome(
@@ -294,12 +306,7 @@ def run_entry(
         shown = " ".join(shlex.quote(_rel(c)) for c in cmd)  # the runner adds --json/--plots
         if entry.protocol:
             cmd += ["--json", str(json_path), "--plots", str(plots)]
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(py)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        )
+        env = entry_env(py)
         log_path = out_dir / f"{entry.name}-{i}.log"
         print(f"[run.py] {entry.name}: {shown}", flush=True)
         load_before = load_average()
@@ -307,20 +314,10 @@ def run_entry(
         commit = _git_commit()
         start = time.perf_counter()
         limit = timeout if timeout is not None else entry.timeout
-        with log_path.open("w") as log:
-            try:
-                proc = subprocess.run(
-                    cmd,
-                    cwd=REPO_ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    timeout=limit,
-                    check=False,
-                )
-                code: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                code = None
+        if host is not None and entry.venv == "main":
+            code = host.run(cmd[1:], log_path, limit)
+        else:
+            code = _subprocess(cmd, env, log_path, limit)
         wall = time.perf_counter() - start
         run: dict[str, Any] = {
             "started": started,
@@ -361,6 +358,28 @@ def run_entry(
             run["figures"] = numbers
         print(f"[run.py] {entry.name}: ok in {wall:.0f} s", flush=True)
     return outcome
+
+
+def _subprocess(cmd: list[str], env: dict[str, str], log_path: Path, limit: float) -> int | None:
+    """The script's exit code in its own process, or None if it timed out."""
+    with log_path.open("w") as log:
+        try:
+            return subprocess.run(cmd, cwd=REPO_ROOT, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, timeout=limit, check=False
+                                  ).returncode
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def entry_env(py: Path) -> dict[str, str]:
+    """The environment of a benchmark script run by ``py``."""
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(py)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
+    return env
 
 
 def _rel(text: str) -> str:
@@ -539,6 +558,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="smoke only: run this many entries at once (their figures are then not timings)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="smoke only: the main venv's scripts run in --jobs host processes sharing one "
+        "Spark session each (smoke_host.py), not one subprocess each",
+    )
     parser.add_argument("--list", action="store_true", help="list the entries and exit")
     parser.add_argument(
         "--results",
@@ -569,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1 and not args.smoke:
         parser.error(f"--jobs > 1 needs --smoke (entries sharing the cores are not timed); "
                      f"got --jobs {args.jobs}")
+    if args.in_process and not args.smoke:
+        parser.error("--in-process needs --smoke (full runs give each script its own process)")
     only = {x for x in args.only.split(",") if x}
     unknown = only - {e.name for e in entries}
     if unknown:
@@ -594,13 +621,29 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     results = args.results if args.results is not None else (None if args.smoke else RESULTS)
     outcomes: list[Outcome] = []
-    if args.jobs > 1:  # smoke: the entries only have to run, so they may share the cores
-        with ThreadPoolExecutor(args.jobs) as pool:
-            outcomes = list(pool.map(lambda e: run_entry(e, True, out_dir, plots, timeout),
-                                     chosen))
+    hosts: list[Host] = []
+    local = threading.local()
+
+    def smoke_entry(e: Entry) -> Outcome:
+        host = None
+        if args.in_process:  # one host per pool thread, started on its first script
+            if not hasattr(local, "host"):
+                local.host = Host(sys.executable, entry_env(Path(sys.executable)),
+                                  out_dir / f"host-{len(hosts)}.log")
+                hosts.append(local.host)
+            host = local.host
+        return run_entry(e, True, out_dir, plots, timeout, host)
+
+    if args.jobs > 1 or args.in_process:  # smoke: the entries only have to run
+        try:
+            with ThreadPoolExecutor(args.jobs) as pool:
+                outcomes = list(pool.map(smoke_entry, chosen))
+        finally:
+            for host in hosts:
+                host.close()
         if results is not None:
             update_results(results, outcomes, raw, entries, final=False)
-    for e in chosen if args.jobs == 1 else []:
+    for e in chosen if args.jobs == 1 and not args.in_process else []:
         outcomes.append(run_entry(e, args.smoke, out_dir, plots, timeout))
         if results is not None:  # after every entry, so a long run leaves finished sections
             update_results(results, outcomes[-1:], raw, entries, final=False)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command (README and CI run exactly this): lint, type-check, tests.
 #
-# HDP_TEST_WORKERS=N runs the suite on N pytest-xdist workers (--dist loadgroup); the default,
-# 0, is one process: on a 2-core machine the workers were not measured faster yet, and the
-# grouping that should keep the tests of one Spark server on one worker does not take effect
-# (each worker starts its own servers). The caller's own -n / -p no:xdist wins.
+# HDP_TEST_WORKERS=N runs the suite on N pytest-xdist workers (--dist loadgroup: the tests of
+# the shared Spark servers, and of one module fixture, stay on one worker; tests/conftest.py);
+# the default, 0, is one process: on a 2-core machine the workers were not measured faster
+# on a large subset yet. The caller's own -n / -p no:xdist wins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh

@@ -58,12 +58,28 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
+def _suffix_node_id(item: pytest.Item, group: str) -> None:
+    """Give ``item`` the node id ``<id>@<group>`` that ``--dist loadgroup`` schedules by.
+
+    pytest-xdist (3.8) writes the suffix into ``item._nodeid``, which pytest 9.2 no longer
+    reads (``nodeid`` is ``str(item._id)``): the groups were ignored and every worker started
+    its own Spark servers. So the worker sets the id itself, as xdist means to."""
+    from _pytest.nodeid import coerce_node_id  # the id type of pytest >= 9.2
+
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")  # type: ignore[attr-defined]
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into node ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # on an xdist worker under --dist loadgroup whose pytest keeps the id in item._id
+    suffix = bool(getattr(config.option, "loadgroup", False)) and all(
+        hasattr(item, "_id") for item in items)
     for item in items:
         group = _xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            if suffix:
+                _suffix_node_id(item, group)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -7,7 +7,10 @@ the runner when their benchmark-only venvs are absent (as in CI); the Spark anch
 under 3 minutes: run ``benchmarks/run.py --smoke`` by hand to smoke them too. The selection
 and coverage entries are left out because their own tests (``test_selection_bench.py``,
 ``test_coverage_bench.py``) run the same ``--smoke`` command and check more. The entries run
-two at a time (``--jobs 2``): they only have to run, their timings are not figures.
+two at a time (``--jobs 2``) in two host processes (``--in-process``, ``benchmarks/
+smoke_host.py``), each running its scripts one after another with one Spark session, not a
+JVM start per script: they only have to run, their timings are not figures. Every script
+still runs as ``__main__`` with its own ``--smoke`` command line.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def test_benchmarks_smoke(tmp_path: Path) -> None:
         "anchors-pipelinedp,anchors-tumult,selection,coverage",
         "--jobs",
         "2",
+        "--in-process",
         "--out",
         str(tmp_path),
     ]

@@ -1,0 +1,60 @@
+"""The suite's xdist groups take effect: under ``-n 2 --dist loadgroup`` the tests that share
+a module-scoped fixture run on one worker (``tests/conftest.py`` groups them; pytest-xdist
+3.8 alone wrote the group into an attribute pytest 9.2 no longer reads, so every worker
+built the fixture, and every worker started its own Spark servers)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+CONFTEST = f"""
+import importlib.util
+import sys
+
+_spec = importlib.util.spec_from_file_location("hdp_suite_conftest", {str(TESTS / "conftest.py")!r})
+_suite = importlib.util.module_from_spec(_spec)
+sys.modules["hdp_suite_conftest"] = _suite
+_spec.loader.exec_module(_suite)
+pytest_collection_modifyitems = _suite.pytest_collection_modifyitems
+"""
+
+PROBE = """
+import pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    return 1
+
+@pytest.mark.parametrize("i", range(6))
+def test_shared(shared, i):
+    assert shared == 1
+
+@pytest.mark.parametrize("i", range(6))
+def test_alone(i):
+    assert i >= 0
+"""
+
+
+def test_tests_of_a_module_fixture_run_on_one_worker(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v",
+         "-p", "no:cacheprovider", "-p", "no:randomly", "test_probe.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ran = re.findall(r"\[(gw\d)\].*PASSED test_probe\.py::(test_\w+)\[\d\](@\S+)?", proc.stdout)
+    assert len(ran) == 12, proc.stdout[-3000:]
+    shared = {(worker, group) for worker, name, group in ran if name == "test_shared"}
+    # one worker, and the group is in the node id (the scheduler keys on it)
+    assert len(shared) == 1, shared
+    assert next(iter(shared))[1] == "@test_probe.py"
+    assert all(group == "" for _, name, group in ran if name == "test_alone")
