@@ -185,6 +185,11 @@ def explain_unit(
         output is a function of the specs, the bounds, the options and the caller's public
         key set, and may be published.
     """
+    if isinstance(keys, SelectKeys):
+        msg = ("`explain` under `privacy_unit` with `keys=select_keys(...)` is not "
+               "available: which groups are released depends on the data; pass the public "
+               "keys you expect.")
+        raise ParameterError(msg)
     specs_t = tuple(specs)
     kernels = tuple(_kernel(s) for s in specs_t)
     check_names(specs_t)

@@ -26,7 +26,7 @@ from hdp_spark.core.privacy_unit.spec import (
     report_rank_text,
     row_rank_text,
 )
-from hdp_spark.errors import SchemaError
+from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = ["bound_rows", "keep_one_report", "person_texts", "safe_eps", "unit_eps"]
 
@@ -88,7 +88,10 @@ def bound_rows(
         eps: the ε column.
         group: the integer column of each row's group: its position in the public key
             order, or -1 for a row outside the public keys (dropped after the person's ε is
-            taken: the ε is over all the person's rows); None: a global release (group 0).
+            taken: the ε is over all the person's rows); or, under ``select_keys``, an
+            object column of each group's canonical text (:func:`group_key_text`; None for
+            a row whose key holds a null, never released); None: a global release (group
+            0).
         codes: the integer columns of the codes the release reads from each row.
         key: the release key.
 
@@ -100,8 +103,10 @@ def bound_rows(
         kept, and their ε, depend on that person's rows and the key only.
     """
     person = person_texts(df, unit)
+    texts = group is not None and df[group].dtype == object  # select_keys: key texts
     frame = pd.DataFrame({_PERSON: person.to_numpy(dtype=object),
                           _GROUP: (np.zeros(len(df), dtype=np.int64) if group is None
+                                   else df[group].to_numpy(dtype=object) if texts
                                    else df[group].to_numpy(dtype=np.int64)),
                           _EPS: safe_eps(df[eps])}, index=pd.RangeIndex(len(df)))
     if codes:
@@ -115,7 +120,7 @@ def bound_rows(
     frame = frame[frame[_PERSON].notna()]
     person_eps = frame.groupby(_PERSON, sort=False)[_EPS].transform("min")
     frame = frame.assign(**{_EPS: person_eps})
-    frame = frame[frame[_GROUP] >= 0]
+    frame = frame[frame[_GROUP].notna()] if texts else frame[frame[_GROUP] >= 0]
     bkey = bounding_key(key)
 
     pairs = frame[[_PERSON, _GROUP]].drop_duplicates()
@@ -157,14 +162,55 @@ def _codes(df: pd.DataFrame, spec: object) -> npt.NDArray[np.int64]:
     raise SchemaError(msg)
 
 
+def group_texts(df: pd.DataFrame, by: tuple[str, ...]) -> npt.NDArray[np.object_]:
+    """Each row's group as its canonical text (:func:`group_key_text`), None where a
+    grouping value is null: the groups of a release under ``select_keys``, whose order is
+    not public.
+
+    Raises:
+        ParameterError: a ``by`` column holds neither integers nor strings (a public fact:
+            its type).
+    """
+    parts = []
+    for col in by:
+        values = df[col]
+        if pd.api.types.is_integer_dtype(values.dtype) and not pd.api.types.is_bool_dtype(
+                values.dtype):
+            text = values.astype("Int64").astype("string").astype(object)
+            parts.append(text.where(values.notna(), None).to_numpy(dtype=object))
+            continue
+        obj = values.astype(object)
+        if pd.api.types.is_string_dtype(values.dtype) and all(
+                isinstance(v, str) or v is None or v is pd.NA or (isinstance(v, float) and
+                                                                  np.isnan(v)) for v in obj):
+            parts.append(obj.where(obj.map(lambda v: isinstance(v, str)), None)
+                         .to_numpy(dtype=object))
+            continue
+        msg = (f"under `privacy_unit` with `keys=select_keys(...)` every `by` column must "
+               f"hold integers or strings (a group's text enters the ranks), got dtype "
+               f"{values.dtype} for {col!r}.")
+        raise ParameterError(msg)
+    # group_key_text, vectorized: "<len>:<text>" per value, joined; a null anywhere: None
+    joined: pd.Series | None = None
+    for part in parts:
+        text = pd.Series(part, dtype=object)
+        piece = text.str.len().astype("Int64").astype("string") + ":" + text.astype("string")
+        joined = piece if joined is None else joined + piece
+    assert joined is not None  # `by` is not empty here
+    return joined.astype(object).where(joined.notna(), None).to_numpy(dtype=object)
+
+
 def group_positions(df: pd.DataFrame, by: tuple[str, ...],
-                    keys: tuple[tuple[object, ...], ...] | None) -> npt.NDArray[np.int64]:
+                    keys: tuple[tuple[object, ...], ...] | None) -> npt.NDArray[Any]:
     """Each row's position in the public key order (-1: outside the keys); 0 for every row
-    of a global release."""
+    of a global release; under ``select_keys`` (``by`` without public keys) each row's
+    :func:`group_texts`."""
     from hdp_spark.pandas._cells import _group_codes
 
-    if not by or keys is None:
+    if not by:
         return np.zeros(len(df), dtype=np.int64)
+    if keys is None:
+        return group_texts(df, by)
     groups = _group_codes(df, by, keys)
     at = {k: i for i, k in enumerate(keys)}
     lookup = np.array([at.get(k, -1) for k in groups.keys] + [-1], dtype=np.int64)

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit, bounding_key
-from hdp_spark.errors import SchemaError
+from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = ["bound_rows", "keep_one_report", "person_text", "safe_eps"]
 
@@ -92,8 +92,10 @@ def bound_rows(
     """
     person = person_text(df, unit)
     bkey = F.lit(bounding_key(key))
-    position = F.lit(0) if group is None else F.col(group)
-    framed = df.withColumns({_PERSON: person, _GROUP: position.cast("long"),
+    texts = group is not None and isinstance(df.schema[group].dataType, T.StringType)
+    position = (F.lit(0).cast("long") if group is None else F.col(group) if texts
+                else F.col(group).cast("long"))  # select_keys: the groups' texts
+    framed = df.withColumns({_PERSON: person, _GROUP: position,
                              _EPS: safe_eps(eps)}).where(F.col(_PERSON).isNotNull())
     tagged = _tagged(F.col(_PERSON))
     group_text = F.col(_GROUP).cast("string")
@@ -101,7 +103,7 @@ def bound_rows(
                                           for c in codes)) if codes
                  else F.lit(""))
     ranked = framed.withColumns({
-        _OUTSIDE: F.col(_GROUP) < F.lit(0),
+        _OUTSIDE: F.col(_GROUP).isNull() if texts else F.col(_GROUP) < F.lit(0),
         _CODES: code_text,
         _GRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text)),
         _RRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text)),
@@ -149,11 +151,15 @@ def _codes(df: DataFrame, spec: object) -> Column:
 def _with_positions(df: DataFrame, by: tuple[str, ...],
                     keys: tuple[tuple[object, ...], ...] | None) -> DataFrame:
     """``df`` with ``__pu_g``: each row's position in the public key order (-1 outside the
-    keys), 0 for a global release; one broadcast join with the (small, public) keys."""
+    keys), 0 for a global release; one broadcast join with the (small, public) keys. Under
+    ``select_keys`` (``by`` without public keys): each row's group text
+    (:func:`group_texts`)."""
     from hdp_spark.spark._common import _key_type_error
 
-    if not by or keys is None:
+    if not by:
         return df.withColumn("__pu_g", F.lit(0).cast("long"))
+    if keys is None:
+        return df.withColumn("__pu_g", group_texts(df, by))
     fields = {f.name: f for f in df.schema.fields}
     by_fields = [fields[c] for c in by]
     schema = T.StructType([T.StructField(f.name, f.dataType, False) for f in by_fields]
@@ -165,6 +171,31 @@ def _with_positions(df: DataFrame, by: tuple[str, ...],
         raise _key_type_error(by_fields) from None
     joined = df.join(F.broadcast(table), on=list(by), how="left")
     return joined.withColumn("__pu_g", F.coalesce(F.col("__pu_g"), F.lit(-1).cast("long")))
+
+
+def group_texts(df: DataFrame, by: tuple[str, ...]) -> Column:
+    """Each row's group as its canonical text
+    (:func:`~hdp_spark.core.privacy_unit.spec.group_key_text`: ``<length>:<text>`` per
+    value, integers in decimal), null where a grouping value is null: the pandas engine's
+    :func:`hdp_spark.pandas.privacy_unit.group_texts`, in native expressions.
+
+    Raises:
+        ParameterError: a ``by`` column holds neither integers nor strings (its type).
+    """
+    parts = []
+    for col in by:
+        dtype = df.schema[col].dataType
+        if isinstance(dtype, T.StringType):
+            text = F.col(col)
+        elif isinstance(dtype, _INTEGRAL):
+            text = F.col(col).cast("string")
+        else:
+            msg = (f"under `privacy_unit` with `keys=select_keys(...)` every `by` column must "
+                   f"hold integers or strings (a group's text enters the ranks), got type "
+                   f"{dtype.simpleString()} for {col!r}.")
+            raise ParameterError(msg)
+        parts.append(F.concat(F.length(text).cast("string"), F.lit(":"), text))
+    return F.concat(*parts)  # null if any part is null
 
 
 def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ...],

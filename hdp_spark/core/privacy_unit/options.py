@@ -32,7 +32,8 @@ def check_unit(specs: Sequence[object], kernels: Sequence[object], by: tuple[str
                keys: Any, options: UnitOptions) -> SelectKeys | None:
     """The mechanism's parameters of a release under a privacy unit, after the checks on
     public inputs: aggregators with a private-weight kernel on one ε column and grid, the
-    unit's id column read by none of them nor grouped by, public keys for a grouped call.
+    unit's id column read by none of them nor grouped by, public keys or ``select_keys``
+    for a grouped call.
     None for local-DP aggregators (one report per person, global only:
     :func:`~hdp_spark.core.privacy_unit.ldp.check_ldp_unit`).
 
@@ -58,13 +59,12 @@ def check_unit(specs: Sequence[object], kernels: Sequence[object], by: tuple[str
         msg = (f"`privacy_unit` column {options.unit.column!r} identifies people: no "
                "aggregator may read it as data and `by` may not group by it.")
         raise ParameterError(msg)
-    if isinstance(keys, SelectKeys):
-        msg = ("`privacy_unit` with `keys=select_keys(...)` is not available yet: pass "
-               "public keys (or no `by`).")
+    if isinstance(keys, SelectKeys) and not by:
+        msg = "`keys=select_keys(...)` chooses group keys: it needs `by`, got None."
         raise ParameterError(msg)
     if by and keys is None:
-        msg = ("under `privacy_unit` a grouped release needs public `keys`: which groups a "
-               "person's rows fall in is private.")
+        msg = ("under `privacy_unit` a grouped release needs public `keys` or "
+               "`keys=select_keys(...)`: which groups a person's rows fall in is private.")
         raise ParameterError(msg)
     return unit_selection(options.unit, keys, eps_cap=options.eps_cap,
                           weight_share=options.weight_share)

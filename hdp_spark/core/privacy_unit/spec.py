@@ -14,8 +14,12 @@ what one person can contribute:
    ε column: null, NaN and negative become 0 ("do not use my data"), +∞ stays +∞. A person
    with one unusable row therefore spends nothing. This is data-independent handling: no
    error depends on the data.
-3. **At most ``max_groups`` groups per person**: among the (public-key) groups the person's
-   rows fall in, the ``max_groups`` with the smallest group rank (below) are kept.
+3. **At most ``max_groups`` groups per person**: among the groups the person's rows fall
+   in (the public keys; under ``select_keys`` every group whose key holds no null), the
+   ``max_groups`` with the smallest group rank (below) are kept. A group enters its rank
+   text as its position in the public key order, or under ``select_keys`` as its canonical
+   text (:func:`group_key_text`) — never as its place among the groups found, which would
+   make one person's kept rows depend on which groups other persons' rows create.
 4. **At most ``max_rows`` rows per person and group**: within a kept (person, group), the
    ``max_rows`` rows with the smallest row rank are kept.
 
@@ -50,6 +54,7 @@ the per-group ε histogram depend on private membership).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hdp_spark.core.noise import ReleaseKey, encode_context
@@ -60,6 +65,7 @@ __all__ = [
     "MAX_ROWS_LIMIT",
     "PrivacyUnit",
     "bounding_key",
+    "group_key_text",
     "group_rank_text",
     "query_bounding_key",
     "rank",
@@ -153,25 +159,42 @@ def _person(person: str) -> str:
     return f"{len(person)}:{person}"
 
 
-def group_rank_text(bkey: str, person: str, group: int) -> str:
-    """The text whose SHA-256 ranks group ``group`` (its position in the public key order;
-    0 for a global release) among person ``person``'s groups (``person``: the id as text,
-    an integer id in decimal).
+def _group(group: int | str) -> str:
+    # a position in decimal, or (under select_keys) the group's canonical key text
+    return group if isinstance(group, str) else str(int(group))
+
+
+def group_key_text(texts: Sequence[str]) -> str:
+    """The canonical text of a group under ``select_keys`` (no public key order): each
+    grouping value's text (an integer in decimal, a string as it is) length-prefixed, so
+    that no value can imitate two. A function of the group's own values only — never of
+    which other groups exist — so a person's ranks do not depend on other persons' rows.
+
+    Privacy:
+        None: a public function of one group's values.
+    """
+    return "".join(f"{len(t)}:{t}" for t in texts)
+
+
+def group_rank_text(bkey: str, person: str, group: int | str) -> str:
+    """The text whose SHA-256 ranks group ``group`` (its position in the public key order,
+    0 for a global release, or under ``select_keys`` its :func:`group_key_text`) among
+    person ``person``'s groups (``person``: the id as text, an integer id in decimal).
 
     Privacy:
         None: a public function; the key makes it the release's own.
     """
-    return _SEP.join((bkey, "g", _person(person), str(int(group))))
+    return _SEP.join((bkey, "g", _person(person), _group(group)))
 
 
-def row_rank_text(bkey: str, person: str, group: int, codes: str) -> str:
+def row_rank_text(bkey: str, person: str, group: int | str, codes: str) -> str:
     """The text whose SHA-256 ranks a row of (``person``, ``group``) with codes ``codes``
     (the row's integer codes in decimal, joined by ``,``).
 
     Privacy:
         None: a public function; the key makes it the release's own.
     """
-    return _SEP.join((bkey, "r", _person(person), str(int(group)), codes))
+    return _SEP.join((bkey, "r", _person(person), _group(group), codes))
 
 
 def report_rank_text(bkey: str, name: str, person: str) -> str:
