@@ -321,7 +321,6 @@ def hdp_heavy_hitters(
     """
     from hdp_spark.aggregators import hdp_heavy_hitters as spec_heavy_hitters
 
-    no_selection(keys)
     check_max_records(max_records)
     spec = spec_heavy_hitters(
         cols, domains=domains, eps0=eps0, delta=delta, threshold=threshold,
