@@ -10,6 +10,7 @@ groups and rows by a stable sort and a cumulative count. Ties of the 60-bit rank
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,20 +20,14 @@ import pandas as pd
 
 from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.privacy_unit.spec import (
+    SEPARATOR,
     PrivacyUnit,
     bounding_key,
-    group_rank_text,
-    rank,
     report_rank_text,
-    row_rank_text,
 )
 from hdp_spark.errors import ParameterError, SchemaError
 
 __all__ = ["bound_rows", "keep_one_report", "person_texts", "safe_eps", "unit_eps"]
-
-_PERSON, _GROUP, _CODES, _EPS, _ROW = (
-    "__pu_person", "__pu_group", "__pu_codes", "__pu_eps", "__pu_row")
-
 
 def person_texts(df: pd.DataFrame, unit: PrivacyUnit) -> pd.Series:
     """Each row's person id as text (integers in decimal, strings as they are; null ids as
@@ -59,14 +54,55 @@ def person_texts(df: pd.DataFrame, unit: PrivacyUnit) -> pd.Series:
     raise SchemaError(msg)
 
 
+def _person_codes(df: pd.DataFrame, unit: PrivacyUnit
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """The rows that have an id, each one's person (a code), and the persons' ids
+    (integers or strings) by code — without turning every row's id into text: a person is
+    an equal id, and only the persons whose ranks are read need their text.
+
+    Raises:
+        SchemaError: as :func:`person_texts`.
+    """
+    if unit.column in df.columns:
+        ids = df[unit.column]
+        if pd.api.types.is_integer_dtype(ids.dtype) and not pd.api.types.is_bool_dtype(
+                ids.dtype):
+            rows = np.flatnonzero(ids.notna().to_numpy())
+            valid = ids.iloc[rows]
+            wide = np.uint64 if pd.api.types.is_unsigned_integer_dtype(ids.dtype) else np.int64
+            values = valid.to_numpy(dtype=wide)
+            codes, persons = pd.factorize(values)
+            return rows, codes.astype(np.int64), np.asarray(persons)
+    texts = person_texts(df, unit).to_numpy(dtype=object)
+    rows = np.flatnonzero(pd.notna(texts))
+    codes, persons = pd.factorize(texts[rows])
+    return rows, codes.astype(np.int64), np.asarray(persons, dtype=object)
+
+
 def safe_eps(values: pd.Series) -> npt.NDArray[np.float64]:
     """A row's ε as the bounding rule reads it: null, NaN and negative as 0, +∞ kept."""
     eps = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     return np.where(np.isnan(eps) | (eps < 0), 0.0, eps)
 
 
-def _hashes(texts: Sequence[str]) -> list[int]:
-    return [rank(t) for t in texts]
+def _first_in_run(codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """For codes sorted into runs, each item's place in its run (0 for the run's first)."""
+    n = len(codes)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+    lengths = np.diff(np.append(starts, n))
+    return np.arange(n, dtype=np.int64) - np.repeat(starts, lengths)
+
+
+def _ranks(prefix: str, *parts: npt.NDArray[np.object_]) -> list[int]:
+    """:func:`~hdp_spark.core.privacy_unit.spec.rank` of ``prefix`` followed by each item's
+    parts joined by the separator, built and hashed in one pass (the texts of
+    :func:`~hdp_spark.core.privacy_unit.spec.group_rank_text` and ``row_rank_text``)."""
+    sha, number, sep = hashlib.sha256, int.from_bytes, SEPARATOR
+    columns = [part.tolist() for part in parts]
+    return [number(sha((prefix + sep.join(t)).encode("utf-8")).digest()[:8], "big") >> 4
+            for t in zip(*columns, strict=True)]
 
 
 def bound_rows(
@@ -100,48 +136,92 @@ def bound_rows(
 
     Privacy:
         The rule of :mod:`hdp_spark.core.privacy_unit.spec`: which of a person's rows are
-        kept, and their ε, depend on that person's rows and the key only.
+        kept, and their ε, depend on that person's rows and the key only. A rank is computed
+        only where it decides something — for a person with more than ``max_groups``
+        groups, for a (person, group) with more than ``max_rows`` rows — since otherwise
+        every group (row) is kept whatever the ranks: the kept rows are the rule's exactly
+        (tests/privacy_unit/test_bounding.py checks them against the rule read literally).
     """
-    person = person_texts(df, unit)
+    rows, pcode, persons = _person_codes(df, unit)
     texts = group is not None and df[group].dtype == object  # select_keys: key texts
-    frame = pd.DataFrame({_PERSON: person.to_numpy(dtype=object),
-                          _GROUP: (np.zeros(len(df), dtype=np.int64) if group is None
-                                   else df[group].to_numpy(dtype=object) if texts
-                                   else df[group].to_numpy(dtype=np.int64)),
-                          _EPS: safe_eps(df[eps])}, index=pd.RangeIndex(len(df)))
-    if codes:
-        parts = [pd.Series(df[c].to_numpy(dtype=np.int64)).astype(str) for c in codes]
-        text = parts[0]
-        for part in parts[1:]:
-            text = text + "," + part
-        frame[_CODES] = text.to_numpy(dtype=object)
+    values: npt.NDArray[Any]
+    if group is None:
+        values = np.zeros(len(df), dtype=np.int64)
+        inside = np.ones(len(df), dtype=bool)
+    elif texts:
+        values = df[group].to_numpy(dtype=object)
+        inside = pd.notna(values)
     else:
-        frame[_CODES] = ""
-    frame = frame[frame[_PERSON].notna()]
-    person_eps = frame.groupby(_PERSON, sort=False)[_EPS].transform("min")
-    frame = frame.assign(**{_EPS: person_eps})
-    frame = frame[frame[_GROUP].notna()] if texts else frame[frame[_GROUP] >= 0]
+        values = df[group].to_numpy(dtype=np.int64)
+        inside = values >= 0
+    level = safe_eps(df[eps])
+    # the person's ε: the smallest safe ε of ALL their rows (outside the keys too)
+    person_eps = np.full(len(persons), np.inf)
+    np.minimum.at(person_eps, pcode, level[rows])
+    rows, pcode = rows[inside[rows]], pcode[inside[rows]]
+    gcode, groups = pd.factorize(values[rows], sort=True)
+    width = max(len(groups), 1)
+    pair = pcode * width + gcode
+    pairs, pair_of_row = np.unique(pair, return_inverse=True)
+    p_of, g_of = pairs // width, pairs % width
     bkey = bounding_key(key)
+    group_text = (np.asarray(groups, dtype=object) if texts
+                  else np.array([str(int(g)) for g in groups], dtype=object))
 
-    pairs = frame[[_PERSON, _GROUP]].drop_duplicates()
-    pairs = pairs.assign(__h=_hashes([group_rank_text(bkey, p, g) for p, g in zip(
-        pairs[_PERSON], pairs[_GROUP].tolist(), strict=True)]))
-    pairs = pairs.sort_values([_PERSON, "__h", _GROUP], kind="stable")
-    pairs = pairs[pairs.groupby(_PERSON, sort=False).cumcount() < unit.max_groups]
-    kept_pairs = pd.MultiIndex.from_frame(pairs[[_PERSON, _GROUP]])
-    frame = frame[pd.MultiIndex.from_frame(frame[[_PERSON, _GROUP]]).isin(kept_pairs)]
+    # groups: a person with at most G groups keeps all of them (no rank needed)
+    grank = np.zeros(len(pairs), dtype=np.int64)
+    need = np.flatnonzero(np.bincount(p_of, minlength=len(persons))[p_of] > unit.max_groups)
+    if len(need):
+        grank[need] = _ranks(f"{bkey}{SEPARATOR}g{SEPARATOR}", _tagged(persons[p_of[need]]),
+                             group_text[g_of[need]])
+    order = np.lexsort((g_of, grank, p_of))  # by person, then rank, ties by the group
+    place = np.empty(len(pairs), dtype=np.int64)
+    place[order] = _first_in_run(p_of[order])
+    keep = (place < unit.max_groups)[pair_of_row]
+    rows, pcode, pair_of_row = rows[keep], pcode[keep], pair_of_row[keep]
 
-    distinct = frame[[_PERSON, _GROUP, _CODES]].drop_duplicates()
-    distinct = distinct.assign(__h=_hashes([row_rank_text(bkey, p, g, c) for p, g, c in zip(
-        distinct[_PERSON], distinct[_GROUP].tolist(), distinct[_CODES], strict=True)]))
-    frame = frame.reset_index(names=_ROW).merge(distinct, on=[_PERSON, _GROUP, _CODES],
-                                                how="left", sort=False)
-    frame = frame.sort_values([_PERSON, _GROUP, "__h", _CODES, _ROW], kind="stable")
-    frame = frame[frame.groupby([_PERSON, _GROUP], sort=False).cumcount() < unit.max_rows]
-    kept = frame.sort_values(_ROW, kind="stable")
-    out = df.iloc[kept[_ROW].to_numpy()].copy()
-    out[eps] = kept[_EPS].to_numpy()
+    # rows: a (person, group) with at most R rows keeps all of them (no rank needed)
+    many = np.bincount(pair_of_row, minlength=len(pairs))[pair_of_row] > unit.max_rows
+    if many.any():
+        sub = np.flatnonzero(many)
+        at, cell = rows[sub], pair_of_row[sub]
+        code_text = _code_texts(df, codes, at)
+        ccode, ctexts = pd.factorize(code_text, sort=True)  # rank ties: by the codes' text
+        distinct, of = np.unique(cell * max(len(ctexts), 1) + ccode, return_inverse=True)
+        first = np.zeros(len(distinct), dtype=np.int64)
+        first[of] = np.arange(len(of))
+        who = _tagged(persons[p_of[cell[first]]])
+        rrank = np.asarray(_ranks(f"{bkey}{SEPARATOR}r{SEPARATOR}", who,
+                                  group_text[g_of[cell[first]]], code_text[first]),
+                           dtype=np.int64)[of]
+        order = np.lexsort((at, ccode, rrank, cell))
+        place = np.empty(len(sub), dtype=np.int64)
+        place[order] = _first_in_run(cell[order])
+        dropped = sub[place >= unit.max_rows]
+        keep = np.ones(len(rows), dtype=bool)
+        keep[dropped] = False
+        rows, pcode = rows[keep], pcode[keep]
+    order = np.argsort(rows, kind="stable")
+    out = df.iloc[rows[order]].copy()
+    out[eps] = person_eps[pcode[order]]
     return out
+
+
+def _tagged(persons: npt.NDArray[Any]) -> npt.NDArray[np.object_]:
+    """Each person's id text length-prefixed (``<length>:<id>``; an integer id in decimal),
+    as the rule's texts hold it (:func:`hdp_spark.core.privacy_unit.spec.group_rank_text`)."""
+    return np.array([f"{len(t)}:{t}" for t in map(str, persons.tolist())], dtype=object)
+
+
+def _code_texts(df: pd.DataFrame, codes: Sequence[str], rows: npt.NDArray[np.int64]
+                ) -> npt.NDArray[np.object_]:
+    """The codes of ``rows`` as the rule's text: each integer in decimal, joined by ``,``."""
+    if not codes:
+        return np.full(len(rows), "", dtype=object)
+    text = pd.Series(df[codes[0]].to_numpy(dtype=np.int64)[rows]).astype(str)
+    for c in codes[1:]:
+        text = text + "," + pd.Series(df[c].to_numpy(dtype=np.int64)[rows]).astype(str)
+    return text.to_numpy(dtype=object)
 
 
 def _codes(df: pd.DataFrame, spec: object) -> npt.NDArray[np.int64]:
@@ -276,7 +356,7 @@ def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: Release
     m = np.bincount(codes, minlength=len(persons))
     first = np.concatenate(([0], np.cumsum(m)[:-1]))
     bkey = bounding_key(key)
-    ranks = np.array(_hashes([report_rank_text(bkey, spec.name, p) for p in persons]),
-                     dtype=np.int64)
+    texts = np.array([report_rank_text(bkey, spec.name, p) for p in persons], dtype=object)
+    ranks = np.array(_ranks("", texts), dtype=np.int64)
     kept = np.sort(rows[first + ranks % m])  # every person has a row at their smallest ε
     return safe.iloc[kept]

@@ -97,6 +97,41 @@ def test_bounds_hold_and_match_the_reference(engine: Engine, max_groups: int,
     pd.testing.assert_frame_equal(out, _reference(df, unit, KEY), check_dtype=False)
 
 
+def test_a_skewed_table_matches_the_reference(engine: Engine) -> None:
+    """Light persons (at most G groups, at most R rows a group: kept whole, no rank read)
+    beside heavy ones (ranks decide): the kept rows are still the rule's exactly."""
+    rng = np.random.default_rng(21)
+    light = _events(seed=22, n=400, persons=200)
+    heavy = pd.DataFrame({
+        "uid": rng.choice([1000, 1001, 1002], 900).astype(np.int64),
+        "g": rng.integers(-1, 6, 900).astype(np.int64),
+        "x": rng.integers(0, 9, 900).astype(np.int64),
+        "eps": rng.choice([0.5, 1.0], 900),
+    })
+    df = pd.concat([light, heavy], ignore_index=True)
+    unit = PrivacyUnit("uid", 3, 4)
+    pd.testing.assert_frame_equal(_bound(engine, df, unit), _reference(df, unit, KEY),
+                                  check_dtype=False)
+
+
+def test_the_pandas_ranks_are_the_rule_s_ranks() -> None:
+    """The pandas bounding hashes its texts in one pass (no hex detour): the same numbers
+    as :func:`rank` of the rule's texts, ids with any characters included."""
+    from hdp_spark.core.privacy_unit.spec import SEPARATOR
+    from hdp_spark.pandas.privacy_unit import _ranks, _tagged
+
+    bkey = bounding_key(KEY)
+    persons = np.array(["7", "é\x1fü", "", "a" * 300], dtype=object)
+    groups = np.array(["0", "12", "3:abc2:de", "-5"], dtype=object)
+    got = _ranks(f"{bkey}{SEPARATOR}g{SEPARATOR}", _tagged(persons), groups)
+    assert got == [rank(group_rank_text(bkey, p, g))
+                   for p, g in zip(persons, groups, strict=True)]
+    codes = np.array(["1", "2,3", "", "-4"], dtype=object)
+    got = _ranks(f"{bkey}{SEPARATOR}r{SEPARATOR}", _tagged(persons), groups, codes)
+    assert got == [rank(row_rank_text(bkey, p, g, c))
+                   for p, g, c in zip(persons, groups, codes, strict=True)]
+
+
 def test_person_eps_is_the_smallest_safe_eps_of_all_their_rows(engine: Engine) -> None:
     df = pd.DataFrame({"uid": [1, 1, 1, 2, 2, 3], "g": [0, 0, -1, 1, 1, 0],
                        "x": [0, 1, 2, 0, 1, 0],

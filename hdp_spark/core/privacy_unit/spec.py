@@ -63,6 +63,7 @@ from hdp_spark.errors import ParameterError
 __all__ = [
     "MAX_GROUPS_LIMIT",
     "MAX_ROWS_LIMIT",
+    "SEPARATOR",
     "PrivacyUnit",
     "bounding_key",
     "group_key_text",
@@ -79,7 +80,10 @@ MAX_GROUPS_LIMIT = 10_000
 MAX_ROWS_LIMIT = 1_000_000
 """The largest ``max_rows`` taken."""
 
-_SEP = "\x1f"
+SEPARATOR = "\x1f"
+"""The separator of the rank texts' parts (a control character no id is expected to hold;
+the person's id is length-prefixed anyway)."""
+_SEP = SEPARATOR
 _BOUNDING_CONTEXT = ("privacy-unit", "bounding", 1)
 
 
