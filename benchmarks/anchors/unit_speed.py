@@ -7,10 +7,11 @@ rows in one of 10 public groups, an amount in [0, 500] and ε 1 on every row.
 * PipelineDP 0.3.1 (LocalBackend, Laplace, public partitions): the grouped mean with
   ``max_partitions_contributed=1, max_contributions_per_partition=2``, from a Python list.
 * hdp_spark: ``agg(df, hdp_mean, by="grp", keys=0..9, privacy_unit="person",
-  max_groups=1, max_rows=2)`` on a cached Spark DataFrame of the same rows.
+  max_groups=1, max_rows=2)`` on a cached Spark DataFrame of the same rows (``spark``), and
+  on the pandas DataFrame itself (``pandas``: in one process, as PipelineDP's LocalBackend).
 
 Prints each library's wall time per release (PipelineDP once, hdp_spark the median of
---repeats after a warm-up) and their ratio.
+--repeats after a warm-up) and their ratio, per engine of --engines.
 
 Run: benchmarks/.venv-anchors/bin/python benchmarks/anchors/unit_speed.py
 """
@@ -88,19 +89,35 @@ def ours(df: pd.DataFrame, repeats: int) -> list[float]:
     return times
 
 
+def ours_pandas(df: pd.DataFrame, repeats: int) -> list[float]:
+    import hdp_spark.pandas as hpd
+
+    def run() -> float:
+        start = time.perf_counter()
+        hpd.agg(df, hpd.hdp_mean("amount", eps="eps", lower=0, upper=500), by="grp",
+                keys=KEYS, privacy_unit="person", max_groups=1, max_rows=2)
+        return time.perf_counter() - start
+
+    run()
+    return [run() for _ in range(repeats)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--persons", type=int, default=500_000)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--engines", default="spark,pandas")
     a = p.parse_args()
     df = table(a.persons)
-    hdp = ours(df, a.repeats)
+    runs = {"spark": ours, "pandas": ours_pandas}
+    hdp = {e: runs[e](df, a.repeats) for e in a.engines.split(",")}
     pdp = pipeline(df)
-    med = statistics.median(hdp)
     print(f"rows {len(df)}, persons {a.persons}, load {os.getloadavg()[0]:.1f}")
-    print(f"hdp_spark  {med:7.2f} s (all {' '.join(f'{t:.2f}' for t in hdp)})")
     print(f"PipelineDP {pdp:7.2f} s")
-    print(f"PipelineDP / hdp_spark {pdp / med:.1f}x")
+    for engine, times in hdp.items():
+        med = statistics.median(times)
+        print(f"hdp_spark ({engine}) {med:7.2f} s (all {' '.join(f'{t:.2f}' for t in times)})")
+        print(f"PipelineDP / hdp_spark ({engine}) {pdp / med:.1f}x")
 
 
 if __name__ == "__main__":
