@@ -340,13 +340,10 @@ def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: Release
     from hdp_spark.pandas.ldp import report_codes
 
     eps = numeric_column(df, spec.eps, "ε")  # a SchemaError if missing or not numeric
-    person = person_texts(df, unit).to_numpy(dtype=object)
+    rows, codes, persons = _person_codes(df, unit)
     safe = df.assign(**{spec.eps: unit_eps(pd.Series(eps, index=df.index))})
     level = safe[spec.eps].to_numpy(dtype=np.float64)
     index, q = report_codes(safe, spec)
-    known = pd.notna(person)
-    rows = np.flatnonzero(known)
-    codes, persons = pd.factorize(person[rows])
     smallest = pd.Series(level[rows]).groupby(codes).transform("min").to_numpy()
     rows, codes = rows[level[rows] == smallest], codes[level[rows] == smallest]
     # sorted by (person, index, q_1..q_k, row): np.lexsort's last key sorts first
@@ -356,7 +353,8 @@ def keep_one_report(df: pd.DataFrame, unit: PrivacyUnit, spec: Any, key: Release
     m = np.bincount(codes, minlength=len(persons))
     first = np.concatenate(([0], np.cumsum(m)[:-1]))
     bkey = bounding_key(key)
-    texts = np.array([report_rank_text(bkey, spec.name, p) for p in persons], dtype=object)
+    texts = np.array([report_rank_text(bkey, spec.name, p)
+                      for p in map(str, persons.tolist())], dtype=object)
     ranks = np.array(_ranks("", texts), dtype=np.int64)
     kept = np.sort(rows[first + ranks % m])  # every person has a row at their smallest ε
     return safe.iloc[kept]
