@@ -237,3 +237,26 @@ def test_spark_publishes_and_charges_the_same(tmp_path: Path, spark: Any) -> Non
     assert (charges_of(tmp_path / "s" / "ledger.sqlite", "spend")
             == charges_of(tmp_path / "p" / "ledger.sqlite", "spend"))
 
+
+def test_plan_shows_the_threshold_and_explain_s_figures(tmp_path: Path) -> None:
+    """The plan's lines of a unit release with select_keys are ``explain``'s: the
+    half-widths at W and the threshold with its chances (no row count, no group)."""
+    from hdp_spark.jobs.plan_render import render_plan
+    from hdp_spark.report.fmt import fmt_num
+
+    text = render_plan(plan_budget(load_job(_job(tmp_path, _events(seed=3, persons=30)))))
+    ex = hpd.explain(_events(seed=3, persons=30),
+                     hpd.hdp_mean("amount", eps="eps", lower=0, upper=500),
+                     hpd.hdp_histogram("category", eps="eps", categories=["a", "b"]),
+                     by="country", keys=hpd.select_keys(delta=DELTA, c=C, share=SHARE),
+                     privacy_unit="user_id", max_groups=G, max_rows=R)
+    for row in ex.itertuples():
+        at = {d["weight"]: d for d in row.half_width_at}[1_000.0]
+        cell = f"{fmt_num(at['central_half_width'])} (<= {fmt_num(at['half_width'])})"
+        line = next(x for x in text.splitlines() if x.strip().startswith(row.aggregator))
+        assert cell in line, (cell, line)
+    first = ex.iloc[0]
+    chance = {d["weight"]: d["probability"] for d in first["release_probability_at"]}
+    line = next(x for x in text.splitlines() if "select_keys: a group is published" in x)
+    assert f"reaches {fmt_num(first['threshold'])} (δ = {DELTA:g}" in line
+    assert f"W = 100: {fmt_num(chance[100.0])}" in line
