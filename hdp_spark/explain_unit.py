@@ -31,10 +31,23 @@ W > 2h_W the half-width is at most
 cutting to the output range only narrows it. Below 2h_W the bound is half the range.
 Beside the bound, ``central_half_width`` is the half-width in the central case (W̃ = W, the
 statistic at 0: h/(W - h_W)), what a group of weight W typically gets.
+
+With ``keys=select_keys(...)`` the groups themselves are private: the frame has no group
+column and one row per aggregator (the figures are the same for every group), and adds the
+selection's public constants: ``delta``, ``threshold`` T·γ (ε units: a group is released
+iff W̃ >= T, T = K_c + m*), ``margin`` m*·γ (computed for δ/``max_groups``: a group
+holding one person alone, W <= K_c, is released with probability <= δ/G) and
+``release_probability_at``: per ladder weight W, P[W + Z >= T] with Z the two-sided
+geometric noise of scale t_S steps (P[Z = z] ∝ q^|z|, q = e^{-1/t_S}), which is exact:
+P[Z >= d] = q^d/(1 + q) for d >= 1 and 1 - q^{1-d}/(1 + q) for d <= 0 (W in whole steps,
+rounded down). ``half_width_at`` holds for a released group of weight W as over public
+keys (the release's interval is computed the same way). All of it is a function of the
+parameters: still no column is read.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -50,8 +63,9 @@ from hdp_spark.core.privacy_unit.options import UnitOptions, check_unit
 from hdp_spark.core.selection.spec import SelectKeys
 from hdp_spark.errors import ParameterError
 
-__all__ = ["UNIT_EXPLAIN_FIELDS", "WEIGHT_LADDER", "central_half_width", "explain_unit",
-           "unit_figures", "unit_half_width"]
+__all__ = ["UNIT_EXPLAIN_FIELDS", "UNIT_SELECT_FIELDS", "WEIGHT_LADDER", "central_half_width",
+           "explain_unit", "release_probability", "select_figures", "unit_figures",
+           "unit_half_width"]
 
 WEIGHT_LADDER: tuple[float, ...] = (10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
 """The public group weights W (ε units) at which ``half_width_at`` bounds the noise
@@ -78,6 +92,17 @@ UNIT_EXPLAIN_FIELDS: tuple[OutputField, ...] = (
 )
 """Columns of an explain frame under a privacy unit, after the group columns (documented
 in ``explain``)."""
+
+UNIT_SELECT_FIELDS: tuple[OutputField, ...] = (
+    OutputField("delta", "float", nullable=False),
+    OutputField("threshold", "float", nullable=False),
+    OutputField("margin", "float", nullable=False),
+    OutputField("release_probability_at", "list", (
+        OutputField("weight", "float"), OutputField("probability", "float")),
+        nullable=False),
+)
+"""Columns added under ``keys=select_keys(...)`` (no group columns: the groups are
+private)."""
 
 _HALF = Fraction(1, 2)  # the mean numerator's noise grid (selection.mechanism's)
 
@@ -169,27 +194,54 @@ def unit_figures(specs: Sequence[object], selection: SelectKeys) -> list[tuple[A
     return out
 
 
+def release_probability(selection: SelectKeys, weight: float) -> float:
+    """P[W̃ >= T] for a group of weight ``weight`` (ε units, rounded down to whole steps)
+    under ``selection``'s threshold: exact for the two-sided geometric noise (module
+    docstring).
+
+    Privacy:
+        A function of public figures only.
+    """
+    steps = math.floor(Fraction(repr(float(weight))) / selection.gamma)
+    t = selection.selection_scale
+    q = math.exp(-t.denominator / t.numerator)
+    d = selection.threshold - steps
+    if d >= 1:
+        return float(q ** d / (1 + q))
+    return float(1 - q ** (1 - d) / (1 + q))
+
+
+def select_figures(selection: SelectKeys) -> tuple[Any, ...]:
+    """The values of :data:`UNIT_SELECT_FIELDS` under ``selection`` (not over public keys).
+
+    Privacy:
+        A function of public figures only.
+    """
+    gamma = float(selection.gamma)
+    return (float(selection.delta), selection.threshold * gamma, selection.margin * gamma,
+            [{"weight": w, "probability": release_probability(selection, w)}
+             for w in WEIGHT_LADDER])
+
+
 def explain_unit(
     engine: Engine, specs: Sequence[object], *, by: str | Sequence[str] | None, keys: Any,
     unit: UnitOptions,
 ) -> tuple[tuple[str, ...], list[tuple[str, OutputField]], list[tuple[Any, ...]]]:
     """Explain a release of ``specs`` under ``unit``: (by columns, output columns, rows),
-    one row per (public key, aggregator).
+    one row per (public key, aggregator); under ``select_keys`` one row per aggregator,
+    no group column, with the selection's figures (:data:`UNIT_SELECT_FIELDS`).
 
     Raises:
         ParameterError: as ``agg`` under the same unit (the aggregators, one ε column and
-            grid, public keys for a grouped call, no ``select_keys``).
+            grid, public keys or ``select_keys`` for a grouped call, ``select_keys`` with
+            ``by``, no ``eps_cap``/``weight_share`` beside it).
 
     Privacy:
         Reads no column of the table (n and the ε histogram are private under a unit): the
         output is a function of the specs, the bounds, the options and the caller's public
-        key set, and may be published.
+        key set (or the selection's parameters), and may be published. Under
+        ``select_keys`` no group is named: which groups exist is private.
     """
-    if isinstance(keys, SelectKeys):
-        msg = ("`explain` under `privacy_unit` with `keys=select_keys(...)` is not "
-               "available: which groups are released depends on the data; pass the public "
-               "keys you expect.")
-        raise ParameterError(msg)
     specs_t = tuple(specs)
     kernels = tuple(_kernel(s) for s in specs_t)
     check_names(specs_t)
@@ -200,8 +252,12 @@ def explain_unit(
                "local-DP release reads one report per person, so its n is the number of "
                "persons: explain it without `privacy_unit` on a one-row-per-person table.")
         raise ParameterError(msg)
+    per_spec = unit_figures(specs_t, selection)
+    if isinstance(keys, SelectKeys):  # private groups: none is named, none is read
+        extra = select_figures(selection)
+        fields = (*UNIT_EXPLAIN_FIELDS, *UNIT_SELECT_FIELDS)
+        return (), [(f.suffix, f) for f in fields], [(*row, *extra) for row in per_spec]
     found = engine.release_keys(keys, by_t)
     order = found if found is not None else ((),)
-    per_spec = unit_figures(specs_t, selection)
     rows = [(*key, *row) for key in order for row in per_spec]
     return by_t, [(f.suffix, f) for f in UNIT_EXPLAIN_FIELDS], rows

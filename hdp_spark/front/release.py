@@ -230,7 +230,11 @@ def explain(
         range) and ``half_width_at`` (per public group weight W of
         :data:`~hdp_spark.explain_unit.WEIGHT_LADDER`: a (1 - β) bound of the released
         noise interval's half-width, output units). W ≈ the number of persons in a group
-        when each has ε >= max_groups × eps_cap and max_rows rows there.
+        when each has ε >= max_groups × eps_cap and max_rows rows there. With
+        ``keys=select_keys(...)`` as well no group is named (one row per aggregator, no
+        group column) and ``delta``, ``threshold``, ``margin`` (ε units) and
+        ``release_probability_at`` (per ladder weight: the exact chance of release) are
+        added.
 
     Engines:
         On Spark, one job per ε column and grid (``groupBy(by..., ε level).count()``, no

@@ -53,7 +53,7 @@ def release_models(job: JobSpec, *, plan_only: bool = False) -> tuple[ReleaseMod
     """
     models = []
     for rel in job.releases:
-        if rel.selection is not None:
+        if rel.selection is not None and rel.unit is None:
             sel = rel.selection
             if not plan_only:
                 msg = (

@@ -274,7 +274,8 @@ def check_unit_release(where: str, rel: ReleaseSpec) -> None:
     """Rules of a release under a privacy unit (checked when the job is loaded).
 
     Raises:
-        JobError: ``select_keys`` as well, a kind other than ``mean`` / ``histogram``,
+        JobError: ``eps_cap`` or ``weight_share`` with ``select_keys`` (whose ``c`` and
+            ``share`` replace them), a kind other than ``mean`` / ``histogram``,
             aggregators on different ε columns or grids, a histogram with
             ``project = true``, or the user id read as data or grouped by.
 
@@ -282,9 +283,13 @@ def check_unit_release(where: str, rel: ReleaseSpec) -> None:
         Checks public parameters of the job file only.
     """
     assert rel.unit is not None
-    if rel.selection is not None:
-        msg = (f"`{where}: privacy_unit` with `select_keys` is not available yet: give the "
-               "release a public `keys` list (or no `by`).")
+    if rel.selection is not None and (rel.unit.eps_cap is not None
+                                      or rel.unit.weight_share is not None):
+        named = "eps_cap" if rel.unit.eps_cap is not None else "weight_share"
+        value = rel.unit.eps_cap if named == "eps_cap" else rel.unit.weight_share
+        msg = (f"`{where}: privacy_unit: {named}` must not be given with `select_keys` "
+               "(its `c` and `share` take the places of `eps_cap` and `weight_share`); "
+               f"got {value!r}.")
         raise JobError(msg)
     kinds = sorted({a.kind for a in rel.aggregators} - set(_SELECTION_KINDS))
     if kinds:

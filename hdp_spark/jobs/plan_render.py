@@ -210,7 +210,7 @@ def render_plan(plan: JobBudgetPlan) -> str:
 def _unit_lines(rel: Any) -> list[str]:
     """A release under a privacy unit: its groups' weights are private, so the plan shows
     the noise interval's half-width per public group weight W (``explain``'s figures)."""
-    from hdp_spark.explain_unit import WEIGHT_LADDER, unit_figures
+    from hdp_spark.explain_unit import WEIGHT_LADDER, select_figures, unit_figures
 
     specs = rel.unit.aggregators
     figures = unit_figures([spec for _, spec in specs], rel.unit.selection)
@@ -219,10 +219,19 @@ def _unit_lines(rel: Any) -> list[str]:
                      f"(<= {fmt_num(fig[-1][i]['half_width'])})" for i in shown)]
             for (name, _), fig in zip(specs, figures, strict=True)]
     header = ["aggregator", *(f"W = {WEIGHT_LADDER[i]:,.0f}" for i in shown)]
-    return ["  privacy unit: n and the ε histogram are private, so the accuracy depends on",
-            "  a group's weight W (ε units; about its persons when each has ε >= max_groups",
-            "  × eps_cap and max_rows rows there). Noise interval's ± at W, typical (bound):",
-            *("  " + x for x in text_table(header, rows))]
+    lines = ["  privacy unit: n and the ε histogram are private, so the accuracy depends on",
+             "  a group's weight W (ε units; about its persons when each has ε >= max_groups",
+             "  × eps_cap and max_rows rows there). Noise interval's ± at W, typical (bound):",
+             *("  " + x for x in text_table(header, rows))]
+    sel = rel.unit.selection
+    if not sel.keys_public:  # select_keys: the threshold and its chance, public figures
+        delta, threshold, _, chance = select_figures(sel)
+        lines += [f"  select_keys: a group is published iff its noisy weight reaches "
+                  f"{fmt_num(threshold)} (δ = {delta:g}; one person alone: <= δ/"
+                  f"{sel.max_groups}); chance at "
+                  + ", ".join(f"W = {c['weight']:,.0f}: {fmt_num(c['probability'])}"
+                              for c in chance if 10 <= c["weight"] <= 1_000)]
+    return lines
 
 
 def _auto_lines(explained: Any) -> list[str]:

@@ -140,7 +140,8 @@ def capped_table(
     # a privacy-unit release reads (and charges) every user: whether a person has rows
     # in the public keys is private; its agg call drops the rows outside them
     scoped = prepared if rel.unit is not None else adapter.restrict(prepared, rel.by, rel.keys)
-    if rel.selection is not None:  # demand min(ε, c): clip first (κ_i unchanged)
+    if rel.selection is not None and rel.unit is None:  # demand min(ε, c): clip first
+        # (κ_i unchanged); under a unit the charge saturates by itself (jobs/unit.py)
         col, grid = selection_eps(rel)
         scoped = adapter.clip_eps(scoped, col, clip_point(rel.selection, grid))
     person = _person_columns(rel)
@@ -244,7 +245,7 @@ def _outcome(
         for name, per in result.tau.items()
     }
     extra: dict[str, Any] = {}
-    if rel.selection is not None:
+    if rel.selection is not None and rel.unit is None:
         # Public facts only: the parameters (δ per release) and the table-wide charge
         # classes [capped ε level, rows, κ] (the ε histogram); never the candidates, their
         # number or a group's n.
@@ -254,8 +255,9 @@ def _outcome(
             if described["kind"] == "histogram":
                 described["intervals"] = []
     if rel.unit is not None:
-        # Public facts only: the bounds and parameters and [ε level, a person's charge];
-        # never a row count (private when people have many rows).
+        # Public facts only: the bounds and parameters (δ under select_keys) and [ε
+        # level, a person's charge]; never a row count (private when people have many
+        # rows) nor the number of candidate groups.
         extra["privacy_unit"] = {**describe_unit(rel), "charges": classes or []}
         for described in aggregators:
             if described["kind"] == "histogram":
@@ -360,10 +362,10 @@ def _run_release(
                 fault_point("budgets_checked", rel.id)
                 classes = None
                 with timer.stage(f"{rel.id}:compute"):
-                    if rel.selection is not None:
-                        result, classes = _compute_selected(adapter, capped, job, rel)
-                    elif rel.unit is not None:
+                    if rel.unit is not None:  # with or without select_keys
                         result, classes = _compute_unit(adapter, capped, job, rel)
+                    elif rel.selection is not None:
+                        result, classes = _compute_selected(adapter, capped, job, rel)
                     else:
                         result = _compute(adapter, capped, job, rel)
                 fault_point("computed", rel.id)

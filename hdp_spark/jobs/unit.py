@@ -15,6 +15,18 @@ release spends the smallest: the ledger errs on the safe side).
 Budget rule: a user's demand is their ε once, whatever the number of aggregators (they
 share the person's ε: the weight's share and each aggregator's add up to it), so the ε
 column is capped like one aggregator's column (``[budget] policy``).
+
+With ``[releases.select_keys]`` as well (private groups, no public ``keys``): the one
+``agg`` call selects the groups over the bounded rows (``select_keys``' ``c`` and
+``share`` take the places of ``eps_cap`` and ``weight_share``). The charge is the same
+G·R·k·γ per user, once, every user (the selection's noisy weights are part of the same
+mechanism: its share f is inside the person's G·R·k·γ, :mod:`hdp_spark.core.privacy_unit.
+weights`), plus the release's δ (a group that exists only because of one person holds
+that person alone, weight <= K_c, released with probability <= δ/G; at most G such
+groups: δ per person), recorded in the outcome as for partition selection. The charge
+never depends on which groups were released, so the ledger reveals none of them. The ε
+column is not clipped at c first (unlike a selection release without a unit): the charge
+already saturates at G·R·⌊K_c/R⌋·γ <= G·c, as over public keys.
 """
 
 from __future__ import annotations
@@ -71,7 +83,8 @@ def parse_privacy_unit(where: str, raw: object, user_id: str) -> UnitOptions:
 def unit_parameters(rel: ReleaseSpec) -> SelectKeys:
     """The mechanism's public parameters of a privacy-unit release."""
     assert rel.unit is not None
-    return unit_selection(rel.unit.unit, rel.keys or (), eps_cap=rel.unit.eps_cap,
+    keys: object = rel.selection if rel.selection is not None else rel.keys or ()
+    return unit_selection(rel.unit.unit, keys, eps_cap=rel.unit.eps_cap,
                           weight_share=rel.unit.weight_share)
 
 
@@ -87,25 +100,35 @@ def unit_charge_table(selection: SelectKeys, levels: Sequence[float]
 
 
 def describe_unit(rel: ReleaseSpec) -> dict[str, Any]:
-    """The unit's public parameters (part of the release definition and outcome)."""
+    """The unit's public parameters (part of the release definition and outcome); under
+    ``select_keys`` also its δ (the selection's other parameters are ``eps_cap``,
+    ``weight_share`` and ``step`` here)."""
     assert rel.unit is not None
     sel = unit_parameters(rel)
-    return {"column": rel.unit.unit.column, "max_groups": rel.unit.unit.max_groups,
-            "max_rows": rel.unit.unit.max_rows, "eps_cap": float(sel.c),
-            "weight_share": float(sel.share), "step": float(sel.gamma)}
+    out: dict[str, Any] = {
+        "column": rel.unit.unit.column, "max_groups": rel.unit.unit.max_groups,
+        "max_rows": rel.unit.unit.max_rows, "eps_cap": float(sel.c),
+        "weight_share": float(sel.share), "step": float(sel.gamma)}
+    if rel.selection is not None:
+        out["delta"] = float(sel.delta)
+    return out
 
 
 def release_unit(adapter: ReleaseAdapter, table: Any, rel: ReleaseSpec,
                  unsafe_seed: str | None) -> list[dict[str, Any]]:
     """Run the release's aggregators in ONE ``agg(..., privacy_unit=...)`` call through the
-    core pipeline on the adapter's engine; one plain dict per public key.
+    core pipeline on the adapter's engine; one plain dict per public key (under
+    ``select_keys``: per released group, sorted by key; the candidates never leave the
+    call).
 
     Privacy:
-        One release: each person's loss at most their ε (docs/privacy_unit.md).
+        One release: each person's loss at most their ε, plus δ under ``select_keys``
+        (docs/privacy_unit.md).
     """
     assert rel.unit is not None
     engine = adapter.engine(table)
     specs = [library_spec(a.spec) for a in rel.aggregators]
-    out = release_specs(engine, specs, by=list(rel.by), keys=rel.keys,
+    keys = rel.selection if rel.selection is not None else rel.keys
+    out = release_specs(engine, specs, by=list(rel.by), keys=keys,
                         unsafe_seed=unsafe_seed, unit=rel.unit).materialize(engine)
     return adapter.to_records(out)

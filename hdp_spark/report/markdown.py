@@ -148,7 +148,8 @@ def _release_section(
               f"re-published from the commit of {commit_time(run.record.committed_at)} "
               f"(computed then{by_engine}; nothing charged now)")
     lines += [f"_{status[:1].upper()}{status[1:]}._", ""]
-    what = what_all(aggs, by, len(rows), selection is not None)
+    selected = selection is not None or (unit is not None and "delta" in unit)
+    what = what_all(aggs, by, len(rows), selected)
     lines += [f"- **What:** {what}."]
     if selection is not None:
         lines += [f"- **Guarantee:** {guarantee_words(selection)}."]
@@ -232,7 +233,12 @@ def _unit_lines(unit: dict[str, Any], budget: dict[str, Any], now: bool) -> list
     total, most = float(budget.get("eps_charged_total", 0.0)), float(
         budget.get("eps_charged_max", 0.0))
     when = "" if now else " (charged once, when it was first computed; nothing now)"
-    return [
+    chosen = [] if "delta" not in unit else [
+        f"- **Groups:** chosen privately: a group is published only if its noisy total "
+        f"weight reaches a threshold, so small groups are left out; δ = "
+        f"{float(unit['delta']):g} bounds the chance that any group holding one person "
+        "alone is published (all of their groups together)."]
+    return [*chosen,
         f"- **Guarantee:** each person (all rows with the same `{unit['column']}`) is "
         f"protected with their own ε for this release, however many rows they have: at "
         f"most {g} group{'s' if g != 1 else ''} and {r} row{'s' if r != 1 else ''} per "
@@ -278,7 +284,8 @@ def render_report(
         *[f"- [{r.release_id}](#release-{r.release_id.lower()}) — "
           + what_all(r.record.outcome_data()["aggregators"], r.record.outcome_data()["by"],
                       len(r.record.outcome_data()["rows"]),
-                      "selection" in r.record.outcome_data())
+                      "selection" in r.record.outcome_data()
+                      or "delta" in r.record.outcome_data().get("privacy_unit", {}))
           for r in runs],
         "",
         *md_table(

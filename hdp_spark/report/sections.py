@@ -247,7 +247,12 @@ def details_section(
             f"{unit['max_groups']} (at most {fmt_num(unit['eps_cap'])}), rounded down to "
             f"steps of {unit['step']:g}; a share {fmt_num(unit['weight_share'])} of it pays "
             "for the noisy weight (`_weight`) every statistic is divided by. Groups' row "
-            "counts are private and not shown.", ""]
+            "counts are private and not shown."
+            + ("" if "delta" not in unit else
+               f" Groups are selected privately (δ = {float(unit['delta']):g}, the margin "
+               f"computed for δ / {unit['max_groups']}): a group is published only if its "
+               "noisy weight reaches the threshold; the number of groups in the data is "
+               "private and not shown."), ""]
     for a in aggs:
         name, kind, d = a["name"], a["kind"], a["definition"]
         method = d.get("method") if selection is None and unit is None else None

@@ -167,8 +167,9 @@ def test_bad_settings_are_named(tmp_path: Path, table: str, needle: str) -> None
 
 def test_kind_and_selection_rules(tmp_path: Path) -> None:
     text = RELEASE.replace('keys = ["DE", "FR", "IT"]',
-                           'select_keys = { delta = 1e-7, c = 1.0, share = 0.4 }')
-    with pytest.raises(JobError, match="with `select_keys` is not available yet"):
+                           'select_keys = { delta = 1e-7, c = 1.0, share = 0.4 }').replace(
+        "max_rows = 3 }", "max_rows = 3, eps_cap = 2.0 }")
+    with pytest.raises(JobError, match="eps_cap` must not be given with `select_keys`"):
         load_job(_job(tmp_path, _events(persons=5), releases=text))
     text = RELEASE.replace('column = "amount"', 'column = "user_id"')
     with pytest.raises(JobError, match="identifies people"):

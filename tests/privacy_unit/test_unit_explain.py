@@ -131,8 +131,6 @@ def test_bound_holds_the_released_half_width() -> None:
 
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"privacy_unit": None}, "`max_groups` bounds a privacy unit: it needs `privacy_unit`"),
-    ({"keys": hpd.select_keys(delta=1e-6, c=1.0, share=0.3)},
-     "with `keys=select_keys(...)` is not available: which groups"),
     ({"keys": None}, "a grouped release needs public `keys`"),
     ({"weight_share": 1.5}, "`weight_share` must be in (0, 1), got 1.5"),
     ({"max_rows": 0}, "`max_rows` must be an int in [1, 1000000]"),
