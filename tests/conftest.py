@@ -42,15 +42,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Under pytest-xdist (``scripts/test.sh`` runs the whole suite on workers with ``--dist
 # loadgroup``) a test goes to any worker unless it shares something costly: the tests that use
-# one of the Spark servers (session-scoped, one per test process) all run on one worker, so
-# each server starts once per run, not once per worker; the tests of a module that share a
-# module- or class-scoped fixture run on one worker, so the fixture is built once.
+# one Spark server (session-scoped, one per test process) run on one worker, so each server
+# starts once per run, not once per worker; each server has its own group, so two workers
+# share the servers' tests (one group for all of them kept one worker busy 554 s of
+# tests/columns while the other idled); the tests of a module that share a module- or
+# class-scoped fixture run on one worker, so the fixture is built once.
 SERVER_FIXTURES = frozenset({"connect_server", "bare_connect_server", "cluster_server"})
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
-    if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-        return "spark-servers"
+    servers = sorted(SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    if servers:  # a test of two servers would share a group with neither: one group per set
+        return "spark-server-" + "+".join(servers)
     info = getattr(item, "_fixtureinfo", None)
     for defs in getattr(info, "name2fixturedefs", {}).values():
         if defs and defs[-1].scope in ("module", "class", "package"):

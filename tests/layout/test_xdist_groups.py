@@ -58,3 +58,40 @@ def test_tests_of_a_module_fixture_run_on_one_worker(tmp_path: Path) -> None:
     assert len(shared) == 1, shared
     assert next(iter(shared))[1] == "@test_probe.py"
     assert all(group == "" for _, name, group in ran if name == "test_alone")
+
+
+def _suite_conftest() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hdp_suite_conftest_groups",
+                                                  TESTS / "conftest.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_spark_server_has_its_own_group() -> None:
+    """The tests of one server share a group (the server starts once per run); the tests of
+    different servers do not (two workers share them: one group for all servers kept one
+    worker busy while the other idled)."""
+    from types import SimpleNamespace
+
+    group = _suite_conftest()._xdist_group  # type: ignore[attr-defined]
+
+    def of(*fixtures: str) -> str | None:
+        item = SimpleNamespace(fixturenames=["spark", *fixtures], nodeid="tests/x.py::t")
+        result: str | None = group(item)
+        return result
+
+    connect, cluster, bare = (of("connect_server"), of("cluster_server"),
+                              of("bare_connect_server"))
+    assert len({connect, cluster, bare}) == 3
+    assert None not in {connect, cluster, bare}
+    assert of("tmp_path", "connect_server") == connect
+    both = of("cluster_server", "connect_server")
+    assert both not in {connect, cluster, None}
+    assert of("connect_server", "cluster_server") == both
+    assert of("tmp_path") is None
