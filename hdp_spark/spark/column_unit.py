@@ -21,7 +21,10 @@ selection Column's, W̃ drawn for every group (no threshold over public keys).
 Under ``keys="public"`` a group's position in the rank texts is its place among the groups
 found, in ascending order: the release API's position of that group in ``keys=`` given the
 sorted list of the same groups. The declaration makes that list public, as it makes every
-group found public.
+group found public; so every group found gets an output row, even one whose persons all
+kept other groups (``UnitKeys.withEveryGroup``: one row at ε 0 per group found, weight 0),
+as ``agg`` releases every key of that list: whether a group kept rows is a function of
+its persons' rows and must not decide whether it is published.
 
 Under a public key list (``keys=[...]``) a group's position is its index in the list (as
 ``agg`` normalizes it), a row of any other key (or a null or NaN one) takes no group and

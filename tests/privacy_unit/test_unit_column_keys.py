@@ -131,3 +131,41 @@ def test_analysis_errors(events: Any, build: Any, message: str) -> None:
 def test_parameter_errors(keys: Any, needle: str) -> None:
     with pytest.raises(ParameterError, match=needle):
         hs.hdp_mean("amount", eps="eps", lower=0, upper=500, keys=keys, **UNIT)
+
+
+def test_public_groups_all_get_a_row(spark: Any, tmp_path: Any) -> None:
+    """keys='public': ten persons alone in a group of their own, each with rows in three
+    other groups (max_groups = 2: each drops about half of theirs). Every group found
+    still has an output row, equal to agg's over the sorted list of the groups found (a
+    group missing because its persons kept other groups would be a deterministic function
+    of their rows)."""
+    base = _events(seed=4)
+    own = pd.DataFrame([{"user_id": 10**6 + i, "country": c, "amount": 100.0,
+                         "category": "a", "eps": 1.0}
+                        for i in range(10) for c in (f"X{i}", "DE", "FR", "IT")])
+    frame = pd.concat([base, own], ignore_index=True)
+    path = tmp_path / "own.parquet"
+    frame.to_parquet(path)
+    events = spark.read.parquet(str(path))
+    col = hs.hdp_mean("amount", eps="eps", lower=0, upper=500, keys="public",
+                      **UNIT).unsafe_seed(12)
+    q = events.groupBy("country").agg(col.alias("out"))
+    got = {r["country"]: r["out"] for r in q.collect()}
+    found = sorted(frame["country"].dropna().unique())
+    assert sorted(got) == found
+    qkey = query_key(q, col)
+    ref = hs.agg(events, col, by="country", keys=found, **UNIT, unsafe_seed=qkey).collect()
+    for r in ref:
+        _same(got[r["country"]], r, col.spec.name, "mean")
+    from hdp_spark.pandas.privacy_unit import bound_frame
+
+    kept = bound_frame(frame, PrivacyUnit("user_id", UNIT["max_groups"], UNIT["max_rows"]),
+                       eps="eps", by=("country",), keys=tuple((k,) for k in found),
+                       specs=(col.spec,), key=qkey)
+    assert set(found) - set(kept["country"])  # not vacuous: some groups kept no row
+
+
+def test_public_groups_need_columns(events: Any) -> None:
+    col = hs.hdp_mean("amount", eps="eps", lower=0, upper=500, keys="public", **UNIT)
+    with pytest.raises(Exception, match="must group by columns of its input"):
+        events.groupBy(events.country.substr(1, 1)).agg(col).collect()

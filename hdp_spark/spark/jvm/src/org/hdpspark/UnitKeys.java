@@ -21,8 +21,10 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.Length;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
@@ -59,10 +61,10 @@ final class UnitKeys {
 
   private UnitKeys() {}
 
-  static final String EXPRESSION = "hdp_spark: under `privacy_unit` with a key list the "
-      + "aggregate must group by columns of its input (every listed key gets a row, made "
-      + "from the key's values); got the grouping expression %s. Add it as a column first "
-      + "(df.withColumn).";
+  static final String EXPRESSION = "hdp_spark: under `privacy_unit` with a key list or "
+      + "keys='public' the aggregate must group by columns of its input (every key gets a "
+      + "row, made from the key's values); got the grouping expression %s. Add it as a "
+      + "column first (df.withColumn).";
 
   static final String KEY_TYPE = "ParameterError: under `privacy_unit` with "
       + "`keys=select_keys(...)` every grouping column must hold integers or strings (a "
@@ -132,10 +134,38 @@ final class UnitKeys {
         Option.apply(Literal.create(-1L, DataTypes.LongType)));
   }
 
-  /** {@code bounded} (the input's columns, then ε_person) with one row per listed key: the
-   * grouping columns set to the key, ε_person 0, every other column null. */
-  static LogicalPlan withEveryKey(LogicalPlan bounded, List<Attribute> input,
-      List<Expression> grouping, List<List<Literal>> keys) {
+  /** Under {@code keys="public"}: {@code bounded} with one row at ε_person 0 per group
+   * found in {@code keyed} (the input without null or NaN keys), so that every group found
+   * (the declared-public set) has an output row, as {@code agg} over the sorted list of
+   * those groups releases one per key. Without it a group whose persons all kept other
+   * groups would be missing, a deterministic function of those persons' rows. */
+  static LogicalPlan withEveryGroup(LogicalPlan bounded, List<Attribute> input,
+      List<Expression> grouping, LogicalPlan keyed) {
+    List<Integer> at = columns(input, grouping);
+    List<NamedExpression> names = new ArrayList<>();
+    for (int j = 0; j < grouping.size(); j++) {
+      names.add(SelectionPlan.alias(grouping.get(j), "__pu_d" + j));
+    }
+    LogicalPlan distinct = new Aggregate(CollectionConverters.asScala(grouping).toSeq(),
+        CollectionConverters.asScala(names).toSeq(), keyed, Option.empty());
+    List<Attribute> output = CollectionConverters.asJava(bounded.output());
+    List<NamedExpression> cols = new ArrayList<>();
+    for (int i = 0; i < output.size(); i++) {
+      Attribute a = output.get(i);
+      int j = at.indexOf(i);
+      Expression v = j >= 0 ? names.get(j).toAttribute()
+          : i == output.size() - 1 ? Literal.create(0.0, DataTypes.DoubleType)
+          : Literal.create(null, a.dataType());
+      cols.add(SelectionPlan.alias(v, a.name()));
+    }
+    List<LogicalPlan> both = new ArrayList<>();
+    both.add(bounded);
+    both.add(new Project(CollectionConverters.asScala(cols).toSeq(), distinct));
+    return new Union(CollectionConverters.asScala(both).toSeq(), false, false);
+  }
+
+  /** Where each grouping column is among the input's, or the EXPRESSION error. */
+  private static List<Integer> columns(List<Attribute> input, List<Expression> grouping) {
     List<Integer> at = new ArrayList<>();
     for (Expression g : grouping) {
       int found = -1;
@@ -149,6 +179,14 @@ final class UnitKeys {
       }
       at.add(found);
     }
+    return at;
+  }
+
+  /** {@code bounded} (the input's columns, then ε_person) with one row per listed key: the
+   * grouping columns set to the key, ε_person 0, every other column null. */
+  static LogicalPlan withEveryKey(LogicalPlan bounded, List<Attribute> input,
+      List<Expression> grouping, List<List<Literal>> keys) {
+    List<Integer> at = columns(input, grouping);
     List<Attribute> output = CollectionConverters.asJava(bounded.output());
     List<Attribute> fresh = new ArrayList<>();
     Seq<String> none = CollectionConverters.asScala(new ArrayList<String>()).toList();

@@ -280,6 +280,8 @@ final class UnitPlan {
     LogicalPlan bounded = new Project(seq(kept), new Filter(keep, w));
     if (keys != null) {  // every listed key has a row: one at ε 0 per key (weight 0)
       bounded = UnitKeys.withEveryKey(bounded, input, grouping, keys);
+    } else if (!select && !grouping.isEmpty()) {  // 'public': every group found has a row
+      bounded = UnitKeys.withEveryGroup(bounded, input, grouping, keyed);
     }
     Attribute personEps = pe.toAttribute();
     List<NamedExpression> reading = new ArrayList<>();
