@@ -61,6 +61,7 @@ def selection_of(groups: str) -> SelectKeys | None:
     params = json.loads(unkeyed(groups)[len(SELECT_PREFIX):])
     params.pop("unit", None)  # a privacy unit's (``column_unit``): the JVM's bounding reads it
     params.pop("public", None)
+    params.pop("keys", None)  # a privacy unit's public key list: the JVM's positions
     return SelectKeys(**params)
 
 

@@ -81,7 +81,7 @@ from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import double_array_lit, ident
 
 __all__ = ["GROUPS", "KEYS_PREFIX", "ColumnOrName", "Inputs", "as_column", "built_column",
-           "cells_of", "column_of", "hdp_histogram", "hdp_mean", "native_cells"]
+           "cells_of", "column_of", "hdp_histogram", "hdp_mean", "key_list", "native_cells"]
 
 
 def _column_field(spec: Any) -> str:
@@ -261,11 +261,18 @@ SELECTED, SELECTION = "hdp_selected", "hdp_selection"
 """The extension's selection marker and placeholder functions (``HdpSelected``)."""
 
 
-def _key_list(keys: object) -> list[list[object]]:
+def key_list(keys: object) -> list[list[object]]:
     """A public key list as JSON-ready rows: the release API's rules (``normalize_keys``:
     tuples for several grouping columns, no null, NaN or duplicate, not empty, a set
     sorted), values limited to what a SQL literal of the grouping column's type holds
-    exactly: strings, booleans, integers and finite floats."""
+    exactly: strings, booleans, integers and finite floats.
+
+    Raises:
+        ParameterError: not a list of keys, or a key value of another type.
+
+    Privacy:
+        The caller's public key list only.
+    """
     if isinstance(keys, bytes) or not isinstance(keys, Iterable):
         msg = ("`keys` of a Column aggregator must be 'public', a list of keys or omitted, "
                f"got {type(keys).__name__}.")
@@ -309,7 +316,7 @@ def _groups(keys: object) -> str:
         params = {"delta": keys.delta, "c": keys.c, "share": keys.share, "step": keys.step,
                   "neighbours": keys.neighbours}
         return SELECT_PREFIX + json.dumps(params, allow_nan=False, sort_keys=True)
-    return KEYS_PREFIX + json.dumps(_key_list(keys), allow_nan=False)
+    return KEYS_PREFIX + json.dumps(key_list(keys), allow_nan=False)
 
 
 class _Aggregate:

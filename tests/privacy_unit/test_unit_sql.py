@@ -2,7 +2,8 @@
 'unit', 'user_id', max_groups, max_rows)`` (and ``hdp_histogram``) releases what
 ``hs.agg(..., privacy_unit=...)`` releases for the registration's key derived with the
 query's fingerprint (the kept rows, the per-person weights through W̃, every field), and
-refuses what it cannot do, naming the argument."""
+refuses what it cannot do, naming the argument ('select' with 'unit':
+``test_unit_column_select.py``)."""
 
 from __future__ import annotations
 
@@ -72,8 +73,6 @@ def test_global_sql_equals_the_release_api(spark: Any, view: Any) -> None:
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    ("hdp_mean(amount, eps, 0, 500, 'select', 1e-6, 1.0, 0.4, 'unit', 'user_id', 2, 3)",
-     "`privacy_unit` \\('unit', ...\\) with 'select'"),
     ("hdp_mean(amount, eps, 0, 500, 'public', 'unit', 'user_id', 0, 3)",
      "`max_groups` must be an int in \\[1, 10000\\]"),
     ("hdp_mean(amount, eps, 0, 500, 'public', 'unit', 'user_id', 2, 2.5)",

@@ -73,13 +73,11 @@ final class SqlOptions {
     if (unit == null) {
       return options;
     }
-    if (options.selected()) {
-      throw new IllegalArgumentException("ParameterError: `privacy_unit` ('unit', ...) with "
-          + "'select' is not available yet: declare the grouping values 'public' or use a "
-          + "global query.");
-    }
+    // 'select', δ, c, f with 'unit': select_keys under the unit (its c and share take the
+    // places of eps_cap and weight_share; the threshold's margin for δ/max_groups)
     HdpQuery query = new HdpQuery(unitDecision(unit,
-        HdpQuery.PUBLIC.equals(options.query.groups)));
+        HdpQuery.PUBLIC.equals(options.query.groups),
+        options.selected() ? options.query.groups : null));
     return new SqlOptions(query, options.method, options.beta);
   }
 
@@ -89,8 +87,11 @@ final class SqlOptions {
   static final String UNIT_CONF = "hdp_spark.sql.unit";
 
   /** The group decision of {@code 'unit', column, max_groups, max_rows} (as the Python
-   * Column writes it: column_unit.unit_decision), with the registration's bounding key. */
-  private static String unitDecision(List<Expression> unit, boolean declared) {
+   * Column writes it: column_unit.unit_decision), with the registration's bounding key;
+   * with {@code selection} ('select', δ, c, f) the selection's parameters instead of the
+   * unit's defaults, {@code keys_public} false (column_unit._select_decision). */
+  private static String unitDecision(List<Expression> unit, boolean declared,
+      String selection) {
     String column = HdpQueryRule.constantText(unit.get(1), "privacy_unit");
     int groups = bound(unit.get(2), "max_groups", 10_000);
     int rows = bound(unit.get(3), "max_rows", 1_000_000);
@@ -105,6 +106,11 @@ final class SqlOptions {
       com.fasterxml.jackson.databind.node.ObjectNode d =
           (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(conf);
       String bkey = d.remove("bkey").asText();
+      if (selection != null) {  // the selection's parameters, no public keys
+        d = (com.fasterxml.jackson.databind.node.ObjectNode) json.readTree(
+            selection.substring(SelectionPlan.PREFIX.length()));
+        d.put("keys_public", false);
+      }
       d.put("max_groups", groups);
       d.put("max_rows", rows);
       d.put("public", declared);

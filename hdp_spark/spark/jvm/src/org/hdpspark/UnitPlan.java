@@ -192,12 +192,31 @@ final class UnitPlan {
         throw new IllegalArgumentException(String.format(READ, column));
       }
     }
-    if (!grouping.isEmpty() && !p.path("public").asBoolean(false)) {
+    JsonNode listed = p.get("keys");
+    boolean select = !p.path("keys_public").asBoolean(true);  // select_keys under the unit
+    if (listed != null && grouping.isEmpty()) {
+      throw new IllegalArgumentException(HdpQueryRule.KEYS_GLOBAL);
+    }
+    if (select && grouping.isEmpty()) {
+      throw new IllegalArgumentException(SelectionPlan.GLOBAL);
+    }
+    if (!grouping.isEmpty() && listed == null && !select
+        && !p.path("public").asBoolean(false)) {
       throw new IllegalArgumentException(HdpQueryRule.UNDECIDED);
     }
     LogicalPlan framed = base;
     Expression group = Literal.create(0L, DataTypes.LongType);
-    if (!grouping.isEmpty()) {
+    List<List<Literal>> keys = null;
+    if (select) {  // the group's canonical text (null when a value is null: outside)
+      group = UnitKeys.keyText(grouping);
+    } else if (listed != null) {  // a public key list: the position is the key's index in it
+      keys = UnitKeys.literals(listed, grouping);
+      Alias pos = SelectionPlan.alias(UnitKeys.position(grouping, keys), "__pu_pos");
+      List<NamedExpression> cols = new ArrayList<>(CollectionConverters.asJava(base.output()));
+      cols.add(pos);
+      framed = new Project(seq(cols), base);
+      group = pos.toAttribute();
+    } else if (!grouping.isEmpty()) {
       Attribute[] position = {null};
       framed = positioned(base, keyed, grouping, position);
       group = position[0];
@@ -207,8 +226,8 @@ final class UnitPlan {
     Alias groupA = SelectionPlan.alias(group, "__pu_group");
     // rows outside the public keys (a null or NaN key) sort last and take no group
     // position; they count for their person's ε only (bound_rows' rule)
-    Alias outsideA = SelectionPlan.alias(new LessThan(group, Literal.create(0L,
-        DataTypes.LongType)), "__pu_outside");
+    Alias outsideA = SelectionPlan.alias(select ? new IsNull(group) : new LessThan(group,
+        Literal.create(0L, DataTypes.LongType)), "__pu_outside");
     Expression e = cast(eps, DataTypes.DoubleType);
     Expression bad = new Or(new Or(new IsNull(e), new IsNaN(e)),
         new LessThan(e, Literal.create(0.0, DataTypes.DoubleType)));
@@ -223,7 +242,7 @@ final class UnitPlan {
     Alias codesA = SelectionPlan.alias(codes, "__pu_codes");
     Expression tagged = new Concat(seq(Arrays.asList(
         cast(new Length(text), DataTypes.StringType), lit(":"), text)));
-    Expression groupText = cast(group, DataTypes.StringType);
+    Expression groupText = select ? group : cast(group, DataTypes.StringType);
     Alias grankA = SelectionPlan.alias(rank(Arrays.asList(lit(key), lit("g"), tagged,
         groupText)), "__pu_grank");
     Alias rrankA = SelectionPlan.alias(rank(Arrays.asList(lit(key), lit("r"), tagged,
@@ -259,6 +278,11 @@ final class UnitPlan {
     List<NamedExpression> kept = new ArrayList<>(input);
     kept.add(pe.toAttribute());
     LogicalPlan bounded = new Project(seq(kept), new Filter(keep, w));
+    if (keys != null) {  // every listed key has a row: one at ε 0 per key (weight 0)
+      bounded = UnitKeys.withEveryKey(bounded, input, grouping, keys);
+    } else if (!select && !grouping.isEmpty()) {  // 'public': every group found has a row
+      bounded = UnitKeys.withEveryGroup(bounded, input, grouping, keyed);
+    }
     Attribute personEps = pe.toAttribute();
     List<NamedExpression> reading = new ArrayList<>();
     for (NamedExpression o : outs) {
@@ -278,7 +302,7 @@ final class UnitPlan {
             }
           }));
     }
-    return SelectionPlan.build(a, reading, bounded, true);
+    return SelectionPlan.build(a, reading, bounded, !select);
   }
 
   /** {@code base} joined with each group's position among the groups found in
