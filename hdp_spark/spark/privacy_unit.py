@@ -4,9 +4,11 @@ argument: :mod:`hdp_spark.core.privacy_unit.spec`).
 Per row only native expressions run (the person's id as text, the safe ε, ``sha2`` of the
 rank texts); the person's ε is a window minimum over the person, the kept groups a
 ``dense_rank`` over the person's group ranks and the kept rows a ``row_number`` over the
-(person, group)'s row ranks. Every window is partitioned by the person and ordered by a
-prefix of one order, so the whole step costs one shuffle of the rows by person and one
-sort (Spark's own per-person aggregate needs the shuffle); no Python runs per row. The
+(person, group)'s row ranks. The rows are shuffled by the id column itself and the texts
+and ranks computed after the shuffle (they never cross it); every window is partitioned by
+the id and ordered by a prefix of one order, so the whole step costs one shuffle of the
+rows by person and one sort (Spark's own per-person aggregate needs the shuffle); no
+Python runs per row. The
 ranks are the same numbers as the pandas engine's, so both engines keep the same rows.
 The local-DP rule (one report per person, :func:`keep_one_report`) is one more window
 spec of the same shape.
@@ -90,13 +92,16 @@ def bound_rows(
         The rule of :mod:`hdp_spark.core.privacy_unit.spec`. The bounding key appears in the
         plan as a literal; it orders rows and keys no noise.
     """
-    person = person_text(df, unit)
+    person_text(df, unit)  # the id column's type, or SchemaError
     bkey = F.lit(bounding_key(key))
     texts = group is not None and isinstance(df.schema[group].dataType, T.StringType)
     position = (F.lit(0).cast("long") if group is None else F.col(group) if texts
                 else F.col(group).cast("long"))  # select_keys: the groups' texts
-    framed = df.withColumns({_PERSON: person, _GROUP: position,
-                             _EPS: safe_eps(eps)}).where(F.col(_PERSON).isNotNull())
+    # Shuffled by the id itself (one id, one text): the ranks and texts are computed after
+    # the shuffle, so only the rows and their small inputs cross it.
+    framed = df.withColumns({_GROUP: position, _EPS: safe_eps(eps)}).where(
+        F.col(unit.column).isNotNull()).repartition(unit.column)
+    framed = framed.withColumn(_PERSON, person_text(framed, unit))
     tagged = _tagged(F.col(_PERSON))
     group_text = F.col(_GROUP).cast("string")
     code_text = (F.concat_ws(",", *(F.col(c).cast("long").cast("string")
@@ -111,9 +116,9 @@ def bound_rows(
     # One sort serves every window: all are partitioned by the person and ordered by a
     # prefix of (outside the keys, group rank, group, row rank). Rows outside the keys
     # sort last, so they take no group position; they count for the person's ε only.
-    groups = Window.partitionBy(_PERSON).orderBy(_OUTSIDE, _GRANK, _GROUP)
-    rows = Window.partitionBy(_PERSON).orderBy(_OUTSIDE, _GRANK, _GROUP, _RRANK, _CODES)
-    whole = Window.partitionBy(_PERSON)
+    groups = Window.partitionBy(unit.column).orderBy(_OUTSIDE, _GRANK, _GROUP)
+    rows = Window.partitionBy(unit.column).orderBy(_OUTSIDE, _GRANK, _GROUP, _RRANK, _CODES)
+    whole = Window.partitionBy(unit.column)
     ranked = ranked.withColumns({
         _EPS: F.min(_EPS).over(whole),
         "__pu_gpos": F.dense_rank().over(groups),

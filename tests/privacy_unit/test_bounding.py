@@ -243,3 +243,4 @@ def test_spark_bounding_is_one_shuffle(spark: Any) -> None:
     out = bound_rows(df, PrivacyUnit("uid", 2, 2), eps="eps", group="g", codes=["x"], key=KEY)
     plan = out._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1, plan
+    assert "Exchange hashpartitioning(uid" in plan, plan  # by the id: ranks after it

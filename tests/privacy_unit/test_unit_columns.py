@@ -172,7 +172,7 @@ def test_query_bounding_key_is_the_python_one(events: Any) -> None:
 def test_plan_one_person_shuffle_and_one_sort(events: Any) -> None:
     col = _column("mean")
     physical = _plan(events.agg(col.alias("out"))).split("== Physical Plan ==")[1]
-    assert physical.count("Exchange hashpartitioning(__pu_person") == 1
+    assert physical.count("Exchange hashpartitioning(user_id") == 1  # by the id itself
     assert len(re.findall(r"\bSort \[", physical)) == 1
     assert physical.count("Window [") == 3  # row, group and person windows share the sort
 
@@ -186,7 +186,7 @@ def test_aggregators_of_one_aggregate_share_the_bounding(events: Any) -> None:
     assert all(r["m"]["weight"] == r["h"]["weight"] for r in rows)
     physical = _plan(events.groupBy("country").agg(mean.alias("m"), hist.alias("h")))
     assert physical.split("== Physical Plan ==")[1].count(
-        "Exchange hashpartitioning(__pu_person") == 1
+        "Exchange hashpartitioning(user_id") == 1
 
 
 @pytest.mark.parametrize(("kwargs", "needle"), [

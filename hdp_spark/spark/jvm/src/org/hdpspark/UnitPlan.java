@@ -58,6 +58,7 @@ import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.JoinHint$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.RepartitionByExpression;
 import org.apache.spark.sql.catalyst.plans.logical.ResolvedHint;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
 import org.apache.spark.sql.types.ByteType;
@@ -88,17 +89,20 @@ import scala.runtime.AbstractPartialFunction;
  *   Window    [dense_rank, rank over (person; group rank, group)]
  *   Window    [row_number over (person; group rank, group, row rank, codes)]
  *   Project   [person text, group position, safe ε, codes, group rank, row rank]
+ *   Repartition [by the id column]
  *   Filter    [person not null]
  *   (grouped: the input joined with the public groups' positions: each group's place among
  *    the groups found, in ascending order, the release API's key order of the same keys;
  *    -1 for a row of a null or NaN key, which counts for its person's ε only)
  * </pre>
  *
- * <p>The windows share one partitioning (the person) and prefixes of one order, stacked
- * longest order first, so the step costs one shuffle and one sort. The ranks are SHA-256 of
- * texts starting with the query's bounding key: SHA-256 of (the Column's bounding key, the
- * query's fingerprint), as {@code hdp_spark.core.privacy_unit.spec.query_bounding_key}
- * computes it for the query's release key (not a secret: it orders rows, keys no noise). The
+ * <p>The rows are repartitioned by the id column itself and the texts and ranks computed
+ * after that shuffle (they never cross it); the windows share that partitioning and prefixes
+ * of one order, stacked longest order first, so the step costs one shuffle and one sort. The
+ * ranks are SHA-256 of texts starting with the query's bounding key: SHA-256 of (the
+ * Column's bounding key, the query's fingerprint), as
+ * {@code hdp_spark.core.privacy_unit.spec.query_bounding_key} computes it for the query's
+ * release key (not a secret: it orders rows, keys no noise). The
  * aggregate's ε column then reads ε_person. Privacy: the rule's argument
  * ({@code spec.py}): each person's kept rows and ε are functions of their own rows, the key
  * and the public parameters only.
@@ -249,9 +253,11 @@ final class UnitPlan {
         groupText, codes)), "__pu_rrank");
     List<NamedExpression> cols = new ArrayList<>(CollectionConverters.asJava(framed.output()));
     cols.addAll(Arrays.asList(personA, groupA, outsideA, epsA, codesA, grankA, rrankA));
-    LogicalPlan ranked = new Project(seq(cols),
-        new Filter(new IsNotNull(person), framed));
-    List<Expression> by = Arrays.asList(personA.toAttribute());
+    // shuffled by the id itself: the texts and ranks are computed after the shuffle
+    LogicalPlan ranked = new Project(seq(cols), new RepartitionByExpression(
+        seq(Arrays.asList((Expression) person)), new Filter(new IsNotNull(person), framed),
+        Option.empty(), Option.empty()));
+    List<Expression> by = Arrays.asList(person);
     List<Expression> groupOrder = Arrays.asList(outsideA.toAttribute(), grankA.toAttribute(),
         groupA.toAttribute());
     List<Expression> rowOrder = new ArrayList<>(groupOrder);
