@@ -21,6 +21,7 @@ projection/MWEM post-processing); they hold for these seeds and are not privacy 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 
@@ -59,6 +60,14 @@ def _eps_lower(hits: int, hits_neighbour: int, trials: int) -> float:
     p_hi = (float(sst.beta.isf(ALPHA / 2, hits_neighbour + 1, trials - hits_neighbour))
             if hits_neighbour < trials else 1.0)
     return math.log((p_lo - DELTA) / p_hi) if p_lo > DELTA else -math.inf
+
+
+@pytest.fixture(autouse=True)
+def _no_seed_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    """The audits draw tens of thousands of seeded keys, and each logs the unsafe-seed
+    WARNING (tested in tests/backends/test_unsafe_seed_marks.py):
+    about 7 % of an audit's CPU time under pytest's log capture. Not what an audit tests."""
+    caplog.set_level(logging.ERROR, logger="hdp_spark")
 
 
 def _count(event: Callable[[ReleaseKey], bool], trials: int, tag: str) -> int:
