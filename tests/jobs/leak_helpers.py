@@ -120,6 +120,30 @@ def collect(out: Path, records: Iterable[logging.LogRecord], commit_ids: Iterabl
     return feats
 
 
+
+def fresh_job_run(root: Path, job: Any, frame: pd.DataFrame, caplog: Any) -> Features:
+    """Run ``job`` on ``frame`` (written to ``root/table.csv``) from a clean slate — no
+    outputs, quality files, witness or SQLite ledger of an earlier run under ``root`` —
+    with INFO logs captured; every release must commit. Returns what the run published
+    (:func:`collect` of ``root/out`` and the captured records)."""
+    import shutil
+
+    from kinds_helpers import write_csv
+
+    from hdp_spark.jobs import run_job
+
+    for sub in ("out", "quality", "witness"):
+        shutil.rmtree(root / sub, ignore_errors=True)
+    for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
+        (root / name).unlink(missing_ok=True)
+    write_csv(frame, root / "table.csv")
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        result = run_job(job)
+    assert all(r.status == "committed" for r in result.releases)
+    return collect(root / "out", list(caplog.records),
+                   [r.record.commit_id for r in result.releases])
+
 def deterministic_in_private_data(
     table_runs: Sequence[Mapping[tuple[str, ...], Any]],
     neighbour_runs: Sequence[Mapping[tuple[str, ...], Any]],

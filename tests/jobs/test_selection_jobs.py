@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from kinds_helpers import charges_of, small_job, write_csv
-from leak_helpers import Features, assert_no_deterministic_leak, collect
+from leak_helpers import Features, assert_no_deterministic_leak, fresh_job_run
 
 from hdp_spark.core.ledger import UNIT
 from hdp_spark.errors import BudgetExceededError, JobError
@@ -310,17 +309,7 @@ def test_selection_job_publishes_nothing_deterministic(
     job = _job(root, table, seed=None, budget="default = 2.0")
 
     def run(frame: pd.DataFrame) -> Features:
-        for sub in ("out", "quality", "witness"):
-            shutil.rmtree(root / sub, ignore_errors=True)
-        for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
-            (root / name).unlink(missing_ok=True)
-        write_csv(frame, root / "table.csv")
-        caplog.clear()
-        with caplog.at_level(logging.INFO):
-            result = run_job(job)
-        assert all(r.status == "committed" for r in result.releases)
-        return collect(root / "out", list(caplog.records),
-                       [r.record.commit_id for r in result.releases])
+        return fresh_job_run(root, job, frame, caplog)
 
     _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
     keys = {k[-1] for k in others[0]}

@@ -194,10 +194,8 @@ def test_report_and_publication_under_a_neighbour(
     """Person 5's rows replaced by many more rows in other countries (same id and ε):
     nothing published is determined by the change except DP values; the report says each
     person is counted once and shows no row count."""
-    import logging
-    import shutil
 
-    from leak_helpers import Features, assert_no_deterministic_leak, collect
+    from leak_helpers import Features, assert_no_deterministic_leak, fresh_job_run
 
     table = _events(seed=4, persons=80)
     eps5 = float(table.loc[table["user_id"] == 5, "eps"].iloc[0])
@@ -209,17 +207,7 @@ def test_report_and_publication_under_a_neighbour(
     job = _job(root, table, seed=None, budget="default = 5.0")
 
     def run(frame: pd.DataFrame) -> Features:
-        for sub in ("out", "quality", "witness"):
-            shutil.rmtree(root / sub, ignore_errors=True)
-        for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
-            (root / name).unlink(missing_ok=True)
-        write_csv(frame, root / "table.csv")
-        caplog.clear()
-        with caplog.at_level(logging.INFO):
-            result = run_job(job)
-        assert all(r.status == "committed" for r in result.releases)
-        return collect(root / "out", list(caplog.records),
-                       [r.record.commit_id for r in result.releases])
+        return fresh_job_run(root, job, frame, caplog)
 
     _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
     keys = {k[-1] for k in others[0]}

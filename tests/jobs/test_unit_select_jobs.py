@@ -195,10 +195,8 @@ def test_a_person_replaced_publishes_nothing_deterministic(
 ) -> None:
     """Person 5's rows replaced by many more rows in other countries, one of them new
     (same id and ε): nothing published is determined by the change except DP values."""
-    import logging
-    import shutil
 
-    from leak_helpers import Features, assert_no_deterministic_leak, collect
+    from leak_helpers import Features, assert_no_deterministic_leak, fresh_job_run
 
     table = _events(seed=4, persons=200)
     eps5 = float(table.loc[table["user_id"] == 5, "eps"].iloc[0])
@@ -210,17 +208,7 @@ def test_a_person_replaced_publishes_nothing_deterministic(
     job = _job(root, table, seed=None, budget="default = 5.0")
 
     def run(frame: pd.DataFrame) -> Features:
-        for sub in ("out", "quality", "witness"):
-            shutil.rmtree(root / sub, ignore_errors=True)
-        for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
-            (root / name).unlink(missing_ok=True)
-        write_csv(frame, root / "table.csv")
-        caplog.clear()
-        with caplog.at_level(logging.INFO):
-            result = run_job(job)
-        assert all(r.status == "committed" for r in result.releases)
-        return collect(root / "out", list(caplog.records),
-                       [r.record.commit_id for r in result.releases])
+        return fresh_job_run(root, job, frame, caplog)
 
     _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
     keys = {k[-1] for k in others[0]}
