@@ -77,22 +77,31 @@ final class UnitKeys {
   static Expression keyText(List<Expression> grouping) {
     List<Expression> parts = new ArrayList<>();
     for (Expression g : grouping) {
-      DataType t = g.dataType();
-      Expression text;
-      if (t instanceof StringType) {
-        text = g;
-      } else if (t instanceof LongType || t instanceof IntegerType || t instanceof ShortType
-          || t instanceof ByteType) {
-        text = new Cast(g, DataTypes.StringType, Option.empty());
-      } else {
-        throw new IllegalArgumentException(String.format(KEY_TYPE, t.simpleString(),
-            g.sql()));
+      Expression text = textOf(g);
+      if (text == null) {
+        throw new IllegalArgumentException(String.format(KEY_TYPE,
+            g.dataType().simpleString(), g.sql()));
       }
       parts.add(new Cast(new Length(text), DataTypes.StringType, Option.empty()));
       parts.add(Literal.create(UTF8String.fromString(":"), DataTypes.StringType));
       parts.add(text);
     }
     return new Concat(CollectionConverters.asScala(parts).toSeq());
+  }
+
+  /** The text the ranks read of an integer or string value (an integer in decimal, a
+   * string as it is), as the release API's texts; null for any other type (each caller
+   * refuses it with its own message). */
+  static Expression textOf(Expression e) {
+    DataType t = e.dataType();
+    if (t instanceof StringType) {
+      return e;
+    }
+    if (t instanceof LongType || t instanceof IntegerType || t instanceof ShortType
+        || t instanceof ByteType) {
+      return new Cast(e, DataTypes.StringType, Option.empty());
+    }
+    return null;
   }
 
   /** The listed keys as literals of the grouping columns' types (exact, or refused). */

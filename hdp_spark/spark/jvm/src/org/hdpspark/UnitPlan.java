@@ -61,12 +61,10 @@ import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.RepartitionByExpression;
 import org.apache.spark.sql.catalyst.plans.logical.ResolvedHint;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
-import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
-import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -172,15 +170,10 @@ final class UnitPlan {
     Expression eps = CollectionConverters.asJava(cells.get(0).children()).get(0);
     List<Attribute> input = CollectionConverters.asJava(base.output());
     Attribute person = find(input, column);
-    DataType t = person.dataType();
-    Expression text;
-    if (t instanceof StringType) {
-      text = person;
-    } else if (t instanceof LongType || t instanceof IntegerType || t instanceof ShortType
-        || t instanceof ByteType) {
-      text = cast(person, DataTypes.StringType);
-    } else {
-      throw new IllegalArgumentException(String.format(TYPE, column, t.simpleString()));
+    Expression text = UnitKeys.textOf(person);
+    if (text == null) {
+      throw new IllegalArgumentException(String.format(TYPE, column,
+          person.dataType().simpleString()));
     }
     List<Expression> grouping = CollectionConverters.asJava(a.groupingExpressions());
     List<Expression> reads = new ArrayList<>(grouping);
