@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdp_spark.core.keys import normalize_by
+from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.pipeline import Engine
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.explain import (
     EXPLAIN_FIELDS,
     LDP_CONSTANT_REPORT,
@@ -17,7 +19,7 @@ from hdp_spark.explain import (
 )
 from hdp_spark.front.ldp import ldp_release
 
-__all__ = ["explain_ldp_means", "explain_user_means_public"]
+__all__ = ["explain_ldp_means", "explain_ldp_unit", "explain_user_means_public"]
 
 Explained = tuple[tuple[str, ...], list[Any], list[tuple[Any, ...]]]
 
@@ -35,6 +37,35 @@ def explain_ldp_means(engine: Engine, specs: Sequence[Any], *, by: Any, keys: An
                            {s.report: LDP_CONSTANT_REPORT for s in specs})
     result = ldp_release(public, *specs, by=by, keys=keys, already_randomized=True)
     return (result.by, [(f.suffix, f) for f in EXPLAIN_FIELDS], explain_ldp_rows(result))
+
+
+def explain_ldp_unit(engine: Engine, specs: Sequence[Any], unit: PrivacyUnit) -> Explained:
+    """Explain scalar local-DP means under ``unit`` (one report per person, global): per
+    aggregator, the explain of :func:`explain_ldp_means` over the one row per person that
+    the release keeps (:meth:`~hdp_spark.core.pipeline.Engine.ldp_bounded`), run on the
+    id and ε columns with the constant report.
+
+    Privacy:
+        Under a unit a local-DP release publishes the number of persons and their ε
+        histogram (each person at their smallest ε), the analogues of n and the ε histogram
+        of the one-report model (:mod:`hdp_spark.core.privacy_unit.ldp`); this reads the id
+        and ε columns only and its output is a function of exactly those. The reports are
+        never read: every row holds the same constant report, so which row a person keeps
+        (a fresh key orders identical rows) changes nothing.
+    """
+    columns: list[Any] = []
+    rows: list[tuple[Any, ...]] = []
+    for spec in specs:
+        public = engine.public([unit.column, spec.eps], {spec.report: LDP_CONSTANT_REPORT})
+        bounded = public.ldp_bounded(unit, spec, ReleaseKey.fresh())
+        try:
+            _, columns, part = explain_ldp_means(bounded, [spec], by=None, keys=None)
+        finally:
+            close = getattr(bounded, "close", None)
+            if close is not None:
+                close()
+        rows.extend(part)
+    return (), columns, rows
 
 
 def explain_user_means_public(engine: Engine, specs: Sequence[Any], *, by: Any, keys: Any

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdp_spark.core.kernels import ReleaseResult, mean_release, release_specs
+from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.pipeline import Engine
+from hdp_spark.core.privacy_unit.ldp import check_ldp_unit, is_ldp_release
 from hdp_spark.core.privacy_unit.options import UnitOptions
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.schema import TableSchema
@@ -18,6 +20,7 @@ from hdp_spark.errors import ParameterError
 from hdp_spark.explain import explain_hook
 from hdp_spark.explain_unit import explain_unit
 from hdp_spark.front import spec_of
+from hdp_spark.front.explain_hooks import explain_ldp_unit
 
 __all__ = ["agg", "explain", "release"]
 
@@ -205,7 +208,10 @@ def explain(
         what ``ldp_agg`` reports when every report is usable (a missing or malformed
         report is skipped by the release: its n is then smaller). The report columns
         are never read: the aggregation runs on the ε and group columns with one
-        constant report per row.
+        constant report per row. Under ``privacy_unit`` (global only, as ``ldp_agg``)
+        the same columns describe the one report per person the release reads: ``n``
+        counts persons and ``eps_levels`` holds each person once at their smallest ε
+        (the id and ε columns are read; both are public in that model).
 
         User-level means (kind ``user_mean``, method = the cap) have their own columns:
         ``users``, ``rows``, ``users_var``, ``users_initial``, ``users_final``,
@@ -242,7 +248,9 @@ def explain(
 
     Privacy:
         Spends no budget, draws no noise and writes nothing. Under ``privacy_unit``: no
-        pass at all (the output is a function of the specs, bounds and public keys).
+        pass at all (the output is a function of the specs, bounds and public keys);
+        for local-DP means, one pass over the id and ε columns (the persons' ε
+        histogram, public in the local model under a unit).
         Otherwise one counts-only pass: rows
         per (group, ε level), read from the ε and group columns only (public in this
         model); no value or category column is read, so two tables that differ only in
@@ -252,6 +260,12 @@ def explain(
     """
     specs = tuple(spec_of(s) for s in specs)
     unit = _unit_options(privacy_unit, max_groups, max_rows, eps_cap, weight_share)
+    if unit is not None and is_ldp_release(specs):  # one report per person, global only
+        check_ldp_unit(specs, normalize_by(by, specs), keys, unit.unit, unit.eps_cap,
+                       unit.weight_share)
+        explain_hook(specs)  # the LDP means explain has; the others refused as without a unit
+        by_s, columns, rows = explain_ldp_unit(engine, specs, unit.unit)
+        return engine.materialize(by_s, columns, rows, False)
     if unit is not None:
         by_s, columns, rows = explain_unit(engine, specs, by=by, keys=keys, unit=unit)
         return engine.materialize(by_s, columns, rows, False)

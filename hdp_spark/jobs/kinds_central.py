@@ -29,6 +29,8 @@ from hdp_spark.core.keys import normalize_by
 from hdp_spark.core.ldp.release import LdpReleaseResult, validate_ldp_specs
 from hdp_spark.core.levels import EPS_CAP
 from hdp_spark.core.mean.spec import MeanSpec
+from hdp_spark.core.privacy_unit.options import UnitOptions
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.core.user_mean.release import UserMeanRelease
 from hdp_spark.errors import ParameterError
 from hdp_spark.jobs.kind import (
@@ -289,10 +291,13 @@ as its keywords; ``user`` defaults to ``[input] user_id`` (and must equal it).""
 
 @dataclass(frozen=True, slots=True)
 class LdpEntry:
-    """An LDP mean of a job: the spec and the declaration that its reports are randomized."""
+    """An LDP mean of a job: the spec, the declaration that its reports are randomized and
+    its privacy unit (the job's user id: one report per person; None: one report is one
+    person)."""
 
     spec: Any
     already_randomized: bool
+    privacy_unit: str | None = None
 
 
 def _build_ldp_mean(params: Mapping[str, Any]) -> LdpEntry:
@@ -308,8 +313,12 @@ def _build_ldp_mean(params: Mapping[str, Any]) -> LdpEntry:
             f"devices (raw values would be released exactly); got {declared!r}."
         )
         raise ParameterError(msg)
+    unit = p.pop("privacy_unit", None)
+    if unit is not None and (not isinstance(unit, str) or not unit):
+        msg = f"`privacy_unit` must name the user id column, got {unit!r}."
+        raise ParameterError(msg)
     column, eps = p.pop("column"), p.pop("eps")
-    return LdpEntry(ldp_mean(column, eps=eps, **p), True)
+    return LdpEntry(ldp_mean(column, eps=eps, **p), True, unit)
 
 
 def _release_ldp_mean(
@@ -317,13 +326,21 @@ def _release_ldp_mean(
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
     checked = validate_ldp_specs([e.spec for e in entries])
+    units = {e.privacy_unit for e in entries}  # one per release (checked when loaded)
+    column = next(iter(units)) if len(units) == 1 else None
+    # Under a unit, the release reads ONE report per person (a uniform choice keyed by the
+    # release's key: hdp_spark.core.privacy_unit.ldp), so a person's loss to whoever reads
+    # the output is at most their smallest ε, however many reports they sent.
     r = release_specs(
         adapter.engine(df), checked, by=list(by) or None, keys=_keys_arg(keys),
         already_randomized=all(e.already_randomized for e in entries),
+        unit=UnitOptions(PrivacyUnit(column)) if column is not None else None,
+        unsafe_seed=unsafe_seed if column is not None else None,
     )
     result = LdpReleaseResult(r.by, r.keys, checked, r.results, r.tables)
     # Charging argument (docs/ldp.md): the reports are already ε_i-LDP (randomized and
-    # paid for on the devices); the aggregate is post-processing and costs nothing more.
+    # paid for on the devices); the aggregate is post-processing and costs nothing more,
+    # with or without a privacy unit (which only lowers what the output reveals).
     # No cell is charged (the ε column is not even capped: ε must stay exact).
     return KindResult(result.rows(), {e.spec.name: {} for e in entries}, {})
 
@@ -338,17 +355,19 @@ LDP_MEAN = AggregatorKind(
     intervals=lambda e: (Interval(e.spec.name, e.spec.name, e.spec.name + "_ci_low",
                                   e.spec.name + "_ci_high"),),
     describe=lambda e: {**dataclasses.asdict(e.spec),
-                        "already_randomized": e.already_randomized},
+                        "already_randomized": e.already_randomized,
+                        **({"privacy_unit": e.privacy_unit} if e.privacy_unit else {})},
     numeric_columns=lambda e: (e.spec.report,),
     unit="none",
     parameters=keywords("ldp_mean", rename={"report": "column"},
-                        extra=("already_randomized",)),
+                        extra=("already_randomized", "privacy_unit")),
 )
 """Heterogeneous-LDP mean of already-randomized scalar reports (:func:`hdp_spark.ldp.ldp_mean`,
 Aliakbarpour et al.): ``column`` (the report column), ``eps``, ``mechanism`` (``"laplace"`` or
 ``"rr"``),
-``lower``, ``upper``, ``beta``, ``weights``, ``fallback``, ``alias`` and the required
-``already_randomized = true``. Charges nothing."""
+``lower``, ``upper``, ``beta``, ``weights``, ``fallback``, ``alias``, the required
+``already_randomized = true`` and ``privacy_unit`` (optional: the job's user id; one report
+per person, global releases only). Charges nothing."""
 
 CENTRAL: tuple[AggregatorKind, ...] = (MEAN, HISTOGRAM, USER_MEAN, LDP_MEAN)
 """The heterogeneous-DP kinds, in registration order."""

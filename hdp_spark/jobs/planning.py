@@ -214,8 +214,10 @@ def _predict(
         out.append(Prediction(key, name, "user_mean", p.users, p.half_width, p.noise_scale,
                               p.fallback, "bound" if p.bound else "exact", spans[name]))
     for name in model.free:
-        ldp = entries[name].spec.spec
-        plan = hpd.explain(df, ldp, **kw)
+        entry = entries[name].spec
+        ldp = entry.spec
+        unit = {"privacy_unit": entry.privacy_unit} if entry.privacy_unit else {}
+        plan = hpd.explain(df, ldp, **kw, **unit)
         for _, row in plan.iterrows():
             out.append(Prediction(tuple(row[c] for c in key_cols), name, "ldp_mean", int(row["n"]),
                                   float(row["half_width"]), 0.0, bool(row["fallback"]), "bound",

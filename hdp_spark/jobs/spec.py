@@ -137,6 +137,7 @@ def _release(
             raise JobError(msg) from exc
         entries.append(AggregatorEntry(kind.name, spec, unit))
     _check_kinds(where, entries, tuple(by))
+    _check_ldp_unit(where, entries, tuple(by), user_id)
     selection = None
     if "select_keys" in raw:
         selection = parse_select_keys(where, raw["select_keys"])
@@ -165,6 +166,29 @@ def _check_kinds(where: str, entries: list[AggregatorEntry], by: tuple[str, ...]
                 f"({', '.join(sorted(set(person)))}) with kinds that read a per-row ε column "
                 "(the budget rule caps per-row ε; a global ε cannot be capped per row): put "
                 "them in separate releases", sorted({k.name for k in kinds}))
+
+
+def _check_ldp_unit(where: str, entries: list[AggregatorEntry], by: tuple[str, ...],
+                    user_id: str) -> None:
+    """Rules of ``ldp_mean`` with ``privacy_unit`` (one report per person,
+    :mod:`hdp_spark.core.privacy_unit.ldp`): the unit is the job's user id, the release is
+    global, and all its aggregators are local-DP means under that same unit (a call has
+    one unit, and the one-report rule is the local-DP aggregators' own)."""
+    units = [getattr(e.spec, "privacy_unit", None) if e.kind == "ldp_mean" else None
+             for e in entries]
+    named = [u for u in units if u is not None]
+    if not named:
+        return
+    if named[0] != user_id:
+        reject(f"{where}: privacy_unit", f"must be the job's `[input] user_id` "
+               f"({user_id!r}): the person is the ledger's account", named[0])
+    if by:
+        reject(f"{where}: by", "is not allowed with `ldp_mean` under `privacy_unit` (one "
+               "report per person: a report cannot be split over groups)", list(by))
+    if len(named) != len(units) or len(set(named)) != 1:
+        reject(f"{where}: aggregators", "must all be `ldp_mean` with the same "
+               "`privacy_unit` when one of them has it (one report per person is the "
+               "local-DP aggregators' rule)", sorted({e.kind for e in entries}))
 
 
 def parse_job(data: Mapping[str, Any], base_dir: Path, source: Path | None = None) -> JobSpec:
