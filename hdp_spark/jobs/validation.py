@@ -23,7 +23,7 @@ from hdp_spark.jobs.registry import get_kind
 from hdp_spark.jobs.spec import JobSpec
 from hdp_spark.ledger._fs import atomic_write
 
-__all__ = ["quality_dir", "validate", "validate_into"]
+__all__ = ["quality_dir", "rows_are_private", "validate", "validate_into"]
 
 log = logging.getLogger("hdp_spark.jobs")
 
@@ -169,12 +169,26 @@ def validate_into(
             f"default`); {check.invalid_budgets} row(s) break this rule."
         )
         raise JobError(msg)
-    if any(rel.unit is not None for rel in job.releases):
+    if rows_are_private(job):
         # with many rows per person the row count is private: not logged at INFO
         log.info("input: user ids checked, budgets valid")
     else:
         log.info("input: %d row(s), user ids checked, budgets valid", check.rows)
     _expectations_into(adapter, df, job, quality)
+
+
+def rows_are_private(job: JobSpec) -> bool:
+    """Whether a person's number of rows is private in this job: a release under
+    ``[releases.privacy_unit]`` or an ``ldp_mean`` reading one report per person (their
+    neighbours replace all of a person's rows by any number of rows). The input's row
+    count then depends on how many rows each person has, so it is kept out of INFO logs
+    (the quality report, the operator's, still holds it). The partial-DP kinds' unit
+    keeps a person's number of rows public (replacement neighbours with a public n:
+    docs/partial_dp.md, "A person with several rows")."""
+    return any(
+        rel.unit is not None
+        or (a.kind == "ldp_mean" and getattr(a.spec, "privacy_unit", None) is not None)
+        for rel in job.releases for a in rel.aggregators)
 
 
 def _row_level_kinds(job: JobSpec) -> list[str]:

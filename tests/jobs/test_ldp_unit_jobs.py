@@ -10,6 +10,7 @@ name before anything runs.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,28 @@ def test_spark_publishes_what_pandas_publishes(spark: Any, tmp_path: Path) -> No
     got = run_job(path, spark=spark).values("ldp")[0]
     for name in ("report_mean", "report_mean_radius", "report_mean_n"):
         assert got[name] == pytest.approx(want[name], rel=1e-12)
+
+
+def test_a_person_s_number_of_reports_is_not_published(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Person 1's reports copied twice more (same ε, same reports): under the unit a
+    person's number of rows is private, so nothing published may follow it (the INFO log
+    omits the input's row count; `_n` counts persons)."""
+    from leak_helpers import Features, assert_no_deterministic_leak, fresh_job_run
+
+    table = _reports(users=60, seed=12)
+    one = table[table["user_id"] == 1]
+    neighbour = pd.concat([table, one, one], ignore_index=True)
+    root = tmp_path / "run"
+    root.mkdir()
+    job = small_job(root, write_csv(table, root / "table.csv"), _release(), seed=None)
+
+    def run(frame: pd.DataFrame) -> Features:
+        return fresh_job_run(root, job, frame, caplog)
+
+    _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
+    keys = {k[-1] for k in others[0]}
+    assert {"report_mean", "report_mean_n"} <= keys  # not vacuous
+    assert not any("row(s)" in r.getMessage() for r in caplog.records
+                   if r.levelno >= logging.INFO)
