@@ -350,6 +350,13 @@ class PandasAdapter:
         """The ε ``column`` lowered to ``upper`` where above it (NaN stays NaN)."""
         return df.assign(**{column: clip_demand(_floats(df, column, "ε"), upper)})
 
+    def person_eps(self, df: pd.DataFrame, column: str) -> pd.DataFrame:
+        """The ε ``column`` replaced by each user's smallest safe ε (see the protocol)."""
+        eps = _floats(df, column, "ε")
+        safe = np.where(np.isnan(eps) | (eps < 0), 0.0, eps)
+        smallest = pd.Series(safe, index=df.index).groupby(df[UID].to_numpy()).transform("min")
+        return df.assign(**{column: smallest.to_numpy(np.float64)})
+
     def level_counts(
         self, df: pd.DataFrame, column: str, grid: EpsGrid | None
     ) -> list[tuple[float, int]]:

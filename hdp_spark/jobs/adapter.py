@@ -226,6 +226,12 @@ class EngineAdapter(ReleaseAdapter, Protocol):
         """``df`` with the ε ``column`` lowered to ``upper`` where above it (null, NaN and
         negative ε untouched: the release rejects them)."""
 
+    def person_eps(self, df: Frame, column: str) -> Frame:
+        """``df`` with the ε ``column`` of every row replaced by its user's smallest safe ε
+        (null, NaN and negative count as 0): the ε a release under a privacy unit spends
+        for the person (:mod:`hdp_spark.core.privacy_unit.spec`), so that the budget rule
+        and the charges see exactly that ε."""
+
     def level_counts(
         self, df: Frame, column: str, grid: EpsGrid | None
     ) -> list[tuple[float, int]]:

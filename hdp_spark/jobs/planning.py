@@ -37,6 +37,7 @@ from hdp_spark.jobs.engines import check_engine, make_adapter
 from hdp_spark.jobs.job_model import ALLOCATED_KINDS, job_profile, public_columns, release_models
 from hdp_spark.jobs.plan_render import render_plan, write_plan_plot, write_user_table
 from hdp_spark.jobs.registry import get_kind
+from hdp_spark.jobs.selection import selection_eps
 from hdp_spark.jobs.spec import EngineName, JobSpec, ReleaseSpec, load_job
 
 Key = tuple[object, ...]
@@ -151,7 +152,11 @@ def plan_budget(
     _check_public(spec, df)
     from hdp_spark.jobs._pandas import PandasAdapter
 
-    prepared = PandasAdapter().prepare(df, spec.input.user_id, spec.budget, _spent(spec))
+    adapter = PandasAdapter()
+    prepared = adapter.prepare(df, spec.input.user_id, spec.budget, _spent(spec))
+    for rel in spec.releases:  # as the run: a person's ε is the smallest of their rows
+        if rel.unit is not None:
+            prepared = adapter.person_eps(prepared, selection_eps(rel)[0])
     uid = prepared[spec.input.user_id].astype(str)
     once = ~uid.duplicated().to_numpy()  # user-level jobs: one profile row per user
     profile, rows = job_profile(spec, prepared)

@@ -144,6 +144,10 @@ def capped_table(
         # (κ_i unchanged); under a unit the charge saturates by itself (jobs/unit.py)
         col, grid = selection_eps(rel)
         scoped = adapter.clip_eps(scoped, col, clip_point(rel.selection, grid))
+    if rel.unit is not None:
+        # the person's ε (the smallest of their rows) on every row: what the release
+        # spends, hence what the budget rule caps and the ledger charges (once per user)
+        scoped = adapter.person_eps(scoped, selection_eps(rel)[0])
     person = _person_columns(rel)
     for col, eps in person:
         scoped = adapter.with_constant(scoped, col, eps)

@@ -9,8 +9,10 @@ Charging rule (the mechanism's own bound, :mod:`hdp_spark.core.privacy_unit.weig
 each user is charged ONCE per release, G·R·k·γ of their capped ε level (G = max_groups,
 R = max_rows, k the weight of one of their rows: at most min(ε, G·eps_cap)), however many
 rows or groups they have, read or not (a function of their ε alone, never of the output).
-Where a user's rows carry different ε, the charge is the largest of their rows' (the
-release spends the smallest: the ledger errs on the safe side).
+Where a user's rows carry different ε, every row gets the person's ε (the smallest of
+their rows, null/NaN/negative as 0: the ε the release spends) before the budget rule
+(``EngineAdapter.person_eps``), so the cap, the charge and the plan all see exactly what
+the release spends.
 
 Budget rule: a user's demand is their ε once, whatever the number of aggregators (they
 share the person's ε: the weight's share and each aggregator's add up to it), so the ε

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -517,6 +517,13 @@ class SparkAdapter:
         e = F.col(column).cast("double")
         bound = F.lit(float(upper))
         return df.withColumn(column, F.when(~F.isnan(e) & (e > bound), bound).otherwise(e))
+
+    def person_eps(self, df: DataFrame, column: str) -> DataFrame:
+        """The ε ``column`` replaced by each user's smallest safe ε (one window by user)."""
+        _has(df, column, "ε")
+        e = F.col(column).cast("double")
+        safe = F.when(e.isNull() | F.isnan(e) | (e < 0), F.lit(0.0)).otherwise(e)
+        return df.withColumn(column, F.min(safe).over(Window.partitionBy(UID)))
 
     def level_counts(
         self, df: DataFrame, column: str, grid: EpsGrid | None

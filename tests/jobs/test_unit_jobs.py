@@ -82,11 +82,11 @@ def test_each_user_is_charged_once_whatever_their_rows(tmp_path: Path) -> None:
     rows = run.values("spend")
     assert [r["country"] for r in rows] == ["DE", "FR", "IT"]
     units = charges_of(tmp_path / "ledger.sqlite", "spend")
-    for uid, eps in frame.groupby("user_id")["eps"].max().items():
+    for uid, eps in frame.groupby("user_id")["eps"].min().items():
         assert units[str(uid)] == round(_charge(float(eps)) / UNIT), uid
     assert units["2"] > 0  # no row in the public keys: charged all the same
-    # person 1: rows at 0.5 and 2.0: charged at 2.0 (the largest: the safe side)
-    assert units["1"] == round(_charge(2.0) / UNIT)
+    # person 1: rows at 0.5 and 2.0: charged at 0.5, their ε (what the release spends)
+    assert units["1"] == round(_charge(0.5) / UNIT) < round(_charge(2.0) / UNIT)
     record = run.releases[0].record
     assert record.units_charged == sum(units.values())
     outcome = record.outcome_data()
@@ -108,8 +108,29 @@ def test_budget_caps_the_person(tmp_path: Path) -> None:
     run_job(_job(tmp_path, frame, budget="default = 0.3"))
     units = charges_of(tmp_path / "ledger.sqlite", "spend")
     assert max(units.values()) * UNIT <= 0.3 + 1e-12
-    for uid, eps in frame.groupby("user_id")["eps"].max().items():
+    for uid, eps in frame.groupby("user_id")["eps"].min().items():
         assert units[str(uid)] == round(_charge(min(float(eps), 0.3)) / UNIT), uid
+
+
+@pytest.mark.parametrize("policy", ["cap", "exclude"])
+def test_plan_matches_the_run_for_a_person_with_mixed_eps(tmp_path: Path, policy: str) -> None:
+    """Person 1's rows at 0.5 and 2.0, budgets above and between them: the plan and the
+    run both use the person's ε (the smallest of their rows), under both policies."""
+    frame = _events(seed=3)
+    for budget, expect in (("10.0", _charge(0.5)), ("1.0", _charge(0.5))):
+        root = tmp_path / f"{policy}-{budget}"
+        root.mkdir()
+        path = _job(root, frame, budget=f"default = {budget}")
+        path.write_text(path.read_text().replace('policy = "cap"', f'policy = "{policy}"'))
+        job = load_job(path)
+        plan = plan_budget(job)
+        sim = plan.selected.simulation.releases[0]
+        predicted = {u: int(sim.charges[row]) for u, row in
+                     zip(plan.user_ids, plan.user_rows, strict=True) if sim.charges[row]}
+        run_job(job)
+        units = charges_of(root / "ledger.sqlite", "spend")
+        assert predicted == units
+        assert units["1"] == round(expect / UNIT)
 
 
 def test_plan_matches_the_run_and_allocation_refuses(tmp_path: Path) -> None:
