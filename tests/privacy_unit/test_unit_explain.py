@@ -142,14 +142,6 @@ def test_errors(kwargs: dict[str, Any], needle: str) -> None:
     assert needle in str(err.value)
 
 
-def test_local_dp_is_refused() -> None:
-    from hdp_spark.ldp import ldp_mean
-
-    spec = ldp_mean("amount", eps="eps", lower=0, upper=500, mechanism="laplace")
-    with pytest.raises(ParameterError, match="`explain` under `privacy_unit` supports"):
-        hpd.explain(_events(0, n=50, persons=10), spec, privacy_unit="user_id")
-
-
 def test_other_aggregators_are_refused() -> None:
     spec = hpd.hdp_user_mean("amount", user="user_id", eps="eps", lower=0, upper=500)
     with pytest.raises(ParameterError, match="supports hdp_mean and hdp_histogram so far"):
