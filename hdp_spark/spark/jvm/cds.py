@@ -14,6 +14,8 @@ extension means no archive until the install step runs again: sessions then star
 would without it. :func:`java_options` names the archive and turns the JVM's CDS log off, so
 an archive the JVM cannot use (stale, truncated, another class path) costs only its speed,
 never a warning or a failed start: the JVM falls back to loading classes from the jars.
+A truncated archive would crash the JVM (JDK 17 maps it without checking its length), so
+the archive's name carries its size and a file of another size is never named.
 
 No pyspark import here (the training runs in its own process).
 """
@@ -70,20 +72,33 @@ def _stamp(jar: Path, jars: Path) -> str | None:
     return h.hexdigest()[:16]
 
 
-def _path(jar: Path, jars: Path) -> Path | None:
+def _prefix(jar: Path, jars: Path) -> str | None:
     stamp = _stamp(jar, jars)
-    return None if stamp is None else jar.parent / f"{_PREFIX}{stamp}.jsa"
+    return None if stamp is None else f"{_PREFIX}{stamp}-"
 
 
 def archive(jar: Path, jars: Path) -> Path | None:
     """The archive trained for this JDK, these pyspark ``jars`` and the extension ``jar``,
     or None when none was (or the install step has not run since one of them changed).
 
+    The archive's name ends in its size in bytes, and a file of another size is not used:
+    the JDK 17 JVM maps the file without checking its length, and a truncated archive
+    crashes it (SIGBUS while mapping, measured).
+
     Privacy:
         None: reads no data.
     """
-    path = _path(jar, jars)
-    return path if path is not None and path.is_file() else None
+    prefix = _prefix(jar, jars)
+    if prefix is None:
+        return None
+    for path in jar.parent.glob(f"{prefix}*.jsa"):
+        size = path.name[len(prefix):-len(".jsa")]
+        try:
+            if size.isdigit() and path.stat().st_size == int(size):
+                return path
+        except OSError:
+            continue
+    return None
 
 
 def java_options(path: Path | None) -> str:
@@ -130,8 +145,10 @@ def driver_options(options: str = "") -> str:
         return options
 
 
-def build_archive(jar: Path, jars: Path, force: bool = False, timeout: float = 600.0) -> Path:
-    """Train the archive (a short local session in a subprocess) unless it exists; its path.
+def build_archive(jar: Path, jars: Path, force: bool = False, timeout: float = 600.0,
+                  trainer: str = "hdp_spark.spark.jvm._train") -> Path:
+    """Train the archive (a short local session in a subprocess: ``python -m trainer
+    ARCHIVE``) unless it exists; its path.
 
     Older archives next to it are removed once the new one is written.
 
@@ -141,13 +158,14 @@ def build_archive(jar: Path, jars: Path, force: bool = False, timeout: float = 6
     Privacy:
         None: the training session aggregates a synthetic table of its own.
     """
-    path = _path(jar, jars)
-    if path is None:
+    prefix = _prefix(jar, jars)
+    if prefix is None:
         msg = "the class-data-sharing archive needs `java` (a JDK 17+) on the PATH or in JAVA_HOME."
         raise CdsBuildError(msg)
-    if path.is_file() and not force:
-        return path
-    part = path.with_name(path.name + ".part")
+    found = archive(jar, jars)
+    if found is not None and not force:
+        return found
+    part = jar.parent / f"{prefix}training.jsa.part"
     part.unlink(missing_ok=True)
     # the training session's environment: the caller's, without a test suite's JVM options
     # (they would replace the training's own) and without a Connect address
@@ -155,7 +173,7 @@ def build_archive(jar: Path, jars: Path, force: bool = False, timeout: float = 6
            if k not in ("PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE", "JDK_JAVA_OPTIONS")}
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "hdp_spark.spark.jvm._train", str(part)],
+            [sys.executable, "-m", trainer, str(part)],
             env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         part.unlink(missing_ok=True)
@@ -167,6 +185,7 @@ def build_archive(jar: Path, jars: Path, force: bool = False, timeout: float = 6
         msg = (f"the class-data-sharing training session failed (exit {proc.returncode}, "
                f"no archive written):\n{tail}")
         raise CdsBuildError(msg)
+    path = jar.parent / f"{prefix}{part.stat().st_size}.jsa"
     os.replace(part, path)
     for old in path.parent.glob(f"{_PREFIX}*.jsa"):
         if old != path:
