@@ -165,7 +165,7 @@ def build_archive(jar: Path, jars: Path, force: bool = False, timeout: float = 6
     found = archive(jar, jars)
     if found is not None and not force:
         return found
-    part = jar.parent / f"{prefix}training.jsa.part"
+    part = jar.parent / f"{prefix}training-{os.getpid()}.jsa.part"  # one per install step
     part.unlink(missing_ok=True)
     # the training session's environment: the caller's, without a test suite's JVM options
     # (they would replace the training's own) and without a Connect address
