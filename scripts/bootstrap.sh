@@ -25,7 +25,7 @@ fi
 # Checked without Python when nothing changed since the last build (that check imports
 # pyspark: ~2 s of CPU on every run of the sample job): the stamp names the files it built
 # (the jar, the archive), each still there, and is older than neither the install stamp nor
-# any Java source.
+# any Java source or Python module of hdp_spark/spark/jvm (the build and the training).
 jvm_stamp=.venv/.hdp_spark-jvm-built
 built() {
   [ -s "$jvm_stamp" ] || return 1
@@ -33,7 +33,8 @@ built() {
   while IFS= read -r f; do [ -f "$f" ] || return 1; done < "$jvm_stamp"
 }
 if [ -f "$jvm_stamp" ] && [ "$jvm_stamp" -nt "$stamp" ] && built \
-   && [ -z "$(find hdp_spark/spark/jvm/src hdp_spark/spark/jvm/_train.py -newer "$jvm_stamp" -print -quit)" ]; then
+   && [ -z "$(find hdp_spark/spark/jvm \( -name '*.java' -o -name '*.py' \) -newer "$jvm_stamp" \
+              -print -quit)" ]; then
   :
 elif command -v javac >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ]; then
   .venv/bin/python -m hdp_spark.spark.jvm > "$jvm_stamp.part"

@@ -289,3 +289,24 @@ def test_a_readers_session_the_archive_does_not_fit_runs_quietly(tmp_path: Path)
     assert not mapped  # the JVM did not use it
     assert "shared archive" not in said.lower()
     assert "[cds" not in said
+
+
+def test_the_session_a_job_creates_starts_with_the_archive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The job's `[spark]` JVM options are kept and the archive's appended (no JVM: the
+    builder's options are read instead of starting a session)."""
+    from pyspark.sql import SparkSession
+
+    from hdp_spark.spark import job_adapter
+    from hdp_spark.spark.extension import DRIVER_OPTIONS
+
+    path = Path("/x/hdp_spark-cds-0123.jsa")
+    monkeypatch.setattr(cds, "archive", lambda jar, jars: path)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", lambda self: dict(self._options))
+    options = job_adapter._session(None, [(DRIVER_OPTIONS, "-XX:+UseSerialGC")])
+    assert options[DRIVER_OPTIONS] == f"-XX:+UseSerialGC {cds.java_options(path)}"
+    remote = job_adapter._session(None, [("spark.remote", "sc://host:15002")])
+    assert DRIVER_OPTIONS not in remote

@@ -9,11 +9,11 @@ first query measured ~40 % less process CPU with it (benchmarks/log/sample_job.m
 The install step (``python -m hdp_spark.spark.jvm``) trains the archive once: a short local
 session (:mod:`hdp_spark.spark.jvm._train`) that reads, aggregates, runs a release and a
 Column aggregator, and writes the archive when its JVM exits. Its name carries a stamp of
-what it depends on (the JDK, pyspark's jars, the extension's jar), so a new pyspark, JDK or
-extension means no archive until the install step runs again: sessions then start as they
-would without it. :func:`java_options` names the archive and turns the JVM's CDS log off, so
-an archive the JVM cannot use (stale, truncated, another class path) costs only its speed,
-never a warning or a failed start: the JVM falls back to loading classes from the jars.
+what it depends on (the JDK, pyspark's jars, the extension's jar, the training's code), so a
+new pyspark, JDK or extension means no archive until the install step runs again: sessions
+then start as they would without it. :func:`java_options` names the archive and turns the
+JVM's CDS log off, so an archive the JVM cannot use (another JDK, class path or jar) costs
+only its speed, never a warning or a failed start: the JVM falls back to the jars.
 A truncated archive would crash the JVM (JDK 17 maps it without checking its length), so
 the archive's name carries its size and a file of another size is never named.
 
@@ -57,7 +57,8 @@ def _java() -> Path | None:
 
 def _stamp(jar: Path, jars: Path) -> str | None:
     """What the archive depends on: the JDK (its binary and its module image), the names
-    and sizes of pyspark's jars, and the extension's jar (named by its own stamp)."""
+    and sizes of pyspark's jars, the extension's jar (named by its own stamp) and the
+    training session's code."""
     java = _java()
     if java is None:
         return None
@@ -68,7 +69,8 @@ def _stamp(jar: Path, jars: Path) -> str | None:
         h.update(f"|{st.st_size}|{st.st_mtime_ns}".encode())
     for p in sorted(jars.glob("*.jar")):
         h.update(f"|{p.name}:{p.stat().st_size}".encode())
-    h.update(f"|{jar.name}".encode())
+    h.update(f"|{jar.name}|".encode())
+    h.update((Path(__file__).parent / "_train.py").read_bytes())  # what the training runs
     return h.hexdigest()[:16]
 
 
