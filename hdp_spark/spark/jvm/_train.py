@@ -5,7 +5,7 @@ configured with the extension, whose driver JVM writes the classes it loaded to 
 when it exits. It does what a first session does: reads a CSV, runs a release, a Column
 aggregator (grouped and global, with its Python finalize), SQL, writes and reads parquet, on
 a synthetic table of its own (no user data). It waits for the JVM to exit, so the archive
-is complete when this process ends.
+is complete when this process ends, and fails unless the JVM exited cleanly.
 """
 
 from __future__ import annotations
@@ -58,9 +58,12 @@ def main(archive: str) -> None:
     gateway = SparkContext._gateway
     spark.stop()
     proc = getattr(gateway, "proc", None)
-    if proc is not None and proc.stdin is not None:
-        proc.stdin.close()  # the gateway JVM exits on EOF and writes the archive
-        proc.wait(timeout=300)
+    if proc is None or proc.stdin is None:  # cannot see the JVM finish its archive
+        sys.exit("the training session's JVM is not a child of this process")
+    proc.stdin.close()  # the gateway JVM exits on EOF and writes the archive
+    code = proc.wait(timeout=300)
+    if code != 0:  # the archive may be incomplete: never named (it could crash a JVM)
+        sys.exit(f"the training session's JVM exited with {code}")
 
 
 if __name__ == "__main__":
