@@ -24,7 +24,23 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # so HotSpot's optimizing compiler and parallel GC threads cost CPU they never pay back
 # (issue 53: tests/backends/test_mean_engines.py 67 -> 37 CPU s). Neither changes a result.
 # A PYSPARK_SUBMIT_ARGS of the caller's own is kept (``pyspark-shell`` alone: the defaults).
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# They also map the class-data-sharing archive of Spark's classes the install step trained
+# (hdp_spark/spark/jvm/cds.py; a session's start-up and first query ~40 % less CPU), as
+# ``hs.configure`` does for a reader's local session: these options replace that one's.
+# Executors (local-cluster) get them too: a JVM maps the archive where its class path
+# matches the training's and skips it silently otherwise.
+JVM_BASE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _jvm_options() -> str:
+    try:
+        from hdp_spark.spark.jvm.cds import driver_options
+    except ImportError:  # no pyspark: no Spark test runs
+        return JVM_BASE_OPTIONS
+    return driver_options(JVM_BASE_OPTIONS)
+
+
+JVM_OPTIONS = _jvm_options()
 os.environ.setdefault(
     "PYSPARK_SUBMIT_ARGS",
     f"--driver-java-options '{JVM_OPTIONS}' "

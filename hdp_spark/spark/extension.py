@@ -18,8 +18,10 @@ from pyspark.sql.utils import is_remote
 
 from hdp_spark.errors import HdpError
 from hdp_spark.spark.jvm import EXTENSIONS_CLASS, FUNCTION, jar_path
+from hdp_spark.spark.jvm.cds import driver_options
 
 __all__ = [
+    "DRIVER_OPTIONS",
     "FALLBACK_THRESHOLD",
     "MISSING_MESSAGE",
     "NATIVE_CONF",
@@ -31,6 +33,7 @@ __all__ = [
     "configure",
     "install",
     "native_ready",
+    "start_archive",
 ]
 
 
@@ -163,7 +166,9 @@ def configure(builder: Any) -> Any:
     starts the JVM). Needed by the Column and SQL
     aggregators on every session (``configure(SparkSession.builder.remote("local[2]"))``
     starts a local Connect server with it; give a remote server the same two settings);
-    the release API works without it. The extension also drops Spark's log copies of its
+    the release API works without it. A local session also starts with the
+    class-data-sharing archive of Spark's classes (:func:`start_archive`). The extension
+    also drops Spark's log copies of its
     own one-line errors (an ε column that breaks its rule: the executor's ERROR with a
     stack trace, the scheduler's "Lost task" and "aborting job"), leaving every other
     error Spark logs as it is.
@@ -173,6 +178,7 @@ def configure(builder: Any) -> Any:
     """
     opts = getattr(builder, "_options", {})
     _local_python(builder, opts)
+    start_archive(builder)
     jar = str(jar_path())
     jars = [j for j in str(opts.get("spark.jars", "")).split(",") if j]
     exts = [e for e in str(opts.get("spark.sql.extensions", "")).split(",") if e]
@@ -194,6 +200,32 @@ def configure(builder: Any) -> Any:
 
 
 PYTHON_CONF = "spark.pyspark.python"
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def start_archive(builder: Any) -> Any:
+    """Start a local session's driver JVM (``local[...]``, ``local-cluster[...]``, a local
+    Connect server, or no master at all: PySpark's ``local[*]``) with the class-data-sharing
+    archive of Spark's classes that the install step trained
+    (:mod:`hdp_spark.spark.jvm.cds`): its options are appended to
+    ``spark.driver.extraJavaOptions`` (kept otherwise; left alone when it already chooses
+    the JVM's sharing, or when there is no archive for this JDK, pyspark and extension).
+    An archive the JVM cannot use is skipped without a warning. Returns ``builder``.
+
+    Privacy:
+        Configuration only; no data is read.
+    """
+    opts = getattr(builder, "_options", {})
+    master = str(opts.get("spark.remote", opts.get("spark.master", "")))
+    if master and not master.startswith("local"):
+        return builder
+    if not master and os.environ.get("SPARK_REMOTE"):
+        return builder
+    current = str(opts.get(DRIVER_OPTIONS, ""))
+    merged = driver_options(current)
+    if merged != current:
+        builder = builder.config(DRIVER_OPTIONS, merged)
+    return builder
 
 
 def _local_python(builder: Any, opts: dict[str, Any]) -> None:
@@ -227,6 +259,10 @@ def _quiet_static_conf_warnings() -> None:
             "ignore", category=UserWarning,
             message=rf"Failed to set {re.escape(conf)} to Some\(.*(hdp_spark|HdpExtensions|"
                     rf"{re.escape(sys.executable)}).*\) due to \[CANNOT_MODIFY_")
+    warnings.filterwarnings(
+        "ignore", category=UserWarning,
+        message=rf"Failed to set {re.escape(DRIVER_OPTIONS)} to Some\(.*hdp_spark-cds-.*\) "
+                rf"due to \[CANNOT_MODIFY_")
     warnings.filterwarnings(
         "ignore", category=UserWarning,
         message=rf"Failed to set {re.escape(PYTHON_SOCKET[0])} to "

@@ -78,7 +78,11 @@ def _session(spark: Any, conf: Sequence[tuple[str, str]]) -> Any:
         "spark.ui.showConsoleProgress", "false")
     for k, v in conf:
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    # a local session starts with the class-data-sharing archive of Spark's classes, when
+    # the install step trained one (the sample job: session start and first query faster)
+    from hdp_spark.spark.extension import start_archive
+
+    return start_archive(builder).getOrCreate()
 
 
 # Java's Double.parseDouble (behind Spark's string -> double cast) accepts a trailing

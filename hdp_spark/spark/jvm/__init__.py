@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hdp_spark.errors import HdpError
 
-__all__ = ["EXTENSIONS_CLASS", "FUNCTION", "JvmBuildError", "build", "jar_path"]
+__all__ = ["EXTENSIONS_CLASS", "FUNCTION", "JvmBuildError", "build", "jar_path", "spark_jars"]
 
 EXTENSIONS_CLASS = "org.hdpspark.HdpExtensions"
 """The ``spark.sql.extensions`` class of the extension."""
@@ -38,7 +38,15 @@ class JvmBuildError(HdpError):
     """The JVM extension could not be compiled (no JDK, or no pyspark jars)."""
 
 
-def _spark_jars() -> Path:
+def spark_jars() -> Path:
+    """The directory of the jars Spark runs with: ``$SPARK_HOME/jars``, else pyspark's.
+
+    Raises:
+        JvmBuildError: pyspark is not installed, or has no jars directory.
+
+    Privacy:
+        None: reads no data.
+    """
     home = os.environ.get("SPARK_HOME")
     if home and (Path(home) / "jars").is_dir():
         return Path(home) / "jars"
@@ -79,7 +87,7 @@ def build(force: bool = False) -> Path:
     Privacy:
         None: compiles code; reads no data.
     """
-    jars = _spark_jars()
+    jars = spark_jars()
     stamp = _stamp(jars)
     targets = _targets(stamp)
     if not force:
