@@ -19,6 +19,10 @@ empty group). ``keys=select_keys(...)`` is refused: DP partition selection prote
 membership with central noise, which a local-DP release has no budget for (the ε_i of the
 reports is spent on the devices); declare the keys public or pass a key list.
 
+Privacy unit: ``privacy_unit="user_id"`` keeps ONE report per person, as
+``ldp_agg(..., privacy_unit=...)`` does, under a secret key that no printed plan shows
+(:mod:`hdp_spark.spark.ldp_unit`); global only.
+
 Markers: as ``ldp_agg``, the Column refuses, at analysis, a report column that carries no
 ``hdp_ldp_report`` marker (``ldp_simulate`` writes it) unless the Column is built with
 ``already_randomized=True``, and a marker of another mechanism always.
@@ -258,13 +262,18 @@ def ldp_mean(
     docstring) and ``already_randomized`` (as ``ldp_agg``'s: without it the report column
     must carry the ``hdp_ldp_report`` marker, checked at analysis). A group's numbers equal
     ``hs.ldp_agg(df, <this>, by=..., keys=[group], already_randomized=...)``'s.
+    ``privacy_unit`` (with ``max_groups``/``max_rows`` 1 or omitted): one report per person,
+    global only, equal to ``hs.ldp_agg(df, <this>, privacy_unit=...)`` under the query's key
+    (:mod:`hdp_spark.spark.ldp_unit`).
 
     Privacy:
         Adds no noise and needs no key: each report is already ε_i-LDP (randomized on the
         devices) and the estimate is post-processing, so re-evaluating a query, or running
         another one, reveals nothing the reports do not. Public: the ε column (hence n and
         the ε histogram of each group), the bounds, β, and under ``keys="public"`` the
-        grouping values.
+        grouping values. Under ``privacy_unit`` a person loses at most their smallest ε:
+        the kept report sits at a position drawn by a PRF of a secret key and the person
+        (:mod:`hdp_spark.core.privacy_unit.ldp`); re-evaluation keeps the same reports.
     """
     from hdp_spark.aggregators import ldp_mean as spec_mean
 

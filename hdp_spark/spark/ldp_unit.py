@@ -96,7 +96,7 @@ def secret_column(bkey: str) -> Column:
             msg = "a Column aggregator needs an active SparkSession."
             raise ParameterError(msg)
         jvm = session._jvm  # type: ignore[attr-defined]
-        return Column(jvm.org.hdpspark.HdpSecret.column(bkey))  # type: ignore[operator]
+        return Column(jvm.org.hdpspark.HdpSecret.column(bkey))  # type: ignore[operator,union-attr]
     from pyspark.sql.connect.column import Column as ConnectColumn
 
     return ConnectColumn(_ConnectSecret(bkey))
@@ -126,5 +126,5 @@ def _connect_secret_class() -> type:
     return ConnectSecret
 
 
-def _ConnectSecret(bkey: str) -> Any:  # noqa: N802 - a class built on first use
+def _ConnectSecret(bkey: str) -> Any:
     return _connect_secret_class()(bkey)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
-from tests.privacy_unit.ldp_unit_data import table  # noqa: E402
+from tests.privacy_unit.ldp_unit_data import table
 
 sys.path.pop(0)
 
@@ -112,8 +112,14 @@ def main() -> None:
                else SparkSession.builder.master("local[2]"))
     builder = (builder.config("spark.sql.shuffle.partitions", "3")
                .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", logs)
-               .config("spark.log.level", "INFO"))
+               .config("spark.eventLog.compress", "false"))
     spark = hs.configure(builder).getOrCreate()
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm  # the driver's (a local Connect server's too)
+    if jvm is not None:  # every logger at INFO: the logs the test greps
+        log4j = jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setAllLevels("", log4j.Level.INFO)
     try:
         got = run(spark)
     finally:
