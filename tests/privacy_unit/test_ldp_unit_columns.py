@@ -26,7 +26,6 @@ from pyspark.sql import functions as F
 
 import hdp_spark.spark as hs
 from hdp_spark.errors import ParameterError
-from tests.conftest import JVM_OPTIONS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ldp_unit_column_job import run
@@ -37,16 +36,6 @@ pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore::hdp_spark.ldp.LdpEpsilonWarning")]
 
 JOB = Path(__file__).with_name("ldp_unit_column_job.py")
-LOG4J = """rootLogger.level = info
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = info
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c: %m%n%ex
-"""
 
 
 def _check(got: dict[str, Any]) -> None:
@@ -80,11 +69,6 @@ def test_the_key_is_in_no_plan_event_log_or_info_log(mode: str, tmp_path: Path) 
     env = dict(os.environ)
     env.pop("SPARK_REMOTE", None)
     env["PYSPARK_PYTHON"] = sys.executable
-    log4j = tmp_path / "log4j2.properties"  # every logger at INFO, to stderr
-    log4j.write_text(LOG4J)
-    env["PYSPARK_SUBMIT_ARGS"] = (
-        f"--driver-java-options '-Dlog4j2.configurationFile=file:{log4j} {JVM_OPTIONS}' "
-        "pyspark-shell")
     logs = tmp_path / "events"
     logs.mkdir()
     proc = subprocess.run([sys.executable, str(JOB), mode, str(logs)], capture_output=True,
