@@ -196,6 +196,12 @@ def configure(builder: Any) -> Any:
         builder = builder.config(*PYTHON_SOCKET)
     if remote.startswith("local"):
         _quiet_static_conf_warnings()
+        # the Connect channel of the local-DP Columns' secret (hdp_spark.spark.ldp_unit)
+        from hdp_spark.spark.ldp_unit import CONNECT_PLUGIN, CONNECT_PLUGIN_CONF
+
+        plugins = [p for p in str(opts.get(CONNECT_PLUGIN_CONF, "")).split(",") if p]
+        if CONNECT_PLUGIN not in plugins:
+            builder = builder.config(CONNECT_PLUGIN_CONF, ",".join([*plugins, CONNECT_PLUGIN]))
     return builder
 
 
@@ -254,10 +260,12 @@ def _quiet_static_conf_warnings() -> None:
     values, and the Python worker settings it makes) so that a correct set-up prints none;
     a server without the extension is still an error naming :func:`configure` when a
     Column is used."""
-    for conf in ("spark.jars", "spark.sql.extensions", PYTHON_CONF):
+    for conf in ("spark.jars", "spark.sql.extensions", PYTHON_CONF,
+                 "spark.connect.extensions.expression.classes"):
         warnings.filterwarnings(
             "ignore", category=UserWarning,
             message=rf"Failed to set {re.escape(conf)} to Some\(.*(hdp_spark|HdpExtensions|"
+                    rf"HdpConnectSecret|"
                     rf"{re.escape(sys.executable)}).*\) due to \[CANNOT_MODIFY_")
     warnings.filterwarnings(
         "ignore", category=UserWarning,

@@ -274,7 +274,12 @@ public final class HdpLdpCells extends HdpAggregate<LdpState> {
         throw new IllegalArgumentException("hdp_ldp_cells takes (groups, level, index, q, "
             + "mechanism, declared, roles, columns...)");
       }
-      in.set(0, new HdpQuery(HdpQueryRule.constantText(in.get(0), "groups")));
+      // a secret last argument (a privacy unit's bounding key) goes into the placeholder
+      String secret = null;
+      if (in.get(in.size() - 1) instanceof HdpSecret) {
+        secret = ((HdpSecret) in.remove(in.size() - 1)).material();
+      }
+      in.set(0, new HdpQuery(HdpQueryRule.constantText(in.get(0), "groups"), secret));
       in.add(GROUP, new HdpGroup());
       return new HdpLdpCells(HdpCells.seq(in), 0, 0);
     }

@@ -36,10 +36,19 @@ public final class HdpQuery extends Placeholder {
 
   final String groups;
 
+  /** A local-DP Column's secret bounding key under a privacy unit ({@link HdpSecret}), or
+   * null: not a product element, so never printed (see {@link HdpSecret}). */
+  final String secret;
+
   public HdpQuery(String groups) {
+    this(groups, null);
+  }
+
+  public HdpQuery(String groups, String secret) {
+    this.secret = secret;
     if (!NONE.equals(groups) && !PUBLIC.equals(groups) && !CELLS.equals(groups)
         && !groups.startsWith(KeyFilter.PREFIX) && !groups.startsWith(SelectionPlan.PREFIX)
-        && !PersonRows.holds(groups)) {
+        && !PersonRows.holds(groups) && !LdpUnitPlan.holds(groups)) {
       throw new IllegalArgumentException("hdp_spark: the group decision must be 'none', "
           + "'public', 'cells', a key list, a selection or a privacy unit, got '" + groups
           + "'");
@@ -76,13 +85,20 @@ public final class HdpQuery extends Placeholder {
   }
 
   @Override
+  public scala.collection.immutable.Seq<Object> otherCopyArgs() {  // makeCopy keeps a key
+    return scala.jdk.javaapi.CollectionConverters.asScala(secret == null
+        ? new java.util.ArrayList<Object>() : java.util.Arrays.asList((Object) secret)).toSeq();
+  }
+
+  @Override
   public boolean canEqual(Object that) {
     return that instanceof HdpQuery;
   }
 
   @Override
   public boolean equals(Object o) {
-    return o instanceof HdpQuery && ((HdpQuery) o).groups.equals(groups);
+    return o instanceof HdpQuery && ((HdpQuery) o).groups.equals(groups)
+        && java.util.Objects.equals(((HdpQuery) o).secret, secret);
   }
 
   @Override

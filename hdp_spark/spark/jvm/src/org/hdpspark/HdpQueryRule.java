@@ -90,6 +90,8 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
         boolean[] other = {false};
         String[] persons = {null};  // a partial-DP Column's privacy unit (PersonRows)
         boolean[] unbounded = {false};  // an hdp_spark aggregator without it
+        String[] ldp = {null, null, null};  // a local-DP unit's decision, secret, fingerprint
+        int[] releases = {0};
         List<NamedExpression> out = new ArrayList<>();
         for (NamedExpression e : CollectionConverters.asJava(a.aggregateExpressions())) {
           out.add((NamedExpression) ((Expression) e).transformUp(
@@ -143,6 +145,15 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
                     QueryGuard.check(a, x);
                   }
                   String fp = QueryFingerprint.of(a.child(), a.groupingExpressions(), x);
+                  releases[0]++;
+                  if (LdpUnitPlan.holds(groups)) {
+                    if (grouped) {
+                      throw new IllegalArgumentException(LdpUnitPlan.GROUPED);
+                    }
+                    ldp[0] = groups;
+                    ldp[1] = query(x).secret;
+                    ldp[2] = fp;
+                  }
                   if (unit[0] == null && UnitPlan.holds(groups)) {
                     unit[0] = groups;
                     unit[1] = fp;
@@ -165,6 +176,12 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
               }));
         }
         Seq<NamedExpression> aggs = CollectionConverters.asScala(out).toSeq();
+        if (ldp[0] != null) {  // one report per person, below the aggregate (LdpUnitPlan)
+          if (releases[0] > 1) {
+            throw new IllegalArgumentException(LdpUnitPlan.ALONE);
+          }
+          return LdpUnitPlan.build(a, out, ldp[0], ldp[1], ldp[2]);
+        }
         if (selection[0] != null && SelectionPlan.marked(out)) {
           if (other[0]) {
             throw new IllegalArgumentException(KEYS_DIFFER);
@@ -193,6 +210,19 @@ public final class HdpQueryRule extends Rule<LogicalPlan> {
         return a.copy(a.groupingExpressions(), aggs, child, a.hint());
       }
     });
+  }
+
+  /** The {@link HdpQuery} placeholder of {@code e} (it holds one: the rule's test). */
+  private static HdpQuery query(Expression e) {
+    if (e instanceof HdpQuery) {
+      return (HdpQuery) e;
+    }
+    for (Expression c : CollectionConverters.asJava(e.children())) {
+      if (Placeholder.holds(c, HdpQuery.class)) {
+        return query(c);
+      }
+    }
+    throw new IllegalStateException("hdp_spark: no query placeholder");
   }
 
   /**

@@ -88,6 +88,14 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
     String shape = function + "(" + String.join(", ", columns)
         + ", '<JSON options>'[, 'public'])";
     int n = in.size();
+    for (int i = k + 1; i < n; i++) {  // the SQL form of a privacy unit: not yet
+      if (isText(in.get(i)) && "unit".equals(in.get(i).eval(null).toString())) {
+        throw bad("`privacy_unit`: " + function + " in SQL does not take 'unit' yet (its key "
+            + "must stay secret, and a SQL registration has no secret channel to the JVM "
+            + "yet); use the Column, df.agg(hdp_spark.spark.ldp_mean(..., "
+            + "privacy_unit=...)), or hdp_spark.spark.ldp_agg(df, ..., privacy_unit=...).");
+      }
+    }
     String groups = HdpQuery.NONE;
     if (n == k + 2) {
       Expression last = in.get(k + 1);

@@ -392,7 +392,7 @@ final class UnitPlan {
         Literal.create(10, DataTypes.IntegerType), false), DataTypes.LongType);
   }
 
-  private static Alias window(Expression f, List<Expression> by, List<Expression> order,
+  static Alias window(Expression f, List<Expression> by, List<Expression> order,
       boolean running, String name) {
     SpecifiedWindowFrame frame = new SpecifiedWindowFrame(RowFrame$.MODULE$,
         UnboundedPreceding$.MODULE$, running ? CurrentRow$.MODULE$
@@ -401,7 +401,7 @@ final class UnitPlan {
         new WindowSpecDefinition(seq(by), orders(order), frame)), name);
   }
 
-  private static Seq<SortOrder> orders(List<Expression> exprs) {
+  static Seq<SortOrder> orders(List<Expression> exprs) {
     List<SortOrder> out = new ArrayList<>();
     Seq<Expression> none = seq(new ArrayList<Expression>());
     for (Expression x : exprs) {
@@ -410,15 +410,15 @@ final class UnitPlan {
     return seq(out);
   }
 
-  private static Expression cast(Expression e, DataType t) {
+  static Expression cast(Expression e, DataType t) {
     return new Cast(e, t, Option.empty());
   }
 
-  private static Literal lit(String s) {
+  static Literal lit(String s) {
     return Literal.create(UTF8String.fromString(s), DataTypes.StringType);
   }
 
-  private static <T> Seq<T> seq(List<T> list) {
+  static <T> Seq<T> seq(List<T> list) {
     return CollectionConverters.asScala(list).toSeq();
   }
 }

@@ -1,0 +1,149 @@
+package org.hdpspark;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback;
+import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import scala.collection.immutable.Seq;
+
+/**
+ * The PRF rank that places the one report a local-DP aggregator keeps of a person under a
+ * privacy unit ({@link LdpUnitPlan}): {@code rank(report_rank_text(query key, name,
+ * person))} of {@code hdp_spark.core.privacy_unit.spec}, i.e. the first 60 bits of SHA-256
+ * of {@code <query key> SEP "ldp" SEP <name> SEP <child>} (the child: the person's
+ * length-tagged id text), the number the release API's {@code keep_one_report} computes.
+ *
+ * <p>Privacy: the query key (SHA-256 of the Column's secret bounding key and the query's
+ * fingerprint) is held in a field that is not a product element: no printed form of a plan
+ * shows it ({@code hdp_ldp_position(child)}), nor JSON; it reaches the executors only inside
+ * the serialized task, as the Column finalize's key does inside its pickled function. Not
+ * code-generated with the key in the source: the generated code calls {@link #eval} through
+ * a reference object. Equality reads the key, the hash code does not.
+ */
+final class HdpSecretRank extends Expression implements CodegenFallback, java.io.Serializable {
+
+  private static final long serialVersionUID = 1L;
+
+  private final Expression child;
+  private final byte[] prefix;
+
+  public HdpSecretRank(Expression child, byte[] prefix) {
+    this.child = child;
+    this.prefix = prefix.clone();
+  }
+
+  /** The rank of a person's tagged text under query key {@code key} and aggregator
+   * {@code name}. */
+  static HdpSecretRank of(Expression tagged, String key, String name) {
+    String sep = "\u001f";
+    return new HdpSecretRank(tagged,
+        (key + sep + "ldp" + sep + name + sep).getBytes(StandardCharsets.UTF_8));
+  }
+
+  @Override
+  public Seq<Expression> children() {
+    return HdpCells.seq(Arrays.asList(child));
+  }
+
+  @Override
+  public boolean nullable() {
+    return true;
+  }
+
+  @Override
+  public DataType dataType() {
+    return DataTypes.LongType;
+  }
+
+  @Override
+  public Object eval(InternalRow input) {
+    Object v = child.eval(input);
+    if (v == null) {
+      return null;
+    }
+    MessageDigest md;
+    try {
+      md = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+    md.update(prefix);
+    byte[] d = md.digest(((UTF8String) v).getBytes());
+    long head = 0L;
+    for (int i = 0; i < 8; i++) {
+      head = (head << 8) | (d[i] & 0xffL);
+    }
+    return head >>> 4;  // the first 15 hex digits
+  }
+
+  @Override
+  public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
+    return CodegenFallback.super.doGenCode(ctx, ev);
+  }
+
+  @Override
+  public Expression withNewChildrenInternal(
+      scala.collection.immutable.IndexedSeq<Expression> newChildren) {
+    return new HdpSecretRank(newChildren.apply(0), prefix);
+  }
+
+  @Override
+  public int productArity() {
+    return 1;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    if (n == 0) {
+      return child;
+    }
+    throw new IndexOutOfBoundsException(String.valueOf(n));
+  }
+
+  @Override
+  public Seq<Object> otherCopyArgs() {  // makeCopy/clone keep the key
+    return scala.jdk.javaapi.CollectionConverters.asScala(
+        Arrays.asList((Object) prefix)).toSeq();
+  }
+
+  @Override
+  public boolean canEqual(Object that) {
+    return that instanceof HdpSecretRank;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof HdpSecretRank && ((HdpSecretRank) o).child.equals(child)
+        && Arrays.equals(((HdpSecretRank) o).prefix, prefix);
+  }
+
+  @Override
+  public int hashCode() {
+    return 0x5ec8 ^ child.hashCode();
+  }
+
+  @Override
+  public String prettyName() {
+    return "hdp_ldp_position";
+  }
+
+  @Override
+  public String toString() {
+    return "hdp_ldp_position(" + child + ")";
+  }
+
+  @Override
+  public String sql() {
+    return "hdp_ldp_position(" + child.sql() + ")";
+  }
+}

@@ -1,0 +1,130 @@
+"""The local-DP Column aggregators under a privacy unit: ``df.agg(ldp_mean(...,
+privacy_unit="user_id"))`` keeps ONE report per person, as ``hs.ldp_agg(df, ...,
+privacy_unit=...)`` does (the rule and its proof: :mod:`hdp_spark.core.privacy_unit.ldp`).
+
+Privacy-critical. The rule is safe only while the position of the kept report is unknown to
+whoever reads the output, so the key that places it is a SECRET here, unlike the central
+Columns' bounding key (which orders rows and keys no noise, and is a plan literal):
+
+* The Column holds a fresh release key (OS entropy). Its bounding key
+  (:func:`~hdp_spark.core.privacy_unit.spec.bounding_key`) reaches the JVM extension as a
+  secret argument (``HdpSecret``): classic PySpark builds that expression through py4j;
+  Spark Connect sends it as an expression extension (a ``BytesValue`` that the server's
+  ``HdpConnectSecret`` plugin turns into the same expression), so it is never a literal of
+  the Catalyst plan.
+* At analysis the extension's rule (``LdpUnitPlan``) inserts the release API's rule below
+  the aggregate (one window specification partitioned by the person) and ranks each person
+  with ``hdp_ldp_position``, which holds the query's key
+  (:func:`~hdp_spark.core.privacy_unit.spec.query_bounding_key` of the Column's bounding key
+  and the query's fingerprint) in a field that no printed form of a plan shows (explain in
+  every mode, the Spark UI and event log, plan logs, JSON) and the fingerprint does not read.
+* Re-evaluating a query (same fingerprint) keeps the same reports; another query or another
+  Column keeps independent ones; the numbers equal ``ldp_agg``'s under the query's key
+  (``col.key.for_query(fingerprint)``, the fingerprint being the plan's one 64-hex literal).
+
+Global only, one aggregator per aggregate, ``max_groups``/``max_rows`` 1: the release API's
+rules, named on refusal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql.utils import is_remote
+
+from hdp_spark.core.privacy_unit.spec import PrivacyUnit
+from hdp_spark.errors import ParameterError
+
+__all__ = ["CONNECT_PLUGIN", "CONNECT_PLUGIN_CONF", "LDP_UNIT_PREFIX", "SECRET_MAGIC",
+           "ldp_unit_decision", "secret_column"]
+
+LDP_UNIT_PREFIX = "ldpunit:"
+"""The group decision of a local-DP Column under a privacy unit (``LdpUnitPlan``)."""
+
+SECRET_MAGIC = b"hdp_spark/secret/v1\x00"
+"""The public head of a secret's bytes on Spark Connect (``HdpConnectSecret.MAGIC``)."""
+
+CONNECT_PLUGIN = "org.hdpspark.HdpConnectSecret"
+CONNECT_PLUGIN_CONF = "spark.connect.extensions.expression.classes"
+
+
+def ldp_unit_decision(spec: Any, keys: object, privacy_unit: str,
+                      max_groups: int | None, max_rows: int | None) -> str:
+    """The group decision of a local-DP Column of ``spec`` under ``privacy_unit``.
+
+    Raises:
+        ParameterError: ``keys`` given (global only), a bound other than 1, or a bad unit
+            column name (naming the parameter).
+
+    Privacy:
+        Public parameters only (the unit's column and the aggregator's name).
+    """
+    if keys is not None:
+        msg = (f"`keys`: local-DP aggregators under `privacy_unit` release the whole table "
+               "only (a report cannot be split over groups, and a person's group membership "
+               f"is private): use df.agg(...) without keys, got {keys!r}.")
+        raise ParameterError(msg)
+    for name, value in (("max_groups", max_groups), ("max_rows", max_rows)):
+        if value is not None and (isinstance(value, bool) or value != 1):
+            msg = (f"`{name}` must be 1 for local-DP aggregators under `privacy_unit` (they "
+                   f"keep one report per person), got {value!r}.")
+            raise ParameterError(msg)
+    unit = PrivacyUnit(privacy_unit, 1, 1)
+    read = {str(getattr(spec, a)) for a in ("report", "index", "sign", "eps")
+            if hasattr(spec, a)}
+    if unit.column in read:
+        msg = (f"`privacy_unit` column {unit.column!r} identifies people: no aggregator may "
+               "read it as a report or ε column.")
+        raise ParameterError(msg)
+    return LDP_UNIT_PREFIX + json.dumps({"name": spec.name, "unit": unit.column},
+                                        sort_keys=True)
+
+
+def secret_column(bkey: str) -> Column:
+    """The secret argument that carries ``bkey`` (64 hex digits) to the JVM extension:
+    never a plan literal (module docstring).
+
+    Privacy:
+        The key is in no printed plan; on Connect it travels in the request's bytes as the
+        finalize's key travels in its pickled function.
+    """
+    if not is_remote():
+        session = SparkSession.getActiveSession()
+        if session is None:  # built_column checked it first
+            msg = "a Column aggregator needs an active SparkSession."
+            raise ParameterError(msg)
+        jvm = session._jvm  # type: ignore[attr-defined]
+        return Column(jvm.org.hdpspark.HdpSecret.column(bkey))  # type: ignore[operator,union-attr]
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    return ConnectColumn(_ConnectSecret(bkey))
+
+
+def _connect_secret_class() -> type:
+    from google.protobuf import wrappers_pb2
+    from pyspark.sql.connect import proto
+    from pyspark.sql.connect.expressions import Expression
+
+    class ConnectSecret(Expression):
+        """A Connect expression extension carrying a secret (``HdpConnectSecret``)."""
+
+        def __init__(self, bkey: str) -> None:
+            super().__init__()
+            self._bkey = bkey
+
+        def to_plan(self, session: Any) -> Any:
+            expr = proto.Expression()
+            expr.extension.Pack(wrappers_pb2.BytesValue(
+                value=SECRET_MAGIC + self._bkey.encode("ascii")))
+            return expr
+
+        def __repr__(self) -> str:
+            return "hdp_secret()"
+
+    return ConnectSecret
+
+
+def _ConnectSecret(bkey: str) -> Any:
+    return _connect_secret_class()(bkey)

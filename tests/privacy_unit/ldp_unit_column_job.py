@@ -1,0 +1,135 @@
+"""The local-DP Columns under a privacy unit, on any session (classic in the test process,
+Spark Connect through the job server), and, run as a script, in a session of its own whose
+event log and INFO logs the test greps for the key (``python ldp_unit_column_job.py
+<classic|connect> <event log dir>``: prints the result as JSON on its last line)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parents[2]))
+from tests.privacy_unit.ldp_unit_data import table
+
+sys.path.pop(0)
+
+MODES = ("simple", "extended", "codegen", "cost", "formatted")
+
+
+def columns(oracle: Any, **kwargs: Any) -> list[Any]:
+    """The four local-DP Columns under the unit ``uid`` (declared reports)."""
+    import hdp_spark.spark as hs
+
+    unit = {"already_randomized": True, "privacy_unit": "uid", **kwargs}
+    return [hs.ldp_mean("lap", eps="eps", mechanism="laplace", **unit),
+            hs.ldp_mean("rr", eps="eps", mechanism="rr", **unit),
+            hs.ldp_mean_vector("vec", eps="eps", d=3, **unit),
+            hs.ldp_distribution("j", "b", eps="eps", oracle=oracle, **unit)]
+
+
+def explained(q: Any) -> str:
+    """``q.explain`` in every mode, as one text."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for mode in MODES:
+            q.explain(mode)
+    return out.getvalue()
+
+
+def fingerprint(q: Any) -> str:
+    """The query's fingerprint: the one 64-hex literal of its plans."""
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", explained(q)))
+    assert len(found) == 1, found
+    return found.pop()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def run(spark: Any) -> dict[str, Any]:
+    """Each Column beside ``ldp_agg`` under the query's key, re-evaluations, another key,
+    and (for the caller's grep) the secrets of an unseeded Column and its plans."""
+    import hdp_spark.spark as hs
+    from hdp_spark.core.ldp.release import output_fields
+    from hdp_spark.core.privacy_unit.spec import bounding_key, query_bounding_key
+
+    warnings.simplefilter("ignore")
+    pdf, oracle = table()
+    df = spark.createDataFrame(pdf).repartition(3)
+    out: dict[str, Any] = {"session": type(spark).__module__, "diff": [], "fields": 0,
+                           "n": [], "again": [], "other": []}
+    for i, col in enumerate(columns(oracle)):
+        seeded = col.unsafe_seed(f"c{i}")
+        name = seeded.spec.name
+        q = df.agg(seeded)
+        got = q.collect()[0][name].asDict(recursive=True)
+        want = hs.ldp_agg(df, seeded, already_randomized=True, privacy_unit="uid",
+                          unsafe_seed=seeded.key.for_query(fingerprint(q))
+                          ).collect()[0].asDict(recursive=True)
+        for suffix, _ in output_fields(seeded.spec):
+            out["fields"] += 1
+            if not _same(got[suffix.lstrip("_") or "estimate"], want[name + suffix]):
+                out["diff"].append(name + suffix)
+        out["n"].append(got["n"] + got["skipped"])
+        again = [q.collect()[0][name].asDict(recursive=True),
+                 df.agg(seeded).collect()[0][name].asDict(recursive=True)]
+        out["again"].append(all(_same(a, got) for a in again))
+        # another key keeps other reports: for binary reports (randomized response, the
+        # oracle's signs) two selections can tie on the released sums, so six keys are
+        # tried and one must differ
+        others = [df.agg(col.unsafe_seed(f"other{i}.{j}")).collect()[0][name]["raw"]
+                  for j in range(6)]
+        out["other"].append(any(not _same(o, got["raw"]) for o in others))
+    secret = columns(oracle)[0]
+    q = df.agg(secret)
+    rows = [q.collect()[0][0].asDict(recursive=True) for _ in range(2)]
+    plans = explained(q)
+    fp = fingerprint(q)
+    bkey = bounding_key(secret.key)
+    out["repeat"] = _same(rows[0], rows[1])
+    out["secrets"] = [secret.key.material.hex(), bkey, query_bounding_key(bkey, fp)]
+    out["plans"] = plans
+    out["persons"] = int(pdf["uid"].nunique())
+    return out
+
+
+def main() -> None:
+    from pyspark.sql import SparkSession
+
+    import hdp_spark.spark as hs
+
+    mode, logs = sys.argv[1], sys.argv[2]
+    builder = (SparkSession.builder.remote("local[2]") if mode == "connect"
+               else SparkSession.builder.master("local[2]"))
+    builder = (builder.config("spark.sql.shuffle.partitions", "3")
+               .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", logs)
+               .config("spark.eventLog.compress", "false"))
+    spark = hs.configure(builder).getOrCreate()
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm  # the driver's (a local Connect server's too)
+    if jvm is not None:  # every logger at INFO: the logs the test greps
+        log4j = jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setAllLevels("", log4j.Level.INFO)
+    try:
+        got = run(spark)
+    finally:
+        spark.stop()
+    print(json.dumps(got))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The local-DP Column aggregators under a privacy unit (issue 50):
+``df.agg(hs.ldp_mean(..., privacy_unit="uid"))`` keeps one report per person.
+
+* each of the four Columns releases, field for field, what ``hs.ldp_agg(...,
+  privacy_unit=...)`` releases under the query's key (the Column's key derived with the
+  query's fingerprint), so it keeps the release API's reports (the rule's own tests:
+  ``test_ldp_unit.py``); re-evaluating a query, or analysing it again, repeats the numbers;
+  another key keeps other reports; on classic Spark and on Spark Connect;
+* the key is a secret: neither the Column's key, nor its bounding key, nor the query's
+  bounding key appears in any explain mode, in the event log of the run, or in its INFO logs
+  (classic and Connect, each in a session of its own);
+* every refusal names its parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+import hdp_spark.spark as hs
+from hdp_spark.errors import ParameterError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ldp_unit_column_job import run
+
+sys.path.pop(0)
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.filterwarnings("ignore::hdp_spark.ldp.LdpEpsilonWarning")]
+
+JOB = Path(__file__).with_name("ldp_unit_column_job.py")
+
+
+def _check(got: dict[str, Any]) -> None:
+    assert got["diff"] == []
+    assert got["fields"] == 4 * 12 + 1  # every field compared (the pmf has _m, _projection)
+    assert got["again"] == [True] * 4  # the same query again, and analysed again
+    assert got["other"] == [True] * 4  # another key keeps other reports
+    assert got["repeat"] is True
+    assert all(n <= got["persons"] for n in got["n"])  # one report per person at most
+    for secret in got["secrets"]:
+        assert secret not in got["plans"]
+
+
+def test_classic_columns_equal_the_release_api(spark: Any) -> None:
+    _check(run(spark))
+
+
+def test_connect_columns_equal_the_release_api(connect_server: Any) -> None:
+    pytest.importorskip("pyspark.sql.connect")
+    got = connect_server.run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
+    assert "connect" in got["session"]
+    _check(got)
+
+
+@pytest.mark.parametrize("mode", ["classic", "connect"])
+def test_the_key_is_in_no_plan_event_log_or_info_log(mode: str, tmp_path: Path) -> None:
+    """A session of its own with the event log on and INFO logs: the key, its bounding key
+    and the query's bounding key appear nowhere (the plans print ``hdp_ldp_position``)."""
+    if mode == "connect":
+        pytest.importorskip("pyspark.sql.connect")
+    env = dict(os.environ)
+    env.pop("SPARK_REMOTE", None)
+    env["PYSPARK_PYTHON"] = sys.executable
+    logs = tmp_path / "events"
+    logs.mkdir()
+    proc = subprocess.run([sys.executable, str(JOB), mode, str(logs)], capture_output=True,
+                          text=True, timeout=900, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    _check(got)
+    events = "".join(p.read_text(errors="replace") for p in logs.rglob("*") if p.is_file())
+    assert "SparkListenerSQLExecutionStart" in events  # the plans are in it
+    assert "hdp_ldp_position" in events
+    assert " INFO " in proc.stderr  # INFO logs were written
+    if mode == "connect":
+        assert "SparkListenerConnectOperationStarted" in events  # the statements too
+    for secret in got["secrets"]:
+        assert secret not in events
+        assert secret not in proc.stderr
+        assert secret not in proc.stdout.replace(json.dumps(got["secrets"])[1:-1], "")
+
+
+@pytest.fixture(scope="module")
+def frame(spark: Any) -> Any:
+    return spark.createDataFrame([(1, 0.5, 0.1, 1.5), (1, 1.0, 0.2, 2.5), (2, 1.0, -0.3, 3.5)],
+                                 "uid long, eps double, lap double, amount double")
+
+
+UNIT = {"eps": "eps", "mechanism": "laplace", "already_randomized": True,
+        "privacy_unit": "uid"}
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"keys": "public"}, "`keys`"),
+    ({"keys": ["a"]}, "`keys`"),
+    ({"max_groups": 2}, "`max_groups` must be 1"),
+    ({"max_rows": 3}, "`max_rows` must be 1"),
+    ({"privacy_unit": "eps"}, "`privacy_unit` column 'eps' identifies people"),
+    ({"privacy_unit": ""}, "`privacy_unit`"),
+])
+def test_parameter_errors(kwargs: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ParameterError, match=needle):
+        hs.ldp_mean("lap", **{**UNIT, **kwargs})
+
+
+@pytest.mark.parametrize("name", ["max_groups", "max_rows"])
+def test_bounds_need_a_unit(name: str) -> None:
+    with pytest.raises(ParameterError, match=f"`{name}`.*`privacy_unit`"):
+        hs.ldp_mean("lap", eps="eps", mechanism="laplace", **{name: 1})
+
+
+def test_no_key_without_a_unit() -> None:
+    col = hs.ldp_mean("lap", eps="eps", mechanism="laplace")
+    with pytest.raises(ParameterError, match="no key"):
+        col.key  # noqa: B018
+    with pytest.raises(ParameterError, match="no seed"):
+        col.unsafe_seed(1)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda df: df.groupBy("amount").agg(hs.ldp_mean("lap", **UNIT)),
+     "release the whole table only"),
+    (lambda df: df.agg(hs.ldp_mean("lap", **UNIT), hs.ldp_mean("lap", **UNIT, alias="l2")),
+     "the only hdp_spark aggregator"),
+    (lambda df: df.agg(hs.ldp_mean("lap", **UNIT),
+                       hs.hdp_mean("amount", eps="eps", lower=0, upper=5)),
+     "the only hdp_spark aggregator"),
+    (lambda df: df.withColumnRenamed("uid", "u").agg(hs.ldp_mean("lap", **UNIT)),
+     "`privacy_unit` names column 'uid'"),
+    (lambda df: df.withColumn("uid", F.col("amount")).agg(hs.ldp_mean("lap", **UNIT)),
+     "must hold integers or strings, got type double"),
+    (lambda df: df.agg(hs.ldp_mean("lap", **{**UNIT, "eps": "amount"}),),
+     None),
+])
+def test_analysis_errors(frame: Any, build: Any, message: str | None) -> None:
+    if message is None:  # a control: the ε column may be any numeric column but the id
+        assert build(frame).collect()[0][0]["n"] == 2
+        return
+    with pytest.raises(Exception, match=message):
+        build(frame).collect()
