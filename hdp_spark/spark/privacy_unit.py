@@ -1,14 +1,17 @@
 """The privacy unit's bounding rule on Spark, in native expressions (the rule and its
 argument: :mod:`hdp_spark.core.privacy_unit.spec`).
 
-Per row only native expressions run (the person's id as text, the safe ε, ``sha2`` of the
-rank texts); the person's ε is a window minimum over the person, the kept groups a
-``dense_rank`` over the person's group ranks and the kept rows a ``row_number`` over the
-(person, group)'s row ranks. The rows are shuffled by the id column itself and the texts
-and ranks computed after the shuffle (they never cross it); every window is partitioned by
-the id and ordered by a prefix of one order, so the whole step costs one shuffle of the
-rows by person and one sort (Spark's own per-person aggregate needs the shuffle); no
-Python runs per row. The
+Per person, one native aggregate combined map-side (as Spark's own per-person aggregate):
+the person's ε (the minimum of the safe ε of all their rows) and whether a rank can decide
+anything for them (more inside rows than ``max_groups`` in more than one group; more inside
+rows than ``max_rows``). The rows inside the keys cross one shuffle, by the id column
+itself, and meet their person's line in a hash join on that partitioning; the texts and
+ranks are computed after the shuffle (they never cross it), and only where they can decide
+(elsewhere a rank reads 0: every group, or every row, is kept whatever the ranks). The kept
+groups are a ``dense_rank`` over the person's group ranks and the kept rows a
+``row_number`` over the (person, group)'s row ranks: both windows partitioned by the id and
+ordered by a prefix of one order, so one sort. So the step costs one shuffle of the rows,
+one shuffle of per-person partial aggregates and one sort; no Python runs per row. The
 ranks are the same numbers as the pandas engine's, so both engines keep the same rows.
 The local-DP rule (one report per person, :func:`keep_one_report`) is one more window
 spec of the same shape.
@@ -30,9 +33,9 @@ from hdp_spark.errors import ParameterError, SchemaError
 __all__ = ["bound_rows", "keep_one_report", "person_text", "safe_eps"]
 
 _SEP = "\x1f"
-_PERSON, _GROUP, _EPS, _GRANK, _RRANK, _OUTSIDE, _CODES = (
-    "__pu_person", "__pu_group", "__pu_eps", "__pu_grank", "__pu_rrank", "__pu_outside",
-    "__pu_codes")
+_PERSON, _GROUP, _EPS, _GRANK, _RRANK, _CODES = (
+    "__pu_person", "__pu_group", "__pu_eps", "__pu_grank", "__pu_rrank", "__pu_codes")
+_PEPS, _GFREE, _RFREE = "__pu_person_eps", "__pu_gfree", "__pu_rfree"
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
@@ -89,48 +92,65 @@ def bound_rows(
     the keys, None for a global release; ``codes`` the integer columns the release reads).
 
     Privacy:
-        The rule of :mod:`hdp_spark.core.privacy_unit.spec`. The bounding key appears in the
-        plan as a literal; it orders rows and keys no noise.
+        The rule of :mod:`hdp_spark.core.privacy_unit.spec`. A rank is read only where it
+        can decide (as on pandas): a person whose rows lie in one group or number at most
+        ``max_groups`` keeps every group whatever the group ranks, and one with at most
+        ``max_rows`` rows keeps every row of a kept group whatever the row ranks, so the
+        kept rows are the rule's exactly. The bounding key appears in the plan as a
+        literal; it orders rows and keys no noise.
     """
     person_text(df, unit)  # the id column's type, or SchemaError
     bkey = F.lit(bounding_key(key))
     texts = group is not None and isinstance(df.schema[group].dataType, T.StringType)
-    position = (F.lit(0).cast("long") if group is None else F.col(group) if texts
-                else F.col(group).cast("long"))  # select_keys: the groups' texts
-    # Shuffled by the id itself (one id, one text): the ranks and texts are computed after
-    # the shuffle, so only the rows and their small inputs cross it.
-    framed = df.withColumns({_GROUP: position, _EPS: safe_eps(eps)}).where(
-        F.col(unit.column).isNotNull()).repartition(unit.column)
-    framed = framed.withColumn(_PERSON, person_text(framed, unit))
+    where = F.lit(0).cast("long") if group is None else F.col(group)  # select_keys: texts
+    inside = where.isNotNull() if texts else where >= F.lit(0)
+    # Per person, one native aggregate (combined map-side, as Spark's own per-person
+    # aggregate): the person's ε over all their rows, and what decides whether a rank can
+    # matter (the inside rows, their smallest and largest group).
+    inner = F.when(inside, where)
+    count = F.count(inner)
+    persons = df.where(F.col(unit.column).isNotNull()).groupBy(unit.column).agg(
+        F.min(safe_eps(eps)).alias(_PEPS),
+        # at most G inside rows, or all in one group: at most G groups
+        ((count <= F.lit(unit.max_groups)) | (F.min(inner) == F.max(inner))).alias(_GFREE),
+        (count <= F.lit(unit.max_rows)).alias(_RFREE))  # at most R rows in any group
+    g_free, r_free = F.col(_GFREE), F.col(_RFREE)
+    # The inside rows cross one shuffle, by the id itself (one id, one text), without
+    # their ε (the person's replaces it), and meet their person's line in a hash join on
+    # that partitioning (no sort, no second exchange of the rows).
+    cols = [c for c in df.columns if c != eps]
+    rows = df.where(F.col(unit.column).isNotNull() & inside).select(*cols).repartition(
+        unit.column)
+    ranked = rows.join(persons.hint("shuffle_hash"), on=unit.column)
+    ranked = ranked.withColumn(_PERSON, person_text(ranked, unit))
     tagged = _tagged(F.col(_PERSON))
-    group_text = F.col(_GROUP).cast("string")
+    group_text = where.cast("string")
     code_text = (F.concat_ws(",", *(F.col(c).cast("long").cast("string")
                                           for c in codes)) if codes
                  else F.lit(""))
-    ranked = framed.withColumns({
-        _OUTSIDE: F.col(_GROUP).isNull() if texts else F.col(_GROUP) < F.lit(0),
-        _CODES: code_text,
-        _GRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text)),
-        _RRANK: _rank(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text)),
-    })
-    # One sort serves every window: all are partitioned by the person and ordered by a
-    # prefix of (outside the keys, group rank, group, row rank). Rows outside the keys
-    # sort last, so they take no group position; they count for the person's ε only.
-    groups = Window.partitionBy(unit.column).orderBy(_OUTSIDE, _GRANK, _GROUP)
-    rows = Window.partitionBy(unit.column).orderBy(_OUTSIDE, _GRANK, _GROUP, _RRANK, _CODES)
-    whole = Window.partitionBy(unit.column)
+    zero = F.lit(0).cast("long")
+    # a rank is read only where it can decide; elsewhere 0 (every group, row kept anyway)
     ranked = ranked.withColumns({
-        _EPS: F.min(_EPS).over(whole),
+        _GROUP: where if texts else where.cast("long"),
+        _CODES: F.when(r_free, F.lit("")).otherwise(code_text),
+        _GRANK: F.when(g_free, zero).otherwise(
+            _rank(F.concat_ws(_SEP, bkey, F.lit("g"), tagged, group_text))),
+        _RRANK: F.when(r_free, zero).otherwise(
+            _rank(F.concat_ws(_SEP, bkey, F.lit("r"), tagged, group_text, code_text))),
+    })
+    # One sort serves both windows (partitioned by the person, ordered by a prefix of
+    # (group rank, group, row rank, codes)), on the join's partitioning (no exchange).
+    groups = Window.partitionBy(unit.column).orderBy(_GRANK, _GROUP)
+    within = Window.partitionBy(unit.column).orderBy(_GRANK, _GROUP, _RRANK, _CODES)
+    ranked = ranked.withColumns({
         "__pu_gpos": F.dense_rank().over(groups),
         # a row's place in its (person, group): its place in the person's order minus the
         # place of the group's first row (rank: 1 + the rows of earlier groups)
-        "__pu_rpos": F.row_number().over(rows) - F.rank().over(groups) + F.lit(1),
+        "__pu_rpos": F.row_number().over(within) - F.rank().over(groups) + F.lit(1),
     })
-    out = ranked.where(~F.col(_OUTSIDE) & (F.col("__pu_gpos") <= F.lit(unit.max_groups))
-                       & (F.col("__pu_rpos") <= F.lit(unit.max_rows)))
-    out = out.withColumn(eps, F.col(_EPS))
-    return out.drop(_PERSON, _GROUP, _EPS, _GRANK, _RRANK, _OUTSIDE, _CODES, "__pu_gpos",
-                    "__pu_rpos")
+    kept = ranked.where((F.col("__pu_gpos") <= F.lit(unit.max_groups))
+                        & (F.col("__pu_rpos") <= F.lit(unit.max_rows)))
+    return kept.withColumnRenamed(_PEPS, eps).select(*df.columns)
 
 
 def _codes(df: DataFrame, spec: object) -> Column:

@@ -236,11 +236,35 @@ def test_bad_id_columns(engine: Engine) -> None:
         _bound(engine, _events(), PrivacyUnit("person", 1, 1))
 
 
-def test_spark_bounding_is_one_shuffle(spark: Any) -> None:
+def test_spark_bounding_is_one_shuffle_of_the_rows(spark: Any) -> None:
     from hdp_spark.spark.privacy_unit import bound_rows
 
     df = spark.createDataFrame(_events())
     out = bound_rows(df, PrivacyUnit("uid", 2, 2), eps="eps", group="g", codes=["x"], key=KEY)
     plan = out._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1, plan
-    assert "Exchange hashpartitioning(uid" in plan, plan  # by the id: ranks after it
+    # the rows: one shuffle, by the id (ranks after it); the other exchange carries the
+    # per-person partial aggregate (ε, whether a rank decides), combined map-side
+    assert plan.count("Exchange") == 2, plan
+    assert plan.count("Exchange hashpartitioning(uid") == 2, plan
+    assert plan.count("REPARTITION_BY_COL") == 1, plan
+    assert "partial_min" in plan, plan
+    assert plan.count("Sort [") == 1, plan  # both windows share one sort
+    assert "ShuffledHashJoin" in plan, plan
+
+
+@pytest.mark.parametrize(("max_groups", "max_rows"), [(1, 3), (2, 2), (3, 1), (4, 6)])
+def test_persons_whose_ranks_decide_nothing_keep_everything(engine: Engine, max_groups: int,
+                                                             max_rows: int) -> None:
+    """Each way a rank can be skipped (one group; at most G rows; at most R rows) beside
+    persons where the group ranks, the row ranks or both decide: the rule's rows."""
+    rows = []
+    for uid, (groups, per_group) in enumerate([(1, 1), (1, 3), (1, 5), (2, 1), (2, 2),
+                                               (3, 1), (3, 2), (4, 1), (5, 3), (6, 1)]):
+        for g in range(groups):
+            for j in range(per_group):
+                rows.append((uid, g, (uid + j) % 4, 0.5 + 0.25 * ((uid + g + j) % 3)))
+        rows.append((uid, -1, 0, 0.1 * (uid % 2) + 0.2))  # outside the keys: ε only
+    df = pd.DataFrame(rows, columns=["uid", "g", "x", "eps"])
+    unit = PrivacyUnit("uid", max_groups, max_rows)
+    pd.testing.assert_frame_equal(_bound(engine, df, unit), _reference(df, unit, KEY),
+                                  check_dtype=False)
