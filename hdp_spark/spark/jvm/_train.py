@@ -31,7 +31,7 @@ def main(archive: str) -> None:
         "spark.sql.shuffle.partitions", "2").config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(0)  # design-ok: a made-up training table, not noise
     n = 400
     pdf = pd.DataFrame({
         "user_id": np.arange(n),
