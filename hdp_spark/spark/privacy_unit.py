@@ -73,6 +73,29 @@ def _rank(text: Column) -> Column:
     return F.conv(F.substring(F.sha2(text, 256), 1, 15), 16, 10).cast("long")
 
 
+def _secret_rank(df: DataFrame, bkey: str, name: str, tagged: Column, literal: Column
+                 ) -> Column:
+    """The one-report rank ``rank(report_rank_text(bkey, name, person))``: on classic Spark
+    with the extension's jar loaded, ``HdpSecretRank`` holds the key in a field no printed
+    plan, UI page or event log shows; otherwise (Spark Connect, or no extension) the same
+    number from native expressions with the key as a plan literal (docs/ldp.md says so).
+
+    Privacy:
+        The same rank either way (tests/privacy_unit/test_ldp_unit.py: engines keep the
+        same reports); only where the key appears differs.
+    """
+    from pyspark.sql.utils import is_remote
+
+    if not is_remote():
+        try:
+            jvm = df.sparkSession._jvm  # type: ignore[attr-defined]
+            secret = jvm.org.hdpspark.HdpSecret  # type: ignore[union-attr]
+            return Column(secret.rank(tagged._jc, bkey, name))  # type: ignore[attr-defined]
+        except Exception:  # no extension jar on this session's class path
+            pass
+    return _rank(F.concat_ws(_SEP, literal, F.lit("ldp"), F.lit(name), tagged))
+
+
 def _tagged(person: Column) -> Column:
     return F.concat(F.length(person).cast("string"), F.lit(":"), person)
 
@@ -249,9 +272,11 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
     row (a native expression); the shuffle is the one of Spark's own per-person aggregate.
 
     Privacy:
-        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`. The bounding key is a literal of
-        the plan: it must stay with the operator who runs the release (the position is
-        safe only while it is unknown to whoever reads the output).
+        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`. On classic Spark with the
+        extension the bounding key is held by ``hdp_ldp_position`` (no printed plan shows
+        it); otherwise it is a literal of the plan and must stay with the operator who runs
+        the release (the position is safe only while it is unknown to whoever reads the
+        output).
     """
     from hdp_spark.spark._common import dataframe_schema
     from hdp_spark.spark.expressions import level_sql
@@ -279,6 +304,6 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
         "__pu_pos": F.row_number().over(order),
     })
     kept = framed.where(F.col("__pu_pos") == F.pmod(
-        _rank(F.concat_ws(_SEP, bkey, F.lit("ldp"), F.lit(spec.name), _tagged(person))),
+        _secret_rank(df, bounding_key(key), spec.name, _tagged(person), bkey),
         F.col("__pu_m").cast("long")) + F.lit(1))
     return kept.select(*df.columns)

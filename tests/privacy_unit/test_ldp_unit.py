@@ -332,3 +332,22 @@ def test_null_ids_and_tables_without_persons(engine: Engine) -> None:
         if not persons:
             assert bool(row["y_mean_fallback"])
             assert float(row["y_mean"]) == 0.0
+
+
+def test_the_release_api_s_key_is_in_no_spark_plan(spark: Any) -> None:
+    """On classic Spark with the extension the one-report rank holds the bounding key in a
+    field no printed plan shows (``hdp_ldp_position``), not as a plan literal."""
+    from hdp_spark.spark.privacy_unit import keep_one_report as spark_keep
+
+    df, _ = _table()
+    key = _key(12)
+    spec = L.ldp_mean("rr", eps="eps", mechanism="rr")
+    kept = spark_keep(spark.createDataFrame(df), UNIT, spec, key)
+    execution = kept._jdf.queryExecution()
+    plans = execution.toString() + execution.executedPlan().toJSON()
+    assert "hdp_ldp_position" in plans  # the secret rank is in use
+    bkey = bounding_key(key)
+    assert bkey not in plans
+    assert key.material.hex() not in plans
+    got = sorted(kept.select("row").toPandas()["row"])
+    assert got == sorted(keep_one_report(df, UNIT, spec, key)["row"])  # the same reports

@@ -41,6 +41,21 @@ public final class HdpSecret extends Placeholder {
     return org.apache.spark.sql.classic.ExpressionUtils.column(new HdpSecret(material));
   }
 
+  /**
+   * The release API's one-report rank (classic PySpark builds it through py4j): {@code
+   * rank(report_rank_text(key, name, person))} of a person's length-tagged id text under the
+   * release's bounding key, held in a field no printed plan shows ({@link HdpSecretRank}),
+   * never a plan literal.
+   */
+  public static org.apache.spark.sql.Column rank(
+      org.apache.spark.sql.Column tagged, String key, String name) {
+    if (key == null || !key.matches("[0-9a-f]{64}")) {
+      throw new IllegalArgumentException("hdp_spark: a secret argument must be 64 hex digits");
+    }
+    return org.apache.spark.sql.classic.ExpressionUtils.column(HdpSecretRank.of(
+        org.apache.spark.sql.classic.ExpressionUtils.expression(tagged), key, name));
+  }
+
   @Override
   public DataType dataType() {
     return DataTypes.StringType;
