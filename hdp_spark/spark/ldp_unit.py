@@ -34,6 +34,7 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql.utils import is_remote
 
+from hdp_spark.core.privacy_unit.ldp import check_id_unread
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.errors import ParameterError
 
@@ -72,12 +73,7 @@ def ldp_unit_decision(spec: Any, keys: object, privacy_unit: str,
                    f"keep one report per person), got {value!r}.")
             raise ParameterError(msg)
     unit = PrivacyUnit(privacy_unit, 1, 1)
-    read = {str(getattr(spec, a)) for a in ("report", "index", "sign", "eps")
-            if hasattr(spec, a)}
-    if unit.column in read:
-        msg = (f"`privacy_unit` column {unit.column!r} identifies people: no aggregator may "
-               "read it as a report or ε column.")
-        raise ParameterError(msg)
+    check_id_unread(spec, unit)
     return LDP_UNIT_PREFIX + json.dumps({"name": spec.name, "unit": unit.column},
                                         sort_keys=True)
 

@@ -70,7 +70,7 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.errors import ParameterError
 
-__all__ = ["LDP_SPECS", "check_ldp_unit", "is_ldp_release", "kept_position",
+__all__ = ["LDP_SPECS", "check_id_unread", "check_ldp_unit", "is_ldp_release", "kept_position",
            "ldp_unit_cells"]
 
 LDP_SPECS = (LdpMeanSpec, LdpVectorMeanSpec, LdpDistributionSpec)
@@ -127,12 +127,21 @@ def check_ldp_unit(specs: Sequence[object], by: tuple[str, ...], keys: object,
                    f"local-DP aggregators under `privacy_unit` take none, got {value!r}.")
             raise ParameterError(msg)
     for spec in specs:
-        read = {str(getattr(spec, a)) for a in ("report", "index", "sign", "eps")
-                if hasattr(spec, a)}
-        if unit.column in read:
-            msg = (f"`privacy_unit` column {unit.column!r} identifies people: no "
-                   "aggregator may read it as a report or ε column.")
-            raise ParameterError(msg)
+        check_id_unread(spec, unit)
+
+
+def check_id_unread(spec: object, unit: PrivacyUnit) -> None:
+    """The unit's id column is read by ``spec`` neither as a report nor as its ε column.
+
+    Raises:
+        ParameterError: it is (naming the column).
+    """
+    read = {str(getattr(spec, a)) for a in ("report", "index", "sign", "eps")
+            if hasattr(spec, a)}
+    if unit.column in read:
+        msg = (f"`privacy_unit` column {unit.column!r} identifies people: no aggregator "
+               "may read it as a report or ε column.")
+        raise ParameterError(msg)
 
 
 def ldp_unit_cells(engine: Any, unit: PrivacyUnit, specs: Sequence[object],
