@@ -198,7 +198,9 @@ def test_a_person_replaced_publishes_nothing_deterministic(
 
     from leak_helpers import Features, assert_no_deterministic_leak, fresh_job_run
 
-    table = _events(seed=4, persons=200)
+    # 400 persons: every country is selected in 400 of 400 seeded trials (with 200
+    # persons none was in 13 of 60, and the check below that the diff saw a mean failed)
+    table = _events(seed=4, persons=400)
     eps5 = float(table.loc[table["user_id"] == 5, "eps"].iloc[0])
     extra = pd.DataFrame([{"user_id": 5, "country": c, "amount": 499.0, "category": "b",
                            "eps": eps5} for c in ("FR", "IT", "NEW") for _ in range(60)])
