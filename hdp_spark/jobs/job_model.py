@@ -146,9 +146,10 @@ def _person_charge(kind: str, entry: Any) -> float:
 
 def _person_charge_at(kind: str, entry: Any) -> Callable[[int], float] | None:
     """MWEM's charge as a function of the public number of rows it reads (its rounds T
-    depend on n): the (ε, δ) conversion of the ρ the release reports."""
-    if kind != "mwem":
-        return None
+    depend on n): the (ε, δ) conversion of the ρ the release reports. None for the other
+    kinds and for MWEM under a privacy unit (n private: the bound over every T)."""
+    if kind != "mwem" or entry.spec.privacy_unit is not None:
+        return None  # under a unit the run charges the bound (kinds_partial._release_zcdp)
     from hdp_spark.core.partial import accounting
 
     spec = entry.spec

@@ -150,7 +150,7 @@ def _release_heavy_hitters(
     adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], by: tuple[str, ...],
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
-    n = adapter.count(df)
+    rows = _RowCount(adapter, df)
     row: dict[str, Any] = {}
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     for entry in entries:
@@ -165,18 +165,37 @@ def _release_heavy_hitters(
             for r in table
         ]
         rep = _report_dict(report)
-        row.update(_partial_row(entry, n, records, rep))
+        row.update(_partial_row(entry, rows.of(entry), records, rep))
         effective[entry.name] = _partial_effective(entry, float(report.eps_person))
     return KindResult([row], effective, {})
 
 
+class _RowCount:
+    """The input's row count, published as ``<name>_n`` by an aggregator without a
+    privacy unit (n is public there), counted once and only if one needs it. Under a
+    privacy unit a person's number of rows is private, so nothing publishes it (no
+    ``_n``; the marginals' and MWEM's reports hold a DP estimate instead)."""
+
+    def __init__(self, adapter: ReleaseAdapter, df: Any) -> None:
+        self._adapter, self._df = adapter, df
+        self._n: int | None = None
+
+    def of(self, entry: PartialEntry) -> int | None:
+        """``_n`` of ``entry``: the row count, or None under a privacy unit."""
+        if entry.params.get("privacy_unit") is not None:
+            return None
+        if self._n is None:
+            self._n = int(self._adapter.count(self._df))
+        return self._n
+
+
 def _partial_row(
-    entry: PartialEntry, n: int, records: list[dict[str, Any]], rep: dict[str, Any]
+    entry: PartialEntry, n: int | None, records: list[dict[str, Any]], rep: dict[str, Any]
 ) -> dict[str, Any]:
     name = entry.name
     return {
         f"{name}_records": records,
-        f"{name}_n": n,
+        **({} if n is None else {f"{name}_n": n}),
         f"{name}_eps0": rep["eps0"],
         f"{name}_eps_attribute": rep["eps_attribute"],
         f"{name}_eps_person": rep["eps_person"],
@@ -189,7 +208,7 @@ def _release_attribute_histograms(
     adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], by: tuple[str, ...],
     keys: tuple[Key, ...] | None, unsafe_seed: str | None,
 ) -> KindResult:
-    n = adapter.count(df)
+    rows = _RowCount(adapter, df)
     row: dict[str, Any] = {}
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     for entry in entries:
@@ -207,7 +226,7 @@ def _release_attribute_histograms(
         ]
         report: Any = out.report
         rep = _report_dict(report)
-        row.update(_partial_row(entry, n, records, rep))
+        row.update(_partial_row(entry, rows.of(entry), records, rep))
         effective[entry.name] = _partial_effective(entry, float(report.eps_person))
     return KindResult([row], effective, {})
 
@@ -299,13 +318,13 @@ def _build_mwem(params: Mapping[str, Any]) -> PartialEntry:
 
 
 def _zcdp_row(
-    entry: PartialEntry, n: int, records: list[dict[str, Any]], rep: dict[str, Any],
+    entry: PartialEntry, n: int | None, records: list[dict[str, Any]], rep: dict[str, Any],
     rho_attribute: float, rho_person: float,
 ) -> dict[str, Any]:
     name, delta = entry.name, float(entry.spec.delta)
     return {
         f"{name}_records": records,
-        f"{name}_n": n,
+        **({} if n is None else {f"{name}_n": n}),
         f"{name}_eps0": float(entry.spec.eps0),
         f"{name}_rho_attribute": rho_attribute,
         f"{name}_rho_person": rho_person,
@@ -333,7 +352,7 @@ def _release_zcdp(adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], unsa
                   which: str) -> KindResult:
     from hdp_spark.jobs.outputs import json_safe
 
-    n = adapter.count(df)
+    rows = _RowCount(adapter, df)
     row: dict[str, Any] = {}
     effective: dict[str, dict[tuple[Key, float], float]] = {}
     for entry in entries:
@@ -350,6 +369,10 @@ def _release_zcdp(adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], unsa
             summary: Any = out.report  # MWEM's report is a dict
             rep = json_safe(dict(summary))
             rho_attr, rho_person = summary["rho_attribute"], summary["rho_person"]
+            if entry.spec.privacy_unit is not None:
+                # T follows ñ (a DP value) there: charge the bound over every T, which
+                # the plan predicts without reading the rows (job_model._person_charge_at)
+                rho_person = entry.spec.rho_person
         if which == "marginals":
             # Interval of each noisy count (not of the projected one): the discrete Gaussian
             # is σ-subgaussian, P(|Z| >= h) <= 2exp(-h²/(2σ²)) = β for h below (public).
@@ -358,7 +381,8 @@ def _release_zcdp(adapter: ReleaseAdapter, df: Any, entries: Sequence[Any], unsa
             for r in records:
                 r["count_ci_low"] = r["noisy_count"] - half
                 r["count_ci_high"] = r["noisy_count"] + half
-        mine = _zcdp_row(entry, n, records, rep, float(rho_attr), float(rho_person))
+        mine = _zcdp_row(entry, rows.of(entry), records, rep, float(rho_attr),
+                         float(rho_person))
         row.update(mine)
         # Charging argument (docs/jobs.md, "Charging rules per kind"): every person read
         # is charged the (ε, δ) conversion of the release's per-person ρ at the spec's δ.

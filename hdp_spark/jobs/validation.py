@@ -182,12 +182,13 @@ def rows_are_private(job: JobSpec) -> bool:
     ``[releases.privacy_unit]`` or an ``ldp_mean`` reading one report per person (their
     neighbours replace all of a person's rows by any number of rows). The input's row
     count then depends on how many rows each person has, so it is kept out of INFO logs
-    (the quality report, the operator's, still holds it). The partial-DP kinds' unit
-    keeps a person's number of rows public (replacement neighbours with a public n:
-    docs/partial_dp.md, "A person with several rows")."""
+    (the quality report, the operator's, still holds it). So is a partial-DP kind with
+    ``privacy_unit`` (docs/partial_dp.md, "A person with several rows")."""
     return any(
         rel.unit is not None
         or (a.kind == "ldp_mean" and getattr(a.spec, "privacy_unit", None) is not None)
+        or (get_kind(a.kind).unit == "person"
+            and getattr(a.spec, "params", {}).get("privacy_unit") is not None)
         for rel in job.releases for a in rel.aggregators)
 
 

@@ -86,3 +86,78 @@ def test_spark_charges_the_same(tmp_path: Path, spark: Any) -> None:
     run_job(_job(tmp_path / "sp", frame, _release(), engine="spark"))
     assert (charges_of(tmp_path / "pd" / "ledger.sqlite", "profiles")
             == charges_of(tmp_path / "sp" / "ledger.sqlite", "profiles"))
+
+
+_KINDS = {"heavy_hitters": [], "attribute_histograms": [], "marginals": ["  k = 2"],
+          "mwem": ["  k = 2", "  rounds = 3"]}
+
+
+def _kind_release(kind: str, unit: bool = True) -> str:
+    lines = ["", "[[releases]]", 'id = "profiles"', "", "  [[releases.aggregators]]",
+             f'  kind = "{kind}"', '  cols = ["sex", "region", "occupation"]',
+             '  domains.sex = ["F", "M"]', '  domains.region = ["north", "south"]',
+             '  domains.occupation = ["manual", "professional"]', "  eps0 = 2.0",
+             *_KINDS[kind]]
+    if unit:
+        lines += ['  privacy_unit = "user_id"', "  max_rows = 3"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_no_row_count_is_published_under_the_unit(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A person's number of rows is private under the unit: the output has no ``_n``
+    (the marginals' and MWEM's reports hold a noisy estimate), the INFO log names no row
+    count, and the ledger charges what the plan predicts (MWEM: the bound over every T,
+    its T following the noisy n)."""
+    import logging
+
+    frame = _repeated(5)
+    job = _job(tmp_path, frame, _kind_release(kind), seed=None, budget="default = 100.0")
+    plan = plan_budget(load_job(job))
+    with caplog.at_level(logging.INFO, logger="hdp_spark"):
+        row = run_job(job).values("profiles")[0]
+    assert f"{kind}_records" in row
+    assert f"{kind}_n" not in row
+    words = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.INFO)
+    assert str(len(frame)) not in words.replace(",", "").split()
+    sim = plan.selected.simulation.releases[0]
+    predicted = {u: int(sim.charges[r]) for u, r in
+                 zip(plan.user_ids, plan.user_rows, strict=True) if sim.charges[r]}
+    assert charges_of(tmp_path / "ledger.sqlite", "profiles") == predicted
+    assert len(predicted) == frame["user_id"].nunique()  # everybody read: not vacuous
+
+
+def test_without_the_unit_n_is_still_published(tmp_path: Path) -> None:
+    frame = _repeated(5).drop_duplicates("user_id")
+    job = _job(tmp_path, frame, _kind_release("marginals", unit=False),
+               budget="default = 100.0")
+    row = run_job(job).values("profiles")[0]
+    assert row["marginals_n"] == len(frame)
+
+
+@pytest.mark.parametrize("kind", ["marginals", "mwem", "heavy_hitters"])
+def test_a_person_s_number_of_rows_is_not_published(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A counted user's rows replaced by more rows (still at most R): nothing the job
+    publishes (values, report, manifests, file names, INFO logs) is determined by the
+    change except DP values."""
+    from leak_helpers import Features, assert_no_deterministic_leak, fresh_job_run
+
+    table = _repeated(6)
+    sizes = table.groupby("user_id").size()
+    person = int(sizes[sizes == 1].index[0])
+    row = table[table["user_id"] == person]
+    neighbour = pd.concat([table, row, row], ignore_index=True)  # 1 row -> 3 rows
+    root = tmp_path / "run"
+    root.mkdir()
+    job = _job(root, table, _kind_release(kind), seed=None, budget="default = 100.0")
+
+    def run(frame: pd.DataFrame) -> Features:
+        return fresh_job_run(root, job, frame, caplog)
+
+    _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
+    keys = {k[-1] for k in others[0]}
+    assert f"{kind}_records" in " ".join(keys) or "noisy_count" in keys  # not vacuous

@@ -83,6 +83,19 @@ up; directly: R rows move the released counts by L1 <= 2R), and every reported �
 naive tree bounds) is R times its row-level value, a person's guarantee. Counts,
 thresholds, ``release_max_count`` and ``detection_count`` stay in rows (a record held by
 one person alone has count up to R). R = 1 is the row model.
+
+Under a privacy unit a person's number of rows is private too: their rows may be replaced
+by any number of rows (r -> r', both <= R; a person with more counts nowhere), or a person
+added or removed. Such a change is at most max(r, r') <= R steps, each a row replaced
+(bounded above) or a row added or removed. Adding or removing a row moves, in every noisy
+node, one candidate's count by one (nothing else: the candidate lists are the children's
+DP outputs) and, in the count stage, one released count by one: by adaptive composition
+over the N noisy nodes, each a thresholded discrete Laplace decision with ratio <= e^{1/t}
+per unit of count, the tree loses <= N/t and the counts <= 1/b. Both are below a row
+replacement's: N/t <= min(d·ε_tree, 2N/t) since ε_tree > 4/t (Lemma 28's t) and N <= 3d,
+and 1/b < 2/b; ``eps_person`` takes the max anyway. Nothing in the release depends on n
+(padded-only blocks pass their constant string through whatever n is), so R·(row-level
+ε) stays the person's guarantee.
 """
 
 from __future__ import annotations
@@ -410,7 +423,12 @@ def solve_budget(
              round_scale_up(Fraction(2 * rows) / Fraction(eps_count_req)))
         e_count = 2.0 * rows / float(b)
     noisy_nodes = shape.n_internal + (d_real if leaf_thresholding else 0)
-    person_tree = min(d_real * e_tree, rows * 2.0 * noisy_nodes / t_f)
+    # A person added or removed (or their number of rows changed, under a privacy unit)
+    # moves one count by <= 1 per row in every noisy node: <= R·N/t (module docstring).
+    # It never exceeds the replacement bound (ε_tree > 4/t and N <= 3d), kept as a max so
+    # that the guarantee holds even if the constants change.
+    person_tree = max(min(d_real * e_tree, rows * 2.0 * noisy_nodes / t_f),
+                      rows * 1.0 * noisy_nodes / t_f)
     return TreeBudget(
         shape=shape,
         eps0=eps0,

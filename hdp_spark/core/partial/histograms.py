@@ -18,9 +18,10 @@ with at most R rows, every row of theirs (a person with more rows, or a row with
 counts nowhere; whether a person counts depends on their number of rows, never on a value).
 Replacing ANY of a counted person's rows, attribute j only or whole rows, or their number
 (down to none), changes histogram j by at most R rows out and R rows in: L1 change <= 2R
-(and <= R when one side counts nowhere). The scale is therefore b >= 2R/ε₀, computed
-exactly as 2R/ε₀ rounded up, and ε₀ = 2R/b per attribute of a person; the per-person
-figures follow as above. R = 1 is the row model (one row per person).
+(and <= R when one side counts nowhere: a person added or removed). Nothing released or
+reported depends on n, so a person's number of rows stays private. The scale is
+therefore b >= 2R/ε₀, computed exactly as 2R/ε₀ rounded up, and ε₀ = 2R/b per attribute
+of a person; the per-person figures follow as above. R = 1 is the row model (one row per person).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from hdp_spark.core.noise import ReleaseKey, discrete_laplace, encode_context
 from hdp_spark.core.partial.budget import count_scale_for, round_scale_up
 from hdp_spark.core.partial.heavy_hitters import count_half_width
-from hdp_spark.core.partial.spec import AttributeHistogramSpec
+from hdp_spark.core.partial.spec import AttributeHistogramSpec, unit_neighbours
 from hdp_spark.errors import InternalError
 
 __all__ = [
@@ -152,9 +153,7 @@ def finalize_histograms(
     d = len(spec.domains)
     report = HistogramReport(
         attributes=spec.cols,
-        neighbours=("replacement: one person's record changes, the number of rows n is public"
-                    if spec.privacy_unit is None else
-                    f"one person's rows change (a person counts with at most {per_person} row(s))"),
+        neighbours=unit_neighbours(spec.privacy_unit, per_person),
         noise="exact discrete Laplace",
         eps0=float(spec.eps0),
         eps_attribute=eps,

@@ -35,14 +35,23 @@ the Gaussian ½Δ₂²/σ² (Canonne, Kamath & Steinke 2020, Theorem 14). Over T
   Theorem 12's ½ℓ²ε₀² (both are reported).
 
 A person with several rows (``privacy_unit``, ``max_rows`` = R): only persons with at most
-R rows count, with all of them (their number of rows, hence n, public: replacement).
-Changing attribute j in up to R of a person's rows moves the count of the (at most one)
+R rows count, with all of them. The neighbours are a person's rows replaced by any rows
+(any number), or a person added or removed, so n is private. It is measured first: ñ = n
++ Z₀, Z₀ an exact discrete Gaussian of variance σ₀² = 4R²/ε₀² (a person moves n by at
+most R: ρ₀ = R²/(2σ₀²) = ε₀²/8, exactly), clamped to >= 1, and ñ replaces n everywhere
+(T's default, the score's ñ·q_i(A), the measurements' 1/ñ): post-processing of a DP
+value, the same under both neighbours once released. Changing one attribute leaves n,
+hence ñ's law, unchanged (ρ₀ costs nothing per attribute); a person's change costs ρ₀
+once more. With ñ fixed, a change of r -> r' rows (r, r' <= R) moves each query's count
+c_i by at most max(r, r') <= R, so the score and measurement sensitivities below hold
+as they are. Changing attribute j in up to R of a person's rows moves the count of the (at most one)
 query of an attribute-disjoint tuple that holds j by <= R: score sensitivity R and
 measurement L2 <= R; a whole-person change moves each of the ℓ counts by <= R: score <= ℓR,
 L2² <= ℓR². Each round therefore costs R² times a row's, ½(ηR)² + ½R²/σ² (which is also
 zCDP's group privacy over R rows), and the mechanism runs at ε₀/R: ε_T <= ε₀/(R√(2T))
 (the same exact rounding down), and T's default uses ε₀/R. Per attribute of a person
-R²Tε_T² <= ½ε₀²; per person R²(ℓ² + ℓ)Tε_T²/2 <= (ℓ² + ℓ)ε₀²/4 (the reported ρ are these).
+R²Tε_T² <= ½ε₀²; per person R²(ℓ² + ℓ)Tε_T²/2 <= (ℓ² + ℓ)ε₀²/4 (the reported ρ are these),
+plus ρ₀ = ε₀²/8 for ñ.
 
 Practical size: every round touches every record of 𝒳 and the selection enumerates every
 ordered attribute-disjoint ℓ-tuple. ``max_domain`` (default 2^20: 20 binary attributes,
@@ -135,7 +144,8 @@ class MwemSpec:
         max_rows: R, the most rows a counted person has (with ``privacy_unit``); the
             rounds run at ε₀/R (module docstring).
         rho_attribute: ½ε₀² (derived).
-        rho_person: (ℓ² + ℓ)ε₀²/4 (derived).
+        rho_person: (ℓ² + ℓ)ε₀²/4, plus ε₀²/8 for the measured n under a privacy unit
+            (derived).
     """
 
     domains: tuple[AttributeDomain, ...]
@@ -193,7 +203,8 @@ class MwemSpec:
             raise ParameterError(msg)
         object.__setattr__(self, "rho_attribute", 0.5 * float(self.eps0) ** 2)
         ell = self.per_round
-        object.__setattr__(self, "rho_person", (ell * ell + ell) * float(self.eps0) ** 2 / 4)
+        object.__setattr__(self, "rho_person",
+                           (ell * ell + ell) * float(self.eps0) ** 2 / 4 + self.rho_count)
 
     @property
     def name(self) -> str:
@@ -210,9 +221,19 @@ class MwemSpec:
         """ε₀/R: the per-row budget the rounds run at (ε₀ without a privacy unit)."""
         return float(self.eps0) / self.max_rows
 
-    def rounds_for(self, n: int) -> int:
+    @property
+    def rho_count(self) -> float:
+        """ρ₀ of the measured ñ: ε₀²/8 under a privacy unit (module docstring), else 0
+        (n public)."""
+        return 0.0 if self.privacy_unit is None else float(self.eps0) ** 2 / 8
+
+    def count_sigma2(self) -> Fraction:
+        """σ₀² = 4R²/ε₀² (exact) of ñ's discrete Gaussian under a privacy unit."""
+        return Fraction(4 * self.max_rows * self.max_rows) / Fraction(float(self.eps0)) ** 2
+
+    def rounds_for(self, n: float) -> int:
         """T: the caller's, or √(ln|𝒳|)·ε₀n/(√ℓ·ln m) (corrected Theorem 12; ε₀/R with
-        ``max_rows`` = R), clipped to [1, 10000] (n public)."""
+        ``max_rows`` = R), clipped to [1, 10000] (n public, or ñ under a privacy unit)."""
         if self.rounds is not None:
             return self.rounds
         m = sum(key_space(s, self.sizes) for s in self.workload)
@@ -225,16 +246,17 @@ class MwemSpec:
         """ε_T <= ε₀/(R√(2T)), exact (:func:`eps_round` at the per-row budget)."""
         return eps_round(self.eps_row, rounds)
 
-    def rho_for(self, n: int) -> tuple[float, float]:
-        """(ρ per attribute, ρ per person) of a run over ``n`` rows (n public): R²·T·ε_T²
-        and R²·(ℓ² + ℓ)·T·ε_T²/2 with T = :meth:`rounds_for`, ε_T = :meth:`eps_round_for`
-        and R = ``max_rows`` (the release reports these; ``hdp-release plan`` predicts its
-        charge from them)."""
+    def rho_for(self, n: float) -> tuple[float, float]:
+        """(ρ per attribute, ρ per person) of a run normalised by ``n`` (n public, or ñ
+        under a privacy unit): R²·T·ε_T² and R²·(ℓ² + ℓ)·T·ε_T²/2 (+ ρ₀ under a unit)
+        with T = :meth:`rounds_for`, ε_T = :meth:`eps_round_for` and R = ``max_rows``
+        (the release reports these; ``hdp-release plan`` predicts its charge from them)."""
         rounds = self.rounds_for(n)
         eps_t = float(self.eps_round_for(rounds))
         rows_sq = self.max_rows * self.max_rows
         return (rows_sq * rounds * eps_t**2,
-                rows_sq * (self.per_round**2 + self.per_round) * rounds * eps_t**2 / 2)
+                rows_sq * (self.per_round**2 + self.per_round) * rounds * eps_t**2 / 2
+                + self.rho_count)
 
 
 def hdp_mwem(
@@ -298,7 +320,9 @@ def hdp_mwem(
         domains, other, the marginals, T, ℓ. Null/out-of-domain values are recoded.
         With ``max_rows`` = R: score sensitivity R per attribute (ℓR per person), so
         ε_T <= ε₀/(R√(2T)) gives the same ρ per attribute and per person of a person's
-        R rows (module docstring).
+        R rows; the neighbours are then a person's rows replaced by any number of rows,
+        or a person added or removed (n private: a noisy ñ, ρ₀ = ε₀²/8 more per person,
+        replaces it; T is then a DP output too: module docstring).
     """
     doms = build_domains(cols, domains, other)
     names = tuple(d.column for d in doms)
@@ -339,11 +363,18 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
     sizes = spec.sizes
     exact = [np.array([int(t.get(c, 0)) for c in range(key_space(s, sizes))], dtype=np.int64)
              for s, t in zip(spec.workload, counts, strict=True)]
-    n = int(exact[0].sum())
-    if n == 0:
+    n_exact = int(exact[0].sum())
+    unit = spec.privacy_unit is not None
+    if n_exact == 0 and not unit:
         msg = ("the table has no rows: MWEM answers are normalised by the public n, which must "
                "be > 0.")
         raise ParameterError(msg)
+    n: float = float(n_exact)
+    if unit:  # n private: ñ = n + Z₀ first, from the release's stream (module docstring)
+        count_stream = release_key.stream(encode_context(
+            ("mwem/n", spec.count_sigma2(), spec.workload, sizes,
+             tuple(tuple(e.tolist()) for e in exact))))
+        n = float(max(n_exact + discrete_gaussian(spec.count_sigma2(), count_stream), 1))
     rounds = spec.rounds_for(n)
     eps_t = spec.eps_round_for(rounds)
     if eps_t <= 0:  # pragma: no cover - rounds <= 10000 and eps0 > 0 keep it positive
@@ -416,7 +447,7 @@ def run_mwem(spec: MwemSpec, counts: Sequence[Mapping[int, int]],
         "delta": float(spec.delta),
         "eps_delta_attribute_cks20": accounting.eps_cks20(rho_attr, spec.delta),
         "eps_delta_person_cks20": accounting.eps_cks20(rho_person, spec.delta),
-        "n": n,
+        "n": round(n),
         "selected": [[(int(i), int(c)) for i, c in p] for p in chosen],
         "unsafe_seed": release_key.unsafe,
         "max_rows": spec.max_rows,

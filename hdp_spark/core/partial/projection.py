@@ -38,14 +38,23 @@ Guarantees (zCDP, ρ = ½ε²). The discrete Gaussian with L2 sensitivity Δ is 
 
 A person with several rows (``privacy_unit``, ``max_rows`` = R): only persons with at most
 R rows count, with all of them (whether a person counts depends on their number of rows
-only; that number, hence n, stays public: replacement). Changing attribute j in up to R of
+only). The neighbours are a person's rows replaced by any rows, any number of them, or a
+person added or removed, so n is private. Changing attribute j in up to R of
 a person's rows moves up to R of their cells in every table S ∋ j, each by the vector
 above: by the triangle inequality the count vector moves by L2 <= R·√(2 deg(j)), attained
 when all R rows leave one cell for the same other cell; a whole-person change moves it by
 <= R·√(2|W|). So Δ₀ and Δ scale by R and ρ by R², which is also zCDP's group privacy
 (ρ-zCDP per row gives R²ρ over R rows). σ² = R²·2·max deg/ε₀² (exact, rounded up), i.e.
 the mechanism at ε₀/R, and ρ_j = R²deg(j)/σ² <= ½ε₀², ρ_person = R²|W|/σ². A person
-counted nowhere changes nothing.
+counted nowhere changes nothing. When their number of rows changes too (r -> r' rows,
+r, r' <= R, either possibly 0 or "counts nowhere"), each table's count vector moves by
+a - b, a and b non-negative with |a|₁ <= R, |b|₁ <= R; after cancelling common cells
+their supports are disjoint, so ‖a - b‖₂² <= ‖a‖₁² + ‖b‖₁² <= 2R²: the same bound per
+table, hence the same ρ_person (and R²|W|/(2σ²) for adding or removing a person). n is
+then never used: Y = c̃/ñ with ñ the inverse-variance mean of the marginals' noisy totals
+Σ_k c̃_k (each n plus |cells| noises of variance σ²), clamped to >= 1: post-processing of
+the noisy counts, so the release and the report (``n`` holds round(ñ)) depend on the
+rows only through DP values, and an empty table is no error.
 """
 
 from __future__ import annotations
@@ -83,6 +92,7 @@ __all__ = [
     "finalize_marginals",
     "hdp_marginals",
     "marginal_requests",
+    "noisy_total",
     "solve_projection_budget",
 ]
 
@@ -303,7 +313,10 @@ def hdp_marginals(
         projection reads only the noisy counts (post-processing). Null/out-of-domain values
         are recoded, never raised on. With ``max_rows`` = R: a person's R rows move the
         counts by R times a row's L2, so σ² = R²·2·max deg/ε₀² keeps ρ_j <= ½ε₀² per
-        attribute of a person and |W|R²/σ² per person.
+        attribute of a person and |W|R²/σ² per person, for a person's rows replaced by
+        any number of rows or a person added or removed: n is then private, and the
+        answers are normalised by ñ, an estimate from the noisy counts (module
+        docstring).
     """
     doms = build_domains(cols, domains, other)
     names = tuple(dom.column for dom in doms)
@@ -420,17 +433,20 @@ def finalize_marginals(
             msg = "a cell outside its marginal"
             raise InternalError(msg)
         exact.append(tuple(int(table.get(c, 0)) for c in range(space)))
-    n = sum(exact[0])
-    if any(sum(e) != n for e in exact):  # pragma: no cover - every row is in every table
+    n_exact = sum(exact[0])
+    if any(sum(e) != n_exact for e in exact):  # pragma: no cover - a row is in every table
         msg = "marginals disagree on n"
         raise InternalError(msg)
-    if n == 0:
+    unit = spec.privacy_unit is not None
+    if n_exact == 0 and not unit:
         msg = "the table has no rows: marginals are normalised by the public n, which must be > 0."
         raise ParameterError(msg)
     b = spec.budget
     stream = release_key.stream(encode_context(
         ("marginals/projection", b.sigma2, spec.workload, sizes, tuple(exact))))
     noisy = [tuple(c + discrete_gaussian(b.sigma2, stream) for c in e) for e in exact]
+    # under a unit n is private: the noisy totals' estimate (module docstring)
+    n: float = noisy_total(noisy) if unit else float(n_exact)
     target = [np.asarray(t, dtype=np.float64) / n for t in noisy]
     proj = project(sizes, spec.workload, target, tol=spec.tol, max_iter=spec.max_iter)
     rows: list[dict[str, Any]] = []
@@ -449,8 +465,17 @@ def finalize_marginals(
             row["projected_count"] = frac * n
             row["projected_fraction"] = frac
             rows.append(row)
-    report = _report(spec, n, proj, release_key.unsafe)
+    report = _report(spec, round(n), proj, release_key.unsafe)
     return MarginalsResult(tuple(rows), report, tuple(target), proj)
+
+
+def noisy_total(noisy: Sequence[Sequence[int]]) -> float:
+    """ñ: the inverse-variance mean of the tables' noisy totals (table k's total has
+    variance |cells_k|·σ², so the weights are 1/|cells_k|), at least 1. Post-processing
+    of DP counts: what a release under a privacy unit normalises by instead of n."""
+    weights = [1.0 / len(t) for t in noisy]
+    total = sum(w * float(sum(t)) for w, t in zip(weights, noisy, strict=True)) / sum(weights)
+    return max(total, 1.0)
 
 
 def _report(spec: MarginalsSpec, n: int, proj: Projection, unsafe: bool) -> MarginalsReport:

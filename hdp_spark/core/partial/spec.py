@@ -244,13 +244,16 @@ def check_max_rows(max_rows: object, privacy_unit: object) -> None:
 
 
 def unit_neighbours(privacy_unit: str | None, max_rows: int) -> str:
-    """The neighbour relation a heavy-hitters, marginals or MWEM report states: one
-    person's record (row model), or, with ``privacy_unit``, all of one person's rows (at
-    most ``max_rows``), their number public as n is."""
+    """The neighbour relation a partial-DP report states: one person's record (row model,
+    n public), or, with ``privacy_unit``, all of one person's rows replaced by any rows
+    (any number of them), or a person added or removed: a person's number of rows, hence
+    n, is private (a person counts with at most ``max_rows`` rows; each mechanism's
+    module docstring proves its bound for this relation)."""
     if privacy_unit is None:
         return "replacement: one person's record changes, the number of rows n is public"
-    return (f"replacement: one person's rows change (a person counts with at most "
-            f"{max_rows} row(s)); their number of rows, hence n, is public")
+    return (f"person: all of one person's rows replaced by any rows (any number), or a "
+            f"person added or removed; a person counts with at most {max_rows} row(s); "
+            f"the number of rows is private")
 
 
 def _check_unit(privacy_unit: object, cols: tuple[str, ...]) -> None:
