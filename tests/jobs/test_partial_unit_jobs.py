@@ -159,5 +159,4 @@ def test_a_person_s_number_of_rows_is_not_published(
         return fresh_job_run(root, job, frame, caplog)
 
     _runs, others = assert_no_deterministic_leak(lambda: run(table), lambda: run(neighbour))
-    keys = {k[-1] for k in others[0]}
-    assert f"{kind}_records" in " ".join(keys) or "noisy_count" in keys  # not vacuous
+    assert any(f"{kind}_records" in k for k in others[0])  # the DP values were compared
