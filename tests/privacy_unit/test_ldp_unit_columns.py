@@ -7,8 +7,9 @@
   ``test_ldp_unit.py``); re-evaluating a query, or analysing it again, repeats the numbers;
   another key keeps other reports; on classic Spark and on Spark Connect;
 * the key is a secret: neither the Column's key, nor its bounding key, nor the query's
-  bounding key appears in any explain mode, in the event log of the run, or in its INFO logs
-  (classic and Connect, each in a session of its own);
+  bounding key, nor the release API's key or bounding key (``ldp_agg(...,
+  privacy_unit=...)``) appears in any explain mode, in the event log of the run, or in its
+  INFO logs (classic and Connect, each in a session of its own);
 * every refusal names its parameter.
 """
 
@@ -44,6 +45,8 @@ def _check(got: dict[str, Any]) -> None:
     assert got["again"] == [True] * 4  # the same query again, and analysed again
     assert got["other"] == [True] * 4  # another key keeps other reports
     assert got["repeat"] is True
+    assert got["release_rank"] is True  # the release API's rank holds its key unprinted
+    assert 0 < got["release_n"] <= got["persons"]
     assert all(n <= got["persons"] for n in got["n"])  # one report per person at most
     for secret in got["secrets"]:
         assert secret not in got["plans"]
