@@ -141,7 +141,8 @@ def send_sql_key(session: Any, bkey: str) -> None:
     """Give ``session``'s local-DP SQL functions the registration's secret key ``bkey`` (64
     hex digits) for ``'unit', column, 1, 1``: classic PySpark through py4j
     (``HdpExtensions.registerLdpUnitKey``), Spark Connect through the plugin
-    (``SQL_KEY_MAGIC``: the server registers it and evaluates the expression as ``true``).
+    (``SQL_KEY_MAGIC``: the server registers it and evaluates the expression as ``true``;
+    a server without the plugin gets no key, and its SQL calls under ``'unit'`` say so).
 
     Privacy:
         The key goes into the JVM's function builders, never into the session conf or a plan
@@ -154,7 +155,10 @@ def send_sql_key(session: Any, bkey: str) -> None:
         return
     from pyspark.sql.connect.column import Column as ConnectColumn
 
-    session.range(1).select(ConnectColumn(_ConnectSecret(bkey, SQL_KEY_MAGIC))).collect()
+    try:
+        session.range(1).select(ConnectColumn(_ConnectSecret(bkey, SQL_KEY_MAGIC))).collect()
+    except Exception:  # a server without the plugin: 'unit' in SQL refuses, saying so
+        return
 
 
 def _connect_secret_class() -> type:

@@ -54,15 +54,22 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
   private final String function;
   private final String kind;
   private final String[] columns;
-  /** The registration's secret key for {@code 'unit'} (64 hex digits), or null before
-   * {@link HdpExtensions#registerLdpUnitKey}: not printed anywhere (see there). */
-  private final String secret;
 
-  HdpSqlLdp(String function, String kind, String columns, String secret) {
+  /** Per session (its SQLConf object, which the analyzer's {@code SQLConf.get()} returns on
+   * classic Spark and Spark Connect alike; weakly held), the registration's secret key for
+   * {@code 'unit'} (64 hex digits): set by {@link HdpExtensions#registerLdpUnitKey}. Not
+   * the conf's settings: a Java map that nothing prints. */
+  private static final Map<org.apache.spark.sql.internal.SQLConf, String> UNIT_KEYS =
+      java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+
+  static void unitKey(org.apache.spark.sql.internal.SQLConf conf, String secret) {
+    UNIT_KEYS.put(conf, secret);
+  }
+
+  HdpSqlLdp(String function, String kind, String columns) {
     this.function = function;
     this.kind = kind;
     this.columns = columns.split(", ");
-    this.secret = secret;
   }
 
   private IllegalArgumentException bad(String text) {
@@ -129,6 +136,12 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
         && SqlOptions.UNIT.equals(in.get(n - 4).eval(null).toString())) {
       unit = unitColumn(in.subList(n - 4, n));
       n -= 4;
+      for (int i = 0; i < k; i++) {  // check_id_unread's rule and words
+        if (unit.equals(SqlFinalize.name(in.get(i)))) {
+          throw bad("`privacy_unit` column '" + unit + "' identifies people: no aggregator "
+              + "may read it as a report or ε column.");
+        }
+      }
     }
     String groups = HdpQuery.NONE;
     if (n == k + 2) {
@@ -222,10 +235,15 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
     }
     List<Expression> kids = new ArrayList<>();
     kids.add(new HdpGroup());  // HdpLdpCells.GROUP, then HdpLdpCells.QUERY
+    String secret = unit == null ? null
+        : UNIT_KEYS.get(org.apache.spark.sql.internal.SQLConf.get());
     if (unit != null) {  // the rule of LdpUnitPlan, under the registration's secret key
       if (secret == null) {
-        throw new IllegalStateException(function + " with 'unit' in SQL needs its key: call "
-            + "hdp_spark.spark.register_sql(spark) on this session first");
+        throw new IllegalStateException(function + " with 'unit' in SQL needs its secret "
+            + "key: call hdp_spark.spark.register_sql(spark) on this session first (on Spark "
+            + "Connect the server also needs the plugin " + HdpConnectSecret.class.getName()
+            + " in spark.connect.extensions.expression.classes, as hdp_spark.spark.configure "
+            + "sets)");
       }
       String name = aggregatorName(json, in.get(0));
       used.put("name", name);
@@ -233,7 +251,7 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
       d.put("name", name).put("unit", unit);  // keys sorted: the Column's decision text
       groups = LdpUnitPlan.PREFIX + d.toString();
     }
-    kids.add(new HdpQuery(groups, unit == null ? null : secret));
+    kids.add(new HdpQuery(groups, secret));
     kids.add(SqlTemplate.expr(rows.get("level").asText(), names));
     kids.add(SqlTemplate.expr(rows.get("index").asText(), names));
     kids.add(SqlTemplate.expr(rows.get("q").asText(), names));
