@@ -46,7 +46,8 @@ output. The bounding key is derived from the release key (fresh from OS entropy,
 published) by :func:`~hdp_spark.core.privacy_unit.spec.bounding_key`; on Spark with the
 extension (classic, or Connect with its plugin) it is held in a field no printed plan
 shows, otherwise (no extension) it is a literal of the release job's plan, which the
-operator who runs the job sees, as they see the reports. Under ``unsafe_seed`` anyone can compute J (the output is marked unsafe).
+operator who runs the job sees, as they see the reports. Under ``unsafe_seed`` anyone can
+compute J (the output is marked unsafe).
 Should the key leak, the loss falls back to the one-row guarantee, never below it: the
 output is a function of the person's reports, jointly (Σ_j ε_j)-LDP.
 
