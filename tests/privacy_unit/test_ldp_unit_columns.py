@@ -149,3 +149,53 @@ def test_analysis_errors(frame: Any, build: Any, message: str | None) -> None:
         return
     with pytest.raises(Exception, match=message):
         build(frame).collect()
+
+
+class _Server:
+    """A Connect session's answers for :func:`connect_secret_ready`: the rank function
+    exists or not; the plugin turns the probe into an expression or the server refuses."""
+
+    def __init__(self, sid: str, function: bool, plugin: bool) -> None:
+        self.session_id, self.function, self.plugin, self.probes = sid, function, plugin, 0
+        self.catalog = self
+
+    def functionExists(self, name: str) -> bool:
+        assert name == "hdp_ldp_rank"
+        return self.function
+
+    def range(self, n: int) -> Any:
+        return self
+
+    def select(self, *cols: Any) -> Any:
+        self.probes += 1
+        if not self.plugin:
+            raise RuntimeError("Expression with ID: 999 is not supported")
+        return spark_frame_schema()
+
+
+def spark_frame_schema() -> Any:
+    from pyspark.sql import types as T
+
+    class _Frame:
+        schema = T.StructType([T.StructField("r", T.LongType())])
+
+    return _Frame()
+
+
+@pytest.mark.parametrize(("function", "plugin", "ready"), [
+    (True, True, True), (True, False, False), (False, True, False)])
+def test_the_connect_channel_needs_the_function_and_the_plugin(
+        function: bool, plugin: bool, ready: bool, monkeypatch: Any) -> None:
+    """Without the rank function or the plugin the release API falls back to the literal
+    (``connect_secret_ready`` is False); the answer is cached per Connect session."""
+    from pyspark.sql import functions
+
+    from hdp_spark.spark import ldp_unit
+
+    monkeypatch.setattr(ldp_unit, "secret_column", lambda bkey: None)  # no JVM needed
+    monkeypatch.setattr(functions, "call_function", lambda *args: None)
+    monkeypatch.setattr(functions, "lit", lambda value: None)
+    server = _Server(f"s-{function}-{plugin}", function, plugin)
+    assert ldp_unit.connect_secret_ready(server) is ready
+    assert ldp_unit.connect_secret_ready(server) is ready
+    assert server.probes == (1 if function else 0)  # one probe, then the cache
