@@ -24,6 +24,14 @@ Columns' bounding key (which orders rows and keys no noise, and is a plan litera
 
 Global only, one aggregator per aggregate, ``max_groups``/``max_rows`` 1: the release API's
 rules, named on refusal.
+
+The same channel serves two more callers. The release API on Spark Connect
+(:func:`hdp_spark.spark.privacy_unit.keep_one_report`) ranks persons with
+``hdp_ldp_rank(tagged, name, <secret>)``, which the extension turns into
+``hdp_ldp_position`` (:func:`connect_secret_ready` checks that the server has the function
+and the plugin; without them the key is a plan literal, as documented). The SQL functions
+under ``'unit'`` (:mod:`hdp_spark.spark.sql_ldp`) get the registration's key through
+:func:`send_sql_key`: the JVM keeps it per session, outside the conf.
 """
 
 from __future__ import annotations
@@ -38,14 +46,23 @@ from hdp_spark.core.privacy_unit.ldp import check_id_unread
 from hdp_spark.core.privacy_unit.spec import PrivacyUnit
 from hdp_spark.errors import ParameterError
 
-__all__ = ["CONNECT_PLUGIN", "CONNECT_PLUGIN_CONF", "LDP_UNIT_PREFIX", "SECRET_MAGIC",
-           "ldp_unit_decision", "secret_column"]
+__all__ = ["CONNECT_PLUGIN", "CONNECT_PLUGIN_CONF", "LDP_UNIT_PREFIX", "RANK_FUNCTION",
+           "SECRET_MAGIC", "SQL_KEY_MAGIC", "connect_secret_ready", "ldp_unit_decision",
+           "secret_column", "send_sql_key"]
 
 LDP_UNIT_PREFIX = "ldpunit:"
 """The group decision of a local-DP Column under a privacy unit (``LdpUnitPlan``)."""
 
 SECRET_MAGIC = b"hdp_spark/secret/v1\x00"
 """The public head of a secret's bytes on Spark Connect (``HdpConnectSecret.MAGIC``)."""
+
+SQL_KEY_MAGIC = b"hdp_spark/sqlkey/v1\x00"
+"""The public head of a SQL registration's key on Spark Connect
+(``HdpConnectSecret.SQL_KEY``)."""
+
+RANK_FUNCTION = "hdp_ldp_rank"
+"""The extension's one-report rank over a secret key (``HdpSecretRank``): the release API's
+rule on Spark Connect."""
 
 CONNECT_PLUGIN = "org.hdpspark.HdpConnectSecret"
 CONNECT_PLUGIN_CONF = "spark.connect.extensions.expression.classes"
@@ -98,6 +115,60 @@ def secret_column(bkey: str) -> Column:
     return ConnectColumn(_ConnectSecret(bkey))
 
 
+_READY: dict[str, bool] = {}
+
+
+def connect_secret_ready(session: Any) -> bool:
+    """Whether a Spark Connect ``session``'s server can take a secret: it has the
+    extension's rank function and its ``HdpConnectSecret`` plugin turns a probe (a public
+    all-zero key over a constant) into an expression (the server does not show the plugin
+    setting: Spark redacts it). Cached per Connect session.
+
+    Privacy:
+        The probe reads no data and carries a public key.
+    """
+    sid = str(getattr(session, "session_id", ""))
+    if sid in _READY:
+        return _READY[sid]
+    try:
+        ready = bool(session.catalog.functionExists(RANK_FUNCTION))
+        if ready:
+            from pyspark.sql import functions as F
+
+            probe = session.range(1).select(F.call_function(
+                RANK_FUNCTION, F.lit("1:0"), F.lit("probe"), secret_column("0" * 64)))
+            ready = len(probe.schema.fields) == 1  # analysed by the server
+    except Exception:  # no function, or the server has no plugin: no secret channel
+        ready = False
+    if sid:
+        _READY[sid] = ready
+    return ready
+
+
+def send_sql_key(session: Any, bkey: str) -> None:
+    """Give ``session``'s local-DP SQL functions the registration's secret key ``bkey`` (64
+    hex digits) for ``'unit', column, 1, 1``: classic PySpark through py4j
+    (``HdpExtensions.registerLdpUnitKey``), Spark Connect through the plugin
+    (``SQL_KEY_MAGIC``: the server registers it and evaluates the expression as ``true``;
+    a server without the plugin gets no key, and its SQL calls under ``'unit'`` say so).
+
+    Privacy:
+        The key goes into the JVM's function builders, never into the session conf or a plan
+        literal (on Connect the statement's text shows the bytes' public head only).
+    """
+    if not is_remote():
+        jvm = session._jvm  # type: ignore[attr-defined]
+        jvm.org.hdpspark.HdpExtensions.registerLdpUnitKey(  # type: ignore[union-attr]
+            session._jsparkSession, bkey)
+        return
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    try:
+        session.range(1).select(ConnectColumn(_ConnectSecret(bkey, SQL_KEY_MAGIC))).collect()
+    except Exception:  # a server without the plugin: 'unit' in SQL refuses, saying so
+        return
+
+
 def _connect_secret_class() -> type:
     from google.protobuf import wrappers_pb2
     from pyspark.sql.connect import proto
@@ -106,14 +177,15 @@ def _connect_secret_class() -> type:
     class ConnectSecret(Expression):
         """A Connect expression extension carrying a secret (``HdpConnectSecret``)."""
 
-        def __init__(self, bkey: str) -> None:
+        def __init__(self, bkey: str, magic: bytes) -> None:
             super().__init__()
             self._bkey = bkey
+            self._magic = magic
 
         def to_plan(self, session: Any) -> Any:
             expr = proto.Expression()
             expr.extension.Pack(wrappers_pb2.BytesValue(
-                value=SECRET_MAGIC + self._bkey.encode("ascii")))
+                value=self._magic + self._bkey.encode("ascii")))
             return expr
 
         def __repr__(self) -> str:
@@ -122,5 +194,5 @@ def _connect_secret_class() -> type:
     return ConnectSecret
 
 
-def _ConnectSecret(bkey: str) -> Any:
-    return _connect_secret_class()(bkey)
+def _ConnectSecret(bkey: str, magic: bytes = SECRET_MAGIC) -> Any:
+    return _connect_secret_class()(bkey, magic)

@@ -75,16 +75,23 @@ def _rank(text: Column) -> Column:
 
 def _secret_rank(df: DataFrame, bkey: str, name: str, tagged: Column, literal: Column
                  ) -> Column:
-    """The one-report rank ``rank(report_rank_text(bkey, name, person))``: on classic Spark
-    with the extension's jar loaded, ``HdpSecretRank`` holds the key in a field no printed
-    plan, UI page or event log shows; otherwise (Spark Connect, or no extension) the same
-    number from native expressions with the key as a plan literal (docs/ldp.md says so).
+    """The one-report rank ``rank(report_rank_text(bkey, name, person))``, wherever the JVM
+    extension is loaded as ``HdpSecretRank``, which holds the key in a field no printed
+    plan, UI page, event log or INFO log shows: on classic Spark built through py4j, on
+    Spark Connect as ``hdp_ldp_rank(tagged, name, <secret>)`` whose secret argument travels
+    as the Columns' does (an expression extension that the server's ``HdpConnectSecret``
+    plugin turns into the key, :func:`~hdp_spark.spark.ldp_unit.secret_column`). Only
+    without the extension (no jar on a classic session; a Connect server without the
+    extension's functions or its plugin) the same number comes from native expressions with
+    the key as a plan literal (docs/ldp.md says so).
 
     Privacy:
         The same rank either way (tests/privacy_unit/test_ldp_unit.py: engines keep the
         same reports); only where the key appears differs.
     """
     from pyspark.sql.utils import is_remote
+
+    from hdp_spark.spark.ldp_unit import RANK_FUNCTION, connect_secret_ready, secret_column
 
     if not is_remote():
         try:
@@ -93,6 +100,9 @@ def _secret_rank(df: DataFrame, bkey: str, name: str, tagged: Column, literal: C
             return Column(secret.rank(tagged._jc, bkey, name))  # type: ignore[attr-defined]
         except Exception:  # no extension jar on this session's class path
             pass
+    elif connect_secret_ready(df.sparkSession):
+        out: Column = F.call_function(RANK_FUNCTION, tagged, F.lit(name), secret_column(bkey))
+        return out
     return _rank(F.concat_ws(_SEP, literal, F.lit("ldp"), F.lit(name), tagged))
 
 
@@ -272,11 +282,12 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
     row (a native expression); the shuffle is the one of Spark's own per-person aggregate.
 
     Privacy:
-        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`. On classic Spark with the
-        extension the bounding key is held by ``hdp_ldp_position`` (no printed plan shows
-        it); otherwise it is a literal of the plan and must stay with the operator who runs
-        the release (the position is safe only while it is unknown to whoever reads the
-        output).
+        The rule of :mod:`hdp_spark.core.privacy_unit.ldp`. With the extension (classic
+        Spark, or a Spark Connect server started with it and its plugin, as
+        :func:`~hdp_spark.spark.configure` does) the bounding key is held by
+        ``hdp_ldp_position`` (no printed plan shows it); without it the key is a literal of
+        the plan and must stay with the operator who runs the release (the position is
+        safe only while it is unknown to whoever reads the output).
     """
     from hdp_spark.spark._common import dataframe_schema
     from hdp_spark.spark.expressions import level_sql

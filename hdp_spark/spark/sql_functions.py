@@ -235,8 +235,10 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     options>'][, 'public'])``, the options being the release API's other keywords
     (``'{"cap": "paper", "fill": 5}'``; :mod:`hdp_spark.spark.sql_users`). The scalar
     local-DP aggregators: ``hdp_ldp_mean(report, eps, '<JSON options>'[, 'public'])`` and
-    ``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])``
-    (:mod:`hdp_spark.spark.sql_ldp`).
+    ``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])``, and globally
+    under a privacy unit with ``'unit', column, 1, 1`` last (one report per person, its
+    position placed by a secret key derived from the registration's and held by the JVM
+    outside the conf and every printed plan: :mod:`hdp_spark.spark.sql_ldp`).
 
     Privacy:
         As :func:`hdp_mean` and :func:`hdp_histogram`. The registration holds one release
@@ -286,4 +288,4 @@ def register_sql(session: Any, *, unsafe_seed: int | str | bytes | None = None) 
     register_generic(session, key)
     register_partial(session, key)
     register_user_mean(session, key)
-    register_ldp(session)
+    register_ldp(session, key)

@@ -1,7 +1,9 @@
 """The SQL form of the local-DP aggregators:
 ``hdp_ldp_mean(report, eps, '<JSON options>'[, 'public'])``,
 ``hdp_ldp_distribution(index, sign, eps, '<JSON options>'[, 'public'])`` and
-``hdp_ldp_mean_vector(report, eps, '<JSON options>'[, 'public'])``.
+``hdp_ldp_mean_vector(report, eps, '<JSON options>'[, 'public'])``; under a privacy unit,
+global only, each with the central functions' tail ``'unit', '<id column>', 1, 1``
+(``max_groups`` and ``max_rows`` must be 1: one report per person).
 
 The JVM extension (``HdpSqlLdp``) builds the Column's native ``hdp_ldp_cells`` aggregate over
 the release API's per-row SQL templates (:func:`~hdp_spark.spark.ldp_inputs.mean_sql`,
@@ -22,6 +24,33 @@ computation: :func:`register_ldp` puts A_1 … A_:data:`MAX_SQL_VECTOR_DIM` (Pyt
 ``lgamma``, exact as JSON doubles) beside the templates, the JVM picks A_d, and the finalize
 refuses the call unless it is the spec's. A larger ``d`` needs the Column
 ``hs.ldp_mean_vector`` (its refusal says so).
+
+Privacy unit (``'unit', column, 1, 1``), privacy-critical: the call keeps ONE report per
+person, the release API's rule (:mod:`hdp_spark.core.privacy_unit.ldp`), inserted below the
+aggregate by the extension's ``LdpUnitPlan`` exactly as for the Column
+(:mod:`hdp_spark.spark.ldp_unit`): each person's position is ``rank(report_rank_text(
+query key, aggregator name, person))`` modulo the person's count of reports at their
+smallest ε. The rule is safe only while the position is unknown to whoever reads the
+output, so the key is a secret:
+
+* :func:`sql_unit_key` derives the registration's local-DP key from its release key with
+  HMAC and keeps no origin, so its bounding key is NOT a function of the registration's
+  central bounding key (which the session conf holds, for the central functions' unit:
+  not a secret there).
+* :func:`register_ldp` gives that bounding key to the JVM outside the session conf (which
+  ``SET``, the UI and the event log's SQL execution events show): classic PySpark through
+  py4j, Spark Connect through the ``HdpConnectSecret`` plugin
+  (:func:`~hdp_spark.spark.ldp_unit.send_sql_key`); the JVM keeps it in the function
+  builders of this session only.
+* The builder puts it in the call's ``HdpQuery`` placeholder (a field outside the plan's
+  printed form), and at analysis ``LdpUnitPlan`` ranks persons with ``hdp_ldp_position``
+  under the query's key, SHA-256 of it and the query's fingerprint (outside the printed
+  form too): the numbers are ``ldp_agg(..., privacy_unit=...)``'s under
+  ``sql_unit_key(registration key).for_query(fingerprint)``, the Column's rule for the same
+  key. Re-running a query keeps the same reports; another query keeps independent ones.
+
+The rank reads the aggregator's name (the ``alias`` option or the release API's default):
+the JVM computes it, and the finalize refuses the call unless it is its spec's.
 """
 
 from __future__ import annotations
@@ -40,6 +69,8 @@ from hdp_spark.aggregators.registry import aggregator_of
 from hdp_spark.core.ldp.common import sphere_constant
 from hdp_spark.core.ldp.oracle import FrequencyOracle
 from hdp_spark.core.ldp.release import report_roles
+from hdp_spark.core.noise import ReleaseKey
+from hdp_spark.core.privacy_unit.spec import bounding_key
 from hdp_spark.errors import ParameterError
 from hdp_spark.spark.expressions import level_sql
 from hdp_spark.spark.ldp_finalize import arrow_finalize_ldp, ldp_fields
@@ -47,7 +78,8 @@ from hdp_spark.spark.ldp_inputs import distribution_sql, mean_sql, vector_row_sq
 from hdp_spark.spark.output import spark_type
 from hdp_spark.spark.sql_text import ident
 
-__all__ = ["MAX_SQL_VECTOR_DIM", "ROWS_CONF", "SQL_LDP", "ldp_type", "register_ldp", "spec_of"]
+__all__ = ["MAX_SQL_VECTOR_DIM", "ROWS_CONF", "SQL_LDP", "ldp_type", "register_ldp", "spec_of",
+           "sql_unit_key"]
 
 ROWS_CONF = "hdp_spark.sql.ldpRows"
 """The session conf holding the per-row SQL templates (read by the JVM's ``HdpSqlLdp``)."""
@@ -64,6 +96,21 @@ MAX_SQL_VECTOR_DIM = 1024
 session conf (about 20 kB). The Column takes every ``d`` the spec does."""
 
 _DECLARED = "already_randomized"
+_UNIT_TAG = "sql-ldp-unit"
+
+
+def sql_unit_key(key: ReleaseKey) -> ReleaseKey:
+    """The key of a SQL registration's local-DP calls under ``'unit'``: HMAC of the
+    registration's release key (:meth:`ReleaseKey.for_query` of a tag no fingerprint
+    equals) without its origin, so that its bounding key derives from its own material,
+    not publicly from the registration's bounding key (the central unit's, in the conf).
+    A query's key is ``sql_unit_key(key).for_query(fingerprint)``.
+
+    Privacy:
+        As secret as ``key`` (HMAC is a PRF); keeps its ``unsafe`` mark.
+    """
+    return ReleaseKey(key.for_query(_UNIT_TAG).material, unsafe=key.unsafe)
+
 
 
 def _probe(kind: str, mechanism: str = "laplace") -> Any:
@@ -149,7 +196,15 @@ def spec_of(kind: str, options: str, columns: list[str]) -> Any:
 
 
 def _check_used(function: str, spec: Any, used: dict[str, Any]) -> None:
-    """Refuse a call whose constants in the JVM's per-row expressions are not the spec's."""
+    """Refuse a call whose constants in the JVM's per-row expressions are not the spec's
+    (under ``'unit'`` also the aggregator name its rank read)."""
+    used = dict(used)
+    name = used.pop("name", None)
+    if name is not None and name != spec.name:
+        msg = (f"the aggregator name of {function} under 'unit' cannot be read the same way "
+               f"by the SQL function ({name!r}) and the release API ({spec.name!r}): pass "
+               "`alias` as a string.")
+        raise ParameterError(msg)
     if "m" in used:
         want = {"m": spec.oracle.m}
     elif "sphere" in used:
@@ -178,14 +233,20 @@ def _finalizer(kind: str, arrow_type: pa.StructType) -> Callable[..., pa.Array]:
     return finalize
 
 
-def register_ldp(session: Any) -> None:
+def register_ldp(session: Any, key: ReleaseKey | None = None) -> None:
     """Register ``hdp_ldp_mean_finalize``, ``hdp_ldp_distribution_finalize`` and
-    ``hdp_ldp_vector_finalize`` and put the per-row templates (and the A_d table) in the
-    session conf.
+    ``hdp_ldp_vector_finalize``, put the per-row templates (and the A_d table) in the
+    session conf, and give the JVM the bounding key of :func:`sql_unit_key` of the
+    registration's ``key`` (fresh when None) for ``'unit'``.
 
     Privacy:
-        As the local-DP Columns: post-processing of ε_i-LDP reports, no key and no noise.
+        As the local-DP Columns: post-processing of ε_i-LDP reports, no noise. The key
+        that places each person's kept report under ``'unit'`` is a secret: it reaches the
+        JVM's function builders of this session only (module docstring), never the conf.
     """
+    from hdp_spark.spark.ldp_unit import send_sql_key
+
+    send_sql_key(session, bounding_key(sql_unit_key(key or ReleaseKey.fresh())))
     session.conf.set(ROWS_CONF, json.dumps(_templates()))
     for kind in SQL_LDP:
         rtype = ldp_type(kind)

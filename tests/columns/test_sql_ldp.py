@@ -145,10 +145,12 @@ def test_unmarked_reports_need_already_randomized(spark: Any, reports: Any) -> N
     ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 0}')", r"from 1 to 1024 .* got 0"),
     ("hdp_ldp_mean_vector(du40, eps, '{\"d\": 40, \"radius\": \"x\"}')",
      r"`radius` \(in the options of hdp_ldp_mean_vector\) must be a number"),
-    ("hdp_ldp_mean(rr, eps, '{\"mechanism\": \"rr\"}', 'unit', 'g', 1, 1)",
-     r"`privacy_unit`: hdp_ldp_mean in SQL does not take 'unit' yet"),
+    ("hdp_ldp_mean(rr, eps, '{\"mechanism\": \"rr\"}', 'unit', 'g', 1, 2)",
+     r"`max_rows` must be 1 for local-DP aggregators under `privacy_unit`"),
+    ("hdp_ldp_distribution(j, b, eps, '{}', 'public', 'unit', 'g', 1, 1)",
+     r"`keys`: local-DP aggregators under `privacy_unit` release the whole table only"),
     ("hdp_ldp_distribution(j, b, eps, '{}', 'public', 'unit', 'g')",
-     r"`privacy_unit`: hdp_ldp_distribution in SQL does not take 'unit' yet"),
+     r"hdp_ldp_distribution takes .*'unit', column, 1, 1\]\), got 7 arguments"),
 ])
 def test_bad_calls_are_refused_at_analysis(spark: Any, reports: Any, call: str, message: str
                                            ) -> None:

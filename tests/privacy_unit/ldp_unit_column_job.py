@@ -19,6 +19,9 @@ from tests.privacy_unit.ldp_unit_data import table
 
 sys.path.pop(0)
 
+RELEASE_SEED = "release-api-unit"
+"""The seed of the release API's run (its key is grepped for)."""
+
 MODES = ("simple", "extended", "codegen", "cost", "formatted")
 
 
@@ -101,7 +104,20 @@ def run(spark: Any) -> dict[str, Any]:
     bkey = bounding_key(secret.key)
     out["repeat"] = _same(rows[0], rows[1])
     out["secrets"] = [secret.key.material.hex(), bkey, query_bounding_key(bkey, fp)]
-    out["plans"] = plans
+    # the release API under the unit: its key (a seeded one, to know what to grep for)
+    # reaches no plan either (its one-report step, explained, and the jobs it runs)
+    from hdp_spark.core.noise import ReleaseKey
+    from hdp_spark.core.privacy_unit.spec import PrivacyUnit
+    from hdp_spark.spark.privacy_unit import keep_one_report
+
+    release = ReleaseKey.resolve(RELEASE_SEED)
+    rr = columns(oracle)[1]
+    out["release_n"] = int(hs.ldp_agg(df, rr, already_randomized=True, privacy_unit="uid",
+                                      unsafe_seed=RELEASE_SEED).collect()[0]["rr_mean_n"])
+    kept = explained(keep_one_report(df, PrivacyUnit("uid", 1, 1), rr.spec, release))
+    out["release_rank"] = "hdp_ldp_position" in kept
+    out["secrets"] += [release.material.hex(), bounding_key(release)]
+    out["plans"] = plans + kept
     out["persons"] = int(pdf["uid"].nunique())
     return out
 

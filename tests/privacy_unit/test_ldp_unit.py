@@ -301,17 +301,31 @@ def test_a_persons_kept_report_reads_their_own_rows_and_the_key_only() -> None:
     assert len(positions) == 7  # other keys, other positions
 
 
-def test_connect_releases_what_pandas_releases(connect_server: Any) -> None:
+@pytest.mark.parametrize("server", ["connect_server", "bare_connect_server"])
+def test_connect_releases_what_pandas_releases(server: str, request: Any) -> None:
+    """On Spark Connect the release equals pandas' and keeps pandas' reports; with the
+    extension (and its plugin) the one-report rank holds the key in the field no printed
+    plan shows, as on classic Spark; on a server without it the key is a plan literal (the
+    fallback docs/ldp.md describes)."""
     pytest.importorskip("pyspark.sql.connect")
     from pathlib import Path
 
-    got = connect_server.run(Path(__file__).with_name("ldp_unit_job.py"),
-                             conf={"spark.sql.shuffle.partitions": "3"})
+    from tests.privacy_unit.ldp_unit_job import KEPT_SEED
+
+    got = request.getfixturevalue(server).run(Path(__file__).with_name("ldp_unit_job.py"),
+                                              conf={"spark.sql.shuffle.partitions": "3"})
     assert "connect" in got["session"]
     df, oracle = _table()
     want = hpd.ldp_release(df, *_ldp_specs(oracle), already_randomized=True,
                            privacy_unit="uid", unsafe_seed="k")
     assert got["rows"] == repr(want.rows())
+    spec = _ldp_specs(oracle)[1]
+    kept = keep_one_report(df, UNIT, spec, ReleaseKey.resolve(KEPT_SEED))
+    assert [tuple(k) for k in got["kept"]] == sorted(
+        zip(kept["uid"].astype(int), kept["rr"].astype(float), strict=True))
+    extension = server == "connect_server"
+    assert got["secret_rank"] is extension
+    assert got["key_in_plans"] is not extension
 
 
 def test_null_ids_and_tables_without_persons(engine: Engine) -> None:

@@ -7,8 +7,9 @@
   ``test_ldp_unit.py``); re-evaluating a query, or analysing it again, repeats the numbers;
   another key keeps other reports; on classic Spark and on Spark Connect;
 * the key is a secret: neither the Column's key, nor its bounding key, nor the query's
-  bounding key appears in any explain mode, in the event log of the run, or in its INFO logs
-  (classic and Connect, each in a session of its own);
+  bounding key, nor the release API's key or bounding key (``ldp_agg(...,
+  privacy_unit=...)``) appears in any explain mode, in the event log of the run, or in its
+  INFO logs (classic and Connect, each in a session of its own);
 * every refusal names its parameter.
 """
 
@@ -44,6 +45,8 @@ def _check(got: dict[str, Any]) -> None:
     assert got["again"] == [True] * 4  # the same query again, and analysed again
     assert got["other"] == [True] * 4  # another key keeps other reports
     assert got["repeat"] is True
+    assert got["release_rank"] is True  # the release API's rank holds its key unprinted
+    assert 0 < got["release_n"] <= got["persons"]
     assert all(n <= got["persons"] for n in got["n"])  # one report per person at most
     for secret in got["secrets"]:
         assert secret not in got["plans"]
@@ -146,3 +149,53 @@ def test_analysis_errors(frame: Any, build: Any, message: str | None) -> None:
         return
     with pytest.raises(Exception, match=message):
         build(frame).collect()
+
+
+class _Server:
+    """A Connect session's answers for :func:`connect_secret_ready`: the rank function
+    exists or not; the plugin turns the probe into an expression or the server refuses."""
+
+    def __init__(self, sid: str, function: bool, plugin: bool) -> None:
+        self.session_id, self.function, self.plugin, self.probes = sid, function, plugin, 0
+        self.catalog = self
+
+    def functionExists(self, name: str) -> bool:
+        assert name == "hdp_ldp_rank"
+        return self.function
+
+    def range(self, n: int) -> Any:
+        return self
+
+    def select(self, *cols: Any) -> Any:
+        self.probes += 1
+        if not self.plugin:
+            raise RuntimeError("Expression with ID: 999 is not supported")
+        return spark_frame_schema()
+
+
+def spark_frame_schema() -> Any:
+    from pyspark.sql import types as T
+
+    class _Frame:
+        schema = T.StructType([T.StructField("r", T.LongType())])
+
+    return _Frame()
+
+
+@pytest.mark.parametrize(("function", "plugin", "ready"), [
+    (True, True, True), (True, False, False), (False, True, False)])
+def test_the_connect_channel_needs_the_function_and_the_plugin(
+        function: bool, plugin: bool, ready: bool, monkeypatch: Any) -> None:
+    """Without the rank function or the plugin the release API falls back to the literal
+    (``connect_secret_ready`` is False); the answer is cached per Connect session."""
+    from pyspark.sql import functions
+
+    from hdp_spark.spark import ldp_unit
+
+    monkeypatch.setattr(ldp_unit, "secret_column", lambda bkey: None)  # no JVM needed
+    monkeypatch.setattr(functions, "call_function", lambda *args: None)
+    monkeypatch.setattr(functions, "lit", lambda value: None)
+    server = _Server(f"s-{function}-{plugin}", function, plugin)
+    assert ldp_unit.connect_secret_ready(server) is ready
+    assert ldp_unit.connect_secret_ready(server) is ready
+    assert server.probes == (1 if function else 0)  # one probe, then the cache

@@ -43,10 +43,11 @@ and h(0) < h(1): the kept report is 1 only when both are 1, so
 P(kept = 1 | x = (1, 1)) / P(kept = 1 | x = (0, 0)) = p²/(1 - p)² = e^{2ε}. The same holds
 for the sorted rule with a KNOWN position: the rule needs J unknown to whoever reads the
 output. The bounding key is derived from the release key (fresh from OS entropy, never
-published) by :func:`~hdp_spark.core.privacy_unit.spec.bounding_key`; on classic Spark with the
-extension it is held in a field no printed plan shows, otherwise (Connect, no extension) it
-is a literal of the release job's plan, which the operator who runs the job sees, as they
-see the reports. Under ``unsafe_seed`` anyone can compute J (the output is marked unsafe).
+published) by :func:`~hdp_spark.core.privacy_unit.spec.bounding_key`; on Spark with the
+extension (classic, or Connect with its plugin) it is held in a field no printed plan
+shows, otherwise (no extension) it is a literal of the release job's plan, which the
+operator who runs the job sees, as they see the reports. Under ``unsafe_seed`` anyone can
+compute J (the output is marked unsafe).
 Should the key leak, the loss falls back to the one-row guarantee, never below it: the
 output is a function of the person's reports, jointly (Σ_j ε_j)-LDP.
 

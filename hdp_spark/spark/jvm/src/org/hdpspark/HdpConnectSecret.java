@@ -27,6 +27,16 @@ public final class HdpConnectSecret implements ExpressionPlugin {
 
   static final byte[] MAGIC = "hdp_spark/secret/v1\u0000".getBytes(StandardCharsets.UTF_8);
 
+  /** The head of a SQL registration's key ({@code register_sql} on Connect): the plugin gives
+   * it to the session's local-DP SQL functions ({@link HdpExtensions#registerLdpUnitKey})
+   * and stands for the constant {@code true}. Same length as {@link #MAGIC}. */
+  static final byte[] SQL_KEY = "hdp_spark/sqlkey/v1\u0000".getBytes(StandardCharsets.UTF_8);
+
+  private static boolean starts(byte[] v, byte[] head) {
+    return v.length > head.length
+        && Arrays.equals(Arrays.copyOfRange(v, 0, head.length), head);
+  }
+
   @Override
   public Optional<Expression> transform(byte[] relation, SparkConnectPlanner planner) {
     Any any;
@@ -44,8 +54,13 @@ public final class HdpConnectSecret implements ExpressionPlugin {
     } catch (InvalidProtocolBufferException e) {
       return Optional.empty();
     }
-    if (v.length <= MAGIC.length
-        || !Arrays.equals(Arrays.copyOfRange(v, 0, MAGIC.length), MAGIC)) {
+    if (starts(v, SQL_KEY)) {
+      HdpExtensions.registerLdpUnitKey(planner.session(), new String(v, SQL_KEY.length,
+          v.length - SQL_KEY.length, StandardCharsets.US_ASCII));
+      return Optional.of(org.apache.spark.sql.catalyst.expressions.Literal.create(true,
+          org.apache.spark.sql.types.DataTypes.BooleanType));
+    }
+    if (!starts(v, MAGIC)) {
       return Optional.empty();
     }
     return Optional.of(new HdpSecret(new String(v, MAGIC.length, v.length - MAGIC.length,

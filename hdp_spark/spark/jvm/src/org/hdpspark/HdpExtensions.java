@@ -143,9 +143,14 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new FunctionIdentifier(HdpSqlUserMean.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSqlUserMean.class.getName(), HdpSqlUserMean.FUNCTION),
         new HdpSqlUserMean()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(HdpSecretRank.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(HdpSecretRank.class.getName(), HdpSecretRank.FUNCTION),
+        new HdpSecretRank.Builder()));
     for (String[] f : HdpSqlLdp.FUNCTIONS) {
       ext.injectFunction(new Tuple3<>(new FunctionIdentifier(f[0], Option.empty(), Option.empty()),
-          new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]), new HdpSqlLdp(f[0], f[1], f[2])));
+          new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]),
+          new HdpSqlLdp(f[0], f[1], f[2])));
     }
     for (String[] f : HdpSqlPartial.FUNCTIONS) {
       ext.injectFunction(new Tuple3<>(
@@ -187,6 +192,9 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     registerOne(session, HdpSqlUserMean.FUNCTION,
         new ExpressionInfo(HdpSqlUserMean.class.getName(), HdpSqlUserMean.FUNCTION),
         new HdpSqlUserMean());
+    registerOne(session, HdpSecretRank.FUNCTION,
+        new ExpressionInfo(HdpSecretRank.class.getName(), HdpSecretRank.FUNCTION),
+        new HdpSecretRank.Builder());
     for (String[] f : HdpSqlLdp.FUNCTIONS) {
       registerOne(session, f[0], new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]),
           new HdpSqlLdp(f[0], f[1], f[2]));
@@ -205,6 +213,26 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     List<Rule<LogicalPlan>> more = new ArrayList<>(CollectionConverters.asJava(rules));
     more.add(new HdpGroupRule());
     session.experimental().extraOptimizations_$eq(CollectionConverters.asScala(more).toSeq());
+  }
+
+  /**
+   * Gives this session's local-DP SQL functions the registration's secret key for
+   * {@code 'unit', column, 1, 1} (64 hex digits; {@code hdp_spark.spark.sql_ldp}), held in
+   * a JVM map by the session's SQLConf object. Classic PySpark calls it through py4j, Spark
+   * Connect through {@link HdpConnectSecret}.
+   *
+   * <p>Privacy: the key lives in that map only (not in the session conf's settings, which
+   * {@code SET}, the UI's environment page and the event log's SQL execution events show);
+   * the builder puts it in the calls' {@link HdpQuery} placeholder, which no printed form of
+   * a plan shows. Another session (newSession, cloneSession: another SQLConf) has no key
+   * until its own registration.
+   */
+  public static void registerLdpUnitKey(org.apache.spark.sql.classic.SparkSession session,
+      String secret) {
+    if (secret == null || !secret.matches("[0-9a-f]{64}")) {
+      throw new IllegalArgumentException("hdp_spark: a secret argument must be 64 hex digits");
+    }
+    HdpSqlLdp.unitKey(session.sessionState().conf(), secret);
   }
 
   private static void registerOne(org.apache.spark.sql.classic.SparkSession session,

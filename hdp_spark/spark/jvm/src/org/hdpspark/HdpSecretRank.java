@@ -34,6 +34,11 @@ final class HdpSecretRank extends Expression implements CodegenFallback, java.io
 
   private static final long serialVersionUID = 1L;
 
+  /** The SQL function of the release API's rank on Spark Connect: {@code hdp_ldp_rank(tagged
+   * person text, 'aggregator name', <secret>)}, the secret an {@link HdpSecret} that only
+   * {@link HdpConnectSecret} (or py4j) builds, never a literal. */
+  static final String FUNCTION = "hdp_ldp_rank";
+
   private final Expression child;
   private final byte[] prefix;
 
@@ -48,6 +53,28 @@ final class HdpSecretRank extends Expression implements CodegenFallback, java.io
     String sep = "\u001f";
     return new HdpSecretRank(tagged,
         (key + sep + "ldp" + sep + name + sep).getBytes(StandardCharsets.UTF_8));
+  }
+
+  /** Builds {@code hdp_ldp_rank(tagged, name, secret)}: the key moves from the secret
+   * argument into the rank's non-printed field; a literal key is refused (it would be in the
+   * plan). */
+  static final class Builder extends scala.runtime.AbstractFunction1<Seq<Expression>, Expression>
+      implements java.io.Serializable {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Expression apply(Seq<Expression> args) {
+      java.util.List<Expression> in = scala.jdk.javaapi.CollectionConverters.asJava(args);
+      if (in.size() != 3 || !(in.get(2) instanceof HdpSecret)
+          || !(in.get(1).foldable() && in.get(1).dataType() instanceof
+              org.apache.spark.sql.types.StringType && in.get(1).eval(null) != null)
+          || !(in.get(0).dataType() instanceof org.apache.spark.sql.types.StringType)) {
+        throw new IllegalArgumentException("hdp_ldp_rank takes (tagged person text, constant "
+            + "aggregator name, secret key), the key built by hdp_spark, never a literal");
+      }
+      return of(in.get(0), ((HdpSecret) in.get(2)).material(),
+          in.get(1).eval(null).toString());
+    }
   }
 
   @Override

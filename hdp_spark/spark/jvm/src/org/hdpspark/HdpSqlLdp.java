@@ -55,6 +55,17 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
   private final String kind;
   private final String[] columns;
 
+  /** Per session (its SQLConf object, which the analyzer's {@code SQLConf.get()} returns on
+   * classic Spark and Spark Connect alike; weakly held), the registration's secret key for
+   * {@code 'unit'} (64 hex digits): set by {@link HdpExtensions#registerLdpUnitKey}. Not
+   * the conf's settings: a Java map that nothing prints. */
+  private static final Map<org.apache.spark.sql.internal.SQLConf, String> UNIT_KEYS =
+      java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+
+  static void unitKey(org.apache.spark.sql.internal.SQLConf conf, String secret) {
+    UNIT_KEYS.put(conf, secret);
+  }
+
   HdpSqlLdp(String function, String kind, String columns) {
     this.function = function;
     this.kind = kind;
@@ -81,19 +92,55 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
     return v.asDouble();
   }
 
+  /** The id column of {@code 'unit', column, max_groups, max_rows}; the bounds must be 1
+   * (the Column's words). */
+  private String unitColumn(List<Expression> tail) {
+    Expression c = tail.get(1);
+    if (!isText(c) || c.eval(null).toString().isEmpty()) {
+      throw bad("`privacy_unit` (after 'unit' in " + function + ") must be a constant "
+          + "string naming the id column, got " + c.sql() + ".");
+    }
+    String[] names = {"max_groups", "max_rows"};
+    for (int i = 0; i < 2; i++) {
+      Expression b = tail.get(2 + i);
+      Object v = b.foldable() ? b.eval(null) : null;
+      if (!(v instanceof Integer || v instanceof Long || v instanceof Short
+          || v instanceof Byte) || ((Number) v).longValue() != 1) {
+        throw bad("`" + names[i] + "` must be 1 for local-DP aggregators under "
+            + "`privacy_unit` (they keep one report per person), got " + b.sql() + ".");
+      }
+    }
+    return c.eval(null).toString();
+  }
+
+  /** The spec's name, which the rank reads: the {@code alias} option, else the release
+   * API's default ({@code <report>_mean}, {@code <index>_pmf}); the finalize refuses the
+   * call unless it is its spec's. */
+  private String aggregatorName(JsonNode json, Expression first) {
+    JsonNode alias = json.get("alias");
+    if (alias != null && alias.isTextual()) {
+      return alias.asText();
+    }
+    return SqlFinalize.name(first) + ("distribution".equals(kind) ? "_pmf" : "_mean");
+  }
+
   @Override
   public Expression apply(Seq<Expression> args) {
     List<Expression> in = CollectionConverters.asJava(args);
     int k = columns.length;
     String shape = function + "(" + String.join(", ", columns)
-        + ", '<JSON options>'[, 'public'])";
+        + ", '<JSON options>'[, 'public' | 'unit', column, 1, 1])";
     int n = in.size();
-    for (int i = k + 1; i < n; i++) {  // the SQL form of a privacy unit: not yet
-      if (isText(in.get(i)) && "unit".equals(in.get(i).eval(null).toString())) {
-        throw bad("`privacy_unit`: " + function + " in SQL does not take 'unit' yet (its key "
-            + "must stay secret, and a SQL registration has no secret channel to the JVM "
-            + "yet); use the Column, df.agg(hdp_spark.spark.ldp_mean(..., "
-            + "privacy_unit=...)), or hdp_spark.spark.ldp_agg(df, ..., privacy_unit=...).");
+    String unit = null;  // 'unit', column, max_groups, max_rows: one report per person
+    if (n >= k + 5 && isText(in.get(n - 4))
+        && SqlOptions.UNIT.equals(in.get(n - 4).eval(null).toString())) {
+      unit = unitColumn(in.subList(n - 4, n));
+      n -= 4;
+      for (int i = 0; i < k; i++) {  // check_id_unread's rule and words
+        if (unit.equals(SqlFinalize.name(in.get(i)))) {
+          throw bad("`privacy_unit` column '" + unit + "' identifies people: no aggregator "
+              + "may read it as a report or ε column.");
+        }
       }
     }
     String groups = HdpQuery.NONE;
@@ -103,9 +150,14 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
         throw bad("the last argument of " + shape + " must be 'public' or omitted, got "
             + last.sql() + ".");
       }
+      if (unit != null) {
+        throw bad("`keys`: local-DP aggregators under `privacy_unit` release the whole "
+            + "table only (a report cannot be split over groups, and a person's group "
+            + "membership is private): drop 'public' before 'unit', got 'public'.");
+      }
       groups = HdpQuery.PUBLIC;
     } else if (n != k + 1) {
-      throw new IllegalArgumentException(function + " takes " + shape + ", got " + n
+      throw new IllegalArgumentException(function + " takes " + shape + ", got " + in.size()
           + " arguments");
     }
     Expression options = in.get(k);
@@ -183,7 +235,23 @@ final class HdpSqlLdp extends AbstractFunction1<Seq<Expression>, Expression>
     }
     List<Expression> kids = new ArrayList<>();
     kids.add(new HdpGroup());  // HdpLdpCells.GROUP, then HdpLdpCells.QUERY
-    kids.add(new HdpQuery(groups));
+    String secret = unit == null ? null
+        : UNIT_KEYS.get(org.apache.spark.sql.internal.SQLConf.get());
+    if (unit != null) {  // the rule of LdpUnitPlan, under the registration's secret key
+      if (secret == null) {
+        throw new IllegalStateException(function + " with 'unit' in SQL needs its secret "
+            + "key: call hdp_spark.spark.register_sql(spark) on this session first (on Spark "
+            + "Connect the server also needs the plugin " + HdpConnectSecret.class.getName()
+            + " in spark.connect.extensions.expression.classes, as hdp_spark.spark.configure "
+            + "sets)");
+      }
+      String name = aggregatorName(json, in.get(0));
+      used.put("name", name);
+      ObjectNode d = JsonNodeFactory.instance.objectNode();
+      d.put("name", name).put("unit", unit);  // keys sorted: the Column's decision text
+      groups = LdpUnitPlan.PREFIX + d.toString();
+    }
+    kids.add(new HdpQuery(groups, secret));
     kids.add(SqlTemplate.expr(rows.get("level").asText(), names));
     kids.add(SqlTemplate.expr(rows.get("index").asText(), names));
     kids.add(SqlTemplate.expr(rows.get("q").asText(), names));
