@@ -21,7 +21,7 @@ from hdp_spark.core.partial.budget import solve_budget
 from hdp_spark.core.partial.mwem import hdp_mwem, run_mwem
 from hdp_spark.core.partial.projection import finalize_marginals, marginal_requests, noisy_total
 from hdp_spark.core.partial.spec import unit_neighbours
-from partial.partial_testlib import Record, max_log_ratio, own_inclusion, random_dataset
+from partial.partial_testlib import Record, max_log_ratio, own_inclusion
 from partial.test_partial_unit_rows import (
     COLS,
     OTHER,
@@ -33,6 +33,7 @@ from partial.test_partial_unit_rows import (
     _marginals,
     _persons,
     _renyi_shift,
+    with_threshold_rows,
 )
 
 
@@ -74,10 +75,7 @@ def test_hh_tree_exact_loss_when_a_person_s_row_count_changes(max_rows: int) -> 
     for trial in range(12):
         df = _frame(trial, persons=40)
         counted, _heavy = _persons(df, max_rows)
-        extra = random_dataset(rng, D, b.taus[0], b.mu)
-        rest = pd.DataFrame([(10_000 + i, *r) for i, r in enumerate(extra.elements())],
-                            columns=["id", *COLS])
-        table = pd.concat([df, rest], ignore_index=True)
+        table = with_threshold_rows(df, rng, b)
         x = _kept(table, max_rows)
         for records in _neighbours(rng, max_rows):
             xp = _kept(_replaced(table, counted, records), max_rows)

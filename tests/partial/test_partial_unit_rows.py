@@ -118,6 +118,15 @@ def _kept(df: pd.DataFrame, max_rows: int) -> Counter[Record]:
     return Counter(tuple(int(v) for v in r) for r in kept[COLS].to_numpy())
 
 
+def with_threshold_rows(df: pd.DataFrame, rng: np.random.Generator, b: Any) -> pd.DataFrame:
+    """``df`` and rows of new one-row persons whose records have counts around the tree's
+    thresholds (where the keep decisions, hence the losses, are largest)."""
+    extra = random_dataset(rng, D, b.taus[0], b.mu)
+    rest = pd.DataFrame([(10_000 + i, *r) for i, r in enumerate(extra.elements())],
+                        columns=["id", *COLS])
+    return pd.concat([df, rest], ignore_index=True)
+
+
 @pytest.mark.parametrize("max_rows", [2, 3])
 def test_hh_tree_exact_loss_of_a_person_with_r_rows(max_rows: int) -> None:
     """Exact max over all outcomes of the tree (d = 4) between a table and a person-level
@@ -133,11 +142,7 @@ def test_hh_tree_exact_loss_of_a_person_with_r_rows(max_rows: int) -> None:
     for trial in range(30):
         df = _frame(trial, persons=60)
         counted, heavy = _persons(df, max_rows)
-        # the rest of the table: heavy counts around the thresholds (rows of new persons)
-        extra = random_dataset(rng, D, b.taus[0], b.mu)
-        rest = pd.DataFrame([(10_000 + i, *r) for i, r in enumerate(extra.elements())],
-                            columns=["id", *COLS])
-        table = pd.concat([df, rest], ignore_index=True)
+        table = with_threshold_rows(df, rng, b)
         src = tuple(int(v) for v in rng.integers(0, 2, D))
         j = int(rng.integers(D))
         dst = tuple(1 - v if i == j else v for i, v in enumerate(src))

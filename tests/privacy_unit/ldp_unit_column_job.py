@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 import sys
 import warnings
@@ -124,30 +123,7 @@ def run(spark: Any) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    from pyspark.sql import SparkSession
-
-    import hdp_spark.spark as hs
-
-    mode, logs = sys.argv[1], sys.argv[2]
-    builder = (SparkSession.builder.remote("local[2]") if mode == "connect"
-               else SparkSession.builder.master("local[2]"))
-    builder = (builder.config("spark.sql.shuffle.partitions", "3")
-               .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", logs)
-               .config("spark.eventLog.compress", "false"))
-    spark = hs.configure(builder).getOrCreate()
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm  # the driver's (a local Connect server's too)
-    if jvm is not None:  # every logger at INFO: the logs the test greps
-        log4j = jvm.org.apache.logging.log4j
-        log4j.core.config.Configurator.setAllLevels("", log4j.Level.INFO)
-    try:
-        got = run(spark)
-    finally:
-        spark.stop()
-    print(json.dumps(got))
-
-
 if __name__ == "__main__":
-    main()
+    from logged_session import logged_main  # the script's directory is sys.path[0]
+
+    logged_main(run)

@@ -15,9 +15,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +27,7 @@ from hdp_spark.errors import ParameterError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ldp_unit_column_job import run
+from logged_session import assert_secrets_unwritten
 
 sys.path.pop(0)
 
@@ -69,26 +67,7 @@ def test_the_key_is_in_no_plan_event_log_or_info_log(mode: str, tmp_path: Path) 
     and the query's bounding key appear nowhere (the plans print ``hdp_ldp_position``)."""
     if mode == "connect":
         pytest.importorskip("pyspark.sql.connect")
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    env["PYSPARK_PYTHON"] = sys.executable
-    logs = tmp_path / "events"
-    logs.mkdir()
-    proc = subprocess.run([sys.executable, str(JOB), mode, str(logs)], capture_output=True,
-                          text=True, timeout=900, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    _check(got)
-    events = "".join(p.read_text(errors="replace") for p in logs.rglob("*") if p.is_file())
-    assert "SparkListenerSQLExecutionStart" in events  # the plans are in it
-    assert "hdp_ldp_position" in events
-    assert " INFO " in proc.stderr  # INFO logs were written
-    if mode == "connect":
-        assert "SparkListenerConnectOperationStarted" in events  # the statements too
-    for secret in got["secrets"]:
-        assert secret not in events
-        assert secret not in proc.stderr
-        assert secret not in proc.stdout.replace(json.dumps(got["secrets"])[1:-1], "")
+    _check(assert_secrets_unwritten(JOB, mode, tmp_path))
 
 
 @pytest.fixture(scope="module")
