@@ -72,8 +72,9 @@ MARGINALS_REPORT_FIELDS: tuple[OutputField, ...] = (
     *_fields("bool", "projection_converged unit_checked unsafe_seed"),
 )
 """The scalar fields of :class:`~hdp_spark.core.partial.projection.MarginalsReport`: the
-budget (public), the group's n (public), and the projection's gap, iterations and
-convergence (DP: functions of the noisy counts)."""
+budget (public), the group's n (public; under a privacy unit the noisy-total estimate ñ,
+DP), and the projection's gap, iterations and convergence (DP: functions of the noisy
+counts)."""
 
 MWEM_REPORT_FIELDS: tuple[OutputField, ...] = (
     *_fields("int", "rounds per_round n"),
@@ -81,7 +82,8 @@ MWEM_REPORT_FIELDS: tuple[OutputField, ...] = (
                       "eps_delta_attribute_cks20 eps_delta_person_cks20"),
     *_fields("bool", "unsafe_seed"),
 )
-"""The scalar fields of the MWEM report (budget, T, ε_T; n public)."""
+"""The scalar fields of the MWEM report (budget, T, ε_T; n public, or under a privacy
+unit the measured ñ, DP, which T's default then follows)."""
 
 HISTOGRAM_REPORT_FIELDS: tuple[OutputField, ...] = (
     *_fields("float", "eps0 eps_attribute noise_scale eps_person rho_person count_ci_level"),
