@@ -181,6 +181,7 @@ def runs_until_settled(
     on_table: Callable[[], Mapping[tuple[str, ...], Any]],
     on_neighbour: Callable[[], Mapping[tuple[str, ...], Any]],
     extra_rounds: int = 5,
+    spacing_s: float = SPACING_S,
 ) -> tuple[list[Mapping[tuple[str, ...], Any]], list[Mapping[tuple[str, ...], Any]],
            dict[tuple[str, ...], tuple[Any, Any]]]:
     """Two runs on the table, one on the neighbour; while anything looks determined by the
@@ -200,7 +201,8 @@ def runs_until_settled(
     (``2 + extra_rounds`` on the table, ``1 + extra_rounds`` on the neighbour) are the same.
     The neighbour goes first: a coincidence has the table's two equal values, more often a
     likely value than the neighbour's one draw, so a new neighbour run clears it more
-    often. An extra run starts :data:`SPACING_S` after the last run on its table ended.
+    often. An extra run starts ``spacing_s`` (:data:`SPACING_S`) after the last run on its
+    table ended: the other table's run in between usually takes longer, so nobody waits.
 
     Returns:
         The features of the runs on the table and on the neighbour, and what is still
@@ -215,7 +217,7 @@ def runs_until_settled(
     for side, run, into in steps:
         if not found:
             break
-        time.sleep(max(0.0, ended[side] + SPACING_S - time.monotonic()))
+        time.sleep(max(0.0, ended[side] + spacing_s - time.monotonic()))
         into.append(run())
         ended[side] = time.monotonic()
         found = deterministic_in_private_data(runs, others)
