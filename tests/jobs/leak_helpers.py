@@ -15,7 +15,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -168,33 +169,108 @@ def deterministic_in_private_data(
     return found
 
 
+SPACING_S = 1.1
+"""Least time between the end of one run on a table and the start of the next run on the
+same table, once extra runs are added: every clock reading of the later run is then in a
+later whole second than every reading of the earlier runs on that table, so a timestamp of
+second resolution cannot stay constant over that table's runs (two runs within one clock
+second would pass for a function of the data)."""
+
+
+def runs_until_settled(
+    on_table: Callable[[], Mapping[tuple[str, ...], Any]],
+    on_neighbour: Callable[[], Mapping[tuple[str, ...], Any]],
+    extra_rounds: int = 5,
+    spacing_s: float = SPACING_S,
+) -> tuple[list[Mapping[tuple[str, ...], Any]], list[Mapping[tuple[str, ...], Any]],
+           dict[tuple[str, ...], tuple[Any, Any]]]:
+    """Two runs on the table, one on the neighbour; while anything looks determined by the
+    data, one more run on the neighbour, then (if still) one more on the table, and so on,
+    at most ``extra_rounds`` more on each: a function of the data stays constant over the
+    runs on each table, a coincidence of fresh values does not. Coincidences are common for
+    coarse features of DP values: the leading digit group of a noisy mean ("93" of 93,894,
+    noise scale ~800) can stay on one side of a boundary over a few runs and the neighbour's
+    shifted mean on the other; each extra pair of runs multiplies that chance by about 1/3,
+    so five rounds make a false alarm rare while any deterministic feature stays flagged
+    however many runs are added.
+
+    Checking after each single run gives the same verdict as adding the runs in pairs (one
+    on each table, then checking): :func:`deterministic_in_private_data` only shrinks as
+    runs are added (a feature that varies on one table, or is equal on both, stays so), so
+    an empty result after a single run stays empty after its pair, and the most runs made
+    (``2 + extra_rounds`` on the table, ``1 + extra_rounds`` on the neighbour) are the same.
+    The neighbour goes first: a coincidence has the table's two equal values, more often a
+    likely value than the neighbour's one draw, so a new neighbour run clears it more
+    often. An extra run starts ``spacing_s`` (:data:`SPACING_S`) after the last run on its
+    table ended: the other table's run in between usually takes longer, so nobody waits.
+
+    Returns:
+        The features of the runs on the table and on the neighbour, and what is still
+        determined by the data over all of them (``{}`` when nothing is).
+    """
+    runs = [on_table(), on_table()]
+    ended = {"table": time.monotonic()}
+    others = [on_neighbour()]
+    ended["neighbour"] = time.monotonic()
+    found = deterministic_in_private_data(runs, others)
+    steps = [("neighbour", on_neighbour, others), ("table", on_table, runs)] * extra_rounds
+    for side, run, into in steps:
+        if not found:
+            break
+        time.sleep(max(0.0, ended[side] + spacing_s - time.monotonic()))
+        into.append(run())
+        ended[side] = time.monotonic()
+        found = deterministic_in_private_data(runs, others)
+    return runs, others, found
+
+
 def assert_no_deterministic_leak(
     on_table: Callable[[], Mapping[tuple[str, ...], Any]],
     on_neighbour: Callable[[], Mapping[tuple[str, ...], Any]],
 ) -> tuple[list[Mapping[tuple[str, ...], Any]], list[Mapping[tuple[str, ...], Any]]]:
-    """Two runs on the table, one on the neighbour; while anything looks determined by the
-    data, one more run on each (at most five times): a function of the data stays constant
-    over the runs on each table, a coincidence of fresh values does not. Coincidences are
-    common for coarse features of DP values: the leading digit group of a noisy mean
-    ("93" of 93,894, noise scale ~800) can stay on one side of a boundary over a few runs
-    and the neighbour's shifted mean on the other; each extra pair of runs multiplies that
-    chance by about 1/3, so five rounds make a false alarm rare while any deterministic
-    feature stays flagged however many runs are added.
+    """:func:`runs_until_settled`, asserting that nothing is determined by the data.
 
     Returns:
-        The features of the runs on the table and on the neighbour.
+        The features of the runs on the table and on the neighbour (which of the two was
+        run last is not fixed).
     """
-    runs, others = [on_table(), on_table()], [on_neighbour()]
-    found = deterministic_in_private_data(runs, others)
-    for _ in range(5):
-        if not found:
-            break
-        time.sleep(1.1)
-        runs.append(on_table())
-        others.append(on_neighbour())
-        found = deterministic_in_private_data(runs, others)
+    runs, others, found = runs_until_settled(on_table, on_neighbour)
     assert found == {}, f"published features determined by private data: {found}"
     return runs, others
+
+
+def text_lines(feats: Mapping[tuple[str, ...], Any], rel: str) -> str:
+    """The text of the published file ``rel`` (``.md`` / ``.txt``) as collected in ``feats``."""
+    n = feats[("file", rel, "text", "#lines")]
+    return "\n".join(feats[("file", rel, "text", str(i))] for i in range(n))
+
+
+class LogCapture(logging.Handler):
+    """Every record at INFO+ while :meth:`at_level` is active, as ``caplog`` collects them,
+    for fixtures wider than one test (``caplog`` is per test)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def clear(self) -> None:
+        self.records = []
+
+    @contextmanager
+    def at_level(self, level: int) -> Iterator[None]:
+        root = logging.getLogger()
+        before = root.level
+        self.setLevel(level)
+        root.addHandler(self)
+        root.setLevel(level)
+        try:
+            yield
+        finally:
+            root.removeHandler(self)
+            root.setLevel(before)
 
 
 # -- the old, unkeyed scheme (reproduced to show the tests can fail) ----------------------

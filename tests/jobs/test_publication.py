@@ -17,8 +17,11 @@ import json
 import logging
 import re
 import shutil
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,7 @@ from job_helpers import DATA, REPO, SCHEMA
 from leak_helpers import (
     HEX_WINDOW,
     Features,
+    LogCapture,
     assert_no_deterministic_leak,
     collect,
     deterministic_in_private_data,
@@ -35,6 +39,7 @@ from leak_helpers import (
     old_hashes,
     published_bytes,
     published_hex_windows,
+    runs_until_settled,
 )
 
 from hdp_spark.core.ledger import idempotency_key
@@ -86,7 +91,8 @@ class Runner:
     """Runs the sample job on given input bytes, always at the same paths (fresh ledger and
     outputs each time), and collects what it published."""
 
-    def __init__(self, root: Path, engine: Any, caplog: pytest.LogCaptureFixture) -> None:
+    def __init__(self, root: Path, engine: Any, caplog: pytest.LogCaptureFixture | LogCapture
+                 ) -> None:
         self.root, self.engine, self.caplog = root, engine, caplog
         self.data = root / "input" / "employees.csv"
         self.data.parent.mkdir(parents=True, exist_ok=True)
@@ -118,8 +124,51 @@ def _no_deterministic_leak(
     return list(runs), list(others)
 
 
+@dataclass(frozen=True)
+class SampleRuns:
+    """The publication rule's runs of the sample job on one engine, shared by the tests of
+    this module that publish that job on the bundled table: the features of every run on
+    the table and on the neighbour, what is still determined by the data over them (empty
+    unless the rule is broken; asserted by the test of the rule), and the outputs and
+    INFO+ log of the first run on the table (fresh ledger and outputs, as every run)."""
+
+    runner: Runner
+    table_runs: list[Mapping[tuple[str, ...], Any]]
+    neighbour_runs: list[Mapping[tuple[str, ...], Any]]
+    found: dict[tuple[str, ...], tuple[Any, Any]]
+    first_out: Path
+    first_log_text: str
+
+
+@pytest.fixture(scope="module", params=["pandas", "spark"])
+def sample_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> SampleRuns:
+    """The sample job's runs on the table and the neighbour (:func:`runs_until_settled`),
+    once per engine for the module: the enumeration attack reads the first run on the table
+    instead of running the same job on the same input again."""
+    name = request.param
+    session = request.getfixturevalue("spark") if name == "spark" else None
+    engine = SimpleNamespace(name=name, session=session)  # what Runner reads of an Engine
+    root = tmp_path_factory.mktemp(f"sample_runs_{name}")
+    runner = Runner(root, engine, LogCapture())
+    table = DATA.read_bytes()
+    first = root / "first_out"
+    first_log: list[str] = []
+
+    def on_table() -> Features:
+        feats = runner.run(table)
+        if not first.exists():
+            shutil.copytree(root / "out", first)
+            first_log.append(runner.log_text)
+        return feats
+
+    runs, others, found = runs_until_settled(on_table, lambda: runner.run(neighbour_bytes(table)))
+    return SampleRuns(runner, runs, others, found, first, first_log[0])
+
+
 def test_published_outputs_are_not_functions_of_private_data(
-    engine: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    sample_runs: SampleRuns
 ) -> None:
     table = DATA.read_bytes()
     neighbour = neighbour_bytes(table)
@@ -132,8 +181,10 @@ def test_published_outputs_are_not_functions_of_private_data(
     assert n["salary"].isna().sum() == t["salary"].isna().sum() + 1
     assert n["salary"].max() > 250000
 
-    runner = Runner(tmp_path, engine, caplog)
-    table_runs, neighbour_runs = _no_deterministic_leak(runner, table, neighbour)
+    runner = sample_runs.runner
+    table_runs, neighbour_runs = sample_runs.table_runs, sample_runs.neighbour_runs
+    found = sample_runs.found
+    assert found == {}, f"published features determined by private data: {found}"
     other = neighbour_runs[0]
     # the runs were not vacuous: DP values, random commit ids and public facts are there
     assert any(k[-1] == "salary_mean" for k in other)
@@ -266,16 +317,14 @@ def enumerate_salary(hashes: Mapping[int, list[str]], out: Path, log_text: str) 
 CANDIDATES = range(TRUE_SALARY_1 - 1000, TRUE_SALARY_1 + 1001)
 
 
-def test_enumeration_attack_finds_nothing(
-    engine: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_enumeration_attack_finds_nothing(sample_runs: SampleRuns, tmp_path: Path) -> None:
     table = DATA.read_bytes()
     assert with_salaries(table, {1: f"{TRUE_SALARY_1}.0"}) == table  # the true value
-    runner = Runner(tmp_path, engine, caplog)
-    runner.run(table)
-    out = tmp_path / "out"
+    # what the sample job published on the table (its first run under the publication rule)
+    runner, out = sample_runs.runner, sample_runs.first_out
+    assert (out / "manifest.json").is_file()
     hashes = candidate_hashes(runner, table, CANDIDATES)
-    assert enumerate_salary(hashes, out, runner.log_text) == []
+    assert enumerate_salary(hashes, out, sample_runs.first_log_text) == []
 
     # The same attack against what the old scheme published recovers the salary exactly:
     # values.json carried the fingerprint, report.md its prefix, directory names and the
@@ -328,3 +377,33 @@ def test_comparator_flags_planted_functions_of_the_data() -> None:
     assert deterministic_in_private_data(
         [{("size",): 5527}, {("size",): 5527}], [{("size",): 5525}, {("size",): 5527}]
     ) == {}
+
+
+def test_extra_runs_stop_when_settled_and_keep_a_function_of_the_data() -> None:
+    """Unit test of :func:`leak_helpers.runs_until_settled` on planted runs: a coincidence
+    of fresh values is cleared by the next run on the neighbour (4 runs); a function of the
+    data stays flagged through every extra run (2 + 5 on the table, 1 + 5 on the
+    neighbour); each extra run starts the spacing after the last run on its table ended."""
+    times: dict[str, list[tuple[float, float]]] = {"t": [], "n": []}
+
+    def runs(side: str, values: list[Any]) -> Callable[[], Features]:
+        def run() -> Features:
+            began = time.monotonic()
+            feats: Features = {("v",): values[len(times[side])]}
+            times[side].append((began, time.monotonic()))
+            return feats
+        return run
+
+    t, n, found = runs_until_settled(runs("t", [1, 1, 1, 2, 3, 4, 5]),
+                                     runs("n", [7, 1, 8, 9, 10, 11]), spacing_s=0.05)
+    assert (len(t), len(n), found) == (2, 2, {})  # the neighbour's run cleared it
+    for side in times:
+        times[side].clear()
+    t, n, found = runs_until_settled(runs("t", ["h(D)"] * 7), runs("n", ["h(D')"] * 6),
+                                     spacing_s=0.05)
+    assert (len(t), len(n), found) == (7, 6, {("v",): ("h(D)", "h(D')")})
+    for side, spans in times.items():
+        first_extra = 2 if side == "t" else 1
+        for (_, end), (start, _) in zip(spans[first_extra - 1:], spans[first_extra:],
+                                        strict=False):
+            assert start - end >= 0.05
