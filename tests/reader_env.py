@@ -6,6 +6,7 @@ snippet runs as it would for a newcomer."""
 from __future__ import annotations
 
 import os
+import re
 
 SUITE_ONLY = frozenset({
     "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS", "PYARROW_IGNORE_TIMEZONE",
@@ -22,3 +23,20 @@ def reader_env() -> dict[str, str]:
     """``os.environ`` without :data:`SUITE_ONLY` and the :data:`SUITE_PREFIXES` switches."""
     return {k: v for k, v in os.environ.items()
             if k not in SUITE_ONLY and not k.startswith(SUITE_PREFIXES)}
+
+
+# PySpark's worker daemon prints this when the JVM closes the socket of a Python worker it
+# had just asked for (a Python UDF's worker started while its task ends or fails early): a
+# race inside PySpark (the README's Connect quickstart hit it once in a full run under
+# load, 2026-11-30) that carries no copy of any error of ours. The tests that require "no
+# traceback" remove exactly this block first.
+DAEMON_BROKEN_PIPE = re.compile(
+    r"Traceback \(most recent call last\):\n"
+    r"(?:  File \"[^\n]*pyspark[/\\]daemon\.py\", line \d+, in \w+\n)+"
+    r"BrokenPipeError: \[Errno 32\] Broken pipe\n?")
+
+
+def without_daemon_race(stderr: str) -> str:
+    """``stderr`` without PySpark's daemon broken-pipe tracebacks
+    (:data:`DAEMON_BROKEN_PIPE`), nothing else."""
+    return DAEMON_BROKEN_PIPE.sub("", stderr)

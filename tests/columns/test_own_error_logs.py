@@ -7,12 +7,12 @@ user sees."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from reader_env import without_daemon_race
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -43,16 +43,6 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-# PySpark's worker daemon prints this when the JVM closes the socket of a Python worker it had
-# just asked for (the finalize's Arrow UDF starts its worker while the aggregate below it
-# fails): a race inside PySpark that any failing input under a Python UDF can hit. It carries
-# no copy of our error, so it is the one thing removed before "nothing at all" is checked.
-_DAEMON_BROKEN_PIPE = re.compile(
-    r"Traceback \(most recent call last\):\n"
-    r"(?:  File \"[^\n]*pyspark[/\\]daemon\.py\", line \d+, in \w+\n)+"
-    r"BrokenPipeError: \[Errno 32\] Broken pipe\n?")
-
-
 def _sections(stderr: str) -> list[tuple[str, str]]:
     parts = stderr.split("=== ")[1:]
     return [(p.split("\n", 1)[0], p.split("\n", 1)[1] if "\n" in p else "") for p in parts]
@@ -73,7 +63,7 @@ def test_our_error_is_one_line_and_spark_logs_no_copy_of_it() -> None:
     assert [name for name, _ in sections] == ["ours", "theirs", "ours", "end"]
     for name, text in sections[:3]:
         if name == "ours":  # nothing at all: no ERROR, no stack trace, no Python traceback
-            assert _DAEMON_BROKEN_PIPE.sub("", text).strip() == "", text[:3000]
+            assert without_daemon_race(text).strip() == "", text[:3000]
         else:  # Spark's own logging of another failure is untouched
             assert "ERROR Executor: Exception in task" in text
             assert "WARN TaskSetManager: Lost task" in text
@@ -86,8 +76,8 @@ def test_only_pysparks_daemon_broken_pipe_is_removed() -> None:
              '  File "/x/pyspark.zip/pyspark/daemon.py", line 264, in manager\n'
              '  File "/x/pyspark.zip/pyspark/daemon.py", line 95, in worker\n'
              "BrokenPipeError: [Errno 32] Broken pipe\n")
-    assert _DAEMON_BROKEN_PIPE.sub("", noise).strip() == ""
+    assert without_daemon_race(noise).strip() == ""
     ours = ("Traceback (most recent call last):\n"
             '  File "/x/hdp_spark/spark/columns.py", line 9, in f\n'
             "EpsilonColumnError: Column `eps` must hold ε >= 0\n")
-    assert _DAEMON_BROKEN_PIPE.sub("", noise + ours).strip() == ours.strip()
+    assert without_daemon_race(noise + ours).strip() == ours.strip()
