@@ -64,9 +64,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # tests/columns while the other idled); the tests of a module that share a module- or
 # class-scoped fixture run on one worker, so the fixture is built once.
 SERVER_FIXTURES = frozenset({"connect_server", "bare_connect_server", "cluster_server"})
+# The tests that run the README's or the docs' Spark Connect blocks as printed start a local
+# Connect server on its default port (15002): two at once collide, so they share one group.
+# The suite's own job scripts start theirs on free ports (tests/local_connect.py).
+DEFAULT_PORT_GROUP = "connect-default-port"
+DEFAULT_PORT_TESTS = (
+    "tests/docs/test_doc_blocks.py::test_spark_blocks_run_alone",
+    "tests/docs/test_readme_as_printed.py::test_spark_quickstart_runs_as_printed_in_a_fresh",
+    "tests/docs/test_readme_quickstart.py::test_spark_quickstart_runs_on_connect",
+)
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
+    if item.nodeid.startswith(DEFAULT_PORT_TESTS):
+        return DEFAULT_PORT_GROUP
     servers = sorted(SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())))
     if servers:  # a test of two servers would share a group with neither: one group per set
         return "spark-server-" + "+".join(servers)

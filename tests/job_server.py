@@ -17,21 +17,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from local_connect import local_remote
+
 MARK = "@@hdp-job@@ "
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def build(mode: str) -> Any:
@@ -43,13 +37,8 @@ def build(mode: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if mode.startswith("connect"):
         # a free port, not Connect's default 15002, which another Connect process on the
-        # machine may hold (the client is told the port: it would dial 15002)
-        from pyspark.sql.connect.client.core import DefaultChannelBuilder
-
-        port = _free_port()
-        DefaultChannelBuilder.default_port = staticmethod(lambda: port)  # type: ignore[method-assign]
-        remote = SparkSession.builder.remote("local[2]").config(
-            "spark.connect.grpc.binding.port", str(port))
+        # machine may hold
+        remote = local_remote()
         if mode == "connect-bare":
             return remote.getOrCreate()
         builder = remote

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
 
 CATS = ["north", "south", "east"]
 
@@ -236,12 +240,12 @@ def main() -> None:
 
     mode = sys.argv[1]
     if mode == "connect-bare":  # a Connect server started without the extension
-        spark = SparkSession.builder.remote("local[2]").getOrCreate()
+        spark = local_remote().getOrCreate()
         print(json.dumps(run_bare(spark)))
         spark.stop()
         return
     if mode == "connect":
-        builder = SparkSession.builder.remote("local[2]")
+        builder = local_remote()
     else:
         builder = SparkSession.builder.master(mode)
     builder = builder.config("spark.ui.enabled", "false").config(

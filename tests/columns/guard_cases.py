@@ -16,10 +16,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
 
 REFUSED: dict[str, str] = {
     # time and session functions, in a projection, a filter and a CASE WHEN
@@ -213,7 +217,7 @@ if __name__ == "__main__":
 
     import hdp_spark.spark as hs
 
-    builder = (SparkSession.builder.remote("local[2]") if sys.argv[1] == "connect"
+    builder = (local_remote() if sys.argv[1] == "connect"
                else SparkSession.builder.master("local[2]"))
     session = hs.configure(builder.config("spark.sql.shuffle.partitions", "2")).getOrCreate()
     print(json.dumps(run(session)))

@@ -15,6 +15,9 @@ from hh_column_job import query_key, records, table
 
 sys.path.pop(0)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
+
 COLS = ["age_band", "sex", "region"]
 DOMAINS: dict[str, list[Any]] = {
     "age_band": [1, 2, 3, 4, 5],
@@ -110,7 +113,7 @@ def main() -> None:
     if sys.argv[1:]:  # a master, e.g. local-cluster[2,1,1024]
         builder = SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false")
     else:  # a local Spark Connect server
-        builder = SparkSession.builder.remote("local[2]")
+        builder = local_remote()
     builder = builder.config("spark.sql.shuffle.partitions", "3")
     spark = hs.configure(builder).getOrCreate()
     try:

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
 
 ARGS: dict[str, Any] = {"user": "user", "eps": "eps", "lower": 0.0, "upper": 10.0}
 
@@ -106,7 +110,7 @@ def main() -> None:
     if sys.argv[1:]:  # a master, e.g. local-cluster[2,1,1024]
         builder = SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false")
     else:  # a local Spark Connect server
-        builder = SparkSession.builder.remote("local[2]")
+        builder = local_remote()
     builder = builder.config("spark.sql.shuffle.partitions", "3")
     spark = hs.configure(builder).getOrCreate()
     try:

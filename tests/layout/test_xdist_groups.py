@@ -95,3 +95,28 @@ def test_each_spark_server_has_its_own_group() -> None:
     assert both not in {connect, cluster, None}
     assert of("connect_server", "cluster_server") == both
     assert of("tmp_path") is None
+
+
+def test_only_the_grouped_tests_start_connect_on_its_default_port() -> None:
+    """A local Spark Connect server started as ``remote("local[2]")`` listens on the default
+    port 15002, so two at once (two workers) collide: only the docs' and README's blocks run
+    as printed start one that way, and their tests share one group; every job script of the
+    suite starts its server on a free port (tests/local_connect.py)."""
+    from types import SimpleNamespace
+
+    suite = _suite_conftest()
+    default_port = ".remote(" + '"local'  # the call as a block or a job script writes it
+    starters = sorted(str(p.relative_to(TESTS)) for p in TESTS.rglob("*.py")
+                      if default_port in p.read_text(encoding="utf-8"))
+    grouped = {test.split("::")[0].removeprefix("tests/")
+               for test in suite.DEFAULT_PORT_TESTS}  # type: ignore[attr-defined]
+    assert set(starters) <= grouped | {"local_connect.py"}, starters
+    for test in suite.DEFAULT_PORT_TESTS:  # type: ignore[attr-defined]
+        item = SimpleNamespace(fixturenames=["spark"], nodeid=test + "[connect]")
+        assert suite._xdist_group(item) == "connect-default-port"  # type: ignore[attr-defined]
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+         "tests/docs"], cwd=TESTS.parent, capture_output=True, text=True, timeout=300,
+        check=False).stdout
+    for test in suite.DEFAULT_PORT_TESTS:  # type: ignore[attr-defined]
+        assert test in collected, test  # each names a test that exists

@@ -17,6 +17,9 @@ from test_ldp_engines import _reports, _same
 
 sys.path.pop(0)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
+
 MARKS = {"lap": "laplace", "rr": "rr", "du40": "duchi", "j": "jl", "b": "jl"}
 KEYS = ["a", "b", "c"]
 
@@ -99,7 +102,7 @@ def main() -> None:
     if sys.argv[1:]:  # a master, e.g. local-cluster[2,1,1024]
         builder = SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false")
     else:  # a local Spark Connect server
-        builder = SparkSession.builder.remote("local[2]")
+        builder = local_remote()
     builder = builder.config("spark.sql.shuffle.partitions", "3")
     spark = hs.configure(builder).getOrCreate()
     try:

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
+
 
 def logged_main(run: Callable[[Any], dict[str, Any]]) -> None:
     """The ``__main__`` of a job script: ``run`` in a local[2] session (classic, or a
@@ -23,7 +26,7 @@ def logged_main(run: Callable[[Any], dict[str, Any]]) -> None:
     import hdp_spark.spark as hs
 
     mode, logs = sys.argv[1], sys.argv[2]
-    builder = (SparkSession.builder.remote("local[2]") if mode == "connect"
+    builder = (local_remote() if mode == "connect"
                else SparkSession.builder.master("local[2]"))
     builder = (builder.config("spark.sql.shuffle.partitions", "3")
                .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", logs)

@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
+
 
 def run(spark: Any) -> dict[str, Any]:
     """(Column row, release API row) of a grouped mean and a global histogram."""
@@ -54,11 +57,10 @@ def run(spark: Any) -> dict[str, Any]:
 
 
 def main() -> None:
-    from pyspark.sql import SparkSession
 
     import hdp_spark.spark as hs
 
-    builder = SparkSession.builder.remote("local[2]").config(
+    builder = local_remote().config(
         "spark.sql.shuffle.partitions", "3")
     spark = hs.configure(builder).getOrCreate()
     try:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: local_connect
+from local_connect import local_remote
 
 
 def connect_cases(mod: Any) -> dict[str, Callable[[Any], Any]]:
@@ -143,9 +147,8 @@ def run(spark: Any, path: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.remote("local[2]").getOrCreate()
+    spark = local_remote().getOrCreate()
     try:
         print(json.dumps(run(spark, sys.argv[1]), default=str))
     finally:
