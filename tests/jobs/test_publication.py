@@ -382,7 +382,7 @@ def test_comparator_flags_planted_functions_of_the_data() -> None:
 def test_extra_runs_stop_when_settled_and_keep_a_function_of_the_data() -> None:
     """Unit test of :func:`leak_helpers.runs_until_settled` on planted runs: a coincidence
     of fresh values is cleared by the next run on the neighbour (4 runs); a function of the
-    data stays flagged through every extra run (2 + 5 on the table, 1 + 5 on the
+    data stays flagged through every extra run (2 + 10 on the table, 1 + 10 on the
     neighbour); each extra run starts the spacing after the last run on its table ended."""
     times: dict[str, list[tuple[float, float]]] = {"t": [], "n": []}
 
@@ -399,9 +399,9 @@ def test_extra_runs_stop_when_settled_and_keep_a_function_of_the_data() -> None:
     assert (len(t), len(n), found) == (2, 2, {})  # the neighbour's run cleared it
     for side in times:
         times[side].clear()
-    t, n, found = runs_until_settled(runs("t", ["h(D)"] * 7), runs("n", ["h(D')"] * 6),
+    t, n, found = runs_until_settled(runs("t", ["h(D)"] * 12), runs("n", ["h(D')"] * 11),
                                      spacing_s=0.05)
-    assert (len(t), len(n), found) == (7, 6, {("v",): ("h(D)", "h(D')")})
+    assert (len(t), len(n), found) == (12, 11, {("v",): ("h(D)", "h(D')")})
     for side, spans in times.items():
         first_extra = 2 if side == "t" else 1
         for (_, end), (start, _) in zip(spans[first_extra - 1:], spans[first_extra:],
