@@ -123,6 +123,22 @@ def run(spark: Any) -> dict[str, Any]:
     return out
 
 
+
+def check(got: dict[str, Any]) -> None:
+    """The assertions on :func:`run`'s result: each Column equals the release API and
+    repeats, another key keeps other reports, no secret is in the plans."""
+    assert got["diff"] == []
+    assert got["fields"] == 4 * 12 + 1  # every field compared (the pmf has _m, _projection)
+    assert got["again"] == [True] * 4  # the same query again, and analysed again
+    assert got["other"] == [True] * 4  # another key keeps other reports
+    assert got["repeat"] is True
+    assert got["release_rank"] is True  # the release API's rank holds its key unprinted
+    assert 0 < got["release_n"] <= got["persons"]
+    assert all(n <= got["persons"] for n in got["n"])  # one report per person at most
+    for secret in got["secrets"]:
+        assert secret not in got["plans"]
+
+
 if __name__ == "__main__":
     from logged_session import logged_main  # the script's directory is sys.path[0]
 

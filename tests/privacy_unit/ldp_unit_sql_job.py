@@ -87,6 +87,19 @@ def run(spark: Any) -> dict[str, Any]:
     return out
 
 
+
+def check(got: dict[str, Any]) -> None:
+    """The assertions on :func:`run`'s result: each SQL call equals the release API and
+    repeats, the rule's rank is in each plan, no secret is in the plans."""
+    assert got["diff"] == []
+    assert got["fields"] == 4 * 12 + 1  # every field compared (the pmf has _m, _projection)
+    assert got["again"] == [True] * 4
+    assert got["ranks"] == [True] * 4  # the rule's rank, hdp_ldp_position, is in each plan
+    assert all(0 < n <= got["persons"] for n in got["n"])  # one report per person at most
+    for secret in got["secrets"]:
+        assert secret not in got["plans"]
+
+
 if __name__ == "__main__":
     from logged_session import logged_main  # the script's directory is sys.path[0]
 

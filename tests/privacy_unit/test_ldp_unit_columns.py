@@ -1,22 +1,15 @@
 """The local-DP Column aggregators under a privacy unit (issue 50):
 ``df.agg(hs.ldp_mean(..., privacy_unit="uid"))`` keeps one report per person.
 
-* each of the four Columns releases, field for field, what ``hs.ldp_agg(...,
-  privacy_unit=...)`` releases under the query's key (the Column's key derived with the
-  query's fingerprint), so it keeps the release API's reports (the rule's own tests:
-  ``test_ldp_unit.py``); re-evaluating a query, or analysing it again, repeats the numbers;
-  another key keeps other reports; on classic Spark and on Spark Connect;
-* the key is a secret: neither the Column's key, nor its bounding key, nor the query's
-  bounding key, nor the release API's key or bounding key (``ldp_agg(...,
-  privacy_unit=...)``) appears in any explain mode, in the event log of the run, or in its
-  INFO logs (classic and Connect, each in a session of its own);
-* every refusal names its parameter.
+Every refusal names its parameter (here). That each Column releases, field for field, what
+``hs.ldp_agg(..., privacy_unit=...)`` releases under the query's key, repeats on
+re-evaluation, keeps other reports under another key, and that no key reaches a plan, the
+event log or the INFO logs, on classic Spark and on Spark Connect, is
+``test_ldp_unit_logged.py`` (one logged session per mode, with the SQL functions' job).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,49 +18,8 @@ from pyspark.sql import functions as F
 import hdp_spark.spark as hs
 from hdp_spark.errors import ParameterError
 
-sys.path.insert(0, str(Path(__file__).parent))
-from ldp_unit_column_job import run
-from logged_session import assert_secrets_unwritten
-
-sys.path.pop(0)
-
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore::hdp_spark.ldp.LdpEpsilonWarning")]
-
-JOB = Path(__file__).with_name("ldp_unit_column_job.py")
-
-
-def _check(got: dict[str, Any]) -> None:
-    assert got["diff"] == []
-    assert got["fields"] == 4 * 12 + 1  # every field compared (the pmf has _m, _projection)
-    assert got["again"] == [True] * 4  # the same query again, and analysed again
-    assert got["other"] == [True] * 4  # another key keeps other reports
-    assert got["repeat"] is True
-    assert got["release_rank"] is True  # the release API's rank holds its key unprinted
-    assert 0 < got["release_n"] <= got["persons"]
-    assert all(n <= got["persons"] for n in got["n"])  # one report per person at most
-    for secret in got["secrets"]:
-        assert secret not in got["plans"]
-
-
-def test_classic_columns_equal_the_release_api(spark: Any) -> None:
-    _check(run(spark))
-
-
-def test_connect_columns_equal_the_release_api(connect_server: Any) -> None:
-    pytest.importorskip("pyspark.sql.connect")
-    got = connect_server.run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
-    assert "connect" in got["session"]
-    _check(got)
-
-
-@pytest.mark.parametrize("mode", ["classic", "connect"])
-def test_the_key_is_in_no_plan_event_log_or_info_log(mode: str, tmp_path: Path) -> None:
-    """A session of its own with the event log on and INFO logs: the key, its bounding key
-    and the query's bounding key appear nowhere (the plans print ``hdp_ldp_position``)."""
-    if mode == "connect":
-        pytest.importorskip("pyspark.sql.connect")
-    _check(assert_secrets_unwritten(JOB, mode, tmp_path))
 
 
 @pytest.fixture(scope="module")

@@ -2,21 +2,17 @@
 options>', 'unit', 'uid', 1, 1)`` (``hdp_ldp_mean_vector``, ``hdp_ldp_distribution`` alike)
 keeps one report per person, as the Column and ``hs.ldp_agg(..., privacy_unit=...)`` do.
 
-* each of the four calls releases, field for field, what ``hs.ldp_agg`` releases under the
-  query's key (``sql_unit_key(registration key).for_query(fingerprint)``: the Column's
-  rule for the same key), and re-running the query repeats it; on classic Spark and on
-  Spark Connect;
-* the key is a secret: neither the registration's key, nor the SQL unit key, its bounding
-  key, nor a query's key or bounding key appears in any explain mode, in the event log of
-  the run (plans and Connect statements) or in its INFO logs, nor in the session conf;
-* every refusal names its parameter.
+Here: the SQL unit key is not in the session conf, and every refusal names its parameter.
+That each call releases, field for field, what ``hs.ldp_agg`` releases under the query's
+key (``sql_unit_key(registration key).for_query(fingerprint)``), repeats when re-run, and
+that no key reaches a plan, the event log (plans and Connect statements) or the INFO logs,
+on classic Spark and on Spark Connect, is ``test_ldp_unit_logged.py`` (one logged session
+per mode, with the Columns' job).
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,45 +22,8 @@ from hdp_spark.core.noise import ReleaseKey
 from hdp_spark.core.privacy_unit.spec import bounding_key
 from hdp_spark.spark.sql_ldp import sql_unit_key
 
-sys.path.insert(0, str(Path(__file__).parent))
-from ldp_unit_sql_job import run
-from logged_session import assert_secrets_unwritten
-
-sys.path.pop(0)
-
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore::hdp_spark.ldp.LdpEpsilonWarning")]
-
-JOB = Path(__file__).with_name("ldp_unit_sql_job.py")
-
-
-def _check(got: dict[str, Any]) -> None:
-    assert got["diff"] == []
-    assert got["fields"] == 4 * 12 + 1  # every field compared (the pmf has _m, _projection)
-    assert got["again"] == [True] * 4
-    assert got["ranks"] == [True] * 4  # the rule's rank, hdp_ldp_position, is in each plan
-    assert all(0 < n <= got["persons"] for n in got["n"])  # one report per person at most
-    for secret in got["secrets"]:
-        assert secret not in got["plans"]
-
-
-def test_classic_sql_equals_the_release_api(spark: Any) -> None:
-    _check(run(spark))
-
-
-def test_connect_sql_equals_the_release_api(connect_server: Any) -> None:
-    pytest.importorskip("pyspark.sql.connect")
-    got = connect_server.run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
-    assert "connect" in got["session"]
-    _check(got)
-
-
-@pytest.mark.parametrize("mode", ["classic", "connect"])
-def test_the_key_is_in_no_plan_event_log_or_info_log(mode: str, tmp_path: Path) -> None:
-    """A session of its own with the event log on and INFO logs: no key appears."""
-    if mode == "connect":
-        pytest.importorskip("pyspark.sql.connect")
-    _check(assert_secrets_unwritten(JOB, mode, tmp_path))
 
 
 @pytest.fixture(scope="module")
