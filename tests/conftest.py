@@ -71,7 +71,6 @@ DEFAULT_PORT_GROUP = "connect-default-port"
 DEFAULT_PORT_TESTS = (
     "tests/docs/test_doc_blocks.py::test_spark_blocks_run_alone",
     "tests/docs/test_readme_as_printed.py::test_spark_quickstart_runs_as_printed_in_a_fresh",
-    "tests/docs/test_readme_quickstart.py::test_spark_quickstart_runs_on_connect",
 )
 
 

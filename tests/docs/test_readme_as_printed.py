@@ -5,6 +5,7 @@ PATH a user has. Classic and Spark Connect; no warning on a correct set-up."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,16 @@ from reader_env import reader_env, without_daemon_race
 from test_readme_quickstart import CLASSIC, CONNECT, ROOT, _quickstart_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+PROBE = """
+import json as _json
+print(_json.dumps({"session": type(spark).__module__,
+                   "depts": sorted(r["dept"] for r in out.collect()),
+                   "column_depts": sorted(r["dept"] for r in per_dept.collect()),
+                   "eps": dict(df.dtypes)["eps"]}))
+"""
+"""Appended after the blocks: the session's kind and what the release and the Columns
+computed, as one JSON line (the blocks' own output is a reader's tables)."""
 
 def _newcomer_env() -> dict[str, str]:
     env = reader_env()
@@ -33,13 +44,18 @@ def test_spark_quickstart_runs_as_printed_in_a_fresh_process(
     if mode == "connect":
         code = code.replace(CLASSIC, "# " + CLASSIC).replace("# " + CONNECT, CONNECT)
     script = tmp_path / "quickstart.py"
-    script.write_text(code)
+    script.write_text(code + PROBE)  # the blocks as printed, then what the test reads
     python = ROOT / ".venv" / "bin" / "python"
     interpreter = str(python) if python.exists() else sys.executable
     proc = subprocess.run([interpreter, str(script)], cwd=ROOT, env=_newcomer_env(),
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for dept in ("engineering", "finance", "operations", "research", "sales"):
+    depts = ["engineering", "finance", "operations", "research", "sales"]
+    for dept in depts:
         assert dept in proc.stdout  # the snippet shows its tables
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ("connect" in got["session"]) == (mode == "connect")
+    assert got["depts"] == got["column_depts"] == depts
+    assert got["eps"] == "double"
     assert "UserWarning" not in proc.stderr, proc.stderr[-3000:]
     assert "Traceback" not in without_daemon_race(proc.stderr)  # PySpark's own race aside

@@ -110,7 +110,10 @@ def test_only_the_grouped_tests_start_connect_on_its_default_port() -> None:
                       if default_port in p.read_text(encoding="utf-8"))
     grouped = {test.split("::")[0].removeprefix("tests/")
                for test in suite.DEFAULT_PORT_TESTS}  # type: ignore[attr-defined]
-    assert set(starters) <= grouped | {"local_connect.py"}, starters
+    # local_connect.py starts servers on free ports; test_readme_quickstart.py holds the
+    # README's Connect line as text (CONNECT) for test_readme_as_printed.py, which runs it
+    assert set(starters) <= grouped | {"local_connect.py", "docs/test_readme_quickstart.py"}, (
+        starters)
     for test in suite.DEFAULT_PORT_TESTS:  # type: ignore[attr-defined]
         item = SimpleNamespace(fixturenames=["spark"], nodeid=test + "[connect]")
         assert suite._xdist_group(item) == "connect-default-port"  # type: ignore[attr-defined]
