@@ -1,0 +1,824 @@
+package org.hdpspark;
+
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Objects;
+import java.util.PriorityQueue;
+import java.util.TreeSet;
+
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Ascending$;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.physical.ClusteredDistribution;
+import org.apache.spark.sql.catalyst.plans.physical.ClusteredDistribution$;
+import org.apache.spark.sql.catalyst.plans.physical.Distribution;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.SparkStrategy;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * The privacy unit's bounding rule of the release API on classic Spark, as one streaming
+ * physical operator (called from Python: {@code hdp_spark.spark.privacy_unit.bound_rows}).
+ * The operator requires its input clustered by the id and sorted by it within each
+ * partition — Spark's planner inserts the one shuffle and the one sort — and reads each
+ * partition person by person over Spark's own rows (no conversion to external rows),
+ * keeping for the current person only what the rule can still keep.
+ *
+ * <p>Per person: ε_person = the smallest safe ε (null, NaN, negative: 0; +∞ kept) of ALL
+ * their rows, those outside the keys included (never emitted); at most {@code maxGroups}
+ * groups, the ones with the smallest (group rank, group), a group rank computed only once
+ * the person has more groups than that (before, every group is kept whatever the ranks);
+ * within a kept group at most {@code maxRows} rows, the ones with the smallest (row rank,
+ * codes text) in a bounded heap, row ranks computed only once the group has more rows than
+ * that. Memory: one person's at most maxGroups × (maxRows + 1) rows (and the ranks of the
+ * groups they dropped), never a partition. The ranks are those of {@code
+ * hdp_spark.core.privacy_unit.spec}: the first 60 bits of SHA-256 over the UTF-8 bytes of
+ * {@code group_rank_text} / {@code row_rank_text}, built here from the same parts (the
+ * bounding key, the length-prefixed id text — its length in code points, as Python's and
+ * Spark's — the group's decimal position or key text, the codes in decimal joined by ',',
+ * nulls skipped as {@code concat_ws} skips them). Groups and codes texts compare as Spark
+ * compares strings (bytes).
+ *
+ * <p>Privacy (why this keeps the rule): which of person p's rows are kept, and ε_p, are
+ * computed here from p's own rows and the bounding key only — the stream holds one person at
+ * a time, and the order of p's rows in it (Spark's, possibly different on a recomputed
+ * partition) changes nothing: the kept groups are the smallest (rank, group) pairs and the
+ * kept rows the smallest (rank, codes) pairs whatever the order they arrive in; rows tying
+ * on both have equal codes, interchangeable for every statistic, as on the other paths. The
+ * ranks are the same numbers as the pandas engine's and the native path's, so all three keep
+ * the same rows (tests/privacy_unit/test_unit_bound_jvm.py). If a person's rows ever reached
+ * the operator split (input not sorted by the id), each part would be bounded alone and the
+ * person could exceed the bounds: the operator checks that ids only increase and fails the
+ * task otherwise (fail closed). The bounding key travels in a field no printed plan shows
+ * (the node prints its public bounds only); it orders rows, it keys no noise.
+ */
+public final class UnitBound {
+
+  private UnitBound() {}
+
+  private static final String SEP = "\u001f";
+
+  /**
+   * The bounded rows of {@code df}: its rows with an id, its columns in order, {@code eps}
+   * as a double holding the person's ε. {@code group}: the column of each row's group (an
+   * integral position, negative or null outside the keys; or a string key text, null
+   * outside), or null for a global release; {@code codes}: the integral code columns;
+   * {@code sorted}: stream each partition sorted by the id (false: hold a partition's
+   * persons in a hash map, the measured alternative).
+   */
+  public static Dataset<Row> bound(Dataset<Row> df, String id, String group, String[] codes,
+      String eps, int maxGroups, int maxRows, String key, boolean sorted) {
+    if (key == null || !key.matches("[0-9a-f]{64}")) {
+      throw new IllegalArgumentException("hdp_spark: a bounding key must be 64 hex digits");
+    }
+    if (maxGroups < 1 || maxRows < 1) {
+      throw new IllegalArgumentException("hdp_spark: the bounds must be at least 1");
+    }
+    Column person = functions.col(id);
+    org.apache.spark.sql.classic.Dataset<Row> rows = (org.apache.spark.sql.classic.Dataset<Row>)
+        df.where(person.isNotNull()).withColumn(eps, functions.col(eps).cast("double"));
+    StructType schema = rows.schema();
+    int[] codeAt = new int[codes.length];
+    char[] codeKind = new char[codes.length];
+    for (int i = 0; i < codes.length; i++) {
+      codeAt[i] = schema.fieldIndex(codes[i]);
+      codeKind[i] = kind(schema.apply(codes[i]).dataType(), false, "code");
+    }
+    int idAt = schema.fieldIndex(id);
+    int groupAt = group == null ? -1 : schema.fieldIndex(group);
+    Spec spec = new Spec(idAt, kind(schema.apply(id).dataType(), true, "id"), groupAt,
+        group == null ? 'n' : kind(schema.apply(group).dataType(), true, "group"), codeAt,
+        codeKind, schema.fieldIndex(eps), maxGroups, maxRows, key, sorted, schema);
+    org.apache.spark.sql.classic.SparkSession session = rows.sparkSession();
+    plan(session);
+    LogicalPlan child = rows.logicalPlan();
+    return org.apache.spark.sql.classic.Dataset.ofRows(
+        session, new Node(child.output(), child, spec));
+  }
+
+  /** 'l' long, 'i' int, 's' short, 'b' byte (each read as a long), 'S' string. */
+  private static char kind(DataType t, boolean strings, String what) {
+    if (t instanceof LongType) {
+      return 'l';
+    }
+    if (t instanceof IntegerType) {
+      return 'i';
+    }
+    if (t instanceof ShortType) {
+      return 's';
+    }
+    if (t instanceof ByteType) {
+      return 'b';
+    }
+    if (strings && t instanceof StringType) {
+      return 'S';
+    }
+    throw new IllegalArgumentException(
+        "hdp_spark: the bounding operator reads no " + what + " column of type "
+            + t.simpleString());
+  }
+
+  /** Adds the operator's planner strategy to the session (once). */
+  private static synchronized void plan(org.apache.spark.sql.classic.SparkSession session) {
+    Seq<SparkStrategy> extra = session.experimental().extraStrategies();
+    for (SparkStrategy s : CollectionConverters.asJava(extra)) {
+      if (s instanceof Planner) {
+        return;
+      }
+    }
+    List<SparkStrategy> more = new ArrayList<>(CollectionConverters.asJava(extra));
+    more.add(new Planner());
+    session.experimental().extraStrategies_$eq(CollectionConverters.asScala(more).toList());
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T> Seq<T> seq(List<T> list) {
+    return CollectionConverters.asScala(list).toList();
+  }
+
+  /** The operator's parameters (serialized into each task). */
+  static final class Spec implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final int idAt;
+    final char idKind;
+    final int groupAt;
+    final char groupKind;  // 'n': a global release (every row in group 0)
+    final int[] codeAt;
+    final char[] codeKind;
+    final int epsAt;
+    final int maxGroups;
+    final int maxRows;
+    private final String key;
+    final boolean sorted;
+    final StructType schema;
+
+    Spec(int idAt, char idKind, int groupAt, char groupKind, int[] codeAt, char[] codeKind,
+        int epsAt, int maxGroups, int maxRows, String key, boolean sorted, StructType schema) {
+      this.schema = schema;
+      this.idAt = idAt;
+      this.idKind = idKind;
+      this.groupAt = groupAt;
+      this.groupKind = groupKind;
+      this.codeAt = codeAt;
+      this.codeKind = codeKind;
+      this.epsAt = epsAt;
+      this.maxGroups = maxGroups;
+      this.maxRows = maxRows;
+      this.key = key;
+      this.sorted = sorted;
+    }
+
+    /** What a printed plan shows: the public bounds, never the key. */
+    @Override
+    public String toString() {
+      return "max_groups=" + maxGroups + ", max_rows=" + maxRows
+          + (sorted ? "" : ", hashed");
+    }
+  }
+
+  /** The logical node: the bounded rows of its child (same columns). */
+  public static final class Node extends LogicalPlan {
+    private static final long serialVersionUID = 1L;
+    private final Seq<Attribute> columns;
+    private final LogicalPlan child;
+    private final Spec spec;
+
+    public Node(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
+      this.columns = columns;
+      this.child = child;
+      this.spec = spec;
+    }
+
+    @Override
+    public Seq<Attribute> output() {
+      return columns;
+    }
+
+    @Override
+    public Seq<LogicalPlan> children() {
+      return seq(List.of(child));
+    }
+
+    @Override
+    public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> kids) {
+      return new Node(columns, kids.apply(0), spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitBound";
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that instanceof Node;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Node && ((Node) o).spec == spec
+          && ((Node) o).columns.equals(columns) && ((Node) o).child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(columns, child, System.identityHashCode(spec));
+    }
+  }
+
+  /** The physical node: one shuffle by the id and one sort by it below (required), one map. */
+  public static final class Exec extends SparkPlan {
+    private static final long serialVersionUID = 1L;
+    private final Seq<Attribute> columns;
+    private final SparkPlan child;
+    private final Spec spec;
+
+    public Exec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
+      this.columns = columns;
+      this.child = child;
+      this.spec = spec;
+    }
+
+    private Expression person() {
+      return columns.apply(spec.idAt);
+    }
+
+    @Override
+    public Seq<Attribute> output() {
+      return columns;
+    }
+
+    @Override
+    public Seq<SparkPlan> children() {
+      return seq(List.of(child));
+    }
+
+    @Override
+    public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> kids) {
+      return new Exec(columns, kids.apply(0), spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitBound";
+    }
+
+    @Override
+    public Seq<Distribution> requiredChildDistribution() {
+      ClusteredDistribution$ d = ClusteredDistribution$.MODULE$;
+      return seq(List.of(new ClusteredDistribution(seq(List.of(person())),
+          d.apply$default$2(), d.apply$default$3(), d.apply$default$4())));
+    }
+
+    @Override
+    public Seq<Seq<SortOrder>> requiredChildOrdering() {
+      List<SortOrder> order = new ArrayList<>();
+      if (spec.sorted) {
+        order.add(new SortOrder(person(), Ascending$.MODULE$, NullsFirst$.MODULE$,
+            seq(new ArrayList<Expression>())));
+      }
+      return seq(List.of(seq(order)));
+    }
+
+    @Override
+    public RDD<InternalRow> doExecute() {
+      Seq<Attribute> in = child.output();
+      boolean same = in.size() == columns.size();
+      for (int i = 0; same && i < columns.size(); i++) {
+        same = in.apply(i).exprId().equals(columns.apply(i).exprId());
+      }
+      List<Expression> project = new ArrayList<>();
+      if (!same) {
+        for (Attribute a : CollectionConverters.asJava(columns)) {
+          project.add(a);
+        }
+      }
+      return child.execute().mapPartitionsInternal(
+          new Partition(spec, same ? null : seq(project), in), false,
+          scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that instanceof Exec;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Exec && ((Exec) o).spec == spec
+          && ((Exec) o).columns.equals(columns) && ((Exec) o).child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(columns, child, System.identityHashCode(spec));
+    }
+  }
+
+  /** Plans {@link Node} as {@link Exec}. */
+  static final class Planner extends SparkStrategy {
+    @Override
+    public Seq<SparkPlan> apply(LogicalPlan plan) {
+      if (plan instanceof Node) {
+        Node n = (Node) plan;
+        return seq(List.of(new Exec(n.columns, planLater(n.child), n.spec)));
+      }
+      return seq(new ArrayList<>());
+    }
+  }
+
+  /** The map over one partition. */
+  static final class Partition extends
+      AbstractFunction1<scala.collection.Iterator<InternalRow>,
+          scala.collection.Iterator<InternalRow>> implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private final Spec spec;
+    private final Seq<Expression> project;  // null: the child's rows are in our column order
+    private final Seq<Attribute> input;
+
+    Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input) {
+      this.spec = spec;
+      this.project = project;
+      this.input = input;
+    }
+
+    @Override
+    public scala.collection.Iterator<InternalRow> apply(scala.collection.Iterator<InternalRow> it) {
+      Iterator<InternalRow> rows = CollectionConverters.asJava(it);
+      if (project != null) {
+        UnsafeProjection p = UnsafeProjection.create(project, input);
+        Iterator<InternalRow> raw = rows;
+        rows = new Iterator<InternalRow>() {
+          @Override
+          public boolean hasNext() {
+            return raw.hasNext();
+          }
+
+          @Override
+          public InternalRow next() {
+            return p.apply(raw.next());
+          }
+        };
+      }
+      Ranks ranks = new Ranks(spec.key);
+      Iterator<InternalRow> out = spec.sorted ? new Stream(spec, ranks, rows)
+          : hashed(spec, ranks, rows);
+      return CollectionConverters.asScala(out);
+    }
+  }
+
+  private static Iterator<InternalRow> hashed(Spec spec, Ranks ranks, Iterator<InternalRow> in) {
+    Map<Object, Person> persons = new HashMap<>();
+    while (in.hasNext()) {
+      InternalRow row = in.next();
+      Object id = spec.idKind == 'S' ? row.getUTF8String(spec.idAt).clone()
+          : (Object) integral(row, spec.idAt, spec.idKind);
+      Person p = persons.get(id);
+      if (p == null) {
+        p = new Person(spec, ranks);
+        p.reset(row);
+        persons.put(id, p);
+      }
+      p.add(row);
+    }
+    List<InternalRow> out = new ArrayList<>();
+    for (Person p : persons.values()) {
+      p.emit(out);
+    }
+    return out.iterator();
+  }
+
+  /** An integral field of kind {@code k} (its schema type's getter) as a long. */
+  static long integral(InternalRow row, int at, char k) {
+    switch (k) {
+      case 'l':
+        return row.getLong(at);
+      case 'i':
+        return row.getInt(at);
+      case 's':
+        return row.getShort(at);
+      case 'b':
+        return row.getByte(at);
+      default:
+        throw new IllegalStateException("hdp_spark: not an integral column");
+    }
+  }
+
+  /** The kept rows of a sorted partition, one person at a time. */
+  static final class Stream implements Iterator<InternalRow> {
+    private final Iterator<InternalRow> input;
+    private final Person person;
+    private final List<InternalRow> ready = new ArrayList<>();
+    private int next;
+    private boolean open;
+
+    Stream(Spec spec, Ranks ranks, Iterator<InternalRow> input) {
+      this.input = input;
+      this.person = new Person(spec, ranks);
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (next >= ready.size()) {
+        ready.clear();
+        next = 0;
+        if (!fill()) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    @Override
+    public InternalRow next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      return ready.get(next++);
+    }
+
+    /** Reads rows until one person is complete and emitted into {@code ready}; false when
+     * the partition is exhausted and nothing is left to emit. */
+    private boolean fill() {
+      while (input.hasNext()) {
+        InternalRow row = input.next();
+        if (open) {
+          int c = person.compareId(row);
+          if (c != 0) {
+            if (c > 0) {  // a smaller id after a larger one: the input is not sorted
+              throw new IllegalStateException("hdp_spark: the bounding operator's input "
+                  + "is not sorted by the privacy unit's id; refusing to bound it");
+            }
+            person.emit(ready);
+            person.reset(row);
+            person.add(row);
+            return true;
+          }
+        } else {
+          person.reset(row);
+          open = true;
+        }
+        person.add(row);
+      }
+      if (open) {
+        person.emit(ready);
+        open = false;
+        return true;
+      }
+      return false;
+    }
+  }
+
+  /** The SHA-256 ranks of one task (a digest is not thread-safe: one per partition). */
+  static final class Ranks {
+    private final MessageDigest sha;
+    private final byte[] groupPrefix;
+    private final byte[] rowPrefix;
+    private static final byte[] SEP_BYTES = SEP.getBytes(StandardCharsets.UTF_8);
+
+    Ranks(String key) {
+      try {
+        sha = MessageDigest.getInstance("SHA-256");
+      } catch (NoSuchAlgorithmException e) {
+        throw new IllegalStateException(e);
+      }
+      groupPrefix = (key + SEP + "g" + SEP).getBytes(StandardCharsets.UTF_8);
+      rowPrefix = (key + SEP + "r" + SEP).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** rank(group_rank_text(key, person, group)). */
+    long group(byte[] person, byte[] group) {
+      sha.update(groupPrefix);
+      sha.update(person);
+      sha.update(SEP_BYTES);
+      sha.update(group);
+      return top60(sha.digest());
+    }
+
+    /** rank(row_rank_text(key, person, group, codes)). */
+    long row(byte[] person, byte[] group, byte[] codes) {
+      sha.update(rowPrefix);
+      sha.update(person);
+      sha.update(SEP_BYTES);
+      sha.update(group);
+      sha.update(SEP_BYTES);
+      sha.update(codes);
+      return top60(sha.digest());
+    }
+
+    private static long top60(byte[] d) {
+      long v = 0;
+      for (int i = 0; i < 8; i++) {
+        v = (v << 8) | (d[i] & 0xffL);
+      }
+      return v >>> 4;
+    }
+  }
+
+  /** A kept row (a copy) and, once its group holds more than maxRows rows, its rank and
+   * codes text. */
+  static final class Kept {
+    final UnsafeRow row;
+    long rank;
+    UTF8String codes;
+
+    Kept(UnsafeRow row) {
+      this.row = row;
+    }
+  }
+
+  /** Larger (rank, codes) first: the head of a group's heap is its worst kept row. */
+  static final Comparator<Kept> WORST_FIRST = (a, b) -> {
+    int c = Long.compare(b.rank, a.rank);
+    return c != 0 ? c : b.codes.binaryCompare(a.codes);
+  };
+
+  /** One (person, group): its kept rows, and its rank once the person has too many. */
+  static final class Cell {
+    final Object group;  // a Long position or a UTF8String key text
+    long rank;
+    byte[] text;
+    final List<Kept> rows = new ArrayList<>(2);
+    PriorityQueue<Kept> heap;
+
+    Cell(Object group) {
+      this.group = group;
+    }
+
+    byte[] text() {
+      if (text == null) {
+        text = group instanceof UTF8String ? ((UTF8String) group).getBytes()
+            : Long.toString((Long) group).getBytes(StandardCharsets.UTF_8);
+      }
+      return text;
+    }
+  }
+
+  /** Groups in the rule's order: (group rank, group); positions numerically, texts as Spark
+   * orders strings (bytes). */
+  static int compareGroups(Cell a, Cell b) {
+    int c = Long.compare(a.rank, b.rank);
+    if (c != 0) {
+      return c;
+    }
+    if (a.group instanceof Long) {
+      return Long.compare((Long) a.group, (Long) b.group);
+    }
+    return ((UTF8String) a.group).binaryCompare((UTF8String) b.group);
+  }
+
+  private static final int DROPPED_CACHE = 4096;
+  private static final Long GLOBAL = 0L;
+
+  /** The state of one person while their rows stream in. */
+  static final class Person {
+    private final Spec spec;
+    private final Ranks ranks;
+    private long idLong;
+    private UTF8String idText;
+    private byte[] tagged;
+    private double eps;
+    private final Map<Object, Cell> cells = new HashMap<>();
+    private TreeSet<Cell> order;  // once the person has more than maxGroups groups
+    private final Map<Object, Long> dropped = new HashMap<>();
+    private UnsafeProjection copier;
+
+    Person(Spec spec, Ranks ranks) {
+      this.spec = spec;
+      this.ranks = ranks;
+    }
+
+    /** Starts the person of {@code row}. */
+    void reset(InternalRow row) {
+      if (spec.idKind == 'S') {
+        idText = row.getUTF8String(spec.idAt).clone();
+      } else {
+        idLong = integral(row, spec.idAt, spec.idKind);
+      }
+      tagged = null;
+      eps = Double.POSITIVE_INFINITY;
+      cells.clear();
+      order = null;
+      dropped.clear();
+    }
+
+    /** The order of {@code row}'s id against this person's (Spark's: numbers, bytes). */
+    int compareId(InternalRow row) {
+      if (spec.idKind == 'S') {
+        return idText.binaryCompare(row.getUTF8String(spec.idAt));
+      }
+      return Long.compare(idLong, integral(row, spec.idAt, spec.idKind));
+    }
+
+    /** The id's text, length-prefixed: {@code <code points>:<text>}, as UTF-8. */
+    private byte[] tagged() {
+      if (tagged == null) {
+        byte[] text;
+        int length;
+        if (spec.idKind == 'S') {
+          text = idText.getBytes();
+          length = idText.numChars();
+        } else {
+          String decimal = Long.toString(idLong);
+          text = decimal.getBytes(StandardCharsets.UTF_8);
+          length = decimal.length();
+        }
+        byte[] prefix = (length + ":").getBytes(StandardCharsets.UTF_8);
+        tagged = new byte[prefix.length + text.length];
+        System.arraycopy(prefix, 0, tagged, 0, prefix.length);
+        System.arraycopy(text, 0, tagged, prefix.length, text.length);
+      }
+      return tagged;
+    }
+
+    void add(InternalRow row) {
+      double level = row.isNullAt(spec.epsAt) ? 0.0 : row.getDouble(spec.epsAt);
+      if (Double.isNaN(level) || level < 0.0) {
+        level = 0.0;
+      }
+      if (level < eps) {
+        eps = level;
+      }
+      Object group;
+      if (spec.groupKind == 'n') {
+        group = GLOBAL;
+      } else if (row.isNullAt(spec.groupAt)) {
+        return;  // outside the keys: counts for ε only
+      } else if (spec.groupKind == 'S') {
+        group = row.getUTF8String(spec.groupAt);
+      } else {
+        long at = integral(row, spec.groupAt, spec.groupKind);
+        if (at < 0) {
+          return;  // outside the keys: counts for ε only
+        }
+        group = at;
+      }
+      Cell cell = cells.get(group);
+      if (cell == null) {
+        cell = admit(group instanceof UTF8String ? ((UTF8String) group).clone() : group);
+        if (cell == null) {
+          return;  // a group the person does not keep
+        }
+      }
+      keep(cell, row);
+    }
+
+    /** A new group's cell, or null when the person keeps other groups before it. */
+    private Cell admit(Object group) {
+      if (order == null && cells.size() < spec.maxGroups) {
+        Cell cell = new Cell(group);
+        cells.put(group, cell);
+        return cell;
+      }
+      if (order == null) {  // the person's (maxGroups + 1)-th group: ranks decide from now
+        order = new TreeSet<>(UnitBound::compareGroups);
+        for (Cell c : cells.values()) {
+          c.rank = ranks.group(tagged(), c.text());
+          order.add(c);
+        }
+      }
+      Long known = dropped.get(group);
+      Cell cell = new Cell(group);
+      cell.rank = known != null ? known : ranks.group(tagged(), cell.text());
+      if (known != null || compareGroups(cell, order.last()) > 0) {
+        remember(cell);
+        return null;
+      }
+      Cell worst = order.pollLast();
+      cells.remove(worst.group);
+      remember(worst);
+      order.add(cell);
+      cells.put(group, cell);
+      return cell;
+    }
+
+    private void remember(Cell cell) {
+      // a dropped group never comes back (the kept groups only get better): its rank
+      // spares the next of its rows a hash
+      if (dropped.size() < DROPPED_CACHE) {
+        dropped.put(cell.group, cell.rank);
+      }
+    }
+
+    private UnsafeRow copy(InternalRow row) {
+      if (row instanceof UnsafeRow) {
+        return ((UnsafeRow) row).copy();
+      }
+      if (copier == null) {
+        copier = UnsafeProjection.create(spec.schema);
+      }
+      return copier.apply(row).copy();
+    }
+
+    private void keep(Cell cell, InternalRow row) {
+      if (cell.heap == null && cell.rows.size() < spec.maxRows) {
+        cell.rows.add(new Kept(copy(row)));
+        return;
+      }
+      Kept k = new Kept(null);
+      rank(cell, k, row);
+      if (cell.heap == null) {  // the group's (maxRows + 1)-th row: ranks decide from now
+        cell.heap = new PriorityQueue<>(spec.maxRows + 1, WORST_FIRST);
+        for (Kept old : cell.rows) {
+          rank(cell, old, old.row);
+          cell.heap.add(old);
+        }
+        cell.rows.clear();
+      }
+      if (WORST_FIRST.compare(k, cell.heap.peek()) <= 0) {
+        return;  // not better than the worst kept row: dropped without a copy
+      }
+      Kept kept = new Kept(copy(row));
+      kept.rank = k.rank;
+      kept.codes = k.codes;
+      cell.heap.add(kept);
+      cell.heap.poll();
+    }
+
+    private void rank(Cell cell, Kept k, InternalRow row) {
+      k.codes = codes(row);
+      k.rank = ranks.row(tagged(), cell.text(), k.codes.getBytes());
+    }
+
+    /** The codes' text: each non-null code in decimal, joined by ','. */
+    private UTF8String codes(InternalRow row) {
+      StringBuilder b = new StringBuilder();
+      boolean first = true;
+      for (int i = 0; i < spec.codeAt.length; i++) {
+        int at = spec.codeAt[i];
+        if (row.isNullAt(at)) {
+          continue;  // as concat_ws skips a null
+        }
+        if (!first) {
+          b.append(',');
+        }
+        b.append(integral(row, at, spec.codeKind[i]));
+        first = false;
+      }
+      return UTF8String.fromString(b.toString());
+    }
+
+    /** Appends the kept rows, ε replaced by the person's. */
+    void emit(List<InternalRow> out) {
+      for (Cell cell : cells.values()) {
+        Iterable<Kept> kept = cell.heap != null ? cell.heap : cell.rows;
+        for (Kept k : kept) {
+          k.row.setDouble(spec.epsAt, eps);
+          out.add(k.row);
+        }
+      }
+    }
+  }
+}
