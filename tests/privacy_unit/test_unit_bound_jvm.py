@@ -74,13 +74,13 @@ def _assert_same(spark: Any, df: pd.DataFrame, unit: PrivacyUnit, **kwargs: Any)
     return len(jvm)
 
 
-def _skewed(seed: int, n: int = 2500, persons: int = 120) -> pd.DataFrame:
+def _skewed(seed: int, n: int = 2500, persons: int = 120, groups: int = 7) -> pd.DataFrame:
     """Persons with one row, with more than G groups, with more than R rows in a group,
     with identical-code rows; rows outside the keys (-1) with smaller ε than inside rows;
     NaN, negative and +∞ ε."""
     rng = np.random.default_rng(seed)
     uid = np.floor(persons * rng.random(n) ** 3).astype(np.int64)  # a few heavy persons
-    g = rng.integers(0, 7, n).astype(np.int64)
+    g = rng.integers(0, groups, n).astype(np.int64)
     outside = rng.random(n) < 0.1
     g[outside] = -1
     eps = rng.choice([0.5, 1.0, 2.0, np.inf], n)
@@ -102,6 +102,16 @@ def test_skewed_tables_keep_the_same_rows(spark: Any, max_groups: int, max_rows:
         assert kept < (df["g"] >= 0).sum()  # the bounds drop rows: ranks decided
     else:
         assert kept == (df["g"] >= 0).sum()  # nothing to drop: every inside row kept
+
+
+@pytest.mark.parametrize(("max_groups", "max_rows"), [(2, 2), (20, 3)])
+def test_persons_with_many_groups(spark: Any, max_groups: int, max_rows: int) -> None:
+    """Heavy persons in up to 40 groups: more groups than the operator scans in a list
+    (it indexes them then), kept or dropped by their ranks."""
+    df = _skewed(seed=max_groups, n=4000, persons=60, groups=40)
+    assert df[df["g"] >= 0].groupby("uid")["g"].nunique().max() > max_groups + 8
+    kept = _assert_same(spark, df, PrivacyUnit("uid", max_groups, max_rows))
+    assert kept < (df["g"] >= 0).sum()
 
 
 def test_the_person_s_eps_is_the_minimum_over_all_their_rows(spark: Any) -> None:

@@ -620,6 +620,7 @@ public final class UnitBound {
   }
 
   private static final int DROPPED_CACHE = 4096;
+  private static final int SMALL = 8;
   private static final Long GLOBAL = 0L;
 
   /** The state of one person while their rows stream in. */
@@ -630,7 +631,8 @@ public final class UnitBound {
     private UTF8String idText;
     private byte[] tagged;
     private double eps;
-    private final Map<Object, Cell> cells = new HashMap<>();
+    private final List<Cell> cells = new ArrayList<>();  // in the order they came
+    private Map<Object, Cell> index;  // once the person has more than SMALL cells
     private TreeSet<Cell> order;  // once the person has more than maxGroups groups
     private final Map<Object, Long> dropped = new HashMap<>();
     private UnsafeProjection copier;
@@ -650,6 +652,7 @@ public final class UnitBound {
       tagged = null;
       eps = Double.POSITIVE_INFINITY;
       cells.clear();
+      index = null;
       order = null;
       dropped.clear();
     }
@@ -705,7 +708,7 @@ public final class UnitBound {
         }
         group = at;
       }
-      Cell cell = cells.get(group);
+      Cell cell = find(group);
       if (cell == null) {
         cell = admit(group instanceof UTF8String ? ((UTF8String) group).clone() : group);
         if (cell == null) {
@@ -715,16 +718,41 @@ public final class UnitBound {
       keep(cell, row);
     }
 
+    /** The person's cell of {@code group}, or null (a scan while they are few). */
+    private Cell find(Object group) {
+      if (index != null) {
+        return index.get(group);
+      }
+      for (Cell c : cells) {
+        if (c.group.equals(group)) {
+          return c;
+        }
+      }
+      return null;
+    }
+
+    private void put(Cell cell) {
+      cells.add(cell);
+      if (index != null) {
+        index.put(cell.group, cell);
+      } else if (cells.size() > SMALL) {
+        index = new HashMap<>();
+        for (Cell c : cells) {
+          index.put(c.group, c);
+        }
+      }
+    }
+
     /** A new group's cell, or null when the person keeps other groups before it. */
     private Cell admit(Object group) {
       if (order == null && cells.size() < spec.maxGroups) {
         Cell cell = new Cell(group);
-        cells.put(group, cell);
+        put(cell);
         return cell;
       }
       if (order == null) {  // the person's (maxGroups + 1)-th group: ranks decide from now
         order = new TreeSet<>(UnitBound::compareGroups);
-        for (Cell c : cells.values()) {
+        for (Cell c : cells) {
           c.rank = ranks.group(tagged(), c.text());
           order.add(c);
         }
@@ -737,10 +765,13 @@ public final class UnitBound {
         return null;
       }
       Cell worst = order.pollLast();
-      cells.remove(worst.group);
+      cells.remove(worst);  // by identity
+      if (index != null) {
+        index.remove(worst.group);
+      }
       remember(worst);
       order.add(cell);
-      cells.put(group, cell);
+      put(cell);
       return cell;
     }
 
@@ -812,7 +843,7 @@ public final class UnitBound {
 
     /** Appends the kept rows, ε replaced by the person's. */
     void emit(List<InternalRow> out) {
-      for (Cell cell : cells.values()) {
+      for (Cell cell : cells) {
         Iterable<Kept> kept = cell.heap != null ? cell.heap : cell.rows;
         for (Kept k : kept) {
           k.row.setDouble(spec.epsAt, eps);
