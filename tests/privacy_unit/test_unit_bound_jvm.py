@@ -181,6 +181,21 @@ def test_select_keys_group_texts(spark: Any) -> None:
     assert kept < int(df["g"].notna().sum())
 
 
+def test_empty_and_id_less_tables(spark: Any) -> None:
+    from hdp_spark.spark.privacy_unit import _jvm_bound
+
+    unit = PrivacyUnit("uid", 1, 1)
+    kwargs: dict[str, Any] = {"eps": "eps", "group": "g", "codes": ["x"], "key": KEY}
+    schema = "uid long, g long, x long, eps double"
+    empty = spark.createDataFrame([], schema)
+    nobody = spark.createDataFrame([(None, 0, 1, 1.0), (None, 1, 2, 0.5)], schema)
+    for frame in (empty, nobody):
+        out = _jvm_bound(frame, unit, **kwargs)
+        assert out is not None
+        assert out.collect() == []
+        assert out.columns == frame.columns
+
+
 def test_the_sorted_and_hashed_operators_agree(spark: Any) -> None:
     from hdp_spark.spark.privacy_unit import _jvm_bound
 
