@@ -118,6 +118,22 @@ def _tagged(person: Column) -> Column:
     return F.concat(F.length(person).cast("string"), F.lit(":"), person)
 
 
+def _operator(df: DataFrame) -> Any:
+    """The extension's ``UnitBound`` class on ``df``'s classic session (py4j), or None: on
+    Spark Connect, or without the extension's jar on the session's class path."""
+    from pyspark.sql.utils import is_remote
+
+    if is_remote() or not hasattr(df, "_jdf"):
+        return None
+    try:
+        from py4j.java_gateway import JavaClass
+
+        operator = df.sparkSession._jvm.org.hdpspark.UnitBound  # type: ignore[union-attr]
+    except Exception:  # no JVM view on this session
+        return None
+    return operator if isinstance(operator, JavaClass) else None
+
+
 def _jvm_bound(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
                codes: Sequence[str], key: ReleaseKey, sorted_stream: bool = True
                ) -> DataFrame | None:
@@ -135,25 +151,16 @@ def _jvm_bound(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
         same rows as the native path and pandas). The bounding key reaches the operator
         through py4j, never as a literal of the plan.
     """
-    from pyspark.sql.utils import is_remote
-
-    if is_remote() or not hasattr(df, "_jdf"):
-        return None
     fields = {f.name: f.dataType for f in df.schema.fields}
     if any(not isinstance(fields[c], _INTEGRAL) for c in codes) or (
             group is not None
             and not isinstance(fields[group], (*_INTEGRAL, T.StringType))):
         return None
-    try:
-        from py4j.java_gateway import JavaClass
-
-        session = df.sparkSession
-        jvm = session._jvm  # type: ignore[attr-defined]
-        operator = jvm.org.hdpspark.UnitBound  # type: ignore[union-attr]
-        if not isinstance(operator, JavaClass):  # no extension jar on the class path
-            return None
-    except Exception:
+    operator = _operator(df)
+    if operator is None:
         return None
+    session = df.sparkSession
+    jvm = session._jvm  # type: ignore[attr-defined]
     gateway = session.sparkContext._gateway  # type: ignore[union-attr]
     names = gateway.new_array(jvm.java.lang.String, len(codes))  # type: ignore[union-attr]
     for i, c in enumerate(codes):
@@ -327,7 +334,14 @@ def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ..
     Privacy:
         As :func:`bound_rows`.
     """
-    framed = _with_positions(df, by, keys)
+    source = df
+    if jvm and _operator(df) is not None:
+        # the operator's shuffle by the id, placed before the positions and codes are
+        # added: it carries the input's columns only (the join with the broadcast keys
+        # and the projection keep its partitioning, so the operator adds no exchange,
+        # only its sort); the rows without an id are dropped before it
+        source = df.where(F.col(unit.column).isNotNull()).repartition(unit.column)
+    framed = _with_positions(source, by, keys)
     names = [f"__pu_c{i}" for i in range(len(specs))]
     framed = framed.withColumns({n: _codes(df, s) for n, s in zip(names, specs, strict=True)})
     out = bound_rows(framed, unit, eps=eps, group="__pu_g", codes=names, key=key, jvm=jvm)

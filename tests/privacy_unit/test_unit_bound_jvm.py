@@ -344,3 +344,19 @@ def test_release_frames_keep_the_same_rows(spark: Any) -> None:
         pd.testing.assert_frame_equal(jvm, native)
         pd.testing.assert_frame_equal(jvm, local)
         assert 0 < len(jvm) < len(df)
+
+
+def test_a_release_frame_shuffles_its_rows_once(spark: Any) -> None:
+    """bound_frame shuffles the input's rows by the id before the positions and codes are
+    added; the operator reuses that partitioning (no second exchange), adding its sort."""
+    from hdp_spark.spark.privacy_unit import bound_frame
+
+    frame = spark.createDataFrame(_events(seed=14, n=300))
+    out = bound_frame(frame, PrivacyUnit("user_id", 1, 1), eps="eps", by=("country",),
+                      keys=(("DE",), ("FR",)), specs=_specs(hpd), key=KEY)
+    plan = out._jdf.queryExecution().executedPlan().toString()
+    assert "HdpUnitBound" in plan, plan
+    assert plan.count("Exchange hashpartitioning(user_id") == 1, plan
+    assert "REPARTITION_BY_COL" in plan, plan
+    assert plan.count("Sort [user_id") == 1, plan
+    assert bounding_key(KEY) not in out._jdf.queryExecution().toString()
