@@ -12,7 +12,15 @@ rounds run every case once in turn (the median of each case's wall time):
   unit     the same with privacy_unit="person", max_groups=3, max_rows=10
 
 Prints one line per case and the ratios unit/rows and unit/floor. ``--smoke`` runs a tiny
-table once (the test suite's check that the script runs).
+table once (the test suite's check that the script runs). ``--paired`` adds, in the same
+rounds, the unit release on its other Spark paths (the before/after of the JVM operator):
+
+  native   the native-expression bounding (aggregate, join, windows), what runs without
+           the extension's jar or on Spark Connect
+  hashed   the JVM operator holding each partition's persons in a hash map (no sort)
+
+Beside each wall time, the Spark JVM's CPU time over the same calls (``cpu``, where
+``/proc`` has it): steadier than the wall time on a machine other work shares.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ def main() -> None:
     p.add_argument("--keys", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--smoke", action="store_true")
+    p.add_argument("--paired", action="store_true")
     a = p.parse_args()
     if a.smoke:
         a.rows, a.persons, a.keys, a.repeats = 2_000, 200, 5, 1
@@ -63,21 +72,71 @@ def main() -> None:
         "unit": lambda: hs.agg(df, *specs, by="grp", keys=keys, privacy_unit="person",
                                max_groups=3, max_rows=10).collect(),
     }
+    if a.paired:
+        unit = cases["unit"]
+        cases["native"] = lambda: _path(unit, native=True)
+        cases["hashed"] = lambda: _path(unit, hashed=True)
     times: dict[str, list[float]] = {k: [] for k in cases}
+    cpus: dict[str, list[float]] = {k: [] for k in cases}
+    cpu = _jvm_cpu(spark)
     if not a.smoke:
         for fn in cases.values():
             fn()
     for _ in range(a.repeats):
         for name, fn in cases.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), cpu()
             fn()
             times[name].append(time.perf_counter() - t)
+            cpus[name].append(cpu() - c)
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, value in med.items():
-        print(f"{name:6s} {value:8.2f} s")
+        print(f"{name:6s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
     print(f"unit/rows  {med['unit'] / med['rows']:.2f}x")
     print(f"unit/floor {med['unit'] / med['floor']:.2f}x")
+    for other in ("native", "hashed"):
+        if other in med:
+            print(f"{other}/rows  {med[other] / med['rows']:.2f}x")
     spark.stop()
+
+
+def _jvm_cpu(spark: Any) -> Any:
+    """A function returning the Spark JVM's CPU seconds so far (0.0 without ``/proc``)."""
+    import os
+
+    try:
+        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        tick = os.sysconf("SC_CLK_TCK")
+        stat = f"/proc/{pid}/stat"
+        open(stat).close()
+    except (OSError, ValueError, AttributeError):
+        return lambda: 0.0
+
+    def read() -> float:
+        with open(stat) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    return read
+
+
+def _path(run: Any, *, native: bool = False, hashed: bool = False) -> Any:
+    """``run()`` with the bounding on its native path, or the JVM operator unsorted (the
+    module's functions swapped for the call only: the benchmark's switch, no option of the
+    library)."""
+    import functools
+
+    from hdp_spark.spark import privacy_unit as pu
+
+    saved = pu.bound_frame, pu._jvm_bound
+    if native:
+        pu.bound_frame = functools.partial(saved[0], jvm=False)  # type: ignore[assignment]
+    if hashed:
+        pu._jvm_bound = functools.partial(  # type: ignore[assignment]
+            saved[1], sorted_stream=False)
+    try:
+        return run()
+    finally:
+        pu.bound_frame, pu._jvm_bound = saved
 
 
 if __name__ == "__main__":

@@ -38,7 +38,11 @@ class SparkEngine:
 
     def __init__(self, df: DataFrame, *, cached: bool = False) -> None:
         self.df = df
+        # cached: the bounded rows of a privacy-unit release, persisted by cells() when
+        # more than one pass reads them (one cell request is one pass: persisting rows
+        # read once only costs the cache's build)
         self.cached = cached
+        self.persisted = False
 
     def release_keys(self, keys: Any, by: tuple[str, ...]) -> Keys | None:
         return release_keys(self.df, keys, by)
@@ -58,6 +62,10 @@ class SparkEngine:
               ) -> list[Mapping[tuple[object, ...], Any]]:
         from hdp_spark.spark._histogram import histogram_tables
         from hdp_spark.spark._mean import level_tables
+
+        if self.cached and len(requests) > 1 and not self.persisted:
+            self.df = self.df.persist(StorageLevel.MEMORY_AND_DISK)
+            self.persisted = True
         from hdp_spark.spark.ldp import ldp_tables
 
         return dispatch_cells(requests, self.df, by, keys, levels=level_tables,
@@ -96,9 +104,10 @@ class SparkEngine:
 
         dataframe_schema(self.df)  # a Spark DataFrame, or ParameterError
         bounded = bound_frame(self.df, unit, eps=eps, by=by, keys=keys, specs=specs, key=key)
-        # every cell request reads the bounded rows: one shuffle by person, not one each;
-        # released by close() when the release has its cells
-        return SparkEngine(bounded.persist(StorageLevel.MEMORY_AND_DISK), cached=True)
+        # every cell request reads the bounded rows: one shuffle by person, not one each
+        # (persisted by cells() when there are several; released by close() when the
+        # release has its cells)
+        return SparkEngine(bounded, cached=True)
 
     def ldp_bounded(self, unit: PrivacyUnit, spec: Any, key: ReleaseKey) -> SparkEngine:
         from hdp_spark.spark.privacy_unit import keep_one_report
@@ -108,7 +117,7 @@ class SparkEngine:
 
     def close(self) -> None:
         """Release what this engine cached (the bounded rows of a privacy-unit release)."""
-        if self.cached:
+        if self.persisted:
             self.df.unpersist()
 
     def public(self, columns: Sequence[str], constants: Mapping[str, float]) -> SparkEngine:

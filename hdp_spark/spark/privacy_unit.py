@@ -1,5 +1,13 @@
-"""The privacy unit's bounding rule on Spark, in native expressions (the rule and its
-argument: :mod:`hdp_spark.core.privacy_unit.spec`).
+"""The privacy unit's bounding rule on Spark (the rule and its argument:
+:mod:`hdp_spark.core.privacy_unit.spec`).
+
+On classic Spark with the extension's jar, :func:`bound_rows` is one streaming operator of
+the JVM extension (``UnitBound``, :func:`_jvm_bound`): the rows with an id cross one shuffle
+by the id and one sort by it within each partition (both inserted by Spark's planner, which
+the operator requires), and the operator reads each partition person by person over Spark's
+own rows, holding one person's kept rows at a time (no aggregate, join or window; ranks
+only where they decide). Elsewhere (Spark Connect, no jar, columns it does not read) the
+native-expression path below, which keeps the same rows:
 
 Per person, one native aggregate combined map-side (as Spark's own per-person aggregate):
 the person's ε (the minimum of the safe ε of all their rows) and whether a rank can decide
@@ -110,6 +118,58 @@ def _tagged(person: Column) -> Column:
     return F.concat(F.length(person).cast("string"), F.lit(":"), person)
 
 
+def _operator(df: DataFrame) -> Any:
+    """The extension's ``UnitBound`` class on ``df``'s classic session (py4j), or None: on
+    Spark Connect, or without the extension's jar on the session's class path."""
+    from pyspark.sql.utils import is_remote
+
+    if is_remote() or not hasattr(df, "_jdf"):
+        return None
+    try:
+        from py4j.java_gateway import JavaClass
+
+        operator = df.sparkSession._jvm.org.hdpspark.UnitBound  # type: ignore[union-attr]
+    except Exception:  # no JVM view on this session
+        return None
+    return operator if isinstance(operator, JavaClass) else None
+
+
+def _jvm_bound(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
+               codes: Sequence[str], key: ReleaseKey, sorted_stream: bool = True
+               ) -> DataFrame | None:
+    """:func:`bound_rows` as the JVM extension's streaming operator (``UnitBound``): the
+    rows with an id cross one shuffle by the id, sorted by it within each partition, and
+    the operator reads each partition person by person, holding one person's kept rows at
+    a time (no aggregate, join or window). ``sorted_stream=False``: no sort, the operator
+    holds a partition's persons in a hash map (measured: no faster; the benchmark's
+    alternative). None where it does not apply: Spark Connect, no extension jar on the
+    session, or columns of types it does not read (a group that is neither integral nor
+    string, codes that are not integral): the native path then.
+
+    Privacy:
+        The same rule and ranks (the Java class's comment argues it, the tests check the
+        same rows as the native path and pandas). The bounding key reaches the operator
+        through py4j, never as a literal of the plan.
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if any(not isinstance(fields[c], _INTEGRAL) for c in codes) or (
+            group is not None
+            and not isinstance(fields[group], (*_INTEGRAL, T.StringType))):
+        return None
+    operator = _operator(df)
+    if operator is None:
+        return None
+    session = df.sparkSession
+    jvm = session._jvm  # type: ignore[attr-defined]
+    gateway = session.sparkContext._gateway  # type: ignore[union-attr]
+    names = gateway.new_array(jvm.java.lang.String, len(codes))  # type: ignore[union-attr]
+    for i, c in enumerate(codes):
+        names[i] = c
+    jdf = operator.bound(df._jdf, unit.column, group, names, eps, unit.max_groups,
+                         unit.max_rows, bounding_key(key), sorted_stream)
+    return DataFrame(jdf, session)  # the Java operator's errors (none expected) propagate
+
+
 def bound_rows(
     df: DataFrame,
     unit: PrivacyUnit,
@@ -118,6 +178,7 @@ def bound_rows(
     group: str | None,
     codes: Sequence[str],
     key: ReleaseKey,
+    jvm: bool = True,
 ) -> DataFrame:
     """The rows a release reads under ``unit`` (see
     :func:`hdp_spark.pandas.privacy_unit.bound_rows`, with the same arguments: ``group``
@@ -129,10 +190,18 @@ def bound_rows(
         can decide (as on pandas): a person whose rows lie in one group or number at most
         ``max_groups`` keeps every group whatever the group ranks, and one with at most
         ``max_rows`` rows keeps every row of a kept group whatever the row ranks, so the
-        kept rows are the rule's exactly. The bounding key appears in the plan as a
-        literal; it orders rows and keys no noise.
+        kept rows are the rule's exactly. On classic Spark with the extension's jar
+        (``jvm``, the default) the rule runs as one streaming operator
+        (:func:`_jvm_bound`), which keeps the same rows and holds the bounding key in its
+        map function; elsewhere (no jar, Spark Connect, ``jvm=False``) the native
+        expressions below hold it as a literal of the plan; it orders rows and keys no
+        noise.
     """
     person_text(df, unit)  # the id column's type, or SchemaError
+    if jvm:
+        streamed = _jvm_bound(df, unit, eps=eps, group=group, codes=codes, key=key)
+        if streamed is not None:
+            return streamed
     bkey = F.lit(bounding_key(key))
     texts = group is not None and isinstance(df.schema[group].dataType, T.StringType)
     where = F.lit(0).cast("long") if group is None else F.col(group)  # select_keys: texts
@@ -258,17 +327,24 @@ def group_texts(df: DataFrame, by: tuple[str, ...]) -> Column:
 
 def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ...],
                 keys: tuple[tuple[object, ...], ...] | None, specs: Sequence[object],
-                key: ReleaseKey) -> DataFrame:
+                key: ReleaseKey, jvm: bool = True) -> DataFrame:
     """:func:`bound_rows` for a release of ``specs`` grouped by ``by`` over public ``keys``
     (None: a global release), as :func:`hdp_spark.pandas.privacy_unit.bound_frame`.
 
     Privacy:
         As :func:`bound_rows`.
     """
-    framed = _with_positions(df, by, keys)
+    source = df
+    if jvm and _operator(df) is not None:
+        # the operator's shuffle by the id, placed before the positions and codes are
+        # added: it carries the input's columns only (the join with the broadcast keys
+        # and the projection keep its partitioning, so the operator adds no exchange,
+        # only its sort); the rows without an id are dropped before it
+        source = df.where(F.col(unit.column).isNotNull()).repartition(unit.column)
+    framed = _with_positions(source, by, keys)
     names = [f"__pu_c{i}" for i in range(len(specs))]
     framed = framed.withColumns({n: _codes(df, s) for n, s in zip(names, specs, strict=True)})
-    out = bound_rows(framed, unit, eps=eps, group="__pu_g", codes=names, key=key)
+    out = bound_rows(framed, unit, eps=eps, group="__pu_g", codes=names, key=key, jvm=jvm)
     return out.drop("__pu_g", *names).select(*df.columns)
 
 

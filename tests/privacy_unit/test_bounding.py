@@ -240,7 +240,8 @@ def test_spark_bounding_is_one_shuffle_of_the_rows(spark: Any) -> None:
     from hdp_spark.spark.privacy_unit import bound_rows
 
     df = spark.createDataFrame(_events())
-    out = bound_rows(df, PrivacyUnit("uid", 2, 2), eps="eps", group="g", codes=["x"], key=KEY)
+    out = bound_rows(df, PrivacyUnit("uid", 2, 2), eps="eps", group="g", codes=["x"], key=KEY,
+                     jvm=False)  # the native path (the JVM operator's: test_unit_bound_jvm)
     plan = out._jdf.queryExecution().executedPlan().toString()
     # the rows: one shuffle, by the id (ranks after it); the other exchange carries the
     # per-person partial aggregate (ε, whether a rank decides), combined map-side

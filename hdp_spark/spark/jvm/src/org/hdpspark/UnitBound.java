@@ -1,0 +1,409 @@
+package org.hdpspark;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Objects;
+
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Ascending$;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.physical.ClusteredDistribution;
+import org.apache.spark.sql.catalyst.plans.physical.ClusteredDistribution$;
+import org.apache.spark.sql.catalyst.plans.physical.Distribution;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.SparkStrategy;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructType;
+
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * The privacy unit's bounding rule of the release API on classic Spark, as one streaming
+ * physical operator (called from Python: {@code hdp_spark.spark.privacy_unit.bound_rows}).
+ * The operator requires its input clustered by the id and sorted by it within each
+ * partition — Spark's planner inserts the one shuffle and the one sort — and reads each
+ * partition person by person over Spark's own rows (no conversion to external rows),
+ * keeping for the current person only what the rule can still keep (that state:
+ * {@link UnitStream}).
+ *
+ * <p>Per person: ε_person = the smallest safe ε (null, NaN, negative: 0; +∞ kept) of ALL
+ * their rows, those outside the keys included (never emitted); at most {@code maxGroups}
+ * groups, the ones with the smallest (group rank, group), a group rank computed only once
+ * the person has more groups than that (before, every group is kept whatever the ranks);
+ * within a kept group at most {@code maxRows} rows, the ones with the smallest (row rank,
+ * codes text) in a bounded heap, row ranks computed only once the group has more rows than
+ * that. Memory: one person's at most maxGroups × (maxRows + 1) rows (and the ranks of the
+ * groups they dropped), never a partition. The ranks are those of {@code
+ * hdp_spark.core.privacy_unit.spec}: the first 60 bits of SHA-256 over the UTF-8 bytes of
+ * {@code group_rank_text} / {@code row_rank_text}, built here from the same parts (the
+ * bounding key, the length-prefixed id text — its length in code points, as Python's and
+ * Spark's — the group's decimal position or key text, the codes in decimal joined by ',',
+ * nulls skipped as {@code concat_ws} skips them). Groups and codes texts compare as Spark
+ * compares strings (bytes).
+ *
+ * <p>Privacy (why this keeps the rule): which of person p's rows are kept, and ε_p, are
+ * computed here from p's own rows and the bounding key only — the stream holds one person at
+ * a time, and the order of p's rows in it (Spark's, possibly different on a recomputed
+ * partition) changes nothing: the kept groups are the smallest (rank, group) pairs and the
+ * kept rows the smallest (rank, codes) pairs whatever the order they arrive in; rows tying
+ * on both have equal codes, interchangeable for every statistic, as on the other paths. The
+ * ranks are the same numbers as the pandas engine's and the native path's, so all three keep
+ * the same rows (tests/privacy_unit/test_unit_bound_jvm.py). If a person's rows ever reached
+ * the operator split (input not sorted by the id), each part would be bounded alone and the
+ * person could exceed the bounds: the operator checks that ids only increase and fails the
+ * task otherwise (fail closed). The bounding key travels in a field no printed plan shows
+ * (the node prints its public bounds only); it orders rows, it keys no noise.
+ */
+public final class UnitBound {
+
+  private UnitBound() {}
+
+  /**
+   * The bounded rows of {@code df}: its rows with an id, its columns in order, {@code eps}
+   * as a double holding the person's ε. {@code group}: the column of each row's group (an
+   * integral position, negative or null outside the keys; or a string key text, null
+   * outside), or null for a global release; {@code codes}: the integral code columns;
+   * {@code sorted}: stream each partition sorted by the id (false: hold a partition's
+   * persons in a hash map, the measured alternative).
+   */
+  public static Dataset<Row> bound(Dataset<Row> df, String id, String group, String[] codes,
+      String eps, int maxGroups, int maxRows, String key, boolean sorted) {
+    if (key == null || !key.matches("[0-9a-f]{64}")) {
+      throw new IllegalArgumentException("hdp_spark: a bounding key must be 64 hex digits");
+    }
+    if (maxGroups < 1 || maxRows < 1) {
+      throw new IllegalArgumentException("hdp_spark: the bounds must be at least 1");
+    }
+    Column person = functions.col(id);
+    org.apache.spark.sql.classic.Dataset<Row> rows = (org.apache.spark.sql.classic.Dataset<Row>)
+        df.where(person.isNotNull()).withColumn(eps, functions.col(eps).cast("double"));
+    StructType schema = rows.schema();
+    int[] codeAt = new int[codes.length];
+    char[] codeKind = new char[codes.length];
+    for (int i = 0; i < codes.length; i++) {
+      codeAt[i] = schema.fieldIndex(codes[i]);
+      codeKind[i] = kind(schema.apply(codes[i]).dataType(), false, "code");
+    }
+    int idAt = schema.fieldIndex(id);
+    int groupAt = group == null ? -1 : schema.fieldIndex(group);
+    Spec spec = new Spec(idAt, kind(schema.apply(id).dataType(), true, "id"), groupAt,
+        group == null ? 'n' : kind(schema.apply(group).dataType(), true, "group"), codeAt,
+        codeKind, schema.fieldIndex(eps), maxGroups, maxRows, key, sorted, schema);
+    org.apache.spark.sql.classic.SparkSession session = rows.sparkSession();
+    plan(session);
+    LogicalPlan child = rows.logicalPlan();
+    return org.apache.spark.sql.classic.Dataset.ofRows(
+        session, new Node(child.output(), child, spec));
+  }
+
+  /** 'l' long, 'i' int, 's' short, 'b' byte (each read as a long), 'S' string. */
+  private static char kind(DataType t, boolean strings, String what) {
+    if (t instanceof LongType) {
+      return 'l';
+    }
+    if (t instanceof IntegerType) {
+      return 'i';
+    }
+    if (t instanceof ShortType) {
+      return 's';
+    }
+    if (t instanceof ByteType) {
+      return 'b';
+    }
+    if (strings && t instanceof StringType) {
+      return 'S';
+    }
+    throw new IllegalArgumentException(
+        "hdp_spark: the bounding operator reads no " + what + " column of type "
+            + t.simpleString());
+  }
+
+  /** Adds the operator's planner strategy to the session (once). */
+  private static synchronized void plan(org.apache.spark.sql.classic.SparkSession session) {
+    Seq<SparkStrategy> extra = session.experimental().extraStrategies();
+    for (SparkStrategy s : CollectionConverters.asJava(extra)) {
+      if (s instanceof Planner) {
+        return;
+      }
+    }
+    List<SparkStrategy> more = new ArrayList<>(CollectionConverters.asJava(extra));
+    more.add(new Planner());
+    session.experimental().extraStrategies_$eq(CollectionConverters.asScala(more).toList());
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T> Seq<T> seq(List<T> list) {
+    return CollectionConverters.asScala(list).toList();
+  }
+
+  /** The operator's parameters (serialized into each task). */
+  static final class Spec implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final int idAt;
+    final char idKind;
+    final int groupAt;
+    final char groupKind;  // 'n': a global release (every row in group 0)
+    final int[] codeAt;
+    final char[] codeKind;
+    final int epsAt;
+    final int maxGroups;
+    final int maxRows;
+    private final String key;
+    final boolean sorted;
+    final StructType schema;
+
+    Spec(int idAt, char idKind, int groupAt, char groupKind, int[] codeAt, char[] codeKind,
+        int epsAt, int maxGroups, int maxRows, String key, boolean sorted, StructType schema) {
+      this.schema = schema;
+      this.idAt = idAt;
+      this.idKind = idKind;
+      this.groupAt = groupAt;
+      this.groupKind = groupKind;
+      this.codeAt = codeAt;
+      this.codeKind = codeKind;
+      this.epsAt = epsAt;
+      this.maxGroups = maxGroups;
+      this.maxRows = maxRows;
+      this.key = key;
+      this.sorted = sorted;
+    }
+
+    /** What a printed plan shows: the public bounds, never the key. */
+    @Override
+    public String toString() {
+      return "max_groups=" + maxGroups + ", max_rows=" + maxRows
+          + (sorted ? "" : ", hashed");
+    }
+  }
+
+  /** The logical node: the bounded rows of its child (same columns). */
+  public static final class Node extends LogicalPlan {
+    private static final long serialVersionUID = 1L;
+    private final Seq<Attribute> columns;
+    private final LogicalPlan child;
+    private final Spec spec;
+
+    public Node(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
+      this.columns = columns;
+      this.child = child;
+      this.spec = spec;
+    }
+
+    @Override
+    public Seq<Attribute> output() {
+      return columns;
+    }
+
+    @Override
+    public Seq<LogicalPlan> children() {
+      return seq(List.of(child));
+    }
+
+    @Override
+    public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> kids) {
+      return new Node(columns, kids.apply(0), spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitBound";
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that instanceof Node;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Node && ((Node) o).spec == spec
+          && ((Node) o).columns.equals(columns) && ((Node) o).child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(columns, child, System.identityHashCode(spec));
+    }
+  }
+
+  /** The physical node: one shuffle by the id and one sort by it below (required), one map. */
+  public static final class Exec extends SparkPlan {
+    private static final long serialVersionUID = 1L;
+    private final Seq<Attribute> columns;
+    private final SparkPlan child;
+    private final Spec spec;
+
+    public Exec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
+      this.columns = columns;
+      this.child = child;
+      this.spec = spec;
+    }
+
+    private Expression person() {
+      return columns.apply(spec.idAt);
+    }
+
+    @Override
+    public Seq<Attribute> output() {
+      return columns;
+    }
+
+    @Override
+    public Seq<SparkPlan> children() {
+      return seq(List.of(child));
+    }
+
+    @Override
+    public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> kids) {
+      return new Exec(columns, kids.apply(0), spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitBound";
+    }
+
+    @Override
+    public Seq<Distribution> requiredChildDistribution() {
+      ClusteredDistribution$ d = ClusteredDistribution$.MODULE$;
+      return seq(List.of(new ClusteredDistribution(seq(List.of(person())),
+          d.apply$default$2(), d.apply$default$3(), d.apply$default$4())));
+    }
+
+    @Override
+    public Seq<Seq<SortOrder>> requiredChildOrdering() {
+      List<SortOrder> order = new ArrayList<>();
+      if (spec.sorted) {
+        order.add(new SortOrder(person(), Ascending$.MODULE$, NullsFirst$.MODULE$,
+            seq(new ArrayList<Expression>())));
+      }
+      return seq(List.of(seq(order)));
+    }
+
+    @Override
+    public RDD<InternalRow> doExecute() {
+      Seq<Attribute> in = child.output();
+      boolean same = in.size() == columns.size();
+      for (int i = 0; same && i < columns.size(); i++) {
+        same = in.apply(i).exprId().equals(columns.apply(i).exprId());
+      }
+      List<Expression> project = new ArrayList<>();
+      if (!same) {
+        for (Attribute a : CollectionConverters.asJava(columns)) {
+          project.add(a);
+        }
+      }
+      return child.execute().mapPartitionsInternal(
+          new Partition(spec, same ? null : seq(project), in), false,
+          scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that instanceof Exec;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Exec && ((Exec) o).spec == spec
+          && ((Exec) o).columns.equals(columns) && ((Exec) o).child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(columns, child, System.identityHashCode(spec));
+    }
+  }
+
+  /** Plans {@link Node} as {@link Exec}. */
+  static final class Planner extends SparkStrategy {
+    @Override
+    public Seq<SparkPlan> apply(LogicalPlan plan) {
+      if (plan instanceof Node) {
+        Node n = (Node) plan;
+        return seq(List.of(new Exec(n.columns, planLater(n.child), n.spec)));
+      }
+      return seq(new ArrayList<>());
+    }
+  }
+
+  /** The map over one partition. */
+  static final class Partition extends
+      AbstractFunction1<scala.collection.Iterator<InternalRow>,
+          scala.collection.Iterator<InternalRow>> implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private final Spec spec;
+    private final Seq<Expression> project;  // null: the child's rows are in our column order
+    private final Seq<Attribute> input;
+
+    Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input) {
+      this.spec = spec;
+      this.project = project;
+      this.input = input;
+    }
+
+    @Override
+    public scala.collection.Iterator<InternalRow> apply(scala.collection.Iterator<InternalRow> it) {
+      Iterator<InternalRow> rows = CollectionConverters.asJava(it);
+      if (project != null) {
+        UnsafeProjection p = UnsafeProjection.create(project, input);
+        Iterator<InternalRow> raw = rows;
+        rows = new Iterator<InternalRow>() {
+          @Override
+          public boolean hasNext() {
+            return raw.hasNext();
+          }
+
+          @Override
+          public InternalRow next() {
+            return p.apply(raw.next());
+          }
+        };
+      }
+      UnitStream.Ranks ranks = new UnitStream.Ranks(spec.key);
+      Iterator<InternalRow> out = spec.sorted ? new UnitStream.Stream(spec, ranks, rows)
+          : UnitStream.hashed(spec, ranks, rows);
+      return CollectionConverters.asScala(out);
+    }
+  }
+}

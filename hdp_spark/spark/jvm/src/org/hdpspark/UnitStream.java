@@ -1,0 +1,468 @@
+package org.hdpspark;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.PriorityQueue;
+import java.util.TreeSet;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import org.hdpspark.UnitBound.Spec;
+
+/**
+ * The state of {@link UnitBound}'s operator over one partition: the stream of a partition
+ * sorted by the id ({@link Stream}, one {@link Person} at a time), the hashed alternative
+ * ({@link #hashed}), and the ranks ({@link Ranks}). The rule, and why this keeps it: the
+ * comment of {@link UnitBound}.
+ */
+final class UnitStream {
+
+  private UnitStream() {}
+
+  private static final String SEP = "\u001f";
+
+  static Iterator<InternalRow> hashed(Spec spec, Ranks ranks, Iterator<InternalRow> in) {
+    Map<Object, Person> persons = new HashMap<>();
+    while (in.hasNext()) {
+      InternalRow row = in.next();
+      Object id = spec.idKind == 'S' ? row.getUTF8String(spec.idAt).clone()
+          : (Object) integral(row, spec.idAt, spec.idKind);
+      Person p = persons.get(id);
+      if (p == null) {
+        p = new Person(spec, ranks);
+        p.reset(row);
+        persons.put(id, p);
+      }
+      p.add(row);
+    }
+    List<InternalRow> out = new ArrayList<>();
+    for (Person p : persons.values()) {
+      p.emit(out);
+    }
+    return out.iterator();
+  }
+
+  /** An integral field of kind {@code k} (its schema type's getter) as a long. */
+  static long integral(InternalRow row, int at, char k) {
+    switch (k) {
+      case 'l':
+        return row.getLong(at);
+      case 'i':
+        return row.getInt(at);
+      case 's':
+        return row.getShort(at);
+      case 'b':
+        return row.getByte(at);
+      default:
+        throw new IllegalStateException("hdp_spark: not an integral column");
+    }
+  }
+
+  /** The kept rows of a sorted partition, one person at a time. */
+  static final class Stream implements Iterator<InternalRow> {
+    private final Iterator<InternalRow> input;
+    private final Person person;
+    private final List<InternalRow> ready = new ArrayList<>();
+    private int next;
+    private boolean open;
+
+    Stream(Spec spec, Ranks ranks, Iterator<InternalRow> input) {
+      this.input = input;
+      this.person = new Person(spec, ranks);
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (next >= ready.size()) {
+        ready.clear();
+        next = 0;
+        if (!fill()) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    @Override
+    public InternalRow next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      return ready.get(next++);
+    }
+
+    /** Reads rows until one person is complete and emitted into {@code ready}; false when
+     * the partition is exhausted and nothing is left to emit. */
+    private boolean fill() {
+      while (input.hasNext()) {
+        InternalRow row = input.next();
+        if (open) {
+          int c = person.compareId(row);
+          if (c != 0) {
+            if (c > 0) {  // a smaller id after a larger one: the input is not sorted
+              throw new IllegalStateException("hdp_spark: the bounding operator's input "
+                  + "is not sorted by the privacy unit's id; refusing to bound it");
+            }
+            person.emit(ready);
+            person.reset(row);
+            person.add(row);
+            return true;
+          }
+        } else {
+          person.reset(row);
+          open = true;
+        }
+        person.add(row);
+      }
+      if (open) {
+        person.emit(ready);
+        open = false;
+        return true;
+      }
+      return false;
+    }
+  }
+
+  /** The SHA-256 ranks of one task (a digest is not thread-safe: one per partition). */
+  static final class Ranks {
+    private final MessageDigest sha;
+    private final byte[] groupPrefix;
+    private final byte[] rowPrefix;
+    private static final byte[] SEP_BYTES = SEP.getBytes(StandardCharsets.UTF_8);
+
+    Ranks(String key) {
+      try {
+        sha = MessageDigest.getInstance("SHA-256");
+      } catch (NoSuchAlgorithmException e) {
+        throw new IllegalStateException(e);
+      }
+      groupPrefix = (key + SEP + "g" + SEP).getBytes(StandardCharsets.UTF_8);
+      rowPrefix = (key + SEP + "r" + SEP).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** rank(group_rank_text(key, person, group)). */
+    long group(byte[] person, byte[] group) {
+      sha.update(groupPrefix);
+      sha.update(person);
+      sha.update(SEP_BYTES);
+      sha.update(group);
+      return top60(sha.digest());
+    }
+
+    /** rank(row_rank_text(key, person, group, codes)). */
+    long row(byte[] person, byte[] group, byte[] codes) {
+      sha.update(rowPrefix);
+      sha.update(person);
+      sha.update(SEP_BYTES);
+      sha.update(group);
+      sha.update(SEP_BYTES);
+      sha.update(codes);
+      return top60(sha.digest());
+    }
+
+    private static long top60(byte[] d) {
+      long v = 0;
+      for (int i = 0; i < 8; i++) {
+        v = (v << 8) | (d[i] & 0xffL);
+      }
+      return v >>> 4;
+    }
+  }
+
+  /** A kept row (a copy) and, once its group holds more than maxRows rows, its rank and
+   * codes text. */
+  static final class Kept {
+    final UnsafeRow row;
+    long rank;
+    UTF8String codes;
+
+    Kept(UnsafeRow row) {
+      this.row = row;
+    }
+  }
+
+  /** Larger (rank, codes) first: the head of a group's heap is its worst kept row. */
+  static final Comparator<Kept> WORST_FIRST = (a, b) -> {
+    int c = Long.compare(b.rank, a.rank);
+    return c != 0 ? c : b.codes.binaryCompare(a.codes);
+  };
+
+  /** One (person, group): its kept rows, and its rank once the person has too many. */
+  static final class Cell {
+    final Object group;  // a Long position or a UTF8String key text
+    long rank;
+    byte[] text;
+    final List<Kept> rows = new ArrayList<>(2);
+    PriorityQueue<Kept> heap;
+
+    Cell(Object group) {
+      this.group = group;
+    }
+
+    byte[] text() {
+      if (text == null) {
+        text = group instanceof UTF8String ? ((UTF8String) group).getBytes()
+            : Long.toString((Long) group).getBytes(StandardCharsets.UTF_8);
+      }
+      return text;
+    }
+  }
+
+  /** Groups in the rule's order: (group rank, group); positions numerically, texts as Spark
+   * orders strings (bytes). */
+  static int compareGroups(Cell a, Cell b) {
+    int c = Long.compare(a.rank, b.rank);
+    if (c != 0) {
+      return c;
+    }
+    if (a.group instanceof Long) {
+      return Long.compare((Long) a.group, (Long) b.group);
+    }
+    return ((UTF8String) a.group).binaryCompare((UTF8String) b.group);
+  }
+
+  private static final int DROPPED_CACHE = 4096;
+  private static final int SMALL = 8;
+  private static final Long GLOBAL = 0L;
+
+  /** The state of one person while their rows stream in. */
+  static final class Person {
+    private final Spec spec;
+    private final Ranks ranks;
+    private long idLong;
+    private UTF8String idText;
+    private byte[] tagged;
+    private double eps;
+    private final List<Cell> cells = new ArrayList<>();  // in the order they came
+    private Map<Object, Cell> index;  // once the person has more than SMALL cells
+    private TreeSet<Cell> order;  // once the person has more than maxGroups groups
+    private final Map<Object, Long> dropped = new HashMap<>();
+    private UnsafeProjection copier;
+
+    Person(Spec spec, Ranks ranks) {
+      this.spec = spec;
+      this.ranks = ranks;
+    }
+
+    /** Starts the person of {@code row}. */
+    void reset(InternalRow row) {
+      if (spec.idKind == 'S') {
+        idText = row.getUTF8String(spec.idAt).clone();
+      } else {
+        idLong = integral(row, spec.idAt, spec.idKind);
+      }
+      tagged = null;
+      eps = Double.POSITIVE_INFINITY;
+      cells.clear();
+      index = null;
+      order = null;
+      dropped.clear();
+    }
+
+    /** The order of {@code row}'s id against this person's (Spark's: numbers, bytes). */
+    int compareId(InternalRow row) {
+      if (spec.idKind == 'S') {
+        return idText.binaryCompare(row.getUTF8String(spec.idAt));
+      }
+      return Long.compare(idLong, integral(row, spec.idAt, spec.idKind));
+    }
+
+    /** The id's text, length-prefixed: {@code <code points>:<text>}, as UTF-8. */
+    private byte[] tagged() {
+      if (tagged == null) {
+        byte[] text;
+        int length;
+        if (spec.idKind == 'S') {
+          text = idText.getBytes();
+          length = idText.numChars();
+        } else {
+          String decimal = Long.toString(idLong);
+          text = decimal.getBytes(StandardCharsets.UTF_8);
+          length = decimal.length();
+        }
+        byte[] prefix = (length + ":").getBytes(StandardCharsets.UTF_8);
+        tagged = new byte[prefix.length + text.length];
+        System.arraycopy(prefix, 0, tagged, 0, prefix.length);
+        System.arraycopy(text, 0, tagged, prefix.length, text.length);
+      }
+      return tagged;
+    }
+
+    void add(InternalRow row) {
+      double level = row.isNullAt(spec.epsAt) ? 0.0 : row.getDouble(spec.epsAt);
+      if (Double.isNaN(level) || level < 0.0) {
+        level = 0.0;
+      }
+      if (level < eps) {
+        eps = level;
+      }
+      Object group;
+      if (spec.groupKind == 'n') {
+        group = GLOBAL;
+      } else if (row.isNullAt(spec.groupAt)) {
+        return;  // outside the keys: counts for ε only
+      } else if (spec.groupKind == 'S') {
+        group = row.getUTF8String(spec.groupAt);
+      } else {
+        long at = integral(row, spec.groupAt, spec.groupKind);
+        if (at < 0) {
+          return;  // outside the keys: counts for ε only
+        }
+        group = at;
+      }
+      Cell cell = find(group);
+      if (cell == null) {
+        cell = admit(group instanceof UTF8String ? ((UTF8String) group).clone() : group);
+        if (cell == null) {
+          return;  // a group the person does not keep
+        }
+      }
+      keep(cell, row);
+    }
+
+    /** The person's cell of {@code group}, or null (a scan while they are few). */
+    private Cell find(Object group) {
+      if (index != null) {
+        return index.get(group);
+      }
+      for (Cell c : cells) {
+        if (c.group.equals(group)) {
+          return c;
+        }
+      }
+      return null;
+    }
+
+    private void put(Cell cell) {
+      cells.add(cell);
+      if (index != null) {
+        index.put(cell.group, cell);
+      } else if (cells.size() > SMALL) {
+        index = new HashMap<>();
+        for (Cell c : cells) {
+          index.put(c.group, c);
+        }
+      }
+    }
+
+    /** A new group's cell, or null when the person keeps other groups before it. */
+    private Cell admit(Object group) {
+      if (order == null && cells.size() < spec.maxGroups) {
+        Cell cell = new Cell(group);
+        put(cell);
+        return cell;
+      }
+      if (order == null) {  // the person's (maxGroups + 1)-th group: ranks decide from now
+        order = new TreeSet<>(UnitStream::compareGroups);
+        for (Cell c : cells) {
+          c.rank = ranks.group(tagged(), c.text());
+          order.add(c);
+        }
+      }
+      Long known = dropped.get(group);
+      Cell cell = new Cell(group);
+      cell.rank = known != null ? known : ranks.group(tagged(), cell.text());
+      if (known != null || compareGroups(cell, order.last()) > 0) {
+        remember(cell);
+        return null;
+      }
+      Cell worst = order.pollLast();
+      cells.remove(worst);  // by identity
+      if (index != null) {
+        index.remove(worst.group);
+      }
+      remember(worst);
+      order.add(cell);
+      put(cell);
+      return cell;
+    }
+
+    private void remember(Cell cell) {
+      // a dropped group never comes back (the kept groups only get better): its rank
+      // spares the next of its rows a hash
+      if (dropped.size() < DROPPED_CACHE) {
+        dropped.put(cell.group, cell.rank);
+      }
+    }
+
+    private UnsafeRow copy(InternalRow row) {
+      if (row instanceof UnsafeRow) {
+        return ((UnsafeRow) row).copy();
+      }
+      if (copier == null) {
+        copier = UnsafeProjection.create(spec.schema);
+      }
+      return copier.apply(row).copy();
+    }
+
+    private void keep(Cell cell, InternalRow row) {
+      if (cell.heap == null && cell.rows.size() < spec.maxRows) {
+        cell.rows.add(new Kept(copy(row)));
+        return;
+      }
+      Kept k = new Kept(null);
+      rank(cell, k, row);
+      if (cell.heap == null) {  // the group's (maxRows + 1)-th row: ranks decide from now
+        cell.heap = new PriorityQueue<>(spec.maxRows + 1, WORST_FIRST);
+        for (Kept old : cell.rows) {
+          rank(cell, old, old.row);
+          cell.heap.add(old);
+        }
+        cell.rows.clear();
+      }
+      if (WORST_FIRST.compare(k, cell.heap.peek()) <= 0) {
+        return;  // not better than the worst kept row: dropped without a copy
+      }
+      Kept kept = new Kept(copy(row));
+      kept.rank = k.rank;
+      kept.codes = k.codes;
+      cell.heap.add(kept);
+      cell.heap.poll();
+    }
+
+    private void rank(Cell cell, Kept k, InternalRow row) {
+      k.codes = codes(row);
+      k.rank = ranks.row(tagged(), cell.text(), k.codes.getBytes());
+    }
+
+    /** The codes' text: each non-null code in decimal, joined by ','. */
+    private UTF8String codes(InternalRow row) {
+      StringBuilder b = new StringBuilder();
+      boolean first = true;
+      for (int i = 0; i < spec.codeAt.length; i++) {
+        int at = spec.codeAt[i];
+        if (row.isNullAt(at)) {
+          continue;  // as concat_ws skips a null
+        }
+        if (!first) {
+          b.append(',');
+        }
+        b.append(integral(row, at, spec.codeKind[i]));
+        first = false;
+      }
+      return UTF8String.fromString(b.toString());
+    }
+
+    /** Appends the kept rows, ε replaced by the person's. */
+    void emit(List<InternalRow> out) {
+      for (Cell cell : cells) {
+        Iterable<Kept> kept = cell.heap != null ? cell.heap : cell.rows;
+        for (Kept k : kept) {
+          k.row.setDouble(spec.epsAt, eps);
+          out.add(k.row);
+        }
+      }
+    }
+  }
+}
