@@ -474,8 +474,11 @@ class SparkAdapter:
 
         # With a job-wide budget the histogram range is known: one Spark job for everything.
         known = float(budget_default) if budget_default else None
-        hist = [F.sum(F.when(bucket(known) == i, 1).otherwise(0)).alias(f"h{i}")
-                for i in range(HIST_BINS)] if known else []
+        hist: list[Column] = []
+        if known:
+            at = bucket(known)  # built once: each Column call is a py4j round trip
+            hist = [F.sum(F.when(at == i, 1).otherwise(0)).alias(f"h{i}")
+                    for i in range(HIST_BINS)]
         row = once.agg(
             F.count(F.lit(1)).alias("n"),
             F.sum(F.when(F.col(REMAINING) == 0, 1).otherwise(0)).alias("exhausted"),
