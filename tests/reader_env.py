@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+from pathlib import Path
 
 SUITE_ONLY = frozenset({
     "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS", "PYARROW_IGNORE_TIMEZONE",
@@ -23,6 +25,16 @@ def reader_env() -> dict[str, str]:
     """``os.environ`` without :data:`SUITE_ONLY` and the :data:`SUITE_PREFIXES` switches."""
     return {k: v for k, v in os.environ.items()
             if k not in SUITE_ONLY and not k.startswith(SUITE_PREFIXES)}
+
+
+def newcomer_env() -> dict[str, str]:
+    """:func:`reader_env` with the PATH a newcomer has: the venv's ``bin`` not on it
+    (nothing activated; the snippet is started with ``.venv/bin/python`` by its path)."""
+    env = reader_env()
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p != venv_bin)
+    return env
 
 
 # PySpark's worker daemon prints this when the JVM closes the socket of a Python worker it

@@ -1,10 +1,12 @@
 """Every code block of README.md and docs/*.md runs alone, as a reader copies it: each
 ```python block by itself (never concatenated with another) in a fresh
-``.venv/bin/python`` process started from the repository root, on the bundled data, and
-prints a result that fits an 80-column terminal. A block that is not Python to run (shell
-commands, a job file, a schema, expected output, a deliberately partial line) is marked in
-the page by an HTML comment just before it, ``<!-- not run: <reason> -->``; every block is
-either run or marked with a reason (issue 53).
+``.venv/bin/python`` process started from the repository root, in a newcomer's
+environment (nothing the suite sets, the venv not activated), on the bundled data, and
+prints a result that fits an 80-column terminal, with no warning and no traceback. A
+block that is not Python to run (shell commands, a job file, a schema, expected output, a
+deliberately partial line) is marked in the page by an HTML comment just before it,
+``<!-- not run: <reason> -->``; every block is either run or marked with a reason (issue
+53).
 
 pandas blocks are one test each; Spark blocks share one test (each still its own process,
 ~10-60 s each with the JVM's start-up, so they are marked slow)."""
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from reader_env import reader_env
+from reader_env import newcomer_env, without_daemon_race
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -71,8 +73,9 @@ def _python() -> str:
 
 
 def _env() -> dict[str, str]:
-    """A reader's environment: nothing the test suite sets for itself (``reader_env``)."""
-    env = reader_env()
+    """A newcomer's environment: nothing the test suite sets for itself, the venv not
+    activated (``reader_env.newcomer_env``), an 80-column terminal."""
+    env = newcomer_env()
     env["COLUMNS"] = str(WIDTH)
     return env
 
@@ -85,13 +88,32 @@ def _run(block: Block, tmp_path: Path) -> str:
     proc = subprocess.run([_python(), str(script)], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, f"{block.id} failed alone:\n{proc.stderr[-3000:]}"
+    # no warning on a correct set-up, and no traceback (PySpark's own daemon race aside)
+    assert "UserWarning" not in proc.stderr, f"{block.id} warns:\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in without_daemon_race(proc.stderr), (
+        f"{block.id} prints a traceback:\n{proc.stderr[-3000:]}")
     out = proc.stdout
     assert out.strip(), f"{block.id} prints nothing"
+    if _by_dept(block):  # the README's grouped releases show every public department
+        missing = [d for d in DEPTS if d not in out]
+        assert not missing, f"{block.id} shows no row for {missing}:\n{out}"
     wide = [ln for ln in out.splitlines() if len(ln) > WIDTH]
     assert not wide, f"{block.id} prints lines wider than {WIDTH} columns:\n" + "\n".join(wide)
     # pandas drops middle columns of a wide frame as "..." (the estimate among them)
     assert not re.search(r"\s\.\.\.\s", out), f"{block.id} prints an elided frame:\n{out}"
     return out
+
+
+DEPTS = ("engineering", "finance", "operations", "research", "sales")
+"""The bundled sample's departments (public keys of the README's grouped releases)."""
+
+
+def _by_dept(block: Block) -> bool:
+    """A README block that releases per department over the public keys (the quickstart's
+    release and its Columns with ``keys="public"``)."""
+    return block.page == "README.md" and (
+        'by="dept", keys=' in block.body
+        or ('groupBy("dept")' in block.body and 'keys="public"' in block.body))
 
 
 def _ids(items: list[Block]) -> list[str]:
