@@ -35,16 +35,21 @@ def view(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _query_key(q: Any) -> Any:
-    """The registration's key derived with the query's fingerprint: the plan's 64-hex
-    literal whose query bounding key (Python's) is also in the plan (the JVM's)."""
+    """The registration's key derived with the query's fingerprint: the plan's one 64-hex
+    literal besides the registration's bounding key (the query bounding key the JVM
+    derives from both is held by the bounding operator, no literal of the plan)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         q.explain(True)
-    found = set(re.findall(r"\b[0-9a-f]{64}\b", out.getvalue().split("== Physical Plan ==")[1]))
+    text = out.getvalue()
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", text.split("== Physical Plan ==")[1]))
     key = ReleaseKey.resolve(SEED)
-    fps = [fp for fp in found if query_bounding_key(bounding_key(key), fp) in found]
-    assert len(fps) == 1, found
-    return key.for_query(fps[0])
+    found.discard(bounding_key(key))  # the registration's, in the finalize's decision text
+    assert len(found) == 1, found
+    fingerprint = found.pop()
+    assert query_bounding_key(bounding_key(key), fingerprint) not in text
+    assert "HdpUnitBound" in text
+    return key.for_query(fingerprint)
 
 
 @pytest.mark.parametrize("kind", ["mean", "histogram"])

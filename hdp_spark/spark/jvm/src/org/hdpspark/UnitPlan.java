@@ -6,6 +6,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -14,6 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.Coalesce;
 import org.apache.spark.sql.catalyst.expressions.Concat;
@@ -201,6 +203,32 @@ final class UnitPlan {
         && !p.path("public").asBoolean(false)) {
       throw new IllegalArgumentException(HdpQueryRule.UNDECIDED);
     }
+    List<Expression> codeList = new ArrayList<>();
+    for (HdpCells c : cells) {
+      codeList.add(code(c));
+    }
+    if (UnitBoundPlan.enabled()) {  // the streaming operator (UnitBoundPlan); else windows
+      List<List<Literal>> listedKeys = !select && listed != null
+          ? UnitKeys.literals(listed, grouping) : null;
+      Function<LogicalPlan, Object[]> position = null;
+      if (select) {
+        position = rows -> new Object[] {rows, UnitKeys.keyText(grouping)};
+      } else if (listedKeys != null) {
+        position = rows -> new Object[] {rows, UnitKeys.position(grouping, listedKeys)};
+      } else if (!grouping.isEmpty()) {
+        position = rows -> {
+          Attribute[] at = {null};
+          return new Object[] {positioned(rows, keyed, grouping, at), at[0]};
+        };
+      }
+      LogicalPlan streamed = UnitBoundPlan.build(base, person, read(a, outs), position, eps,
+          codeList, maxGroups, maxRows, key);
+      if (streamed != null) {
+        List<Attribute> out = CollectionConverters.asJava(streamed.output());
+        return finish(a, outs, streamed, out.get(out.size() - 1), input, grouping, listedKeys,
+            select, keyed);
+      }
+    }
     LogicalPlan framed = base;
     Expression group = Literal.create(0L, DataTypes.LongType);
     List<List<Literal>> keys = null;
@@ -232,8 +260,8 @@ final class UnitPlan {
         "__pu_eps");
     List<Expression> codeTexts = new ArrayList<>();
     codeTexts.add(lit(","));
-    for (HdpCells c : cells) {
-      codeTexts.add(cast(code(c), DataTypes.StringType));
+    for (Expression c : codeList) {
+      codeTexts.add(cast(c, DataTypes.StringType));
     }
     Expression codes = cells.isEmpty() ? lit("") : new ConcatWs(seq(codeTexts));
     Alias codesA = SelectionPlan.alias(codes, "__pu_codes");
@@ -276,13 +304,27 @@ final class UnitPlan {
         new LessThanOrEqual(rowPos, Literal.create(maxRows, DataTypes.IntegerType)));
     List<NamedExpression> kept = new ArrayList<>(input);
     kept.add(pe.toAttribute());
-    LogicalPlan bounded = new Project(seq(kept), new Filter(keep, w));
+    return finish(a, outs, new Project(seq(kept), new Filter(keep, w)), pe.toAttribute(),
+        input, grouping, keys, select, keyed);
+  }
+
+  /** The aggregate over the bounded rows ({@code bounded}: the input's columns, then
+   * ε_person), its cells reading {@code personEps}; every listed key or public group found
+   * given a row. */
+  private static LogicalPlan finish(Aggregate a, List<NamedExpression> outs,
+      LogicalPlan bounded, Attribute personEps, List<Attribute> input,
+      List<Expression> grouping, List<List<Literal>> keys, boolean select, LogicalPlan keyed) {
     if (keys != null) {  // every listed key has a row: one at ε 0 per key (weight 0)
       bounded = UnitKeys.withEveryKey(bounded, input, grouping, keys);
     } else if (!select && !grouping.isEmpty()) {  // 'public': every group found has a row
       bounded = UnitKeys.withEveryGroup(bounded, input, grouping, keyed);
     }
-    Attribute personEps = pe.toAttribute();
+    List<NamedExpression> reading = reading(outs, personEps);
+    return SelectionPlan.build(a, reading, bounded, !select);
+  }
+
+  /** {@code outs} with each aggregator's ε replaced by {@code eps}. */
+  private static List<NamedExpression> reading(List<NamedExpression> outs, Expression eps) {
     List<NamedExpression> reading = new ArrayList<>();
     for (NamedExpression o : outs) {
       reading.add((NamedExpression) ((Expression) o).transformUp(
@@ -296,12 +338,25 @@ final class UnitPlan {
             public Expression apply(Expression x) {
               List<Expression> kids = new ArrayList<>(
                   CollectionConverters.asJava(x.children()));
-              kids.set(0, personEps);
+              kids.set(0, eps);
               return x.withNewChildren(seq(kids));
             }
           }));
     }
-    return SelectionPlan.build(a, reading, bounded, !select);
+    return reading;
+  }
+
+  /** The input columns the aggregate reads above the bounding: its grouping and its
+   * outputs' (each aggregator's ε column aside: they read ε_person). */
+  private static AttributeSet read(Aggregate a, List<NamedExpression> outs) {
+    AttributeSet read = AttributeSet.apply(seq(new ArrayList<Expression>()));
+    for (Expression g : CollectionConverters.asJava(a.groupingExpressions())) {
+      read = read.$plus$plus(g.references());
+    }
+    for (NamedExpression o : reading(outs, Literal.create(0.0, DataTypes.DoubleType))) {
+      read = read.$plus$plus(((Expression) o).references());
+    }
+    return read;
   }
 
   /** {@code base} joined with each group's position among the groups found in
