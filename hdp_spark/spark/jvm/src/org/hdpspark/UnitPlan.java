@@ -79,8 +79,10 @@ import scala.runtime.AbstractPartialFunction;
  * The privacy unit of a Column or SQL aggregate (group decision {@code select:{...,"unit":
  * column, "max_groups": G, "max_rows": R, "keys_public": true}#<bounding key>}): the release
  * API's bounding rule ({@code hdp_spark.core.privacy_unit.spec}; on Spark
- * {@code hdp_spark.spark.privacy_unit.bound_rows}) inserted below the aggregate, in the same
- * native expressions and windows:
+ * {@code hdp_spark.spark.privacy_unit.bound_rows}) inserted below the aggregate: as the
+ * release API's streaming operator ({@link UnitBoundPlan}: one shuffle by the id, one sort,
+ * the node {@code HdpUnitBound}), unless the session sets {@code hdp_spark.unitOperator} to
+ * false; then (the fallback, the same rows) in native expressions and windows:
  *
  * <pre>
  *   Project   [the input's columns, ε_person]
@@ -102,7 +104,8 @@ import scala.runtime.AbstractPartialFunction;
  * ranks are SHA-256 of texts starting with the query's bounding key: SHA-256 of (the
  * Column's bounding key, the query's fingerprint), as
  * {@code hdp_spark.core.privacy_unit.spec.query_bounding_key} computes it for the query's
- * release key (not a secret: it orders rows, keys no noise). The
+ * release key (not a secret: it orders rows, keys no noise; a literal of the plan on this
+ * fallback, held by the node on the operator's path). The
  * aggregate's ε column then reads ε_person. Privacy: the rule's argument
  * ({@code spec.py}): each person's kept rows and ε are functions of their own rows, the key
  * and the public parameters only.
