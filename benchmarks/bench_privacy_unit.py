@@ -116,7 +116,7 @@ def main() -> None:
             cpus[name].append(cpu() - c)
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, value in med.items():
-        print(f"{name:6s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
+        print(f"{name:10s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
     for top, bottom in (("unit", "rows"), ("unit", "floor"), ("native", "rows"),
                         ("hashed", "rows"), ("col_unit", "col"), ("col_native", "col"),
                         ("col_native", "col_unit")):

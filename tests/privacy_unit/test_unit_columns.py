@@ -220,6 +220,17 @@ def test_operator_and_native_windows_release_the_same(spark: Any, events: Any,
     assert got == ref
 
 
+def test_the_planner_holds_the_operator_s_strategy_once(spark: Any, events: Any) -> None:
+    """The extension injects the operator's strategy; the release API's path adds it to
+    ``extraStrategies`` only where the planner does not hold it already: after a release
+    and a Column under the unit, the planner holds it once."""
+    hs.agg(events, hs.hdp_mean("amount", eps="eps", lower=0, upper=500), **UNIT).collect()
+    events.agg(_column("mean").alias("out")).collect()
+    strategies = spark._jsparkSession.sessionState().planner().strategies()
+    names = [strategies.apply(i).getClass().getName() for i in range(strategies.size())]
+    assert names.count("org.hdpspark.UnitBound$Planner") == 1, names
+
+
 @pytest.mark.parametrize("grouped", [False, True])
 def test_plan_one_person_shuffle_and_one_sort(events: Any, grouped: bool) -> None:
     """The bounding is the operator: one shuffle by the id, one sort by it, no window and

@@ -91,3 +91,27 @@ def test_global_sql_equals_the_release_api(spark: Any, view: Any) -> None:
 def test_sql_refusals(spark: Any, view: Any, call: str, message: str) -> None:
     with pytest.raises(Exception, match=message):
         spark.sql(f"SELECT country, {call} FROM hdp_unit_events GROUP BY country").collect()
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_sql_plan_is_the_bounding_operator(spark: Any, view: Any, grouped: bool) -> None:
+    """The SQL form is bounded by the operator too: one shuffle by the id, one sort by it,
+    no window or join of its own (grouped: the groups found numbered, as before); the
+    query's bounding key is no literal of any plan, the bounds are printed."""
+    call = ("country, hdp_mean(amount, eps, 0, 500, 'public', 'unit', 'user_id', 2, 3)"
+            if grouped else "hdp_mean(amount, eps, 0, 500, 'unit', 'user_id', 2, 3)")
+    q = spark.sql(f"SELECT {call} AS out FROM hdp_unit_events"
+                  + (" GROUP BY country" if grouped else ""))
+    _query_key(q)  # no query bounding key in the plan
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        q.explain(True)
+    text = out.getvalue()
+    assert "HdpUnitBound" in text
+    assert "max_groups=2, max_rows=3" in text
+    physical = text.split("== Physical Plan ==")[1]
+    assert physical.count("HdpUnitBound") == 1, physical
+    assert physical.count("Exchange hashpartitioning(user_id") == 1, physical
+    assert physical.count("Sort [user_id") == 1, physical
+    assert physical.count("Window [") == (1 if grouped else 0), physical
+    assert physical.count("Join") == (1 if grouped else 0), physical
