@@ -210,7 +210,12 @@ final class UnitPlan {
     for (HdpCells c : cells) {
       codeList.add(code(c));
     }
-    if (UnitBoundPlan.enabled()) {  // the streaming operator (UnitBoundPlan); else windows
+    // The streaming operator (UnitBoundPlan; else the windows below, the same rows).
+    // Privacy: its output is a per-person function of the person's own rows, the query's
+    // bounding key and the public bounds (one person at a time; UnitBound's comment); the
+    // positions it reads come from public keys (a list, the declared-public groups found)
+    // or the row's own key text, as on the native path.
+    if (UnitBoundPlan.enabled()) {
       List<List<Literal>> listedKeys = !select && listed != null
           ? UnitKeys.literals(listed, grouping) : null;
       Function<LogicalPlan, Object[]> position = null;
