@@ -19,6 +19,14 @@ rounds, the unit release on its other Spark paths (the before/after of the JVM o
            the extension's jar or on Spark Connect
   hashed   the JVM operator holding each partition's persons in a hash map (no sort)
 
+``--columns`` adds the Column form, ``df.groupBy(group).agg(hs.hdp_mean(...,
+keys="public"), hs.hdp_histogram(...))`` (the same specs), in the same rounds:
+
+  col        without a unit
+  col_unit   under the unit, bounded by the JVM operator (the extension's planner strategy)
+  col_native under the unit, bounded by the native windows (``hdp_spark.unitOperator``
+             set to false for the call: the plan before the operator)
+
 Beside each wall time, the Spark JVM's CPU time over the same calls (``cpu``, where
 ``/proc`` has it): steadier than the wall time on a machine other work shares.
 """
@@ -44,6 +52,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--paired", action="store_true")
+    p.add_argument("--columns", action="store_true")
+    p.add_argument("--only", default="", help="comma-separated cases to run (default all)")
     a = p.parse_args()
     if a.smoke:
         a.rows, a.persons, a.keys, a.repeats = 2_000, 200, 5, 1
@@ -76,6 +86,22 @@ def main() -> None:
         unit = cases["unit"]
         cases["native"] = lambda: _path(unit, native=True)
         cases["hashed"] = lambda: _path(unit, hashed=True)
+    if a.columns:
+        unit_args: dict[str, Any] = {"privacy_unit": "person", "max_groups": 3,
+                                     "max_rows": 10}
+
+        def column(**unit: Any) -> Any:
+            cols = (hs.hdp_mean("amount", eps="eps", lower=0, upper=500, keys="public",
+                                **unit),
+                    hs.hdp_histogram("cat", eps="eps", categories=[0, 1, 2, 3], other=None,
+                                     keys="public", **unit))
+            return df.groupBy("grp").agg(*(c.alias(f"c{i}") for i, c in enumerate(cols)))
+
+        cases["col"] = lambda: column().collect()
+        cases["col_unit"] = lambda: column(**unit_args).collect()
+        cases["col_native"] = lambda: _native_columns(spark, lambda: column(**unit_args))
+    if a.only:
+        cases = {k: v for k, v in cases.items() if k in a.only.split(",")}
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpus: dict[str, list[float]] = {k: [] for k in cases}
     cpu = _jvm_cpu(spark)
@@ -90,12 +116,12 @@ def main() -> None:
             cpus[name].append(cpu() - c)
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, value in med.items():
-        print(f"{name:6s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
-    print(f"unit/rows  {med['unit'] / med['rows']:.2f}x")
-    print(f"unit/floor {med['unit'] / med['floor']:.2f}x")
-    for other in ("native", "hashed"):
-        if other in med:
-            print(f"{other}/rows  {med[other] / med['rows']:.2f}x")
+        print(f"{name:10s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
+    for top, bottom in (("unit", "rows"), ("unit", "floor"), ("native", "rows"),
+                        ("hashed", "rows"), ("col_unit", "col"), ("col_native", "col"),
+                        ("col_native", "col_unit")):
+        if top in med and bottom in med:
+            print(f"{top}/{bottom}  {med[top] / med[bottom]:.2f}x")
     spark.stop()
 
 
@@ -117,6 +143,17 @@ def _jvm_cpu(spark: Any) -> Any:
         return (int(fields[11]) + int(fields[12])) / tick
 
     return read
+
+
+def _native_columns(spark: Any, build: Any) -> Any:
+    """``build().collect()`` with the Column bounding on its native windows: the session
+    setting read when the query is analyzed (``build`` makes the DataFrame)."""
+    spark.conf.set("hdp_spark.unitOperator", "false")
+    try:
+        q = build()
+    finally:
+        spark.conf.unset("hdp_spark.unitOperator")
+    return q.collect()
 
 
 def _path(run: Any, *, native: bool = False, hashed: bool = False) -> Any:

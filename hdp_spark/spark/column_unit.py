@@ -12,11 +12,14 @@ only under ``select_keys``).
 How. The Column is a partition-selection Column (``column_selection``) whose group decision
 carries the unit: ``select:<the mechanism's parameters, the unit's column, whether the
 grouping values are declared public>#<the Column's bounding key>``. At analysis the JVM
-extension (``UnitPlan``) inserts the bounding below the aggregate in native windows (one
-shuffle by person, one sort), with the ranks of the query's bounding key
-(:func:`~hdp_spark.core.privacy_unit.spec.query_bounding_key` of the Column's bounding key
-and the query's fingerprint), and makes the aggregate read ε_person; the finalizes are the
-selection Column's, W̃ drawn for every group (no threshold over public keys).
+extension (``UnitPlan``) inserts the bounding below the aggregate as the release API's
+streaming operator (``HdpUnitBound``: one shuffle by person, one sort; planned by the
+strategy the extension injects, on classic Spark and Spark Connect; native windows where
+the session sets ``hdp_spark.unitOperator`` to false), with the ranks of the query's
+bounding key (:func:`~hdp_spark.core.privacy_unit.spec.query_bounding_key` of the Column's
+bounding key and the query's fingerprint), and makes the aggregate read ε_person; the
+finalizes are the selection Column's, W̃ drawn for every group (no threshold over public
+keys).
 
 Under ``keys="public"`` a group's position in the rank texts is its place among the groups
 found, in ascending order: the release API's position of that group in ``keys=`` given the

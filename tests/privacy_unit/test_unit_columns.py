@@ -9,21 +9,19 @@ privacy_unit="user_id", max_groups=, max_rows=)`` in ``df.agg`` and in
   rows and per-person weights), estimates and intervals; the bounds bite on this table
   (people with more groups and rows than the bounds), ids are null for some rows, some ε
   are invalid, and some rows have a null key (they count for their person's ε only);
-* the JVM's query bounding key (a literal of the plan) is the Python one;
-* the plan: the bounding costs one shuffle by person and one sort, below the aggregate;
+* the bounding is the JVM's streaming operator (``HdpUnitBound``): one shuffle by person and
+  one sort below the aggregate, no window or join of its own; the query's bounding key is
+  no literal of the plan (``explain`` shows the bounds); with the operator turned off the
+  native windows release the same, their key literal the Python one;
 * every error path names its parameter;
-* on Spark Connect too (``unit_column_job.py``, its own process).
+* on Spark Connect too, Columns and SQL (``unit_column_job.py``, on the run's server).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +91,15 @@ def _plan(df: Any) -> str:
 
 def query_key(q: Any, col: Any) -> Any:
     """The noise key of Column ``col`` in query ``q``: its key derived with the query's
-    fingerprint, the one 64-hex literal of the physical plan whose query bounding key (as
-    Python computes it) is the plan's other one (the JVM's)."""
-    physical = _plan(q).split("== Physical Plan ==")[1]
-    found = set(re.findall(r"\b[0-9a-f]{64}\b", physical))
-    fps = [fp for fp in found if query_bounding_key(bounding_key(col.key), fp) in found]
-    assert len(fps) == 1, found
-    return col.key.for_query(fps[0])
+    fingerprint, the one 64-hex literal of the physical plan (the query bounding key the
+    JVM derives from it is held by the bounding operator, no literal of the plan; that it
+    is Python's is what the equality tests check: the same kept rows, the same W̃)."""
+    text = _plan(q)
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", text.split("== Physical Plan ==")[1]))
+    assert len(found) == 1, found
+    fingerprint = found.pop()
+    assert query_bounding_key(bounding_key(col.key), fingerprint) not in text
+    return col.key.for_query(fingerprint)
 
 
 def _same(out: Any, ref: Any, name: str, kind: str) -> None:
@@ -155,26 +155,99 @@ def test_the_bounds_bite_on_the_test_tables() -> None:
         assert (rows > UNIT["max_rows"]).mean() > 0.5
 
 
-def test_query_bounding_key_is_the_python_one(events: Any) -> None:
-    """The JVM computes the query's bounding key (a literal of the plan) from the Column's
-    and the fingerprint: it is the Python key of the query's release key (``query_key``
-    finds it); the Column's own bounding key is not in the plan."""
+def test_the_query_bounding_key_is_no_literal_of_the_plan(events: Any) -> None:
+    """The bounding operator holds the query's bounding key (derived in the JVM from the
+    Column's and the fingerprint) where no printed plan shows it: ``explain`` prints the
+    bounds; neither that key nor the Column's own is in the analyzed, optimized or
+    physical plan."""
     col = _column("mean").unsafe_seed(5)
     q = events.agg(col.alias("out"))
     qkey = query_key(q, col)
     assert qkey.origin is not None
     assert qkey.origin[0] == col.key
-    assert bounding_key(qkey) in _plan(q)
-    assert bounding_key(col.key) not in _plan(q).split("== Analyzed Logical Plan ==")[1]
+    text = _plan(q)
+    assert bounding_key(qkey) not in text
+    assert bounding_key(col.key) not in text.split("== Analyzed Logical Plan ==")[1]
+    assert "HdpUnitBound" in text
+    assert "max_groups=2, max_rows=3" in text
     assert sorted(q.collect()) == sorted(q.collect())  # re-evaluation repeats the release
 
 
-def test_plan_one_person_shuffle_and_one_sort(events: Any) -> None:
-    col = _column("mean")
-    physical = _plan(events.agg(col.alias("out"))).split("== Physical Plan ==")[1]
+@pytest.fixture
+def native(spark: Any) -> Any:
+    """The session's Column bounding on its native windows (the setting that turns the
+    operator off), for the test only."""
+    spark.conf.set("hdp_spark.unitOperator", "false")
+    try:
+        yield spark
+    finally:
+        spark.conf.unset("hdp_spark.unitOperator")
+
+
+def test_native_path_s_query_bounding_key_is_the_python_one(events: Any, native: Any
+                                                            ) -> None:
+    """With the operator off, the native windows hold the query's bounding key as a plan
+    literal: it is the Python key of the query's release key."""
+    col = _column("mean").unsafe_seed(5)
+    text = _plan(events.agg(col.alias("out")))
+    physical = text.split("== Physical Plan ==")[1]
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", physical))
+    fps = [fp for fp in found if query_bounding_key(bounding_key(col.key), fp) in found]
+    assert len(fps) == 1, found
+    assert "HdpUnitBound" not in text
+    assert physical.count("Window [") == 3
+
+
+@pytest.mark.parametrize("kind", ["mean", "histogram"])
+@pytest.mark.parametrize("text_ids", [False, True])
+def test_operator_and_native_windows_release_the_same(spark: Any, events: Any,
+                                                      text_events: Any, kind: str,
+                                                      text_ids: bool) -> None:
+    """The same query (so the same fingerprint and key) bounded by the operator and by the
+    native windows releases the same, field for field: the same kept rows."""
+    frame = text_events if text_ids else events
+    col = _column(kind, keys="public").unsafe_seed(9)
+    q = frame.groupBy("country").agg(col.alias("out"))
+    assert "HdpUnitBound" in _plan(q)
+    got = q.orderBy("country").collect()
+    spark.conf.set("hdp_spark.unitOperator", "false")
+    try:
+        q = frame.groupBy("country").agg(col.alias("out"))
+        assert "HdpUnitBound" not in _plan(q)
+        ref = q.orderBy("country").collect()
+    finally:
+        spark.conf.unset("hdp_spark.unitOperator")
+    assert got == ref
+
+
+def test_the_planner_holds_the_operator_s_strategy_once(spark: Any, events: Any) -> None:
+    """The extension injects the operator's strategy; the release API's path adds it to
+    ``extraStrategies`` only where the planner does not hold it already: after a release
+    and a Column under the unit, the planner holds it once."""
+    hs.agg(events, hs.hdp_mean("amount", eps="eps", lower=0, upper=500), **UNIT).collect()
+    events.agg(_column("mean").alias("out")).collect()
+    strategies = spark._jsparkSession.sessionState().planner().strategies()
+    names = [strategies.apply(i).getClass().getName() for i in range(strategies.size())]
+    assert names.count("org.hdpspark.UnitBound$Planner") == 1, names
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_plan_one_person_shuffle_and_one_sort(events: Any, grouped: bool) -> None:
+    """The bounding is the operator: one shuffle by the id, one sort by it, no window and
+    no join of its own (grouped under 'public': the positions' broadcast join and the
+    window numbering the groups found, as before)."""
+    if grouped:
+        q = events.groupBy("country").agg(_column("mean", keys="public").alias("out"))
+    else:
+        q = events.agg(_column("mean").alias("out"))
+    physical = _plan(q).split("== Physical Plan ==")[1]
+    assert physical.count("HdpUnitBound") == 1, physical
     assert physical.count("Exchange hashpartitioning(user_id") == 1  # by the id itself
-    assert len(re.findall(r"\bSort \[", physical)) == 1
-    assert physical.count("Window [") == 3  # row, group and person windows share the sort
+    assert physical.count("Sort [user_id") == 1
+    assert physical.count("Window [") == (1 if grouped else 0), physical
+    assert physical.count("Join") == (1 if grouped else 0), physical
+    if grouped:
+        assert physical.count("BroadcastHashJoin") == 1
 
 
 def test_aggregators_of_one_aggregate_share_the_bounding(events: Any) -> None:
@@ -226,21 +299,21 @@ def test_analysis_errors(events: Any, build: Any, message: str) -> None:
         build(events).collect()
 
 
-def test_connect_columns_equal_the_release_api() -> None:
-    """On Spark Connect (a separate process: its own local server), a grouped mean and a
-    global histogram release the release API's numbers for the query's key."""
+def test_connect_columns_equal_the_release_api(connect_server: Any) -> None:
+    """On Spark Connect (the run's server started with the extension: its injected planner
+    strategy plans the bounding operator, no py4j call), a grouped mean, a global histogram
+    and a grouped SQL mean release the release API's numbers for the query's key; their
+    plans hold the operator, one shuffle by the id and one sort, and no query bounding key
+    (``unit_column_job.py`` checks the plans)."""
     pytest.importorskip("pyspark.sql.connect")
-    env = dict(os.environ)
-    env.pop("SPARK_REMOTE", None)
-    env["PYSPARK_PYTHON"] = sys.executable
     job = Path(__file__).with_name("unit_column_job.py")
-    proc = subprocess.run([sys.executable, str(job)], capture_output=True, text=True,
-                          timeout=600, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = connect_server.run(job, conf={"spark.sql.shuffle.partitions": "3"})
     assert "connect" in got["session"]
     assert len(got["mean"]) == len(KEYS)
     for estimate, ref, weight, ref_weight in got["mean"]:
         assert (estimate, weight) == (ref, ref_weight)
     bins, ref_bins, weight, ref_weight = got["hist"]
     assert (bins, weight) == (ref_bins, ref_weight)
+    sql, sql_ref = got["sql"]
+    assert len(sql) == len(KEYS)
+    assert sql == sql_ref

@@ -35,16 +35,21 @@ def view(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _query_key(q: Any) -> Any:
-    """The registration's key derived with the query's fingerprint: the plan's 64-hex
-    literal whose query bounding key (Python's) is also in the plan (the JVM's)."""
+    """The registration's key derived with the query's fingerprint: the plan's one 64-hex
+    literal besides the registration's bounding key (the query bounding key the JVM
+    derives from both is held by the bounding operator, no literal of the plan)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         q.explain(True)
-    found = set(re.findall(r"\b[0-9a-f]{64}\b", out.getvalue().split("== Physical Plan ==")[1]))
+    text = out.getvalue()
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", text.split("== Physical Plan ==")[1]))
     key = ReleaseKey.resolve(SEED)
-    fps = [fp for fp in found if query_bounding_key(bounding_key(key), fp) in found]
-    assert len(fps) == 1, found
-    return key.for_query(fps[0])
+    found.discard(bounding_key(key))  # the registration's, in the finalize's decision text
+    assert len(found) == 1, found
+    fingerprint = found.pop()
+    assert query_bounding_key(bounding_key(key), fingerprint) not in text
+    assert "HdpUnitBound" in text
+    return key.for_query(fingerprint)
 
 
 @pytest.mark.parametrize("kind", ["mean", "histogram"])
@@ -86,3 +91,27 @@ def test_global_sql_equals_the_release_api(spark: Any, view: Any) -> None:
 def test_sql_refusals(spark: Any, view: Any, call: str, message: str) -> None:
     with pytest.raises(Exception, match=message):
         spark.sql(f"SELECT country, {call} FROM hdp_unit_events GROUP BY country").collect()
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_sql_plan_is_the_bounding_operator(spark: Any, view: Any, grouped: bool) -> None:
+    """The SQL form is bounded by the operator too: one shuffle by the id, one sort by it,
+    no window or join of its own (grouped: the groups found numbered, as before); the
+    query's bounding key is no literal of any plan, the bounds are printed."""
+    call = ("country, hdp_mean(amount, eps, 0, 500, 'public', 'unit', 'user_id', 2, 3)"
+            if grouped else "hdp_mean(amount, eps, 0, 500, 'unit', 'user_id', 2, 3)")
+    q = spark.sql(f"SELECT {call} AS out FROM hdp_unit_events"
+                  + (" GROUP BY country" if grouped else ""))
+    _query_key(q)  # no query bounding key in the plan
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        q.explain(True)
+    text = out.getvalue()
+    assert "HdpUnitBound" in text
+    assert "max_groups=2, max_rows=3" in text
+    physical = text.split("== Physical Plan ==")[1]
+    assert physical.count("HdpUnitBound") == 1, physical
+    assert physical.count("Exchange hashpartitioning(user_id") == 1, physical
+    assert physical.count("Sort [user_id") == 1, physical
+    assert physical.count("Window [") == (1 if grouped else 0), physical
+    assert physical.count("Join") == (1 if grouped else 0), physical

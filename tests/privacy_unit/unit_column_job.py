@@ -1,6 +1,6 @@
-"""Run the privacy-unit Columns on Spark Connect beside the release API for the query's
-key and print what differs as JSON (used by test_unit_columns.py: a local Connect server
-cannot share a JVM with the classic session of the test run)."""
+"""Run the privacy-unit Columns and SQL on Spark Connect beside the release API for the
+query's key and return both as JSON (``run``, on the run's shared Connect server started
+with the extension: test_unit_columns.py; ``main`` starts a local server of its own)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,19 @@ def run(spark: Any) -> dict[str, Any]:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             q.explain(True)
-        found = set(re.findall(r"\b[0-9a-f]{64}\b", out.getvalue()))
-        fps = [fp for fp in found if query_bounding_key(bounding_key(col.key), fp) in found]
-        assert len(fps) == 1, found
-        return col.key.for_query(fps[0])
+        text = out.getvalue()
+        # the fingerprint: the one 64-hex literal; the query bounding key is held by the
+        # bounding operator (planned by the server's injected strategy), no literal
+        found = set(re.findall(r"\b[0-9a-f]{64}\b", text.split("== Physical Plan ==")[1]))
+        assert len(found) == 1, found
+        fingerprint = found.pop()
+        assert query_bounding_key(bounding_key(col.key), fingerprint) not in text
+        assert "HdpUnitBound" in text
+        assert "max_groups=2, max_rows=3" in text
+        physical = text.split("== Physical Plan ==")[1]
+        assert physical.count("Exchange hashpartitioning(user_id") == 1, physical
+        assert physical.count("Sort [user_id") == 1, physical
+        return col.key.for_query(fingerprint)
 
     mean = hs.hdp_mean("amount", eps="eps", lower=0, upper=500, keys="public",
                        **UNIT).unsafe_seed(4)  # type: ignore[attr-defined,operator]
@@ -50,10 +59,40 @@ def run(spark: Any) -> dict[str, Any]:
     hgot = hq.collect()[0]["out"]
     href = hs.agg(df, hist, **UNIT, unsafe_seed=query_key(hq, hist)).collect()[0]
     hname = hist.spec.name
+    hs.register_sql(spark, unsafe_seed=6)
+    df.createOrReplaceTempView("hdp_unit_connect_events")
+    sq = spark.sql("SELECT country, hdp_mean(amount, eps, 0, 500, 'public', 'unit', "
+                   "'user_id', 2, 3) AS out FROM hdp_unit_connect_events GROUP BY country")
+    sgot = [r["out"]["estimate"] for r in sq.orderBy("country").collect()]
+    skey = _sql_key(sq, 6)
+    sref = hs.agg(df, hs.hdp_mean("amount", eps="eps", lower=0, upper=500), by="country",
+                  keys=KEYS, **UNIT, unsafe_seed=skey).orderBy("country").collect()
     return {"session": type(spark).__module__, "mean": mean_pairs,
+            "sql": [sgot, [r["amount_mean"] for r in sref]],
             "hist": [[b["frequency"] for b in hgot["bins"]],
                      [b["frequency"] for b in href[hname]],
                      hgot["weight"], href[f"{hname}_weight"]]}
+
+
+def _sql_key(q: Any, seed: int) -> Any:
+    """The registration's key for SQL query ``q``: derived with the plan's one 64-hex
+    literal besides the registration's bounding key; the query bounding key is none."""
+    from hdp_spark.core.noise import ReleaseKey
+    from hdp_spark.core.privacy_unit.spec import bounding_key, query_bounding_key
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        q.explain(True)
+    text = out.getvalue()
+    physical = text.split("== Physical Plan ==")[1]
+    key = ReleaseKey.resolve(seed)
+    found = set(re.findall(r"\b[0-9a-f]{64}\b", physical)) - {bounding_key(key)}
+    assert len(found) == 1, found
+    fingerprint = found.pop()
+    assert query_bounding_key(bounding_key(key), fingerprint) not in text
+    assert physical.count("HdpUnitBound") == 1, physical
+    assert physical.count("Exchange hashpartitioning(user_id") == 1, physical
+    return key.for_query(fingerprint)
 
 
 def main() -> None:

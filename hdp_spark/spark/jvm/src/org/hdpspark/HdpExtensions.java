@@ -9,6 +9,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.SparkStrategy;
 
 import scala.Option;
 import scala.Tuple3;
@@ -18,8 +19,9 @@ import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
 /**
- * hdp_spark's Spark extension: the {@code hdp_cells} aggregate function and the rule that gives
- * it its group. Install with {@code spark.sql.extensions=org.hdpspark.HdpExtensions} (what
+ * hdp_spark's Spark extension: the {@code hdp_cells} aggregate function, the rules that give
+ * it its group and its query, and the planner strategy of the privacy unit's bounding
+ * operator. Install with {@code spark.sql.extensions=org.hdpspark.HdpExtensions} (what
  * {@code hdp_spark.spark.configure(builder)} sets), or call {@link #register} on a running
  * classic session.
  */
@@ -104,6 +106,17 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     }
   }
 
+  /** The planner strategy of the privacy unit's bounding operator ({@link UnitBound}'s
+   * node, which {@link UnitPlan} puts under a Column or SQL aggregate): injected so that
+   * every session built with the extension, classic or a Spark Connect server, plans it. */
+  static final class StrategyBuilder
+      extends AbstractFunction1<org.apache.spark.sql.SparkSession, SparkStrategy> {
+    @Override
+    public SparkStrategy apply(org.apache.spark.sql.SparkSession s) {
+      return new UnitBound.Planner();
+    }
+  }
+
   @Override
   public BoxedUnit apply(SparkSessionExtensions ext) {
     OwnErrorLogFilter.install();
@@ -159,6 +172,7 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     }
     ext.injectOptimizerRule(new RuleBuilder());
     ext.injectPostHocResolutionRule(new QueryRuleBuilder());
+    ext.injectPlannerStrategy(new StrategyBuilder());
     return BoxedUnit.UNIT;
   }
 

@@ -39,8 +39,9 @@ import scala.runtime.AbstractFunction1;
 
 /**
  * The privacy unit's bounding rule of the release API on classic Spark, as one streaming
- * physical operator (called from Python: {@code hdp_spark.spark.privacy_unit.bound_rows}).
- * The operator requires its input clustered by the id and sorted by it within each
+ * physical operator (called from Python: {@code hdp_spark.spark.privacy_unit.bound_rows};
+ * and put under a Column or SQL aggregate by the analyzer rule: {@link UnitBoundPlan},
+ * planned by the strategy {@link HdpExtensions} injects). The operator requires its input clustered by the id and sorted by it within each
  * partition — Spark's planner inserts the one shuffle and the one sort — and reads each
  * partition person by person over Spark's own rows (no conversion to external rows),
  * keeping for the current person only what the rule can still keep (that state:
@@ -118,6 +119,17 @@ public final class UnitBound {
 
   /** 'l' long, 'i' int, 's' short, 'b' byte (each read as a long), 'S' string. */
   private static char kind(DataType t, boolean strings, String what) {
+    char k = kindOrZero(t, strings);
+    if (k == 0) {
+      throw new IllegalArgumentException(
+          "hdp_spark: the bounding operator reads no " + what + " column of type "
+              + t.simpleString());
+    }
+    return k;
+  }
+
+  /** {@link #kind}, or 0 for a type the operator does not read. */
+  static char kindOrZero(DataType t, boolean strings) {
     if (t instanceof LongType) {
       return 'l';
     }
@@ -133,19 +145,20 @@ public final class UnitBound {
     if (strings && t instanceof StringType) {
       return 'S';
     }
-    throw new IllegalArgumentException(
-        "hdp_spark: the bounding operator reads no " + what + " column of type "
-            + t.simpleString());
+    return 0;
   }
 
-  /** Adds the operator's planner strategy to the session (once). */
+  /** Adds the operator's planner strategy to the session, unless its planner has it
+   * already (injected by {@link HdpExtensions}, or added before). Two would be harmless
+   * (the planner takes the first strategy's plan); one keeps the planner's list short. */
   private static synchronized void plan(org.apache.spark.sql.classic.SparkSession session) {
-    Seq<SparkStrategy> extra = session.experimental().extraStrategies();
-    for (SparkStrategy s : CollectionConverters.asJava(extra)) {
+    for (SparkStrategy s : CollectionConverters.asJava(
+        session.sessionState().planner().strategies())) {
       if (s instanceof Planner) {
         return;
       }
     }
+    Seq<SparkStrategy> extra = session.experimental().extraStrategies();
     List<SparkStrategy> more = new ArrayList<>(CollectionConverters.asJava(extra));
     more.add(new Planner());
     session.experimental().extraStrategies_$eq(CollectionConverters.asScala(more).toList());

@@ -6,6 +6,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -14,6 +15,7 @@ import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.Cast;
 import org.apache.spark.sql.catalyst.expressions.Coalesce;
 import org.apache.spark.sql.catalyst.expressions.Concat;
@@ -77,8 +79,10 @@ import scala.runtime.AbstractPartialFunction;
  * The privacy unit of a Column or SQL aggregate (group decision {@code select:{...,"unit":
  * column, "max_groups": G, "max_rows": R, "keys_public": true}#<bounding key>}): the release
  * API's bounding rule ({@code hdp_spark.core.privacy_unit.spec}; on Spark
- * {@code hdp_spark.spark.privacy_unit.bound_rows}) inserted below the aggregate, in the same
- * native expressions and windows:
+ * {@code hdp_spark.spark.privacy_unit.bound_rows}) inserted below the aggregate: as the
+ * release API's streaming operator ({@link UnitBoundPlan}: one shuffle by the id, one sort,
+ * the node {@code HdpUnitBound}), unless the session sets {@code hdp_spark.unitOperator} to
+ * false; then (the fallback, the same rows) in native expressions and windows:
  *
  * <pre>
  *   Project   [the input's columns, ε_person]
@@ -100,7 +104,8 @@ import scala.runtime.AbstractPartialFunction;
  * ranks are SHA-256 of texts starting with the query's bounding key: SHA-256 of (the
  * Column's bounding key, the query's fingerprint), as
  * {@code hdp_spark.core.privacy_unit.spec.query_bounding_key} computes it for the query's
- * release key (not a secret: it orders rows, keys no noise). The
+ * release key (not a secret: it orders rows, keys no noise; a literal of the plan on this
+ * fallback, held by the node on the operator's path). The
  * aggregate's ε column then reads ε_person. Privacy: the rule's argument
  * ({@code spec.py}): each person's kept rows and ε are functions of their own rows, the key
  * and the public parameters only.
@@ -201,6 +206,37 @@ final class UnitPlan {
         && !p.path("public").asBoolean(false)) {
       throw new IllegalArgumentException(HdpQueryRule.UNDECIDED);
     }
+    List<Expression> codeList = new ArrayList<>();
+    for (HdpCells c : cells) {
+      codeList.add(code(c));
+    }
+    // The streaming operator (UnitBoundPlan; else the windows below, the same rows).
+    // Privacy: its output is a per-person function of the person's own rows, the query's
+    // bounding key and the public bounds (one person at a time; UnitBound's comment); the
+    // positions it reads come from public keys (a list, the declared-public groups found)
+    // or the row's own key text, as on the native path.
+    if (UnitBoundPlan.enabled()) {
+      List<List<Literal>> listedKeys = !select && listed != null
+          ? UnitKeys.literals(listed, grouping) : null;
+      Function<LogicalPlan, Object[]> position = null;
+      if (select) {
+        position = rows -> new Object[] {rows, UnitKeys.keyText(grouping)};
+      } else if (listedKeys != null) {
+        position = rows -> new Object[] {rows, UnitKeys.position(grouping, listedKeys)};
+      } else if (!grouping.isEmpty()) {
+        position = rows -> {
+          Attribute[] at = {null};
+          return new Object[] {positioned(rows, keyed, grouping, at), at[0]};
+        };
+      }
+      LogicalPlan streamed = UnitBoundPlan.build(base, person, read(a, outs), position, eps,
+          codeList, maxGroups, maxRows, key);
+      if (streamed != null) {
+        List<Attribute> out = CollectionConverters.asJava(streamed.output());
+        return finish(a, outs, streamed, out.get(out.size() - 1), input, grouping, listedKeys,
+            select, keyed);
+      }
+    }
     LogicalPlan framed = base;
     Expression group = Literal.create(0L, DataTypes.LongType);
     List<List<Literal>> keys = null;
@@ -232,8 +268,8 @@ final class UnitPlan {
         "__pu_eps");
     List<Expression> codeTexts = new ArrayList<>();
     codeTexts.add(lit(","));
-    for (HdpCells c : cells) {
-      codeTexts.add(cast(code(c), DataTypes.StringType));
+    for (Expression c : codeList) {
+      codeTexts.add(cast(c, DataTypes.StringType));
     }
     Expression codes = cells.isEmpty() ? lit("") : new ConcatWs(seq(codeTexts));
     Alias codesA = SelectionPlan.alias(codes, "__pu_codes");
@@ -276,13 +312,27 @@ final class UnitPlan {
         new LessThanOrEqual(rowPos, Literal.create(maxRows, DataTypes.IntegerType)));
     List<NamedExpression> kept = new ArrayList<>(input);
     kept.add(pe.toAttribute());
-    LogicalPlan bounded = new Project(seq(kept), new Filter(keep, w));
+    return finish(a, outs, new Project(seq(kept), new Filter(keep, w)), pe.toAttribute(),
+        input, grouping, keys, select, keyed);
+  }
+
+  /** The aggregate over the bounded rows ({@code bounded}: the input's columns, then
+   * ε_person), its cells reading {@code personEps}; every listed key or public group found
+   * given a row. */
+  private static LogicalPlan finish(Aggregate a, List<NamedExpression> outs,
+      LogicalPlan bounded, Attribute personEps, List<Attribute> input,
+      List<Expression> grouping, List<List<Literal>> keys, boolean select, LogicalPlan keyed) {
     if (keys != null) {  // every listed key has a row: one at ε 0 per key (weight 0)
       bounded = UnitKeys.withEveryKey(bounded, input, grouping, keys);
     } else if (!select && !grouping.isEmpty()) {  // 'public': every group found has a row
       bounded = UnitKeys.withEveryGroup(bounded, input, grouping, keyed);
     }
-    Attribute personEps = pe.toAttribute();
+    List<NamedExpression> reading = reading(outs, personEps);
+    return SelectionPlan.build(a, reading, bounded, !select);
+  }
+
+  /** {@code outs} with each aggregator's ε replaced by {@code eps}. */
+  private static List<NamedExpression> reading(List<NamedExpression> outs, Expression eps) {
     List<NamedExpression> reading = new ArrayList<>();
     for (NamedExpression o : outs) {
       reading.add((NamedExpression) ((Expression) o).transformUp(
@@ -296,12 +346,25 @@ final class UnitPlan {
             public Expression apply(Expression x) {
               List<Expression> kids = new ArrayList<>(
                   CollectionConverters.asJava(x.children()));
-              kids.set(0, personEps);
+              kids.set(0, eps);
               return x.withNewChildren(seq(kids));
             }
           }));
     }
-    return SelectionPlan.build(a, reading, bounded, !select);
+    return reading;
+  }
+
+  /** The input columns the aggregate reads above the bounding: its grouping and its
+   * outputs' (each aggregator's ε column aside: they read ε_person). */
+  private static AttributeSet read(Aggregate a, List<NamedExpression> outs) {
+    AttributeSet read = AttributeSet.apply(seq(new ArrayList<Expression>()));
+    for (Expression g : CollectionConverters.asJava(a.groupingExpressions())) {
+      read = read.$plus$plus(g.references());
+    }
+    for (NamedExpression o : reading(outs, Literal.create(0.0, DataTypes.DoubleType))) {
+      read = read.$plus$plus(((Expression) o).references());
+    }
+    return read;
   }
 
   /** {@code base} joined with each group's position among the groups found in
