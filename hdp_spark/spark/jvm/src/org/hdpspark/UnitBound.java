@@ -41,9 +41,10 @@ import scala.runtime.AbstractFunction1;
  * The privacy unit's bounding rule of the release API on classic Spark, as one streaming
  * physical operator (called from Python: {@code hdp_spark.spark.privacy_unit.bound_rows};
  * and put under a Column or SQL aggregate by the analyzer rule: {@link UnitBoundPlan},
- * planned by the strategy {@link HdpExtensions} injects). The operator requires its input clustered by the id and sorted by it within each
- * partition — Spark's planner inserts the one shuffle and the one sort — and reads each
- * partition person by person over Spark's own rows (no conversion to external rows),
+ * planned by the strategy {@link HdpExtensions} injects). The operator requires its input
+ * clustered by the id and sorted by it within each partition — Spark's planner inserts the
+ * one shuffle and the one sort — and reads each partition person by person over Spark's own
+ * rows (no conversion to external rows),
  * keeping for the current person only what the rule can still keep (that state:
  * {@link UnitStream}).
  *
