@@ -32,9 +32,10 @@ JOB = Path(__file__).with_name("unit_release_connect_job.py")
 def test_connect_releases_what_pandas_releases(server: str, request: Any) -> None:
     """Integer and string ids, public keys, none, select_keys: the rows equal pandas' for
     the same key. With the extension the bounding step is the operator (one shuffle by the
-    id, one sort, no window; the request gone from the analyzed plan) and the key is in no
-    explain mode's output; without it the native windows, the key a literal of the plan
-    (the documented fallback)."""
+    id, one sort, no window; the request gone from the analyzed plan; a persisted bounded
+    table found again by later queries) and the key is in no explain mode's output;
+    without it the native windows, the key a literal of the plan (the documented
+    fallback)."""
     pytest.importorskip("pyspark.sql.connect")
     got = request.getfixturevalue(server).run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
     assert "connect" in got["session"]
@@ -55,6 +56,7 @@ def test_connect_releases_what_pandas_releases(server: str, request: Any) -> Non
         assert plan["kept"] == len(kept) < len(df), case  # the bounds bite
         assert plan["operator"] is extension, case
         assert plan["request_left"] is False, case
+        assert plan["cached"] is True, case  # the release's cells read the bounded rows
         assert plan["key_in_plans"] is not extension, case
         if extension:
             assert (plan["exchanges"], plan["sorts"], plan["windows"]) == (1, 1, 0), plan

@@ -109,8 +109,21 @@ def run(spark: Any) -> dict[str, Any]:
             "windows": physical.count("Window ["),
             "key_in_plans": bounding_key(key) in plans or key.material.hex() in plans,
             "kept": bounded.count(),
+            "cached": _cached(bounded),
         }
     return out
+
+
+def _cached(bounded: Any) -> bool:
+    """Whether a query over the persisted bounded rows reads the cache (as the release's
+    cell queries do): Spark Connect analyzes each query's plan anew, so the operator's
+    node must be equal across analyses of one request."""
+    bounded.persist()
+    try:
+        bounded.count()
+        return "InMemoryTableScan" in _explained(bounded.groupBy("user_id").count(), "simple")
+    finally:
+        bounded.unpersist()
 
 
 def _explained(df: Any, mode: str) -> str:
