@@ -18,6 +18,9 @@ from local_connect import local_remote
 CASES = ("int-grouped", "int-global", "int-select", "str-grouped", "str-global")
 """The releases: the id's type and the release's keys (public keys, none, select_keys)."""
 
+CENTRAL = "str-grouped"
+"""The case the logged session releases (ldp_unit_logged_job.py: no key in its logs)."""
+
 MODES = ("simple", "extended", "codegen", "cost", "formatted")
 
 
@@ -97,8 +100,8 @@ def run(spark: Any) -> dict[str, Any]:
         by = () if case.endswith("global") else ("country",)
         bounded = bound_frame(frame, PrivacyUnit("user_id", 2, 3), eps="eps", by=by,
                               keys=keys, specs=release_args(case, hpd)[0], key=key)
-        shown = {mode: _explained(bounded, mode) for mode in MODES}
-        plans = "".join(shown.values()) + _explained(released, "extended")
+        shown = {mode: explained(bounded, mode) for mode in MODES}
+        plans = "".join(shown.values()) + explained(released, "extended")
         physical = shown["simple"]
         analyzed = shown["extended"].split("== Analyzed Logical Plan ==")[1]
         out["plans"][case] = {
@@ -123,13 +126,13 @@ def _cached(spark: Any, bounded: Any) -> bool:
     bounded.persist()
     try:
         bounded.count()
-        return "InMemoryTableScan" in _explained(bounded.groupBy("user_id").count(), "simple")
+        return "InMemoryTableScan" in explained(bounded.groupBy("user_id").count(), "simple")
     finally:
         bounded.unpersist()
         spark.conf.unset("spark.connect.session.planCache.enabled")
 
 
-def _explained(df: Any, mode: str) -> str:
+def explained(df: Any, mode: str) -> str:
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         df.explain(mode)
