@@ -28,18 +28,25 @@ from tests.privacy_unit.unit_release_connect_job import (
 JOB = Path(__file__).with_name("unit_release_connect_job.py")
 
 
-@pytest.mark.parametrize("server", ["connect_server", "bare_connect_server"])
-def test_connect_releases_what_pandas_releases(server: str, request: Any) -> None:
+def test_connect_releases_what_pandas_releases(connect_server: Any) -> None:
     """Integer and string ids, public keys, none, select_keys: the rows equal pandas' for
     the same key. With the extension the bounding step is the operator (one shuffle by the
     id, one sort, no window; the request gone from the analyzed plan; a persisted bounded
-    table found again by later queries) and the key is in no explain mode's output;
-    without it the native windows, the key a literal of the plan (the documented
-    fallback)."""
+    table found again by later queries) and the key is in no explain mode's output."""
+    _check(connect_server, extension=True)
+
+
+def test_a_server_without_the_extension_falls_back_and_agrees(
+        bare_connect_server: Any) -> None:
+    """Without the extension the native windows, the key a literal of the plan (the
+    documented fallback); the same rows."""
+    _check(bare_connect_server, extension=False)
+
+
+def _check(server: Any, *, extension: bool) -> None:
     pytest.importorskip("pyspark.sql.connect")
-    got = request.getfixturevalue(server).run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
+    got = server.run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
     assert "connect" in got["session"]
-    extension = server == "connect_server"
     for case in CASES:
         specs, kwargs = release_args(case, hpd)
         df = case_table(case)
