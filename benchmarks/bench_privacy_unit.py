@@ -27,8 +27,14 @@ keys="public"), hs.hdp_histogram(...))`` (the same specs), in the same rounds:
   col_native under the unit, bounded by the native windows (``hdp_spark.unitOperator``
              set to false for the call: the plan before the operator)
 
+``--connect`` runs every case through a local Spark Connect server started with the
+extension (a free port; ``hashed`` and the Column cases are classic only): ``unit`` is the
+release API's request for the operator (``UnitRequest``), ``native`` the native windows,
+what a Connect release ran before it.
+
 Beside each wall time, the Spark JVM's CPU time over the same calls (``cpu``, where
-``/proc`` has it): steadier than the wall time on a machine other work shares.
+``/proc`` has it; on Connect the server's JVM, this process's child): steadier than the
+wall time on a machine other work shares.
 """
 
 from __future__ import annotations
@@ -53,14 +59,17 @@ def main() -> None:
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--paired", action="store_true")
     p.add_argument("--columns", action="store_true")
+    p.add_argument("--connect", action="store_true")
     p.add_argument("--only", default="", help="comma-separated cases to run (default all)")
     a = p.parse_args()
     if a.smoke:
         a.rows, a.persons, a.keys, a.repeats = 2_000, 200, 5, 1
-    spark = (hs.configure(SparkSession.builder.master("local[2]"))
+    builder = _connect_builder() if a.connect else SparkSession.builder.master("local[2]")
+    spark = (hs.configure(builder)
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
              .config("spark.driver.memory", "3g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    if not a.connect:
+        spark.sparkContext.setLogLevel("ERROR")
     # person = floor(persons * u^3): skewed, a few persons with many rows
     df = spark.range(a.rows).select(
         F.floor(F.lit(a.persons) * F.pow(F.rand(seed=1), 3)).cast("long").alias("person"),
@@ -85,8 +94,9 @@ def main() -> None:
     if a.paired:
         unit = cases["unit"]
         cases["native"] = lambda: _path(unit, native=True)
-        cases["hashed"] = lambda: _path(unit, hashed=True)
-    if a.columns:
+        if not a.connect:
+            cases["hashed"] = lambda: _path(unit, hashed=True)
+    if a.columns and not a.connect:
         unit_args: dict[str, Any] = {"privacy_unit": "person", "max_groups": 3,
                                      "max_rows": 10}
 
@@ -104,7 +114,7 @@ def main() -> None:
         cases = {k: v for k, v in cases.items() if k in a.only.split(",")}
     times: dict[str, list[float]] = {k: [] for k in cases}
     cpus: dict[str, list[float]] = {k: [] for k in cases}
-    cpu = _jvm_cpu(spark)
+    cpu = _children_cpu() if a.connect else _jvm_cpu(spark)
     if not a.smoke:
         for fn in cases.values():
             fn()
@@ -141,6 +151,47 @@ def _jvm_cpu(spark: Any) -> Any:
         with open(stat) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / tick
+
+    return read
+
+
+def _connect_builder() -> Any:
+    """A builder of a local Spark Connect server on a free port (Connect's default port may
+    be another process's), whose client dials that port."""
+    import socket
+
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    DefaultChannelBuilder.default_port = staticmethod(lambda: port)  # type: ignore[method-assign]
+    return SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.port",
+                                                          str(port))
+
+
+def _children_cpu() -> Any:
+    """A function returning the CPU seconds so far of this process's live children (the
+    local Connect server's JVM)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    me = str(os.getpid())
+
+    def read() -> float:
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == me:
+                total += int(fields[11]) + int(fields[12])
+        return total / tick
 
     return read
 

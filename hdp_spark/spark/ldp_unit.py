@@ -25,12 +25,14 @@ Columns' bounding key (which orders rows and keys no noise, and is a plan litera
 Global only, one aggregator per aggregate, ``max_groups``/``max_rows`` 1: the release API's
 rules, named on refusal.
 
-The same channel serves two more callers. The release API on Spark Connect
+The same channel serves three more callers. The release API on Spark Connect
 (:func:`hdp_spark.spark.privacy_unit.keep_one_report`) ranks persons with
 ``hdp_ldp_rank(tagged, name, <secret>)``, which the extension turns into
 ``hdp_ldp_position`` (:func:`connect_secret_ready` checks that the server has the function
-and the plugin; without them the key is a plan literal, as documented). The SQL functions
-under ``'unit'`` (:mod:`hdp_spark.spark.sql_ldp`) get the registration's key through
+and the plugin; without them the key is a plan literal, as documented); its central
+releases under a unit request the bounding operator with ``hdp_unit_bound(..., <secret>,
+...)`` (:func:`hdp_spark.spark.privacy_unit.bound_rows`). The SQL functions under
+``'unit'`` (:mod:`hdp_spark.spark.sql_ldp`) get the registration's key through
 :func:`send_sql_key`: the JVM keeps it per session, outside the conf.
 """
 

@@ -6,7 +6,10 @@ the JVM extension (``UnitBound``, :func:`_jvm_bound`): the rows with an id cross
 by the id and one sort by it within each partition (both inserted by Spark's planner, which
 the operator requires), and the operator reads each partition person by person over Spark's
 own rows, holding one person's kept rows at a time (no aggregate, join or window; ranks
-only where they decide). Elsewhere (Spark Connect, no jar, columns it does not read) the
+only where they decide). On Spark Connect (no py4j) the same operator, where the server was
+started with the extension and its plugin: the client sends a request the extension's
+analyzer rule turns into the operator's node (:func:`_request`). Elsewhere (no jar, a
+Connect server without the extension, columns it does not read, ``jvm=False``) the
 native-expression path below, which keeps the same rows:
 
 Per person, one native aggregate combined map-side (as Spark's own per-person aggregate):
@@ -134,6 +137,69 @@ def _operator(df: DataFrame) -> Any:
     return operator if isinstance(operator, JavaClass) else None
 
 
+_REQUEST_READY: dict[str, bool] = {}
+
+
+def _connect_operator(df: DataFrame) -> bool:
+    """Whether ``df`` is on a Spark Connect session whose server answers the release API's
+    request for the bounding operator (:func:`_request`): it has the secret channel
+    (:func:`~hdp_spark.spark.ldp_unit.connect_secret_ready`: the extension's functions and
+    its ``HdpConnectSecret`` plugin) and the request's function (``hdp_unit_bound``, whose
+    analyzer rule and planner strategy come with it). Cached per Connect session.
+
+    Privacy:
+        The probes read no data and carry a public key.
+    """
+    from pyspark.sql.utils import is_remote
+
+    from hdp_spark.spark.ldp_unit import connect_secret_ready
+
+    if not is_remote():
+        return False
+    session = df.sparkSession
+    sid = str(getattr(session, "session_id", ""))
+    if sid in _REQUEST_READY:
+        return _REQUEST_READY[sid]
+    try:
+        ready = connect_secret_ready(session) and bool(
+            session.catalog.functionExists(_REQUEST))
+    except Exception:  # a server without the extension: the native path
+        ready = False
+    if sid:
+        _REQUEST_READY[sid] = ready
+    return ready
+
+
+_REQUEST = "hdp_unit_bound"
+
+
+def _request(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
+             codes: Sequence[str], key: ReleaseKey) -> DataFrame:
+    """The operator on Spark Connect: ``df`` (ε as a double, as ``UnitBound.bound`` reads
+    it) filtered by ``hdp_unit_bound(id, ε, G, R, <secret>, group | null, code...)``, which
+    the extension's analyzer rule (``UnitRequest``) replaces by the operator's node over
+    the same rows, the plan ``UnitBound.bound`` builds on classic Spark.
+
+    Privacy:
+        The bounding key travels as the secret argument
+        (:func:`~hdp_spark.spark.ldp_unit.secret_column`: the request's bytes, which the
+        server's plugin turns into an expression printed ``hdp_secret()``), moves into the
+        node's non-printed field, and is no literal of any plan; the rule's output is the
+        operator's, a per-person function of the person's own rows, the key and the public
+        bounds. A request the rule did not replace cannot be evaluated: the query fails
+        rather than read unbounded rows (why not a hint: Spark drops an unknown hint
+        silently).
+    """
+    from hdp_spark.spark.ldp_unit import secret_column
+
+    rows = df.withColumn(eps, F.col(eps).cast("double"))
+    request = F.call_function(
+        _REQUEST, F.col(unit.column), F.col(eps), F.lit(unit.max_groups),
+        F.lit(unit.max_rows), secret_column(bounding_key(key)),
+        F.lit(None) if group is None else F.col(group), *(F.col(c) for c in codes))
+    return rows.where(request)
+
+
 def _jvm_bound(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
                codes: Sequence[str], key: ReleaseKey, sorted_stream: bool = True
                ) -> DataFrame | None:
@@ -142,20 +208,25 @@ def _jvm_bound(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
     the operator reads each partition person by person, holding one person's kept rows at
     a time (no aggregate, join or window). ``sorted_stream=False``: no sort, the operator
     holds a partition's persons in a hash map (measured: no faster; the benchmark's
-    alternative). None where it does not apply: Spark Connect, no extension jar on the
-    session, or columns of types it does not read (a group that is neither integral nor
-    string, codes that are not integral): the native path then.
+    alternative; classic Spark only). On Spark Connect the request of :func:`_request`.
+    None where it does not apply: no extension jar on the classic session, a Connect
+    server without the extension or its plugin, or columns of types it does not read (a
+    group that is neither integral nor string, codes that are not integral): the native
+    path then.
 
     Privacy:
         The same rule and ranks (the Java class's comment argues it, the tests check the
         same rows as the native path and pandas). The bounding key reaches the operator
-        through py4j, never as a literal of the plan.
+        through py4j or, on Spark Connect, the secret channel, never as a literal of the
+        plan.
     """
     fields = {f.name: f.dataType for f in df.schema.fields}
     if any(not isinstance(fields[c], _INTEGRAL) for c in codes) or (
             group is not None
             and not isinstance(fields[group], (*_INTEGRAL, T.StringType))):
         return None
+    if _connect_operator(df):
+        return _request(df, unit, eps=eps, group=group, codes=codes, key=key)
     operator = _operator(df)
     if operator is None:
         return None
@@ -190,12 +261,12 @@ def bound_rows(
         can decide (as on pandas): a person whose rows lie in one group or number at most
         ``max_groups`` keeps every group whatever the group ranks, and one with at most
         ``max_rows`` rows keeps every row of a kept group whatever the row ranks, so the
-        kept rows are the rule's exactly. On classic Spark with the extension's jar
-        (``jvm``, the default) the rule runs as one streaming operator
-        (:func:`_jvm_bound`), which keeps the same rows and holds the bounding key in its
-        map function; elsewhere (no jar, Spark Connect, ``jvm=False``) the native
-        expressions below hold it as a literal of the plan; it orders rows and keys no
-        noise.
+        kept rows are the rule's exactly. On classic Spark with the extension's jar, and
+        on a Spark Connect server started with the extension (``jvm``, the default), the
+        rule runs as one streaming operator (:func:`_jvm_bound`), which keeps the same rows
+        and holds the bounding key in a field no printed plan shows; elsewhere (no jar, a
+        Connect server without the extension, ``jvm=False``) the native expressions below
+        hold it as a literal of the plan; it orders rows and keys no noise.
     """
     person_text(df, unit)  # the id column's type, or SchemaError
     if jvm:
@@ -335,7 +406,7 @@ def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ..
         As :func:`bound_rows`.
     """
     source = df
-    if jvm and _operator(df) is not None:
+    if jvm and (_operator(df) is not None or _connect_operator(df)):
         # the operator's shuffle by the id, placed before the positions and codes are
         # added: it carries the input's columns only (the join with the broadcast keys
         # and the projection keep its partitioning, so the operator adds no exchange,

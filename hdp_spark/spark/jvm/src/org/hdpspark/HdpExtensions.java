@@ -20,8 +20,9 @@ import scala.runtime.BoxedUnit;
 
 /**
  * hdp_spark's Spark extension: the {@code hdp_cells} aggregate function, the rules that give
- * it its group and its query, and the planner strategy of the privacy unit's bounding
- * operator. Install with {@code spark.sql.extensions=org.hdpspark.HdpExtensions} (what
+ * it its group and its query, and the privacy unit's bounding operator (the rule that
+ * answers the release API's request on Spark Connect, {@link UnitRequest}, and the planner
+ * strategy). Install with {@code spark.sql.extensions=org.hdpspark.HdpExtensions} (what
  * {@code hdp_spark.spark.configure(builder)} sets), or call {@link #register} on a running
  * classic session.
  */
@@ -106,6 +107,16 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     }
   }
 
+  /** The rule that turns the release API's request on Spark Connect into the bounding
+   * operator ({@link UnitRequest}). */
+  static final class RequestRuleBuilder
+      extends AbstractFunction1<org.apache.spark.sql.SparkSession, Rule<LogicalPlan>> {
+    @Override
+    public Rule<LogicalPlan> apply(org.apache.spark.sql.SparkSession s) {
+      return new UnitRequest.Resolve();
+    }
+  }
+
   /** The planner strategy of the privacy unit's bounding operator ({@link UnitBound}'s
    * node, which {@link UnitPlan} puts under a Column or SQL aggregate): injected so that
    * every session built with the extension, classic or a Spark Connect server, plans it. */
@@ -160,6 +171,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new FunctionIdentifier(HdpSecretRank.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(HdpSecretRank.class.getName(), HdpSecretRank.FUNCTION),
         new HdpSecretRank.Builder()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(UnitRequest.FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(UnitRequest.class.getName(), UnitRequest.FUNCTION),
+        new UnitRequest.Builder()));
     for (String[] f : HdpSqlLdp.FUNCTIONS) {
       ext.injectFunction(new Tuple3<>(new FunctionIdentifier(f[0], Option.empty(), Option.empty()),
           new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]),
@@ -172,6 +187,7 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
     }
     ext.injectOptimizerRule(new RuleBuilder());
     ext.injectPostHocResolutionRule(new QueryRuleBuilder());
+    ext.injectPostHocResolutionRule(new RequestRuleBuilder());
     ext.injectPlannerStrategy(new StrategyBuilder());
     return BoxedUnit.UNIT;
   }

@@ -2,6 +2,7 @@ package org.hdpspark;
 
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Objects;
@@ -26,6 +27,7 @@ import org.apache.spark.sql.execution.SparkStrategy;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
@@ -90,32 +92,48 @@ public final class UnitBound {
    */
   public static Dataset<Row> bound(Dataset<Row> df, String id, String group, String[] codes,
       String eps, int maxGroups, int maxRows, String key, boolean sorted) {
+    Column person = functions.col(id);
+    org.apache.spark.sql.classic.Dataset<Row> rows = (org.apache.spark.sql.classic.Dataset<Row>)
+        df.where(person.isNotNull()).withColumn(eps, functions.col(eps).cast("double"));
+    StructType schema = rows.schema();
+    int[] codeAt = new int[codes.length];
+    for (int i = 0; i < codes.length; i++) {
+      codeAt[i] = schema.fieldIndex(codes[i]);
+    }
+    org.apache.spark.sql.classic.SparkSession session = rows.sparkSession();
+    plan(session);
+    return org.apache.spark.sql.classic.Dataset.ofRows(session, node(rows.logicalPlan(),
+        schema.fieldIndex(id), group == null ? -1 : schema.fieldIndex(group), codeAt,
+        schema.fieldIndex(eps), maxGroups, maxRows, key, sorted));
+  }
+
+  /**
+   * The node bounding {@code rows} (their rows with an id; the columns at {@code idAt},
+   * {@code groupAt} (-1: a global release), {@code codeAt} and {@code epsAt}, the ε column
+   * a double), over their columns: what {@link #bound} builds from py4j and
+   * {@link UnitRequest}'s rule from the release API's request on Spark Connect.
+   */
+  static Node node(LogicalPlan rows, int idAt, int groupAt, int[] codeAt, int epsAt,
+      int maxGroups, int maxRows, String key, boolean sorted) {
     if (key == null || !key.matches("[0-9a-f]{64}")) {
       throw new IllegalArgumentException("hdp_spark: a bounding key must be 64 hex digits");
     }
     if (maxGroups < 1 || maxRows < 1) {
       throw new IllegalArgumentException("hdp_spark: the bounds must be at least 1");
     }
-    Column person = functions.col(id);
-    org.apache.spark.sql.classic.Dataset<Row> rows = (org.apache.spark.sql.classic.Dataset<Row>)
-        df.where(person.isNotNull()).withColumn(eps, functions.col(eps).cast("double"));
     StructType schema = rows.schema();
-    int[] codeAt = new int[codes.length];
-    char[] codeKind = new char[codes.length];
-    for (int i = 0; i < codes.length; i++) {
-      codeAt[i] = schema.fieldIndex(codes[i]);
-      codeKind[i] = kind(schema.apply(codes[i]).dataType(), false, "code");
+    char[] codeKind = new char[codeAt.length];
+    for (int i = 0; i < codeAt.length; i++) {
+      codeKind[i] = kind(schema.apply(codeAt[i]).dataType(), false, "code");
     }
-    int idAt = schema.fieldIndex(id);
-    int groupAt = group == null ? -1 : schema.fieldIndex(group);
-    Spec spec = new Spec(idAt, kind(schema.apply(id).dataType(), true, "id"), groupAt,
-        group == null ? 'n' : kind(schema.apply(group).dataType(), true, "group"), codeAt,
-        codeKind, schema.fieldIndex(eps), maxGroups, maxRows, key, sorted, schema);
-    org.apache.spark.sql.classic.SparkSession session = rows.sparkSession();
-    plan(session);
-    LogicalPlan child = rows.logicalPlan();
-    return org.apache.spark.sql.classic.Dataset.ofRows(
-        session, new Node(child.output(), child, spec));
+    if (!(schema.apply(epsAt).dataType() instanceof DoubleType)) {
+      throw new IllegalArgumentException("hdp_spark: the bounding operator reads its epsilon "
+          + "column as a double, got type " + schema.apply(epsAt).dataType().simpleString());
+    }
+    Spec spec = new Spec(idAt, kind(schema.apply(idAt).dataType(), true, "id"), groupAt,
+        groupAt < 0 ? 'n' : kind(schema.apply(groupAt).dataType(), true, "group"), codeAt,
+        codeKind, epsAt, maxGroups, maxRows, key, sorted, schema);
+    return new Node(rows.output(), rows, spec);
   }
 
   /** 'l' long, 'i' int, 's' short, 'b' byte (each read as a long), 'S' string. */
@@ -202,6 +220,28 @@ public final class UnitBound {
       this.sorted = sorted;
     }
 
+    /** Equal parameters (the key included) bound the same rows: two analyses of one
+     * request (Spark Connect analyzes a plan anew for each query over it) give equal nodes,
+     * so a cached bounded table is found again. The hash code does not read the key. */
+    @Override
+    public boolean equals(Object o) {
+      if (!(o instanceof Spec)) {
+        return false;
+      }
+      Spec s = (Spec) o;
+      return s.idAt == idAt && s.idKind == idKind && s.groupAt == groupAt
+          && s.groupKind == groupKind && Arrays.equals(s.codeAt, codeAt)
+          && Arrays.equals(s.codeKind, codeKind) && s.epsAt == epsAt
+          && s.maxGroups == maxGroups && s.maxRows == maxRows && s.key.equals(key)
+          && s.sorted == sorted && s.schema.equals(schema);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(idAt, groupAt, epsAt, maxGroups, maxRows, sorted,
+          Arrays.hashCode(codeAt));
+    }
+
     /** What a printed plan shows: the public bounds, never the key. */
     @Override
     public String toString() {
@@ -260,13 +300,13 @@ public final class UnitBound {
 
     @Override
     public boolean equals(Object o) {
-      return o instanceof Node && ((Node) o).spec == spec
+      return o instanceof Node && ((Node) o).spec.equals(spec)
           && ((Node) o).columns.equals(columns) && ((Node) o).child.equals(child);
     }
 
     @Override
     public int hashCode() {
-      return Objects.hash(columns, child, System.identityHashCode(spec));
+      return Objects.hash(columns, child, spec);
     }
   }
 
@@ -359,13 +399,13 @@ public final class UnitBound {
 
     @Override
     public boolean equals(Object o) {
-      return o instanceof Exec && ((Exec) o).spec == spec
+      return o instanceof Exec && ((Exec) o).spec.equals(spec)
           && ((Exec) o).columns.equals(columns) && ((Exec) o).child.equals(child);
     }
 
     @Override
     public int hashCode() {
-      return Objects.hash(columns, child, System.identityHashCode(spec));
+      return Objects.hash(columns, child, spec);
     }
   }
 
