@@ -360,3 +360,54 @@ def test_a_release_frame_shuffles_its_rows_once(spark: Any) -> None:
     assert "REPARTITION_BY_COL" in plan, plan
     assert plan.count("Sort [user_id") == 1, plan
     assert bounding_key(KEY) not in out._jdf.queryExecution().toString()
+
+
+def _first(plan: Any, suffix: str) -> Any:
+    """The first node of a physical plan (depth first) whose class name ends in
+    ``suffix``, or None."""
+    if plan.getClass().getName().endswith(suffix):
+        return plan
+    children = plan.children()
+    for i in range(children.size()):
+        found = _first(children.apply(i), suffix)
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_operator_refuses_an_input_that_is_not_sorted_by_the_id(spark: Any) -> None:
+    """Fail closed: the operator reads one person at a time and relies on its input's sort
+    by the id (which Spark's planner always inserts, so no query reaches this): given the
+    same plan with the sort taken away, over ids in descending order in one partition, it
+    fails the task rather than emit a person's rows as two persons (each within the bounds:
+    together over them)."""
+    from py4j.protocol import Py4JJavaError
+
+    from hdp_spark.spark.privacy_unit import bound_rows
+
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")  # the plain physical plan
+    try:
+        ids = spark.range(40, 0, -1, numPartitions=1)  # one partition, descending ids
+        frame = ids.selectExpr("id % 7 AS uid", "id % 3 AS g", "id % 2 AS x",
+                               "1.0 AS eps")
+        out = bound_rows(frame, PrivacyUnit("uid", 2, 2), eps="eps", group="g",
+                         codes=["x"], key=KEY)
+        plan = out._jdf.queryExecution().executedPlan()
+        node = _first(plan, "UnitBound$Exec")
+        assert node is not None, plan.toString()
+        sort = _first(node, "SortExec")  # one partition: no shuffle is needed
+        assert sort is not None, node.toString()
+        unsorted = sort.children().apply(0)  # the rows before the sort: ids 40..1 (mod 7)
+        jvm = spark.sparkContext._jvm
+        kids = jvm.java.util.ArrayList()
+        kids.add(unsorted)
+        bare = node.withNewChildren(
+            jvm.scala.jdk.javaapi.CollectionConverters.asScala(kids).toList())
+        assert _first(bare, "SortExec") is None  # the node now reads the unsorted rows
+        with pytest.raises(Py4JJavaError) as err:
+            bare.execute().count()
+        assert "is not sorted by the privacy unit's id" in str(err.value)
+        assert out.count() > 0  # the planned query (sort inserted) runs
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", adaptive)
