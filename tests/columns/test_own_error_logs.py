@@ -81,3 +81,12 @@ def test_only_pysparks_daemon_broken_pipe_is_removed() -> None:
             '  File "/x/hdp_spark/spark/columns.py", line 9, in f\n'
             "EpsilonColumnError: Column `eps` must hold ε >= 0\n")
     assert without_daemon_race(noise + ours).strip() == ours.strip()
+    # cut short at the end of the output (the JVM stopped the daemon as it wrote)
+    header = "Traceback (most recent call last):\n"
+    frame = '  File "/x/pyspark.zip/pyspark/daemon.py", line 264, in manager\n'
+    assert without_daemon_race(ours + noise + header).strip() == ours.strip()
+    assert without_daemon_race(ours + header + frame).strip() == ours.strip()
+    # not at the end, or with a frame of ours: kept
+    assert without_daemon_race(header + "more\n") == header + "more\n"
+    cut_ours = header + '  File "/x/hdp_spark/spark/columns.py", line 9, in f\n'
+    assert without_daemon_race(cut_ours) == cut_ours
