@@ -10,6 +10,16 @@ Data: 30% of rows copy one of 64 planted records (Zipf-like weights), 70% have i
 attributes with a skewed marginal P(v) ∝ roughly (8 - v) (values 0..7); generated natively
 with fixed seeds. Target (issue 4): hdp / native <= 6x.
 
+``--unit skewed|even`` adds, in the same rounds, the release under a privacy unit (issue
+50), ``privacy_unit="person", max_rows=10`` (only the persons with at most 10 rows count,
+with all their rows: one native window over the id), against the same release without it,
+over a ``person`` column: ``skewed``, rows / 10 persons, person = floor(persons * u^3) (the
+heavy persons' rows drop out, so the unit's release reads fewer rows); ``even``, rows / 2
+persons drawn uniformly (Poisson(2) rows each: almost nothing drops, the window's cost
+alone, but the thresholds grow tenfold with max_rows 10); ``unique``, one row per person
+(the id is the row's) and max_rows 1: the same thresholds and rows, so the difference is the
+window's cost alone.
+
 Run: .venv/bin/python benchmarks/bench_heavy_hitters.py --rows 1000000
 """
 
@@ -35,7 +45,7 @@ from common import (
 D, M, PLANTED = 16, 8, 64
 
 
-def make_data(spark, rows: int):
+def make_data(spark, rows: int, unit: str | None = None):
     from pyspark.sql import functions as F
 
     base = spark.range(rows)
@@ -46,6 +56,14 @@ def make_data(spark, rows: int):
         fixed = F.pmod(F.hash(pid, F.lit(j)), F.lit(M))
         free = F.floor(F.lit(M) * (F.lit(1.0) - F.sqrt(F.rand(100 + j))))  # P(v) ∝ ~(M - v)
         cols.append(F.when(planted, fixed).otherwise(free).cast("int").alias(f"a{j}"))
+    if unit == "skewed":
+        persons = max(rows // 10, 1)
+        cols.append(F.floor(F.lit(persons) * F.pow(F.rand(7), 3)).cast("long").alias("person"))
+    elif unit == "even":
+        persons = max(rows // 2, 1)
+        cols.append(F.floor(F.lit(persons) * F.rand(7)).cast("long").alias("person"))
+    elif unit == "unique":
+        cols.append(F.col("id").alias("person"))
     return base.select(*cols)
 
 
@@ -58,6 +76,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--eps0", type=float, default=1.0)
+    parser.add_argument("--unit", choices=["skewed", "even", "unique"], default=None,
+                        help="add the release under a privacy unit (max_rows 10)")
     add_report_args(parser)
     args = parser.parse_args()
     rows = 20_000 if args.smoke else args.rows
@@ -67,7 +87,7 @@ def main() -> None:
     from hdp_spark.spark import heavy_hitters
 
     spark = spark_session()
-    df = make_data(spark, rows).cache()
+    df = make_data(spark, rows, args.unit).cache()
     df.count()
     cols = [f"a{j}" for j in range(D)]
     spec = hdp_heavy_hitters(cols, domains={c: list(range(M)) for c in cols}, eps0=args.eps0)
@@ -79,9 +99,20 @@ def main() -> None:
     def hdp() -> int:
         return len(heavy_hitters(df, spec).table.collect())
 
+    cases = {"native": native, "hdp": hdp}
+    if args.unit:
+        unit_spec = hdp_heavy_hitters(cols, domains={c: list(range(M)) for c in cols},
+                                      eps0=args.eps0, privacy_unit="person",
+                                      max_rows=1 if args.unit == "unique" else 10)
+
+        def hdp_unit() -> int:
+            return len(heavy_hitters(df, unit_spec).table.collect())
+
+        cases["hdp_unit"] = hdp_unit
+
     load_start = load_average()
     distinct = df.groupBy(*cols).count().count()
-    times, values = interleaved_runs({"native": native, "hdp": hdp}, repeats=repeats)
+    times, values = interleaved_runs(cases, repeats=repeats)
     native_s, hdp_s = median(times["native"]), median(times["hdp"])
     b = spec.budget
     figures = {
@@ -103,6 +134,14 @@ def main() -> None:
         "detection_count": b.detection_count,
         "load_start": load_start,
     }
+    unit_rows: list[list[object]] = []
+    if args.unit:
+        unit_s = median(times["hdp_unit"])
+        figures.update({"hdp_unit_s": unit_s, "unit_ratio": unit_s / hdp_s,
+                        "hdp_unit_runs_s": times["hdp_unit"],
+                        "unit_released_keys": values["hdp_unit"]})
+        unit_rows = [[f"hdp heavy_hitters, privacy_unit ({args.unit})", unit_s,
+                      _runs(times["hdp_unit"])], ["unit / without", unit_s / hdp_s, ""]]
     markdown = "\n".join([
         f"### Partial-DP heavy hitters vs native groupBy ({rows:,} rows, d = {D}, |domain| = {M})",
         "",
@@ -110,7 +149,7 @@ def main() -> None:
             ["case", "median s", "runs s"],
             [["native groupBy(16 attrs).count()", native_s, _runs(times["native"])],
              ["hdp heavy_hitters", hdp_s, _runs(times["hdp"])],
-             ["ratio", hdp_s / native_s, ""]],
+             ["ratio", hdp_s / native_s, ""], *unit_rows],
         ),
         "",
         f"{distinct:,} distinct records; released keys per run: {values['hdp']}; "
