@@ -19,6 +19,13 @@ rounds, the unit release on its other Spark paths (the before/after of the JVM o
            the extension's jar or on Spark Connect
   hashed   the JVM operator holding each partition's persons in a hash map (no sort)
 
+``--prebound`` adds, in the same rounds, the unit release with the JVM operator's map-side
+pre-bound turned off (``hdp_spark.unitPreBound`` false for the call: one shuffle of every
+row with an id, the plan before the pre-bound); with ``--columns`` also ``col_unit`` so:
+
+  nopre      the unit release, no pre-bound
+  col_nopre  the Column form under the unit, no pre-bound
+
 ``--columns`` adds the Column form, ``df.groupBy(group).agg(hs.hdp_mean(...,
 keys="public"), hs.hdp_histogram(...))`` (the same specs), in the same rounds:
 
@@ -59,6 +66,7 @@ def main() -> None:
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--paired", action="store_true")
     p.add_argument("--columns", action="store_true")
+    p.add_argument("--prebound", action="store_true")
     p.add_argument("--connect", action="store_true")
     p.add_argument("--only", default="", help="comma-separated cases to run (default all)")
     a = p.parse_args()
@@ -110,6 +118,12 @@ def main() -> None:
         cases["col"] = lambda: column().collect()
         cases["col_unit"] = lambda: column(**unit_args).collect()
         cases["col_native"] = lambda: _native_columns(spark, lambda: column(**unit_args))
+        if a.prebound:
+            cases["col_nopre"] = lambda: _setting(spark, "hdp_spark.unitPreBound",
+                                                  lambda: column(**unit_args).collect())
+    if a.prebound:
+        unit_case = cases["unit"]
+        cases["nopre"] = lambda: _setting(spark, "hdp_spark.unitPreBound", unit_case)
     if a.only:
         cases = {k: v for k, v in cases.items() if k in a.only.split(",")}
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -129,7 +143,8 @@ def main() -> None:
         print(f"{name:10s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
     for top, bottom in (("unit", "rows"), ("unit", "floor"), ("native", "rows"),
                         ("hashed", "rows"), ("col_unit", "col"), ("col_native", "col"),
-                        ("col_native", "col_unit")):
+                        ("col_native", "col_unit"), ("nopre", "rows"), ("unit", "nopre"),
+                        ("col_nopre", "col"), ("col_unit", "col_nopre")):
         if top in med and bottom in med:
             print(f"{top}/{bottom}  {med[top] / med[bottom]:.2f}x")
     spark.stop()
@@ -194,6 +209,15 @@ def _children_cpu() -> Any:
         return total / tick
 
     return read
+
+
+def _setting(spark: Any, name: str, run: Any) -> Any:
+    """``run()`` with the session setting ``name`` false for the call."""
+    spark.conf.set(name, "false")
+    try:
+        return run()
+    finally:
+        spark.conf.unset(name)
 
 
 def _native_columns(spark: Any, build: Any) -> Any:

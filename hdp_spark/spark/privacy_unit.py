@@ -371,6 +371,13 @@ def _with_positions(df: DataFrame, by: tuple[str, ...],
     return joined.withColumn("__pu_g", F.coalesce(F.col("__pu_g"), F.lit(-1).cast("long")))
 
 
+def _pre_bound(df: DataFrame) -> bool:
+    """Whether the session has the operator's map-side pre-bound on (the setting
+    ``hdp_spark.unitPreBound``, default on; read by the operator's node as well)."""
+    value = df.sparkSession.conf.get("hdp_spark.unitPreBound", "true")
+    return str(value).strip().lower() != "false"
+
+
 def group_texts(df: DataFrame, by: tuple[str, ...]) -> Column:
     """Each row's group as its canonical text
     (:func:`~hdp_spark.core.privacy_unit.spec.group_key_text`: ``<length>:<text>`` per
@@ -406,11 +413,14 @@ def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ..
         As :func:`bound_rows`.
     """
     source = df
-    if jvm and (_operator(df) is not None or _connect_operator(df)):
+    if jvm and not _pre_bound(df) and (_operator(df) is not None or _connect_operator(df)):
         # the operator's shuffle by the id, placed before the positions and codes are
         # added: it carries the input's columns only (the join with the broadcast keys
         # and the projection keep its partitioning, so the operator adds no exchange,
-        # only its sort); the rows without an id are dropped before it
+        # only its sort); the rows without an id are dropped before it. With the
+        # operator's map-side pre-bound (the default), the positions and codes come
+        # first (no exchange: a broadcast join), the pre-bound reads them below the
+        # exchange by the id the operator's required clustering adds
         source = df.where(F.col(unit.column).isNotNull()).repartition(unit.column)
     framed = _with_positions(source, by, keys)
     names = [f"__pu_c{i}" for i in range(len(specs))]

@@ -347,14 +347,19 @@ def test_release_frames_keep_the_same_rows(spark: Any) -> None:
 
 
 def test_a_release_frame_shuffles_its_rows_once(spark: Any) -> None:
-    """bound_frame shuffles the input's rows by the id before the positions and codes are
+    """Without the map-side pre-bound (tests/privacy_unit/test_unit_prebound.py),
+    bound_frame shuffles the input's rows by the id before the positions and codes are
     added; the operator reuses that partitioning (no second exchange), adding its sort."""
     from hdp_spark.spark.privacy_unit import bound_frame
 
     frame = spark.createDataFrame(_events(seed=14, n=300))
-    out = bound_frame(frame, PrivacyUnit("user_id", 1, 1), eps="eps", by=("country",),
-                      keys=(("DE",), ("FR",)), specs=_specs(hpd), key=KEY)
-    plan = out._jdf.queryExecution().executedPlan().toString()
+    spark.conf.set("hdp_spark.unitPreBound", "false")
+    try:
+        out = bound_frame(frame, PrivacyUnit("user_id", 1, 1), eps="eps", by=("country",),
+                          keys=(("DE",), ("FR",)), specs=_specs(hpd), key=KEY)
+        plan = out._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.unset("hdp_spark.unitPreBound")
     assert "HdpUnitBound" in plan, plan
     assert plan.count("Exchange hashpartitioning(user_id") == 1, plan
     assert "REPARTITION_BY_COL" in plan, plan
@@ -399,6 +404,8 @@ def test_the_operator_refuses_an_input_that_is_not_sorted_by_the_id(spark: Any) 
         sort = _first(node, "SortExec")  # one partition: no shuffle is needed
         assert sort is not None, node.toString()
         unsorted = sort.children().apply(0)  # the rows before the sort: ids 40..1 (mod 7)
+        if unsorted.getClass().getName().endswith("PreExec"):  # the map-side pre-bound:
+            unsorted = unsorted.children().apply(0)  # its input, in the same order
         jvm = spark.sparkContext._jvm
         kids = jvm.java.util.ArrayList()
         kids.add(unsorted)

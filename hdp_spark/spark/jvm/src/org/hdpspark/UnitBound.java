@@ -133,7 +133,7 @@ public final class UnitBound {
     Spec spec = new Spec(idAt, kind(schema.apply(idAt).dataType(), true, "id"), groupAt,
         groupAt < 0 ? 'n' : kind(schema.apply(groupAt).dataType(), true, "group"), codeAt,
         codeKind, epsAt, maxGroups, maxRows, key, sorted, schema);
-    return new Node(rows.output(), rows, spec);
+    return new Node(rows.output(), UnitPreBound.over(rows, spec), spec);
   }
 
   /** 'l' long, 'i' int, 's' short, 'b' byte (each read as a long), 'S' string. */
@@ -417,6 +417,11 @@ public final class UnitBound {
         Node n = (Node) plan;
         return seq(List.of(new Exec(n.columns, planLater(n.child), n.spec)));
       }
+      if (plan instanceof UnitPreBound.PreNode) {
+        UnitPreBound.PreNode n = (UnitPreBound.PreNode) plan;
+        return seq(List.of(new UnitPreBound.PreExec(n.columns(), planLater(n.child()),
+            n.spec())));
+      }
       return seq(new ArrayList<>());
     }
   }
@@ -429,11 +434,17 @@ public final class UnitBound {
     private final Spec spec;
     private final Seq<Expression> project;  // null: the child's rows are in our column order
     private final Seq<Attribute> input;
+    private final long[] budget;  // the pre-bound's (persons, bytes); null: the operator
 
     Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input) {
+      this(spec, project, input, null);
+    }
+
+    Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input, long[] budget) {
       this.spec = spec;
       this.project = project;
       this.input = input;
+      this.budget = budget;
     }
 
     @Override
@@ -455,7 +466,9 @@ public final class UnitBound {
         };
       }
       UnitStream.Ranks ranks = new UnitStream.Ranks(spec.key);
-      Iterator<InternalRow> out = spec.sorted ? new UnitStream.Stream(spec, ranks, rows)
+      Iterator<InternalRow> out = budget != null
+          ? new UnitPreBound.Chunks(spec, ranks, rows, budget)
+          : spec.sorted ? new UnitStream.Stream(spec, ranks, rows)
           : UnitStream.hashed(spec, ranks, rows);
       return CollectionConverters.asScala(out);
     }

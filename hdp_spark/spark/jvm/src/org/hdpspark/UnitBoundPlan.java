@@ -85,10 +85,14 @@ final class UnitBoundPlan {
         return null;
       }
     }
-    // shuffled by the id itself: positions and codes are computed after the shuffle
-    LogicalPlan shuffled = new RepartitionByExpression(
-        UnitPlan.seq(List.of((Expression) person)), new Filter(new IsNotNull(person), base),
-        Option.empty(), Option.empty());
+    // pre-bound: the positions and codes are computed before the shuffle (no exchange:
+    // a broadcast join, the key list or the key text), the pre-bound reads them and the
+    // operator's required clustering adds the exchange by the id above it; else shuffled
+    // by the id itself first, the positions and codes computed after the shuffle
+    boolean pre = UnitPreBound.enabled();
+    LogicalPlan withId = new Filter(new IsNotNull(person), base);
+    LogicalPlan shuffled = pre ? withId : new RepartitionByExpression(
+        UnitPlan.seq(List.of((Expression) person)), withId, Option.empty(), Option.empty());
     LogicalPlan framed = shuffled;
     Expression group = null;
     if (position != null) {
@@ -132,7 +136,8 @@ final class UnitBoundPlan {
     UnitBound.Spec spec = new UnitBound.Spec(idAt, idKind, groupAt, groupKind, codeAt,
         codeKind, epsAt, maxGroups, maxRows, key, true, rows.schema());
     // the node's output: its child's columns, the ε column now holding ε_person
-    LogicalPlan node = new UnitBound.Node(rows.output(), rows, spec);
+    LogicalPlan node = new UnitBound.Node(rows.output(),
+        pre ? new UnitPreBound.PreNode(rows.output(), rows, spec) : rows, spec);
     List<NamedExpression> kept = new ArrayList<>();
     for (Attribute a : input) {
       kept.add(cols.contains(a) ? a : SelectionPlan.alias(Literal.create(null, a.dataType()),

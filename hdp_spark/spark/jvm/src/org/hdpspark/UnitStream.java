@@ -249,10 +249,25 @@ final class UnitStream {
     private TreeSet<Cell> order;  // once the person has more than maxGroups groups
     private final Map<Object, Long> dropped = new HashMap<>();
     private UnsafeProjection copier;
+    private final boolean carry;  // the pre-bound's: keep an out-of-key carrier of ε
+    private UnsafeRow carrier;  // a copy of the person's first out-of-key row, while no cell
+    private long held;  // the bytes of the copies made since reset (an upper bound)
 
     Person(Spec spec, Ranks ranks) {
+      this(spec, ranks, false);
+    }
+
+    /** {@code carry}: the person's rows are one chunk of theirs ({@link UnitPreBound}); a
+     * chunk with no row inside the keys emits one of its rows outside them, carrying ε. */
+    Person(Spec spec, Ranks ranks, boolean carry) {
       this.spec = spec;
       this.ranks = ranks;
+      this.carry = carry;
+    }
+
+    /** An upper bound of the bytes the person holds (copies, cells, dropped ranks). */
+    long held() {
+      return held + 64L * cells.size() + 64L * dropped.size() + 160L;
     }
 
     /** Starts the person of {@code row}. */
@@ -262,12 +277,19 @@ final class UnitStream {
       } else {
         idLong = integral(row, spec.idAt, spec.idKind);
       }
+      clear();
+    }
+
+    /** Lets go of everything held (the id aside). */
+    void clear() {
       tagged = null;
       eps = Double.POSITIVE_INFINITY;
       cells.clear();
       index = null;
       order = null;
       dropped.clear();
+      carrier = null;
+      held = 0;
     }
 
     /** The order of {@code row}'s id against this person's (Spark's: numbers, bytes). */
@@ -311,13 +333,15 @@ final class UnitStream {
       if (spec.groupKind == 'n') {
         group = GLOBAL;
       } else if (row.isNullAt(spec.groupAt)) {
-        return;  // outside the keys: counts for ε only
+        outside(row);  // outside the keys: counts for ε only
+        return;
       } else if (spec.groupKind == 'S') {
         group = row.getUTF8String(spec.groupAt);
       } else {
         long at = integral(row, spec.groupAt, spec.groupKind);
         if (at < 0) {
-          return;  // outside the keys: counts for ε only
+          outside(row);  // outside the keys: counts for ε only
+          return;
         }
         group = at;
       }
@@ -329,6 +353,14 @@ final class UnitStream {
         }
       }
       keep(cell, row);
+    }
+
+    /** A row outside the keys: in a chunk (carry), the first is kept while the person has
+     * no cell, to carry the chunk's ε if no row of theirs inside the keys comes. */
+    private void outside(InternalRow row) {
+      if (carry && carrier == null && cells.isEmpty()) {
+        carrier = copy(row);
+      }
     }
 
     /** The person's cell of {@code group}, or null (a scan while they are few). */
@@ -397,13 +429,17 @@ final class UnitStream {
     }
 
     private UnsafeRow copy(InternalRow row) {
+      UnsafeRow c;
       if (row instanceof UnsafeRow) {
-        return ((UnsafeRow) row).copy();
+        c = ((UnsafeRow) row).copy();
+      } else {
+        if (copier == null) {
+          copier = UnsafeProjection.create(spec.schema);
+        }
+        c = copier.apply(row).copy();
       }
-      if (copier == null) {
-        copier = UnsafeProjection.create(spec.schema);
-      }
-      return copier.apply(row).copy();
+      held += c.getSizeInBytes() + 48L;
+      return c;
     }
 
     private void keep(Cell cell, InternalRow row) {
@@ -454,8 +490,13 @@ final class UnitStream {
       return UTF8String.fromString(b.toString());
     }
 
-    /** Appends the kept rows, ε replaced by the person's. */
+    /** Appends the kept rows, ε replaced by the person's (in a chunk: the chunk's, and
+     * its carrier row when it has no row inside the keys). */
     void emit(List<InternalRow> out) {
+      if (carrier != null && cells.isEmpty()) {
+        carrier.setDouble(spec.epsAt, eps);
+        out.add(carrier);
+      }
       for (Cell cell : cells) {
         Iterable<Kept> kept = cell.heap != null ? cell.heap : cell.rows;
         for (Kept k : kept) {

@@ -1,0 +1,344 @@
+package org.hdpspark;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.Objects;
+
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.unsafe.types.UTF8String;
+
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+import org.hdpspark.UnitBound.Spec;
+import org.hdpspark.UnitStream.Person;
+import org.hdpspark.UnitStream.Ranks;
+
+/**
+ * The privacy unit's map-side pre-bounding: {@link UnitBound}'s rule applied to each chunk
+ * of a person's rows before the shuffle by the id, so that only the rows the rule can still
+ * keep (and one carrier of ε) cross it. The node {@code HdpUnitPreBound} sits under {@code
+ * HdpUnitBound}: Spark's planner puts the exchange by the id and the sort between them, and
+ * the final operator, unchanged, bounds each person's surviving rows.
+ *
+ * <p>A chunk: the rows of one person that a task holds in a hash map of persons before the
+ * map is full ({@link #persons} persons or {@link #bytes} bytes, session settings) and is
+ * flushed (everything held emitted, the map emptied); a person can have several chunks in
+ * a task and chunks in every task. Memory: the map's budget, never a partition.
+ *
+ * <p>Privacy (why the final rows and ε are exactly those without the pre-bound, for ANY
+ * split of a person's rows into chunks): the rule keeps the person's G groups with the
+ * smallest (group rank, group) among their in-key groups, and in each kept group the R rows
+ * with the smallest (row rank, codes). A globally kept group g is among the G smallest of
+ * the person's groups overall, hence among the G smallest of any chunk that holds g (a
+ * chunk holds a subset of the groups); a globally kept row is among the R smallest of its
+ * group overall, hence among the R smallest of its group in any chunk holding it. Bounding
+ * every chunk with the same rule, the same key and the same ranks (those of {@link
+ * UnitStream}, shared, not copied) therefore keeps a superset of the final rows; and the
+ * rule applied to a superset of the kept rows that is a subset of all rows keeps the same
+ * rows (the G smallest groups of the union are those of the whole, the R smallest rows of a
+ * group likewise; rows tying on (rank, codes) have equal codes, interchangeable, as
+ * today). ε_person must stay the smallest safe ε of ALL the person's rows, the dropped ones
+ * and those outside the keys included: every row a chunk emits carries the chunk's smallest
+ * safe ε (null, NaN, negative: 0; +∞ kept), and a chunk whose rows all lie outside the keys
+ * emits one of them as a carrier (the final operator reads its ε and never emits a row
+ * outside the keys), so the final minimum over the emitted rows is the minimum over all the
+ * chunks, i.e. over all the person's rows. A chunk with a row inside the keys keeps at least
+ * one group, whose rows carry its ε. The pre-bound reads the key in the same field as the
+ * final operator (no printed plan shows it) and emits only the input's own rows.
+ */
+public final class UnitPreBound {
+
+  private UnitPreBound() {}
+
+  /** The session setting that turns the pre-bound off (default on). */
+  static final String CONF = "hdp_spark.unitPreBound";
+  /** The map's budget: at most this many persons held by a task at a time. */
+  static final String PERSONS = "hdp_spark.unitPreBound.persons";
+  /** The map's budget: at most about this many bytes of held rows and state. */
+  static final String BYTES = "hdp_spark.unitPreBound.bytes";
+
+  /** Whether the release's bounding gets a pre-bound (the session setting). */
+  static boolean enabled() {
+    String v = SQLConf.get().getConfString(CONF, "true");
+    return !"false".equalsIgnoreCase(v.trim());
+  }
+
+  /** {@code rows} under a pre-bound when the session has it on, else {@code rows}. */
+  static LogicalPlan over(LogicalPlan rows, Spec spec) {
+    return enabled() ? new PreNode(rows.output(), rows, spec) : rows;
+  }
+
+  private static long setting(String name, long fallback) {
+    String v = SQLConf.get().getConfString(name, Long.toString(fallback)).trim();
+    long n;
+    try {
+      n = Long.parseLong(v);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("hdp_spark: " + name + " must be a whole number, "
+          + "got " + v);
+    }
+    if (n < 1) {
+      throw new IllegalArgumentException("hdp_spark: " + name + " must be at least 1, got "
+          + n);
+    }
+    return n;
+  }
+
+  /** The logical node: a superset of the rows {@link UnitBound.Node} keeps, ε the chunk's. */
+  public static final class PreNode extends LogicalPlan {
+    private static final long serialVersionUID = 1L;
+    private final Seq<Attribute> columns;
+    private final LogicalPlan child;
+    private final Spec spec;
+
+    public PreNode(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
+      this.columns = columns;
+      this.child = child;
+      this.spec = spec;
+    }
+
+    LogicalPlan child() {
+      return child;
+    }
+
+    Seq<Attribute> columns() {
+      return columns;
+    }
+
+    Spec spec() {
+      return spec;
+    }
+
+    @Override
+    public Seq<Attribute> output() {
+      return columns;
+    }
+
+    @Override
+    public Seq<LogicalPlan> children() {
+      return CollectionConverters.asScala(List.of(child)).toList();
+    }
+
+    @Override
+    public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> kids) {
+      return new PreNode(columns, kids.apply(0), spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitPreBound";
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that instanceof PreNode;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof PreNode && ((PreNode) o).spec.equals(spec)
+          && ((PreNode) o).columns.equals(columns) && ((PreNode) o).child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(columns, child, spec, 1);
+    }
+  }
+
+  /** The physical node: one map over each input partition, its partitioning kept (a
+   * subset of each partition's rows), so an input already clustered by the id gets no
+   * exchange. The budget is read when it runs. */
+  public static final class PreExec extends SparkPlan {
+    private static final long serialVersionUID = 1L;
+    private final Seq<Attribute> columns;
+    private final SparkPlan child;
+    private final Spec spec;
+
+    public PreExec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
+      this.columns = columns;
+      this.child = child;
+      this.spec = spec;
+    }
+
+    @Override
+    public Seq<Attribute> output() {
+      return columns;
+    }
+
+    @Override
+    public Partitioning outputPartitioning() {
+      return child.outputPartitioning();
+    }
+
+    @Override
+    public Seq<SparkPlan> children() {
+      return CollectionConverters.asScala(List.of(child)).toList();
+    }
+
+    @Override
+    public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> kids) {
+      return new PreExec(columns, kids.apply(0), spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitPreBound";
+    }
+
+    @Override
+    public RDD<InternalRow> doExecute() {
+      Seq<Attribute> in = child.output();
+      boolean same = in.size() == columns.size();
+      for (int i = 0; same && i < columns.size(); i++) {
+        same = in.apply(i).exprId().equals(columns.apply(i).exprId());
+      }
+      List<Expression> project = new ArrayList<>();
+      if (!same) {
+        for (Attribute a : CollectionConverters.asJava(columns)) {
+          project.add(a);
+        }
+      }
+      long[] budget = {setting(PERSONS, 200_000L), setting(BYTES, 64L << 20)};
+      return child.execute().mapPartitionsInternal(new UnitBound.Partition(spec,
+          same ? null : CollectionConverters.asScala(project).toList(), in, budget), false,
+          scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that instanceof PreExec;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof PreExec && ((PreExec) o).spec.equals(spec)
+          && ((PreExec) o).columns.equals(columns) && ((PreExec) o).child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(columns, child, spec, 1);
+    }
+  }
+
+  /** The pre-bound rows of one partition, in any order: chunks of persons in a hash map,
+   * flushed whole when the map is full and at the end. */
+  static final class Chunks implements Iterator<InternalRow> {
+    private final Spec spec;
+    private final Ranks ranks;
+    private final Iterator<InternalRow> input;
+    private final long maxPersons;
+    private final long maxBytes;
+    private final Map<Object, Person> persons = new HashMap<>();
+    private final ArrayDeque<Person> spare = new ArrayDeque<>();
+    private final List<InternalRow> ready = new ArrayList<>();
+    private int next;
+    private long bytes;
+
+    Chunks(Spec spec, Ranks ranks, Iterator<InternalRow> input, long[] budget) {
+      this.spec = spec;
+      this.ranks = ranks;
+      this.input = input;
+      this.maxPersons = budget[0];
+      this.maxBytes = budget[1];
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (next >= ready.size()) {
+        ready.clear();
+        next = 0;
+        if (!fill()) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    @Override
+    public InternalRow next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      return ready.get(next++);
+    }
+
+    /** Reads rows until the map is full, then flushes it into {@code ready}; false when
+     * the partition is exhausted and nothing is held. */
+    private boolean fill() {
+      while (input.hasNext()) {
+        InternalRow row = input.next();
+        Object id = spec.idKind == 'S' ? row.getUTF8String(spec.idAt)
+            : (Object) UnitStream.integral(row, spec.idAt, spec.idKind);
+        Person p = persons.get(id);
+        if (p == null) {
+          if (persons.size() >= maxPersons) {
+            flush();
+          }
+          p = spare.isEmpty() ? new Person(spec, ranks, true) : spare.pop();
+          p.reset(row);
+          persons.put(spec.idKind == 'S' ? ((UTF8String) id).clone() : id, p);
+          p.add(row);
+          bytes += p.held();
+        } else {
+          long before = p.held();
+          p.add(row);
+          bytes += p.held() - before;
+        }
+        if (bytes > maxBytes) {
+          flush();
+        }
+        if (!ready.isEmpty()) {
+          return true;
+        }
+      }
+      flush();
+      return !ready.isEmpty();
+    }
+
+    private void flush() {
+      for (Person p : persons.values()) {
+        p.emit(ready);
+        p.clear();  // the emitted rows are the output's now
+        spare.push(p);
+      }
+      persons.clear();
+      bytes = 0;
+    }
+  }
+}
