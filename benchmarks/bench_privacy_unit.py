@@ -20,11 +20,12 @@ rounds, the unit release on its other Spark paths (the before/after of the JVM o
   hashed   the JVM operator holding each partition's persons in a hash map (no sort)
 
 ``--prebound`` adds, in the same rounds, the unit release with the JVM operator's map-side
-pre-bound turned off (``hdp_spark.unitPreBound`` false for the call: one shuffle of every
-row with an id, the plan before the pre-bound); with ``--columns`` also ``col_unit`` so:
+pre-bound turned on (``hdp_spark.unitPreBound`` true for the call: each input partition
+bounded by the same rule in a hash map of persons before the shuffle by the id); with
+``--columns`` also the Column form so:
 
-  nopre      the unit release, no pre-bound
-  col_nopre  the Column form under the unit, no pre-bound
+  pre        the unit release, pre-bound on
+  col_pre    the Column form under the unit, pre-bound on
 
 ``--columns`` adds the Column form, ``df.groupBy(group).agg(hs.hdp_mean(...,
 keys="public"), hs.hdp_histogram(...))`` (the same specs), in the same rounds:
@@ -119,11 +120,11 @@ def main() -> None:
         cases["col_unit"] = lambda: column(**unit_args).collect()
         cases["col_native"] = lambda: _native_columns(spark, lambda: column(**unit_args))
         if a.prebound:
-            cases["col_nopre"] = lambda: _setting(spark, "hdp_spark.unitPreBound",
-                                                  lambda: column(**unit_args).collect())
+            cases["col_pre"] = lambda: _setting(spark, "hdp_spark.unitPreBound",
+                                                lambda: column(**unit_args).collect())
     if a.prebound:
         unit_case = cases["unit"]
-        cases["nopre"] = lambda: _setting(spark, "hdp_spark.unitPreBound", unit_case)
+        cases["pre"] = lambda: _setting(spark, "hdp_spark.unitPreBound", unit_case)
     if a.only:
         cases = {k: v for k, v in cases.items() if k in a.only.split(",")}
     times: dict[str, list[float]] = {k: [] for k in cases}
@@ -143,8 +144,8 @@ def main() -> None:
         print(f"{name:10s} {value:8.2f} s   cpu {statistics.median(cpus[name]):6.2f} s")
     for top, bottom in (("unit", "rows"), ("unit", "floor"), ("native", "rows"),
                         ("hashed", "rows"), ("col_unit", "col"), ("col_native", "col"),
-                        ("col_native", "col_unit"), ("nopre", "rows"), ("unit", "nopre"),
-                        ("col_nopre", "col"), ("col_unit", "col_nopre")):
+                        ("col_native", "col_unit"), ("pre", "rows"), ("pre", "unit"),
+                        ("col_pre", "col"), ("col_pre", "col_unit")):
         if top in med and bottom in med:
             print(f"{top}/{bottom}  {med[top] / med[bottom]:.2f}x")
     spark.stop()
@@ -212,8 +213,8 @@ def _children_cpu() -> Any:
 
 
 def _setting(spark: Any, name: str, run: Any) -> Any:
-    """``run()`` with the session setting ``name`` false for the call."""
-    spark.conf.set(name, "false")
+    """``run()`` with the session setting ``name`` true for the call."""
+    spark.conf.set(name, "true")
     try:
         return run()
     finally:

@@ -373,9 +373,9 @@ def _with_positions(df: DataFrame, by: tuple[str, ...],
 
 def _pre_bound(df: DataFrame) -> bool:
     """Whether the session has the operator's map-side pre-bound on (the setting
-    ``hdp_spark.unitPreBound``, default on; read by the operator's node as well)."""
-    value = df.sparkSession.conf.get("hdp_spark.unitPreBound", "true")
-    return str(value).strip().lower() != "false"
+    ``hdp_spark.unitPreBound``, default off; read by the operator's node as well)."""
+    value = df.sparkSession.conf.get("hdp_spark.unitPreBound", "false")
+    return str(value).strip().lower() == "true"
 
 
 def group_texts(df: DataFrame, by: tuple[str, ...]) -> Column:
@@ -418,7 +418,7 @@ def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ..
         # added: it carries the input's columns only (the join with the broadcast keys
         # and the projection keep its partitioning, so the operator adds no exchange,
         # only its sort); the rows without an id are dropped before it. With the
-        # operator's map-side pre-bound (the default), the positions and codes come
+        # operator's map-side pre-bound (a session setting), the positions and codes come
         # first (no exchange: a broadcast join), the pre-bound reads them below the
         # exchange by the id the operator's required clustering adds
         source = df.where(F.col(unit.column).isNotNull()).repartition(unit.column)

@@ -1,12 +1,12 @@
 """The privacy unit's map-side pre-bound (``UnitPreBound``, the node ``HdpUnitPreBound``
-below the exchange by the id): the operator keeps exactly the rows and ε it keeps without
-it (the session setting ``hdp_spark.unitPreBound`` off), on randomized tables split into
-many chunks (a map budget of a few persons, so flushes happen), persons spread over
-partitions, string and integer ids, global and grouped, G and R of 1 and more; on tables
-built so the person's smallest ε is on a row the pre-bound drops, on a row outside the
-keys, or in a chunk holding only rows outside the keys (each checked to matter); the
-pre-bound in the plan below the exchange, the key in no explain mode; the release API's
-and a Column aggregate's outputs unchanged."""
+below the exchange by the id, where the session setting ``hdp_spark.unitPreBound`` turns
+it on; off by default): the operator keeps exactly the rows and ε it keeps without it,
+on randomized tables split into many chunks (a map budget of a few persons, so flushes
+happen), persons spread over partitions, string and integer ids, global and grouped, G
+and R of 1 and more; on tables built so the person's smallest ε is on a row the
+pre-bound drops, on a row outside the keys, or in a chunk holding only rows outside the
+keys (each checked to matter); the pre-bound in the plan below the exchange, the key in
+no explain mode; the release API's and a Column aggregate's outputs unchanged."""
 
 from __future__ import annotations
 
@@ -152,8 +152,9 @@ def test_the_pre_bound_is_below_the_exchange_and_holds_no_key(spark: Any) -> Non
 
     frame = _frame(spark, _skewed(seed=9, n=300))
     unit = PrivacyUnit("uid", 2, 2)
-    out = bound_rows(frame, unit, eps="eps", group="g", codes=["x"], key=KEY)
-    plan = out._jdf.queryExecution().executedPlan().toString()
+    with _pre(spark, True):
+        out = bound_rows(frame, unit, eps="eps", group="g", codes=["x"], key=KEY)
+        plan = out._jdf.queryExecution().executedPlan().toString()
     assert plan.count("HdpUnitPreBound") == 1, plan
     assert plan.count("Exchange hashpartitioning(uid") == 1, plan
     assert plan.index("HdpUnitBound") < plan.index("Exchange hashpartitioning(uid") \
@@ -189,6 +190,7 @@ def test_the_map_budget_is_checked(spark: Any) -> None:
 
     frame = _frame(spark, _skewed(seed=10, n=100))
     for bad in ("0", "many"):
+        spark.conf.set("hdp_spark.unitPreBound", "true")
         spark.conf.set("hdp_spark.unitPreBound.persons", bad)
         try:
             out = _jvm_bound(frame, PrivacyUnit("uid", 1, 1), eps="eps", group="g",
@@ -198,6 +200,7 @@ def test_the_map_budget_is_checked(spark: Any) -> None:
                                match=r"hdp_spark\.unitPreBound\.persons must be"):
                 out.count()
         finally:
+            spark.conf.unset("hdp_spark.unitPreBound")
             spark.conf.unset("hdp_spark.unitPreBound.persons")
 
 

@@ -43,9 +43,19 @@ def test_a_server_without_the_extension_falls_back_and_agrees(
     _check(bare_connect_server, extension=False)
 
 
-def _check(server: Any, *, extension: bool) -> None:
+def test_connect_with_the_pre_bound_releases_what_pandas_releases(
+        connect_server: Any) -> None:
+    """The session's map-side pre-bound on (a map of two persons, so it flushes): the
+    same rows, the pre-bound in the plan under the one exchange by the id."""
+    _check(connect_server, extension=True, pre=True)
+
+
+def _check(server: Any, *, extension: bool, pre: bool = False) -> None:
     pytest.importorskip("pyspark.sql.connect")
-    got = server.run(JOB, conf={"spark.sql.shuffle.partitions": "3"})
+    conf = {"spark.sql.shuffle.partitions": "3"}
+    if pre:
+        conf.update({"hdp_spark.unitPreBound": "true", "hdp_spark.unitPreBound.persons": "2"})
+    got = server.run(JOB, conf=conf)
     assert "connect" in got["session"]
     for case in CASES:
         specs, kwargs = release_args(case, hpd)
@@ -65,6 +75,7 @@ def _check(server: Any, *, extension: bool) -> None:
         assert plan["request_left"] is False, case
         assert plan["cached"] is True, case  # the release's cells read the bounded rows
         assert plan["key_in_plans"] is not extension, case
+        assert plan["prebound"] is pre, case
         if extension:
             assert (plan["exchanges"], plan["sorts"], plan["windows"]) == (1, 1, 0), plan
         else:

@@ -106,6 +106,7 @@ def run(spark: Any) -> dict[str, Any]:
         analyzed = shown["extended"].split("== Analyzed Logical Plan ==")[1]
         out["plans"][case] = {
             "operator": "HdpUnitBound" in physical,
+            "prebound": "HdpUnitPreBound" in physical,
             "request_left": "hdp_unit_bound(" in analyzed,
             "exchanges": physical.count("Exchange hashpartitioning(user_id"),
             "sorts": physical.count("Sort [user_id"),

@@ -48,7 +48,11 @@ import scala.runtime.AbstractFunction1;
  * one shuffle and the one sort — and reads each partition person by person over Spark's own
  * rows (no conversion to external rows),
  * keeping for the current person only what the rule can still keep (that state:
- * {@link UnitStream}).
+ * {@link UnitStream}). Below the shuffle, where the session turns it on, the map-side
+ * pre-bound {@link UnitPreBound} ({@code HdpUnitPreBound}) applies the same rule to chunks
+ * of each input partition, so that only a superset of the kept rows (each carrying its
+ * chunk's smallest ε) crosses the shuffle: the rows and ε kept here are the same (the
+ * argument: that class's comment).
  *
  * <p>Per person: ε_person = the smallest safe ε (null, NaN, negative: 0; +∞ kept) of ALL
  * their rows, those outside the keys included (never emitted); at most {@code maxGroups}

@@ -35,6 +35,11 @@ import scala.jdk.javaapi.CollectionConverters;
  *   Filter        [person not null]
  * </pre>
  *
+ * <p>With the session's map-side pre-bound on ({@link UnitPreBound}, off by default) the
+ * positions and codes come first (no exchange: a broadcast join, the key list or the key
+ * text), {@code HdpUnitPreBound} reads them, and the operator's required clustering adds
+ * the one exchange by the id above it (no repartition node).
+ *
  * <p>The rows with an id cross one shuffle by the id itself (the repartition, which the
  * operator's required clustering then accepts as it is: no second exchange), the positions
  * and codes are computed after it, and Spark's planner adds the one sort by the id the

@@ -35,9 +35,13 @@ import org.hdpspark.UnitStream.Ranks;
  * the final operator, unchanged, bounds each person's surviving rows.
  *
  * <p>A chunk: the rows of one person that a task holds in a hash map of persons before the
- * map is full ({@link #persons} persons or {@link #bytes} bytes, session settings) and is
- * flushed (everything held emitted, the map emptied); a person can have several chunks in
- * a task and chunks in every task. Memory: the map's budget, never a partition.
+ * map is full ({@link #PERSONS} persons or about {@link #BYTES} bytes, session settings) and
+ * is flushed (everything held emitted, the map emptied); a person can have several chunks
+ * in a task and chunks in every task. Memory: the map's budget, never a partition.
+ *
+ * <p>Off by default ({@link #CONF}): measured slower than the shuffle and sort of the rows
+ * it drops on one machine (its map is bound by memory latency, about 1 µs a row over 100k
+ * persons); benchmarks/log/privacy_unit.md.
  *
  * <p>Privacy (why the final rows and ε are exactly those without the pre-bound, for ANY
  * split of a person's rows into chunks): the rule keeps the person's G groups with the
@@ -64,7 +68,8 @@ public final class UnitPreBound {
 
   private UnitPreBound() {}
 
-  /** The session setting that turns the pre-bound off (default on). */
+  /** The session setting that turns the pre-bound on (default off: measured slower on one
+   * machine, benchmarks/log/privacy_unit.md). */
   static final String CONF = "hdp_spark.unitPreBound";
   /** The map's budget: at most this many persons held by a task at a time. */
   static final String PERSONS = "hdp_spark.unitPreBound.persons";
@@ -73,8 +78,8 @@ public final class UnitPreBound {
 
   /** Whether the release's bounding gets a pre-bound (the session setting). */
   static boolean enabled() {
-    String v = SQLConf.get().getConfString(CONF, "true");
-    return !"false".equalsIgnoreCase(v.trim());
+    String v = SQLConf.get().getConfString(CONF, "false");
+    return "true".equalsIgnoreCase(v.trim());
   }
 
   /** {@code rows} under a pre-bound when the session has it on, else {@code rows}. */
@@ -264,7 +269,10 @@ public final class UnitPreBound {
     private final Iterator<InternalRow> input;
     private final long maxPersons;
     private final long maxBytes;
-    private final Map<Object, Person> persons = new HashMap<>();
+    private final Map<UTF8String, Person> texts = new HashMap<>();  // string ids
+    private long[] keys = new long[1024];  // integral ids: open addressing, linear probing
+    private Person[] slots = new Person[1024];
+    private final List<Person> persons = new ArrayList<>();  // held, in the order they came
     private final ArrayDeque<Person> spare = new ArrayDeque<>();
     private final List<InternalRow> ready = new ArrayList<>();
     private int next;
@@ -303,16 +311,35 @@ public final class UnitPreBound {
     private boolean fill() {
       while (input.hasNext()) {
         InternalRow row = input.next();
-        Object id = spec.idKind == 'S' ? row.getUTF8String(spec.idAt)
-            : (Object) UnitStream.integral(row, spec.idAt, spec.idKind);
-        Person p = persons.get(id);
+        UTF8String text = null;
+        long id = 0;
+        int at = -1;
+        Person p;
+        if (spec.idKind == 'S') {
+          text = row.getUTF8String(spec.idAt);
+          p = texts.get(text);
+        } else {
+          id = UnitStream.integral(row, spec.idAt, spec.idKind);
+          at = slot(id);
+          p = slots[at];
+        }
         if (p == null) {
           if (persons.size() >= maxPersons) {
             flush();
+            at = text == null ? slot(id) : -1;
           }
           p = spare.isEmpty() ? new Person(spec, ranks, true) : spare.pop();
           p.reset(row);
-          persons.put(spec.idKind == 'S' ? ((UTF8String) id).clone() : id, p);
+          if (text != null) {
+            texts.put(text.clone(), p);
+          } else {
+            keys[at] = id;
+            slots[at] = p;
+            if (2 * (persons.size() + 1) > slots.length) {
+              grow();
+            }
+          }
+          persons.add(p);
           p.add(row);
           bytes += p.held();
         } else {
@@ -331,13 +358,41 @@ public final class UnitPreBound {
       return !ready.isEmpty();
     }
 
+    /** The slot of integral id {@code id}: its person's, or the empty one to put it in. */
+    private int slot(long id) {
+      int mask = slots.length - 1;
+      int i = (int) ((id * 0x9E3779B97F4A7C15L) >>> 40) & mask;
+      while (slots[i] != null && keys[i] != id) {
+        i = (i + 1) & mask;
+      }
+      return i;
+    }
+
+    private void grow() {
+      long[] oldKeys = keys;
+      Person[] old = slots;
+      keys = new long[old.length * 2];
+      slots = new Person[old.length * 2];
+      for (int i = 0; i < old.length; i++) {
+        if (old[i] != null) {
+          int at = slot(oldKeys[i]);
+          keys[at] = oldKeys[i];
+          slots[at] = old[i];
+        }
+      }
+    }
+
     private void flush() {
-      for (Person p : persons.values()) {
+      for (Person p : persons) {
         p.emit(ready);
         p.clear();  // the emitted rows are the output's now
         spare.push(p);
       }
+      if (!persons.isEmpty()) {
+        java.util.Arrays.fill(slots, null);
+      }
       persons.clear();
+      texts.clear();
       bytes = 0;
     }
   }
