@@ -68,15 +68,22 @@ def main() -> None:
     p.add_argument("--paired", action="store_true")
     p.add_argument("--columns", action="store_true")
     p.add_argument("--prebound", action="store_true")
+    p.add_argument("--conf", action="append", default=[],
+                   help="a Spark session setting key=value (repeatable)")
     p.add_argument("--connect", action="store_true")
     p.add_argument("--only", default="", help="comma-separated cases to run (default all)")
     a = p.parse_args()
     if a.smoke:
         a.rows, a.persons, a.keys, a.repeats = 2_000, 200, 5, 1
     builder = _connect_builder() if a.connect else SparkSession.builder.master("local[2]")
-    spark = (hs.configure(builder)
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-             .config("spark.driver.memory", "3g").getOrCreate())
+    configured = (hs.configure(builder)
+                  .config("spark.ui.enabled", "false")
+                  .config("spark.sql.shuffle.partitions", "4")
+                  .config("spark.driver.memory", "3g"))
+    for setting in a.conf:
+        name, _, value = setting.partition("=")
+        configured = configured.config(name, value)
+    spark = configured.getOrCreate()
     if not a.connect:
         spark.sparkContext.setLogLevel("ERROR")
     # person = floor(persons * u^3): skewed, a few persons with many rows

@@ -11,6 +11,7 @@ no explain mode; the release API's and a Column aggregate's outputs unchanged.""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,24 +27,27 @@ MODES = ("simple", "extended", "codegen", "cost", "formatted")
 
 
 @contextlib.contextmanager
-def _pre(spark: Any, on: bool, persons: int | None = None) -> Iterator[None]:
-    """The session with the pre-bound on or off (and its map's budget of persons)."""
+def _pre(spark: Any, on: bool, persons: int | None = None, start: int = 1
+         ) -> Iterator[None]:
+    """The session with the pre-bound on or off (its map's budget of persons; ``start``:
+    the row of an id from which its person is held, 1 by default: every row held)."""
     spark.conf.set("hdp_spark.unitPreBound", "true" if on else "false")
+    spark.conf.set("hdp_spark.unitPreBound.from", str(start))
     if persons is not None:
         spark.conf.set("hdp_spark.unitPreBound.persons", str(persons))
     try:
         yield
     finally:
-        spark.conf.unset("hdp_spark.unitPreBound")
-        spark.conf.unset("hdp_spark.unitPreBound.persons")
+        for name in ("", ".from", ".persons"):
+            spark.conf.unset("hdp_spark.unitPreBound" + name)
 
 
 def _bounded(spark: Any, frame: Any, unit: PrivacyUnit, *, on: bool,
-             persons: int | None = None, **kwargs: Any) -> pd.DataFrame:
+             persons: int | None = None, start: int = 1, **kwargs: Any) -> pd.DataFrame:
     """The operator's kept rows (canonical), the pre-bound on or off."""
     from hdp_spark.spark.privacy_unit import _jvm_bound
 
-    with _pre(spark, on, persons):
+    with _pre(spark, on, persons, start):
         out = _jvm_bound(frame, unit, **kwargs)
         assert out is not None
         plan = out._jdf.queryExecution().executedPlan().toString()
@@ -53,13 +57,15 @@ def _bounded(spark: Any, frame: Any, unit: PrivacyUnit, *, on: bool,
 
 def _agree(spark: Any, df: pd.DataFrame, unit: PrivacyUnit, *, frame: Any = None,
            budgets: tuple[int | None, ...] = (1, 3, None), **kwargs: Any) -> pd.DataFrame:
-    """The kept rows with the pre-bound (each map budget) equal those without it, and
-    pandas'; returns them."""
+    """The kept rows with the pre-bound (each map budget; every row held, and an id's
+    first two rows let through) equal those without it, and pandas'; returns them."""
     frame = _frame(spark, df) if frame is None else frame
     off = _bounded(spark, frame, unit, on=False, **kwargs)
     for persons in budgets:
         on = _bounded(spark, frame, unit, on=True, persons=persons, **kwargs)
         pd.testing.assert_frame_equal(on, off)
+    on = _bounded(spark, frame, unit, on=True, persons=3, start=3, **kwargs)
+    pd.testing.assert_frame_equal(on, off)
     pd.testing.assert_frame_equal(off, _canonical(pandas_bound(df, unit, **kwargs)))
     return off
 
@@ -183,25 +189,26 @@ def test_the_pre_bound_is_below_the_exchange_and_holds_no_key(spark: Any) -> Non
                 < physical.index("BroadcastHashJoin"), physical
 
 
-def test_the_map_budget_is_checked(spark: Any) -> None:
+@pytest.mark.parametrize("name", ["persons", "bytes", "from"])
+def test_the_map_settings_are_checked(spark: Any, name: str) -> None:
     from pyspark.errors import IllegalArgumentException
 
     from hdp_spark.spark.privacy_unit import _jvm_bound
 
     frame = _frame(spark, _skewed(seed=10, n=100))
-    for bad in ("0", "many"):
-        spark.conf.set("hdp_spark.unitPreBound", "true")
-        spark.conf.set("hdp_spark.unitPreBound.persons", bad)
-        try:
-            out = _jvm_bound(frame, PrivacyUnit("uid", 1, 1), eps="eps", group="g",
-                             codes=["x"], key=KEY)
-            assert out is not None
-            with pytest.raises(IllegalArgumentException,
-                               match=r"hdp_spark\.unitPreBound\.persons must be"):
-                out.count()
-        finally:
-            spark.conf.unset("hdp_spark.unitPreBound")
-            spark.conf.unset("hdp_spark.unitPreBound.persons")
+    setting = f"hdp_spark.unitPreBound.{name}"
+    for bad, rule in (("0", "must be at least 1, got 0"), ("many", "must be a whole number")):
+        with _pre(spark, True):
+            spark.conf.set(setting, bad)
+            try:
+                out = _jvm_bound(frame, PrivacyUnit("uid", 1, 1), eps="eps", group="g",
+                                 codes=["x"], key=KEY)
+                assert out is not None
+                with pytest.raises(IllegalArgumentException,
+                                   match=re.escape(f"{setting} {rule}")):
+                    out.count()
+            finally:
+                spark.conf.unset(setting)
 
 
 def test_release_and_column_outputs_are_unchanged(spark: Any) -> None:

@@ -45,8 +45,9 @@ def test_a_server_without_the_extension_falls_back_and_agrees(
 
 def test_connect_with_the_pre_bound_releases_what_pandas_releases(
         connect_server: Any) -> None:
-    """The session's map-side pre-bound on (a map of two persons, so it flushes): the
-    same rows, the pre-bound in the plan under the one exchange by the id."""
+    """The session's map-side pre-bound on (a map of two persons, so it flushes; an id's
+    first row let through): the same rows, the pre-bound in the plan with the one
+    exchange by the id."""
     _check(connect_server, extension=True, pre=True)
 
 
@@ -54,7 +55,8 @@ def _check(server: Any, *, extension: bool, pre: bool = False) -> None:
     pytest.importorskip("pyspark.sql.connect")
     conf = {"spark.sql.shuffle.partitions": "3"}
     if pre:
-        conf.update({"hdp_spark.unitPreBound": "true", "hdp_spark.unitPreBound.persons": "2"})
+        conf.update({"hdp_spark.unitPreBound": "true", "hdp_spark.unitPreBound.persons": "2",
+                     "hdp_spark.unitPreBound.from": "2"})
     got = server.run(JOB, conf=conf)
     assert "connect" in got["session"]
     for case in CASES:

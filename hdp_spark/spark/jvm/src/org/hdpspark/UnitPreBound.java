@@ -37,7 +37,12 @@ import org.hdpspark.UnitStream.Ranks;
  * <p>A chunk: the rows of one person that a task holds in a hash map of persons before the
  * map is full ({@link #PERSONS} persons or about {@link #BYTES} bytes, session settings) and
  * is flushed (everything held emitted, the map emptied); a person can have several chunks
- * in a task and chunks in every task. Memory: the map's budget, never a partition.
+ * in a task and chunks in every task. Memory: the map's budget, never a partition. The
+ * first rows of each id in a task ({@link #THRESHOLD}, counted per slot of a table of id
+ * hashes: ids sharing a slot add up) pass as they are, before the id's person is held:
+ * each such row is a chunk of one row, which the rule keeps whole (one group, one row)
+ * with its own ε (the final operator reads it as safe as the pre-bound would make it; a
+ * row outside the keys carries its ε itself). Light persons then cost no map.
  *
  * <p>Off by default ({@link #CONF}): measured slower than the shuffle and sort of the rows
  * it drops on one machine (its map is bound by memory latency, about 1 µs a row over 100k
@@ -75,6 +80,9 @@ public final class UnitPreBound {
   static final String PERSONS = "hdp_spark.unitPreBound.persons";
   /** The map's budget: at most about this many bytes of held rows and state. */
   static final String BYTES = "hdp_spark.unitPreBound.bytes";
+  /** One more than the rows of an id (ids sharing a slot of a counter table add up) that
+   * pass as they are, before the id's person is held: 1, every row held. */
+  static final String THRESHOLD = "hdp_spark.unitPreBound.from";
 
   /** Whether the release's bounding gets a pre-bound (the session setting). */
   static boolean enabled() {
@@ -228,7 +236,8 @@ public final class UnitPreBound {
           project.add(a);
         }
       }
-      long[] budget = {setting(PERSONS, 200_000L), setting(BYTES, 64L << 20)};
+      long[] budget = {setting(PERSONS, 200_000L), setting(BYTES, 64L << 20),
+          setting(THRESHOLD, 9L) - 1};
       return child.execute().mapPartitionsInternal(new UnitBound.Partition(spec,
           same ? null : CollectionConverters.asScala(project).toList(), in, budget), false,
           scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
@@ -277,6 +286,9 @@ public final class UnitPreBound {
     private final List<InternalRow> ready = new ArrayList<>();
     private int next;
     private long bytes;
+    private final int threshold;
+    private final int[] seen;  // rows seen per id hash (ids sharing a slot add up)
+    private InternalRow passed;  // an input row let through as it is, next to return
 
     Chunks(Spec spec, Ranks ranks, Iterator<InternalRow> input, long[] budget) {
       this.spec = spec;
@@ -284,15 +296,23 @@ public final class UnitPreBound {
       this.input = input;
       this.maxPersons = budget[0];
       this.maxBytes = budget[1];
+      this.threshold = (int) budget[2];
+      this.seen = threshold > 0 ? new int[1 << 18] : null;
     }
 
     @Override
     public boolean hasNext() {
+      if (passed != null) {
+        return true;
+      }
       while (next >= ready.size()) {
         ready.clear();
         next = 0;
         if (!fill()) {
           return false;
+        }
+        if (passed != null) {
+          return true;
         }
       }
       return true;
@@ -303,11 +323,17 @@ public final class UnitPreBound {
       if (!hasNext()) {
         throw new NoSuchElementException();
       }
+      if (passed != null) {
+        InternalRow row = passed;
+        passed = null;
+        return row;
+      }
       return ready.get(next++);
     }
 
-    /** Reads rows until the map is full, then flushes it into {@code ready}; false when
-     * the partition is exhausted and nothing is held. */
+    /** Reads rows until one passes as it is ({@code passed}) or the map is full, then
+     * flushed into {@code ready}; false when the partition is exhausted and nothing is
+     * held. */
     private boolean fill() {
       while (input.hasNext()) {
         InternalRow row = input.next();
@@ -317,9 +343,21 @@ public final class UnitPreBound {
         Person p;
         if (spec.idKind == 'S') {
           text = row.getUTF8String(spec.idAt);
-          p = texts.get(text);
         } else {
           id = UnitStream.integral(row, spec.idAt, spec.idKind);
+        }
+        if (seen != null) {  // the id's first rows pass as they are: chunks of one row
+          int h = text != null ? text.hashCode() : (int) ((id * 0x9E3779B97F4A7C15L) >>> 32);
+          int i = (h ^ (h >>> 14)) & (seen.length - 1);
+          if (seen[i] < threshold) {
+            seen[i]++;
+            passed = row;
+            return true;
+          }
+        }
+        if (text != null) {
+          p = texts.get(text);
+        } else {
           at = slot(id);
           p = slots[at];
         }
