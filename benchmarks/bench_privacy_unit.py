@@ -71,11 +71,16 @@ def main() -> None:
     p.add_argument("--conf", action="append", default=[],
                    help="a Spark session setting key=value (repeatable)")
     p.add_argument("--connect", action="store_true")
+    p.add_argument("--master", default="local[2]",
+                   help="the classic session's master, e.g. local-cluster[2,1,3072]: the "
+                        "shuffle then crosses executor processes")
+    p.add_argument("--hot", type=float, default=0.0,
+                   help="a share of the rows given to one person (a bot, a test account)")
     p.add_argument("--only", default="", help="comma-separated cases to run (default all)")
     a = p.parse_args()
     if a.smoke:
         a.rows, a.persons, a.keys, a.repeats = 2_000, 200, 5, 1
-    builder = _connect_builder() if a.connect else SparkSession.builder.master("local[2]")
+    builder = _connect_builder() if a.connect else SparkSession.builder.master(a.master)
     configured = (hs.configure(builder)
                   .config("spark.ui.enabled", "false")
                   .config("spark.sql.shuffle.partitions", "4")
@@ -88,7 +93,8 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
     # person = floor(persons * u^3): skewed, a few persons with many rows
     df = spark.range(a.rows).select(
-        F.floor(F.lit(a.persons) * F.pow(F.rand(seed=1), 3)).cast("long").alias("person"),
+        F.when(F.rand(seed=6) < F.lit(a.hot), F.lit(0)).otherwise(
+            F.floor(F.lit(a.persons) * F.pow(F.rand(seed=1), 3))).cast("long").alias("person"),
         F.floor(F.lit(a.keys) * F.rand(seed=2)).cast("int").alias("grp"),
         (F.rand(seed=3) * 500).alias("amount"),
         F.floor(F.rand(seed=4) * 4).cast("int").alias("cat"),
