@@ -254,18 +254,22 @@ public final class UnitBound {
     }
   }
 
-  /** The logical node: the bounded rows of its child (same columns). */
-  public static final class Node extends LogicalPlan {
+  /** What the operator's node and the pre-bound's ({@link UnitPreBound.PreNode}) share:
+   * their columns (the child's), the child and the rule's parameters. */
+  abstract static class Logical extends LogicalPlan {
     private static final long serialVersionUID = 1L;
-    private final Seq<Attribute> columns;
-    private final LogicalPlan child;
-    private final Spec spec;
+    final Seq<Attribute> columns;
+    final LogicalPlan child;
+    final Spec spec;
 
-    public Node(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
+    Logical(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
       this.columns = columns;
       this.child = child;
       this.spec = spec;
     }
+
+    /** This node over {@code kid}. */
+    abstract Logical over(LogicalPlan kid);
 
     @Override
     public Seq<Attribute> output() {
@@ -279,12 +283,7 @@ public final class UnitBound {
 
     @Override
     public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> kids) {
-      return new Node(columns, kids.apply(0), spec);
-    }
-
-    @Override
-    public String nodeName() {
-      return "HdpUnitBound";
+      return over(kids.apply(0));
     }
 
     @Override
@@ -299,37 +298,62 @@ public final class UnitBound {
 
     @Override
     public boolean canEqual(Object that) {
-      return that instanceof Node;
+      return that != null && that.getClass() == getClass();
     }
 
     @Override
     public boolean equals(Object o) {
-      return o instanceof Node && ((Node) o).spec.equals(spec)
-          && ((Node) o).columns.equals(columns) && ((Node) o).child.equals(child);
+      if (!canEqual(o)) {
+        return false;
+      }
+      Logical n = (Logical) o;
+      return n.spec.equals(spec) && n.columns.equals(columns) && n.child.equals(child);
     }
 
     @Override
     public int hashCode() {
-      return Objects.hash(columns, child, spec);
+      return Objects.hash(getClass().getName(), columns, child, spec);
     }
   }
 
-  /** The physical node: one shuffle by the id and one sort by it below (required), one map. */
-  public static final class Exec extends SparkPlan {
+  /** The logical node: the bounded rows of its child (same columns). */
+  public static final class Node extends Logical {
     private static final long serialVersionUID = 1L;
-    private final Seq<Attribute> columns;
-    private final SparkPlan child;
-    private final Spec spec;
 
-    public Exec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
+    public Node(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
+      super(columns, child, spec);
+    }
+
+    @Override
+    Logical over(LogicalPlan kid) {
+      return new Node(columns, kid, spec);
+    }
+
+    @Override
+    public String nodeName() {
+      return "HdpUnitBound";
+    }
+  }
+
+  /** What the operator and the pre-bound ({@link UnitPreBound.PreExec}) share: one map over
+   * each partition of the child's rows, in the node's column order. */
+  abstract static class Physical extends SparkPlan {
+    private static final long serialVersionUID = 1L;
+    final Seq<Attribute> columns;
+    final SparkPlan child;
+    final Spec spec;
+
+    Physical(Seq<Attribute> columns, SparkPlan child, Spec spec) {
       this.columns = columns;
       this.child = child;
       this.spec = spec;
     }
 
-    private Expression person() {
-      return columns.apply(spec.idAt);
-    }
+    /** This node over {@code kid}. */
+    abstract Physical over(SparkPlan kid);
+
+    /** The pre-bound's map budget (read when it runs), or null: the final operator. */
+    abstract long[] budget();
 
     @Override
     public Seq<Attribute> output() {
@@ -343,7 +367,77 @@ public final class UnitBound {
 
     @Override
     public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> kids) {
-      return new Exec(columns, kids.apply(0), spec);
+      return over(kids.apply(0));
+    }
+
+    @Override
+    public RDD<InternalRow> doExecute() {
+      Seq<Attribute> in = child.output();
+      boolean same = in.size() == columns.size();
+      for (int i = 0; same && i < columns.size(); i++) {
+        same = in.apply(i).exprId().equals(columns.apply(i).exprId());
+      }
+      List<Expression> project = new ArrayList<>();
+      if (!same) {
+        for (Attribute a : CollectionConverters.asJava(columns)) {
+          project.add(a);
+        }
+      }
+      return child.execute().mapPartitionsInternal(
+          new Partition(spec, same ? null : seq(project), in, budget()), false,
+          scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
+    }
+
+    @Override
+    public int productArity() {
+      return 3;
+    }
+
+    @Override
+    public Object productElement(int n) {
+      return n == 0 ? columns : n == 1 ? child : spec;
+    }
+
+    @Override
+    public boolean canEqual(Object that) {
+      return that != null && that.getClass() == getClass();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      if (!canEqual(o)) {
+        return false;
+      }
+      Physical n = (Physical) o;
+      return n.spec.equals(spec) && n.columns.equals(columns) && n.child.equals(child);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(getClass().getName(), columns, child, spec);
+    }
+  }
+
+  /** The physical node: one shuffle by the id and one sort by it below (required), one map. */
+  public static final class Exec extends Physical {
+    private static final long serialVersionUID = 1L;
+
+    public Exec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
+      super(columns, child, spec);
+    }
+
+    private Expression person() {
+      return columns.apply(spec.idAt);
+    }
+
+    @Override
+    Physical over(SparkPlan kid) {
+      return new Exec(columns, kid, spec);
+    }
+
+    @Override
+    long[] budget() {
+      return null;
     }
 
     @Override
@@ -367,50 +461,6 @@ public final class UnitBound {
       }
       return seq(List.of(seq(order)));
     }
-
-    @Override
-    public RDD<InternalRow> doExecute() {
-      Seq<Attribute> in = child.output();
-      boolean same = in.size() == columns.size();
-      for (int i = 0; same && i < columns.size(); i++) {
-        same = in.apply(i).exprId().equals(columns.apply(i).exprId());
-      }
-      List<Expression> project = new ArrayList<>();
-      if (!same) {
-        for (Attribute a : CollectionConverters.asJava(columns)) {
-          project.add(a);
-        }
-      }
-      return child.execute().mapPartitionsInternal(
-          new Partition(spec, same ? null : seq(project), in), false,
-          scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
-    }
-
-    @Override
-    public int productArity() {
-      return 3;
-    }
-
-    @Override
-    public Object productElement(int n) {
-      return n == 0 ? columns : n == 1 ? child : spec;
-    }
-
-    @Override
-    public boolean canEqual(Object that) {
-      return that instanceof Exec;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof Exec && ((Exec) o).spec.equals(spec)
-          && ((Exec) o).columns.equals(columns) && ((Exec) o).child.equals(child);
-    }
-
-    @Override
-    public int hashCode() {
-      return Objects.hash(columns, child, spec);
-    }
   }
 
   /** Plans {@link Node} as {@link Exec}. */
@@ -423,8 +473,7 @@ public final class UnitBound {
       }
       if (plan instanceof UnitPreBound.PreNode) {
         UnitPreBound.PreNode n = (UnitPreBound.PreNode) plan;
-        return seq(List.of(new UnitPreBound.PreExec(n.columns(), planLater(n.child()),
-            n.spec())));
+        return seq(List.of(new UnitPreBound.PreExec(n.columns, planLater(n.child), n.spec)));
       }
       return seq(new ArrayList<>());
     }
@@ -439,10 +488,6 @@ public final class UnitBound {
     private final Seq<Expression> project;  // null: the child's rows are in our column order
     private final Seq<Attribute> input;
     private final long[] budget;  // the pre-bound's (persons, bytes); null: the operator
-
-    Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input) {
-      this(spec, project, input, null);
-    }
 
     Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input, long[] budget) {
       this.spec = spec;

@@ -7,21 +7,16 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import java.util.Objects;
 
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.unsafe.types.UTF8String;
 
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 import org.hdpspark.UnitBound.Spec;
 import org.hdpspark.UnitStream.Person;
@@ -112,95 +107,43 @@ public final class UnitPreBound {
   }
 
   /** The logical node: a superset of the rows {@link UnitBound.Node} keeps, ε the chunk's. */
-  public static final class PreNode extends LogicalPlan {
+  public static final class PreNode extends UnitBound.Logical {
     private static final long serialVersionUID = 1L;
-    private final Seq<Attribute> columns;
-    private final LogicalPlan child;
-    private final Spec spec;
 
     public PreNode(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
-      this.columns = columns;
-      this.child = child;
-      this.spec = spec;
-    }
-
-    LogicalPlan child() {
-      return child;
-    }
-
-    Seq<Attribute> columns() {
-      return columns;
-    }
-
-    Spec spec() {
-      return spec;
+      super(columns, child, spec);
     }
 
     @Override
-    public Seq<Attribute> output() {
-      return columns;
-    }
-
-    @Override
-    public Seq<LogicalPlan> children() {
-      return CollectionConverters.asScala(List.of(child)).toList();
-    }
-
-    @Override
-    public LogicalPlan withNewChildrenInternal(IndexedSeq<LogicalPlan> kids) {
-      return new PreNode(columns, kids.apply(0), spec);
+    UnitBound.Logical over(LogicalPlan kid) {
+      return new PreNode(columns, kid, spec);
     }
 
     @Override
     public String nodeName() {
       return "HdpUnitPreBound";
     }
-
-    @Override
-    public int productArity() {
-      return 3;
-    }
-
-    @Override
-    public Object productElement(int n) {
-      return n == 0 ? columns : n == 1 ? child : spec;
-    }
-
-    @Override
-    public boolean canEqual(Object that) {
-      return that instanceof PreNode;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof PreNode && ((PreNode) o).spec.equals(spec)
-          && ((PreNode) o).columns.equals(columns) && ((PreNode) o).child.equals(child);
-    }
-
-    @Override
-    public int hashCode() {
-      return Objects.hash(columns, child, spec, 1);
-    }
   }
 
   /** The physical node: one map over each input partition, its partitioning kept (a
    * subset of each partition's rows), so an input already clustered by the id gets no
    * exchange. The budget is read when it runs. */
-  public static final class PreExec extends SparkPlan {
+  public static final class PreExec extends UnitBound.Physical {
     private static final long serialVersionUID = 1L;
-    private final Seq<Attribute> columns;
-    private final SparkPlan child;
-    private final Spec spec;
 
     public PreExec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
-      this.columns = columns;
-      this.child = child;
-      this.spec = spec;
+      super(columns, child, spec);
     }
 
     @Override
-    public Seq<Attribute> output() {
-      return columns;
+    UnitBound.Physical over(SparkPlan kid) {
+      return new PreExec(columns, kid, spec);
+    }
+
+    @Override
+    long[] budget() {
+      return new long[] {setting(PERSONS, 200_000L), setting(BYTES, 64L << 20),
+          setting(THRESHOLD, 9L) - 1};
     }
 
     @Override
@@ -209,64 +152,8 @@ public final class UnitPreBound {
     }
 
     @Override
-    public Seq<SparkPlan> children() {
-      return CollectionConverters.asScala(List.of(child)).toList();
-    }
-
-    @Override
-    public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> kids) {
-      return new PreExec(columns, kids.apply(0), spec);
-    }
-
-    @Override
     public String nodeName() {
       return "HdpUnitPreBound";
-    }
-
-    @Override
-    public RDD<InternalRow> doExecute() {
-      Seq<Attribute> in = child.output();
-      boolean same = in.size() == columns.size();
-      for (int i = 0; same && i < columns.size(); i++) {
-        same = in.apply(i).exprId().equals(columns.apply(i).exprId());
-      }
-      List<Expression> project = new ArrayList<>();
-      if (!same) {
-        for (Attribute a : CollectionConverters.asJava(columns)) {
-          project.add(a);
-        }
-      }
-      long[] budget = {setting(PERSONS, 200_000L), setting(BYTES, 64L << 20),
-          setting(THRESHOLD, 9L) - 1};
-      return child.execute().mapPartitionsInternal(new UnitBound.Partition(spec,
-          same ? null : CollectionConverters.asScala(project).toList(), in, budget), false,
-          scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
-    }
-
-    @Override
-    public int productArity() {
-      return 3;
-    }
-
-    @Override
-    public Object productElement(int n) {
-      return n == 0 ? columns : n == 1 ? child : spec;
-    }
-
-    @Override
-    public boolean canEqual(Object that) {
-      return that instanceof PreExec;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof PreExec && ((PreExec) o).spec.equals(spec)
-          && ((PreExec) o).columns.equals(columns) && ((PreExec) o).child.equals(child);
-    }
-
-    @Override
-    public int hashCode() {
-      return Objects.hash(columns, child, spec, 1);
     }
   }
 
