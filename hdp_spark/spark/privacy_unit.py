@@ -121,9 +121,10 @@ def _tagged(person: Column) -> Column:
     return F.concat(F.length(person).cast("string"), F.lit(":"), person)
 
 
-def _operator(df: DataFrame) -> Any:
-    """The extension's ``UnitBound`` class on ``df``'s classic session (py4j), or None: on
-    Spark Connect, or without the extension's jar on the session's class path."""
+def _operator(df: DataFrame, name: str = "UnitBound") -> Any:
+    """The extension's class ``name`` (``UnitBound``, ``LdpUnitBound``) on ``df``'s classic
+    session (py4j), or None: on Spark Connect, or without the extension's jar on the
+    session's class path."""
     from pyspark.sql.utils import is_remote
 
     if is_remote() or not hasattr(df, "_jdf"):
@@ -131,20 +132,22 @@ def _operator(df: DataFrame) -> Any:
     try:
         from py4j.java_gateway import JavaClass
 
-        operator = df.sparkSession._jvm.org.hdpspark.UnitBound  # type: ignore[union-attr]
+        package = df.sparkSession._jvm.org.hdpspark  # type: ignore[union-attr]
+        operator = getattr(package, name)
     except Exception:  # no JVM view on this session
         return None
     return operator if isinstance(operator, JavaClass) else None
 
 
-_REQUEST_READY: dict[str, bool] = {}
+_REQUEST_READY: dict[tuple[str, str], bool] = {}
 
 
-def _connect_operator(df: DataFrame) -> bool:
+def _connect_operator(df: DataFrame, function: str = "hdp_unit_bound") -> bool:
     """Whether ``df`` is on a Spark Connect session whose server answers the release API's
-    request for the bounding operator (:func:`_request`): it has the secret channel
-    (:func:`~hdp_spark.spark.ldp_unit.connect_secret_ready`: the extension's functions and
-    its ``HdpConnectSecret`` plugin) and the request's function (``hdp_unit_bound``, whose
+    request ``function`` (``hdp_unit_bound``: the bounding operator, :func:`_request`;
+    ``hdp_ldp_keep``: the local-DP one-report operator, :func:`_ldp_operator`): it has the
+    secret channel (:func:`~hdp_spark.spark.ldp_unit.connect_secret_ready`: the extension's
+    functions and its ``HdpConnectSecret`` plugin) and the request's function (whose
     analyzer rule and planner strategy come with it). Cached per Connect session.
 
     Privacy:
@@ -157,20 +160,21 @@ def _connect_operator(df: DataFrame) -> bool:
     if not is_remote():
         return False
     session = df.sparkSession
-    sid = str(getattr(session, "session_id", ""))
+    sid = (str(getattr(session, "session_id", "")), function)
     if sid in _REQUEST_READY:
         return _REQUEST_READY[sid]
     try:
         ready = connect_secret_ready(session) and bool(
-            session.catalog.functionExists(_REQUEST))
+            session.catalog.functionExists(function))
     except Exception:  # a server without the extension: the native path
         ready = False
-    if sid:
+    if sid[0]:
         _REQUEST_READY[sid] = ready
     return ready
 
 
 _REQUEST = "hdp_unit_bound"
+_LDP_REQUEST = "hdp_ldp_keep"
 
 
 def _request(df: DataFrame, unit: PrivacyUnit, *, eps: str, group: str | None,
@@ -429,22 +433,70 @@ def bound_frame(df: DataFrame, unit: PrivacyUnit, *, eps: str, by: tuple[str, ..
     return out.drop("__pu_g", *names).select(*df.columns)
 
 
+def _operator_on(df: DataFrame) -> bool:
+    """Whether the session lets the extension's operators bound (the setting
+    ``hdp_spark.unitOperator``, default on; false: the native windows, as the Columns' rule
+    reads it too)."""
+    value = df.sparkSession.conf.get("hdp_spark.unitOperator", "true")
+    return str(value).strip().lower() != "false"
+
+
+def _ldp_operator(framed: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
+                  ) -> DataFrame | None:
+    """:func:`keep_one_report` as the JVM extension's streaming operator (``LdpUnitBound``,
+    printed ``HdpLdpUnitBound``) over ``framed`` (the rows with an id, ε made safe, the
+    codes ``__pu_index`` and ``__pu_q``): the rows cross one shuffle by the id and one sort
+    by (id, ε, index, q), and the operator reads each person in turn, ranks them once and
+    keeps their candidate at ``pmod(rank, m)``. On classic Spark through py4j; on Spark
+    Connect the request ``hdp_ldp_keep(..., <secret>)``, which the extension's analyzer rule
+    replaces by the same node. None where it does not apply: the session setting
+    ``hdp_spark.unitOperator`` false, no extension jar on the classic session, a Connect
+    server without the request's function or the secret channel.
+
+    Privacy:
+        The same rule, rank and position as the window plan (the Java class's comment
+        argues it; tests/privacy_unit/test_ldp_unit_operator.py checks the same reports as
+        the windows and pandas). The bounding key reaches the operator through py4j or the
+        secret channel and is held in its non-printed parameters, never a plan literal.
+    """
+    if not _operator_on(framed):
+        return None
+    bkey = bounding_key(key)
+    if _connect_operator(framed, _LDP_REQUEST):
+        from hdp_spark.spark.ldp_unit import secret_column
+
+        return framed.where(F.call_function(
+            _LDP_REQUEST, F.col(unit.column), F.col(spec.eps), F.col("__pu_index"),
+            F.col("__pu_q"), F.lit(spec.name), secret_column(bkey)))
+    operator = _operator(framed, "LdpUnitBound")
+    if operator is None:
+        return None
+    jdf = operator.keep(framed._jdf, unit.column, spec.eps, "__pu_index", "__pu_q", bkey,
+                        spec.name)
+    return DataFrame(jdf, framed.sparkSession)
+
+
 def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
                     ) -> DataFrame:
     """The one report per person a local-DP ``spec`` reads under ``unit``, as
-    :func:`hdp_spark.pandas.privacy_unit.keep_one_report`: native expressions and one
-    window spec, partitioned by the id and ordered by (ε, index, q) — the person's ε its
-    minimum, m the count of rows at that ε, the kept row the one whose ``row_number`` is
-    ``pmod(rank, m) + 1`` (rows at the smallest ε come first). The rank's SHA-256 is per
-    row (a native expression); the shuffle is the one of Spark's own per-person aggregate.
+    :func:`hdp_spark.pandas.privacy_unit.keep_one_report`. With the extension (classic
+    Spark with its jar, a Spark Connect server started with it and its plugin): one
+    streaming operator after one shuffle by the id and one sort by (id, ε, index, q), the
+    person's rank computed once (:func:`_ldp_operator`). Elsewhere, or where the session
+    sets ``hdp_spark.unitOperator`` to false: native expressions and one window spec,
+    partitioned by the id and ordered by (ε, index, q) — the person's ε its minimum, m the
+    count of rows at that ε, the kept row the one whose ``row_number`` is ``pmod(rank, m) +
+    1`` (rows at the smallest ε come first), the rank's SHA-256 per row. Both keep the same
+    reports (rows tying on (ε, index, q) aside: interchangeable).
 
     Privacy:
         The rule of :mod:`hdp_spark.core.privacy_unit.ldp`. With the extension (classic
         Spark, or a Spark Connect server started with it and its plugin, as
-        :func:`~hdp_spark.spark.configure` does) the bounding key is held by
-        ``hdp_ldp_position`` (no printed plan shows it); without it the key is a literal of
-        the plan and must stay with the operator who runs the release (the position is
-        safe only while it is unknown to whoever reads the output).
+        :func:`~hdp_spark.spark.configure` does) the bounding key is held in a field no
+        printed plan shows (the operator's parameters; on the window plan
+        ``hdp_ldp_position``); without it the key is a literal of the plan and must stay
+        with the operator who runs the release (the position is safe only while it is
+        unknown to whoever reads the output).
     """
     from hdp_spark.spark._common import dataframe_schema
     from hdp_spark.spark.expressions import level_sql
@@ -460,6 +512,9 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
     framed = df.withColumn(spec.eps, safe).where(F.col(unit.column).isNotNull())
     index, q = row_inputs(spec, level_sql(ident(spec.eps)))
     framed = framed.withColumns({"__pu_index": index, "__pu_q": q})
+    streamed = _ldp_operator(framed, unit, spec, key)
+    if streamed is not None:
+        return streamed.select(*df.columns)
     bkey = F.lit(bounding_key(key))
     # one window spec (one shuffle by person, one sort): the person's ε and m over its
     # whole frame, the position by its order; rows at the smallest ε sort first

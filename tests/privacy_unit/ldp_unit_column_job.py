@@ -116,7 +116,7 @@ def run(spark: Any) -> dict[str, Any]:
     out["release_n"] = int(hs.ldp_agg(df, rr, already_randomized=True, privacy_unit="uid",
                                       unsafe_seed=RELEASE_SEED).collect()[0]["rr_mean_n"])
     kept = explained(keep_one_report(df, PrivacyUnit("uid", 1, 1), rr.spec, release))
-    out["release_rank"] = "hdp_ldp_position" in kept
+    out["release_rank"] = "HdpLdpUnitBound" in kept  # the one-report operator
     out["secrets"] += [release.material.hex(), bounding_key(release)]
     out["plans"] = plans + kept
     out["persons"] = int(pdf["uid"].nunique())
@@ -132,7 +132,7 @@ def check(got: dict[str, Any]) -> None:
     assert got["again"] == [True] * 4  # the same query again, and analysed again
     assert got["other"] == [True] * 4  # another key keeps other reports
     assert got["repeat"] is True
-    assert got["release_rank"] is True  # the release API's rank holds its key unprinted
+    assert got["release_rank"] is True  # the release API's operator holds its key unprinted
     assert 0 < got["release_n"] <= got["persons"]
     assert all(n <= got["persons"] for n in got["n"])  # one report per person at most
     for secret in got["secrets"]:

@@ -46,5 +46,6 @@ def run(spark: Any) -> dict[str, Any]:
             # (person, report): rows that tie on (ε, index, q) are interchangeable
             "kept": sorted((int(r["uid"]), float(r["rr"]))
                            for r in kept.select("uid", "rr").collect()),
+            "operator": "HdpLdpUnitBound" in plans,
             "secret_rank": "hdp_ldp_position" in plans,
             "key_in_plans": bounding_key(key) in plans or key.material.hex() in plans}

@@ -72,7 +72,7 @@ def run(spark: Any) -> dict[str, Any]:
         fp = fingerprint(q)
         query = key.for_query(fp)
         out["plans"] += plans
-        out["ranks"].append("hdp_ldp_position" in plans)
+        out["ranks"].append("HdpLdpUnitBound" in plans)
         out["secrets"] += [query.material.hex(), bounding_key(query)]
         want = hs.ldp_agg(df, spec, already_randomized=True, privacy_unit="uid",
                           unsafe_seed=query).collect()[0].asDict(recursive=True)
@@ -90,11 +90,11 @@ def run(spark: Any) -> dict[str, Any]:
 
 def check(got: dict[str, Any]) -> None:
     """The assertions on :func:`run`'s result: each SQL call equals the release API and
-    repeats, the rule's rank is in each plan, no secret is in the plans."""
+    repeats, the rule's operator is in each plan, no secret is in the plans."""
     assert got["diff"] == []
     assert got["fields"] == 4 * 12 + 1  # every field compared (the pmf has _m, _projection)
     assert got["again"] == [True] * 4
-    assert got["ranks"] == [True] * 4  # the rule's rank, hdp_ldp_position, is in each plan
+    assert got["ranks"] == [True] * 4  # the rule's operator, HdpLdpUnitBound, in each plan
     assert all(0 < n <= got["persons"] for n in got["n"])  # one report per person at most
     for secret in got["secrets"]:
         assert secret not in got["plans"]

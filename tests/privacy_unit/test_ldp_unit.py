@@ -304,7 +304,7 @@ def test_a_persons_kept_report_reads_their_own_rows_and_the_key_only() -> None:
 @pytest.mark.parametrize("server", ["connect_server", "bare_connect_server"])
 def test_connect_releases_what_pandas_releases(server: str, request: Any) -> None:
     """On Spark Connect the release equals pandas' and keeps pandas' reports; with the
-    extension (and its plugin) the one-report rank holds the key in the field no printed
+    extension (and its plugin) the one-report operator holds the key in the field no printed
     plan shows, as on classic Spark; on a server without it the key is a plan literal (the
     fallback docs/ldp.md describes)."""
     pytest.importorskip("pyspark.sql.connect")
@@ -324,7 +324,8 @@ def test_connect_releases_what_pandas_releases(server: str, request: Any) -> Non
     assert [tuple(k) for k in got["kept"]] == sorted(
         zip(kept["uid"].astype(int), kept["rr"].astype(float), strict=True))
     extension = server == "connect_server"
-    assert got["secret_rank"] is extension
+    assert got["operator"] is extension  # the one-report operator, its key unprinted
+    assert got["secret_rank"] is False  # no window plan with the operator; none bare
     assert got["key_in_plans"] is not extension
 
 
@@ -349,8 +350,8 @@ def test_null_ids_and_tables_without_persons(engine: Engine) -> None:
 
 
 def test_the_release_api_s_key_is_in_no_spark_plan(spark: Any) -> None:
-    """On classic Spark with the extension the one-report rank holds the bounding key in a
-    field no printed plan shows (``hdp_ldp_position``), not as a plan literal."""
+    """On classic Spark with the extension the one-report operator holds the bounding key
+    in a field no printed plan shows (``HdpLdpUnitBound``), not as a plan literal."""
     from hdp_spark.spark.privacy_unit import keep_one_report as spark_keep
 
     df, _ = _table()
@@ -359,7 +360,7 @@ def test_the_release_api_s_key_is_in_no_spark_plan(spark: Any) -> None:
     kept = spark_keep(spark.createDataFrame(df), UNIT, spec, key)
     execution = kept._jdf.queryExecution()
     plans = execution.toString() + execution.executedPlan().toJSON()
-    assert "hdp_ldp_position" in plans  # the secret rank is in use
+    assert "HdpLdpUnitBound" in plans  # the operator is in use
     bkey = bounding_key(key)
     assert bkey not in plans
     assert key.material.hex() not in plans

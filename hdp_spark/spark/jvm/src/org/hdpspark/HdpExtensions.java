@@ -21,7 +21,8 @@ import scala.runtime.BoxedUnit;
 /**
  * hdp_spark's Spark extension: the {@code hdp_cells} aggregate function, the rules that give
  * it its group and its query, and the privacy unit's bounding operator (the rule that
- * answers the release API's request on Spark Connect, {@link UnitRequest}, and the planner
+ * answers the release API's requests on Spark Connect, {@link UnitRequest}: the bounding
+ * operator and the local-DP one-report operator {@link LdpUnitBound}; and the planner
  * strategy). Install with {@code spark.sql.extensions=org.hdpspark.HdpExtensions} (what
  * {@code hdp_spark.spark.configure(builder)} sets), or call {@link #register} on a running
  * classic session.
@@ -175,6 +176,10 @@ public final class HdpExtensions extends AbstractFunction1<SparkSessionExtension
         new FunctionIdentifier(UnitRequest.FUNCTION, Option.empty(), Option.empty()),
         new ExpressionInfo(UnitRequest.class.getName(), UnitRequest.FUNCTION),
         new UnitRequest.Builder()));
+    ext.injectFunction(new Tuple3<>(
+        new FunctionIdentifier(UnitRequest.LDP_FUNCTION, Option.empty(), Option.empty()),
+        new ExpressionInfo(UnitRequest.class.getName(), UnitRequest.LDP_FUNCTION),
+        new UnitRequest.LdpBuilder()));
     for (String[] f : HdpSqlLdp.FUNCTIONS) {
       ext.injectFunction(new Tuple3<>(new FunctionIdentifier(f[0], Option.empty(), Option.empty()),
           new ExpressionInfo(HdpSqlLdp.class.getName(), f[0]),

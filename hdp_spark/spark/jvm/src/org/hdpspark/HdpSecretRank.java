@@ -50,9 +50,35 @@ final class HdpSecretRank extends Expression implements CodegenFallback, java.io
   /** The rank of a person's tagged text under query key {@code key} and aggregator
    * {@code name}. */
   static HdpSecretRank of(Expression tagged, String key, String name) {
+    return new HdpSecretRank(tagged, prefix(key, name));
+  }
+
+  /** The bytes before the person's text in the rank's text under {@code key} and
+   * aggregator {@code name}: {@code <key> SEP "ldp" SEP <name> SEP}. */
+  static byte[] prefix(String key, String name) {
     String sep = "\u001f";
-    return new HdpSecretRank(tagged,
-        (key + sep + "ldp" + sep + name + sep).getBytes(StandardCharsets.UTF_8));
+    return (key + sep + "ldp" + sep + name + sep).getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** A SHA-256 digest (one per task or evaluation: a digest is not thread-safe). */
+  static MessageDigest digest() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /** The rank of the person's length-tagged text {@code tagged} after {@code prefix}: the
+   * first 60 bits of SHA-256 (the first 15 hex digits), as a long. */
+  static long rank(MessageDigest md, byte[] prefix, byte[] tagged) {
+    md.update(prefix);
+    byte[] d = md.digest(tagged);
+    long head = 0L;
+    for (int i = 0; i < 8; i++) {
+      head = (head << 8) | (d[i] & 0xffL);
+    }
+    return head >>> 4;  // the first 15 hex digits
   }
 
   /** Builds {@code hdp_ldp_rank(tagged, name, secret)}: the key moves from the secret
@@ -98,19 +124,7 @@ final class HdpSecretRank extends Expression implements CodegenFallback, java.io
     if (v == null) {
       return null;
     }
-    MessageDigest md;
-    try {
-      md = MessageDigest.getInstance("SHA-256");
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException(e);
-    }
-    md.update(prefix);
-    byte[] d = md.digest(((UTF8String) v).getBytes());
-    long head = 0L;
-    for (int i = 0; i < 8; i++) {
-      head = (head << 8) | (d[i] & 0xffL);
-    }
-    return head >>> 4;  // the first 15 hex digits
+    return rank(digest(), prefix, ((UTF8String) v).getBytes());
   }
 
   @Override

@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.Concat;
 import org.apache.spark.sql.catalyst.expressions.EqualTo;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -42,8 +43,12 @@ import scala.runtime.AbstractPartialFunction;
  * A local-DP Column aggregator under a privacy unit (group decision {@code ldpunit:{"unit":
  * column, "name": aggregator name}}, the Column's secret bounding key in its {@link HdpQuery}
  * placeholder): the release API's rule ({@code hdp_spark.core.privacy_unit.ldp}; on Spark
- * {@code hdp_spark.spark.privacy_unit.keep_one_report}) inserted below the aggregate, in the
- * same native expressions and one window specification:
+ * {@code hdp_spark.spark.privacy_unit.keep_one_report}) inserted below the aggregate: the
+ * streaming operator {@link LdpUnitBound} ({@code HdpLdpUnitBound}) over the rows with an
+ * id, their safe ε, index and q (the columns the aggregate does not read: null), the query's
+ * key in its non-printed parameters; or, where the session sets {@code
+ * hdp_spark.unitOperator} to false, the same native expressions and one window
+ * specification as the release API's fallback:
  *
  * <pre>
  *   Project [the input's columns, safe ε]       (the aggregate reads safe ε for ε)
@@ -138,10 +143,19 @@ final class LdpUnitPlan {
     Alias indexA = SelectionPlan.alias(reading(kids.get(HdpLdpCells.INDEX), epsAttr, safe),
         "__pu_index");
     Alias qA = SelectionPlan.alias(reading(kids.get(HdpLdpCells.Q), epsAttr, safe), "__pu_q");
+    List<NamedExpression> reads = reads(outs, epsAttr, epsA.toAttribute());
+    String key = UnitPlan.queryKey(secret, fp);
+    if (UnitBoundPlan.enabled()) {  // the streaming operator (the session setting: default)
+      AttributeSet read = AttributeSet.apply(UnitPlan.seq(new ArrayList<Expression>()));
+      for (NamedExpression r : reads) {
+        read = read.$plus$plus(((Expression) r).references());
+      }
+      return a.copy(a.groupingExpressions(), UnitPlan.seq(reads), LdpUnitBound.build(base,
+          person, read, epsA, indexA, qA, key, name), a.hint());
+    }
     Expression tagged = new Concat(UnitPlan.seq(Arrays.asList(
         UnitPlan.cast(new Length(text), DataTypes.StringType), UnitPlan.lit(":"), text)));
-    Alias rankA = SelectionPlan.alias(HdpSecretRank.of(tagged,
-        UnitPlan.queryKey(secret, fp), name), "__pu_rank");
+    Alias rankA = SelectionPlan.alias(HdpSecretRank.of(tagged, key, name), "__pu_rank");
     List<NamedExpression> cols = new ArrayList<>(input);
     cols.addAll(Arrays.asList(epsA, indexA, qA, rankA));
     LogicalPlan framed = new Project(UnitPlan.seq(cols),
@@ -166,7 +180,13 @@ final class LdpUnitPlan {
     List<NamedExpression> out = new ArrayList<>(input);
     out.add(epsA.toAttribute());
     LogicalPlan bounded = new Project(UnitPlan.seq(out), new Filter(kept, w));
-    Attribute safeEps = epsA.toAttribute();
+    return a.copy(a.groupingExpressions(), UnitPlan.seq(reads), bounded, a.hint());
+  }
+
+  /** The aggregate's expressions {@code outs} reading the safe ε {@code safeEps} for the ε
+   * column {@code epsAttr} (its level, index and q). */
+  private static List<NamedExpression> reads(List<NamedExpression> outs, Attribute epsAttr,
+      Attribute safeEps) {
     List<NamedExpression> reads = new ArrayList<>();
     for (NamedExpression o : outs) {
       reads.add((NamedExpression) ((Expression) o).transformUp(
@@ -186,7 +206,7 @@ final class LdpUnitPlan {
             }
           }));
     }
-    return a.copy(a.groupingExpressions(), UnitPlan.seq(reads), bounded, a.hint());
+    return reads;
   }
 
   /** {@code e} with the ε column {@code eps} replaced by {@code by}. */

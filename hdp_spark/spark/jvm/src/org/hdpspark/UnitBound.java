@@ -174,7 +174,7 @@ public final class UnitBound {
   /** Adds the operator's planner strategy to the session, unless its planner has it
    * already (injected by {@link HdpExtensions}, or added before). Two would be harmless
    * (the planner takes the first strategy's plan); one keeps the planner's list short. */
-  private static synchronized void plan(org.apache.spark.sql.classic.SparkSession session) {
+  static synchronized void plan(org.apache.spark.sql.classic.SparkSession session) {
     for (SparkStrategy s : CollectionConverters.asJava(
         session.sessionState().planner().strategies())) {
       if (s instanceof Planner) {
@@ -254,22 +254,24 @@ public final class UnitBound {
     }
   }
 
-  /** What the operator's node and the pre-bound's ({@link UnitPreBound.PreNode}) share:
-   * their columns (the child's), the child and the rule's parameters. */
-  abstract static class Logical extends LogicalPlan {
+  /** What the operator's node, the pre-bound's ({@link UnitPreBound.PreNode}) and the
+   * local-DP one-report operator's ({@link LdpUnitBound.Node}) share: their columns (the
+   * child's), the child and the rule's parameters {@code S} (printed as their
+   * {@code toString}: public parameters only). */
+  abstract static class Logical<S extends Serializable> extends LogicalPlan {
     private static final long serialVersionUID = 1L;
     final Seq<Attribute> columns;
     final LogicalPlan child;
-    final Spec spec;
+    final S spec;
 
-    Logical(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
+    Logical(Seq<Attribute> columns, LogicalPlan child, S spec) {
       this.columns = columns;
       this.child = child;
       this.spec = spec;
     }
 
     /** This node over {@code kid}. */
-    abstract Logical over(LogicalPlan kid);
+    abstract Logical<S> over(LogicalPlan kid);
 
     @Override
     public Seq<Attribute> output() {
@@ -306,7 +308,7 @@ public final class UnitBound {
       if (!canEqual(o)) {
         return false;
       }
-      Logical n = (Logical) o;
+      Logical<?> n = (Logical<?>) o;
       return n.spec.equals(spec) && n.columns.equals(columns) && n.child.equals(child);
     }
 
@@ -317,7 +319,7 @@ public final class UnitBound {
   }
 
   /** The logical node: the bounded rows of its child (same columns). */
-  public static final class Node extends Logical {
+  public static final class Node extends Logical<Spec> {
     private static final long serialVersionUID = 1L;
 
     public Node(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
@@ -325,7 +327,7 @@ public final class UnitBound {
     }
 
     @Override
-    Logical over(LogicalPlan kid) {
+    Logical<Spec> over(LogicalPlan kid) {
       return new Node(columns, kid, spec);
     }
 
@@ -335,25 +337,27 @@ public final class UnitBound {
     }
   }
 
-  /** What the operator and the pre-bound ({@link UnitPreBound.PreExec}) share: one map over
-   * each partition of the child's rows, in the node's column order. */
-  abstract static class Physical extends SparkPlan {
+  /** What the operator, the pre-bound ({@link UnitPreBound.PreExec}) and the local-DP
+   * one-report operator ({@link LdpUnitBound.Exec}) share: one map over each partition of
+   * the child's rows, in the node's column order. */
+  abstract static class Physical<S extends Serializable> extends SparkPlan {
     private static final long serialVersionUID = 1L;
     final Seq<Attribute> columns;
     final SparkPlan child;
-    final Spec spec;
+    final S spec;
 
-    Physical(Seq<Attribute> columns, SparkPlan child, Spec spec) {
+    Physical(Seq<Attribute> columns, SparkPlan child, S spec) {
       this.columns = columns;
       this.child = child;
       this.spec = spec;
     }
 
     /** This node over {@code kid}. */
-    abstract Physical over(SparkPlan kid);
+    abstract Physical<S> over(SparkPlan kid);
 
-    /** The pre-bound's map budget (read when it runs), or null: the final operator. */
-    abstract long[] budget();
+    /** What each task does with its partition's rows (built on the driver when the node
+     * runs: the pre-bound reads its budget then). */
+    abstract Streamer streamer();
 
     @Override
     public Seq<Attribute> output() {
@@ -384,7 +388,7 @@ public final class UnitBound {
         }
       }
       return child.execute().mapPartitionsInternal(
-          new Partition(spec, same ? null : seq(project), in, budget()), false,
+          new Partition(streamer(), same ? null : seq(project), in), false,
           scala.reflect.ClassTag$.MODULE$.apply(InternalRow.class));
     }
 
@@ -408,7 +412,7 @@ public final class UnitBound {
       if (!canEqual(o)) {
         return false;
       }
-      Physical n = (Physical) o;
+      Physical<?> n = (Physical<?>) o;
       return n.spec.equals(spec) && n.columns.equals(columns) && n.child.equals(child);
     }
 
@@ -419,7 +423,7 @@ public final class UnitBound {
   }
 
   /** The physical node: one shuffle by the id and one sort by it below (required), one map. */
-  public static final class Exec extends Physical {
+  public static final class Exec extends Physical<Spec> {
     private static final long serialVersionUID = 1L;
 
     public Exec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
@@ -431,13 +435,13 @@ public final class UnitBound {
     }
 
     @Override
-    Physical over(SparkPlan kid) {
+    Physical<Spec> over(SparkPlan kid) {
       return new Exec(columns, kid, spec);
     }
 
     @Override
-    long[] budget() {
-      return null;
+    Streamer streamer() {
+      return new Bound(spec, null);
     }
 
     @Override
@@ -447,23 +451,35 @@ public final class UnitBound {
 
     @Override
     public Seq<Distribution> requiredChildDistribution() {
-      ClusteredDistribution$ d = ClusteredDistribution$.MODULE$;
-      return seq(List.of(new ClusteredDistribution(seq(List.of(person())),
-          d.apply$default$2(), d.apply$default$3(), d.apply$default$4())));
+      return clustered(person());
     }
 
     @Override
     public Seq<Seq<SortOrder>> requiredChildOrdering() {
-      List<SortOrder> order = new ArrayList<>();
-      if (spec.sorted) {
-        order.add(new SortOrder(person(), Ascending$.MODULE$, NullsFirst$.MODULE$,
-            seq(new ArrayList<Expression>())));
-      }
-      return seq(List.of(seq(order)));
+      return ascending(spec.sorted ? List.of(person()) : List.of());
     }
   }
 
-  /** Plans {@link Node} as {@link Exec}. */
+  /** The one required distribution of an operator over persons: clustered by the id. */
+  static Seq<Distribution> clustered(Expression person) {
+    ClusteredDistribution$ d = ClusteredDistribution$.MODULE$;
+    return seq(List.of(new ClusteredDistribution(seq(List.of(person)),
+        d.apply$default$2(), d.apply$default$3(), d.apply$default$4())));
+  }
+
+  /** The one required ordering: by {@code keys} in turn, ascending, nulls first (Spark's
+   * default, as a native window's {@code orderBy}). */
+  static Seq<Seq<SortOrder>> ascending(List<Expression> keys) {
+    List<SortOrder> order = new ArrayList<>();
+    for (Expression k : keys) {
+      order.add(new SortOrder(k, Ascending$.MODULE$, NullsFirst$.MODULE$,
+          seq(new ArrayList<Expression>())));
+    }
+    return seq(List.of(seq(order)));
+  }
+
+  /** Plans {@link Node} as {@link Exec} (and the pre-bound's and the local-DP one-report
+   * operator's nodes as theirs). */
   static final class Planner extends SparkStrategy {
     @Override
     public Seq<SparkPlan> apply(LogicalPlan plan) {
@@ -475,25 +491,53 @@ public final class UnitBound {
         UnitPreBound.PreNode n = (UnitPreBound.PreNode) plan;
         return seq(List.of(new UnitPreBound.PreExec(n.columns, planLater(n.child), n.spec)));
       }
+      if (plan instanceof LdpUnitBound.Node) {
+        LdpUnitBound.Node n = (LdpUnitBound.Node) plan;
+        return seq(List.of(new LdpUnitBound.Exec(n.columns, planLater(n.child), n.spec)));
+      }
       return seq(new ArrayList<>());
     }
   }
 
-  /** The map over one partition. */
+  /** What one task does with its partition's rows (in the node's column order). */
+  interface Streamer extends Serializable {
+    Iterator<InternalRow> stream(Iterator<InternalRow> rows);
+  }
+
+  /** The bounding of one partition: the operator's stream ({@link UnitStream}), or with a
+   * budget the pre-bound's chunks ({@link UnitPreBound.Chunks}). */
+  static final class Bound implements Streamer {
+    private static final long serialVersionUID = 1L;
+    private final Spec spec;
+    private final long[] budget;  // the pre-bound's (persons, bytes); null: the operator
+
+    Bound(Spec spec, long[] budget) {
+      this.spec = spec;
+      this.budget = budget;
+    }
+
+    @Override
+    public Iterator<InternalRow> stream(Iterator<InternalRow> rows) {
+      UnitStream.Ranks ranks = new UnitStream.Ranks(spec.key);
+      return budget != null ? new UnitPreBound.Chunks(spec, ranks, rows, budget)
+          : spec.sorted ? new UnitStream.Stream(new UnitStream.Person(spec, ranks), rows)
+          : UnitStream.hashed(spec, ranks, rows);
+    }
+  }
+
+  /** The map over one partition: the child's rows in the node's column order, streamed. */
   static final class Partition extends
       AbstractFunction1<scala.collection.Iterator<InternalRow>,
           scala.collection.Iterator<InternalRow>> implements Serializable {
     private static final long serialVersionUID = 1L;
-    private final Spec spec;
+    private final Streamer streamer;
     private final Seq<Expression> project;  // null: the child's rows are in our column order
     private final Seq<Attribute> input;
-    private final long[] budget;  // the pre-bound's (persons, bytes); null: the operator
 
-    Partition(Spec spec, Seq<Expression> project, Seq<Attribute> input, long[] budget) {
-      this.spec = spec;
+    Partition(Streamer streamer, Seq<Expression> project, Seq<Attribute> input) {
+      this.streamer = streamer;
       this.project = project;
       this.input = input;
-      this.budget = budget;
     }
 
     @Override
@@ -514,12 +558,7 @@ public final class UnitBound {
           }
         };
       }
-      UnitStream.Ranks ranks = new UnitStream.Ranks(spec.key);
-      Iterator<InternalRow> out = budget != null
-          ? new UnitPreBound.Chunks(spec, ranks, rows, budget)
-          : spec.sorted ? new UnitStream.Stream(spec, ranks, rows)
-          : UnitStream.hashed(spec, ranks, rows);
-      return CollectionConverters.asScala(out);
+      return CollectionConverters.asScala(streamer.stream(rows));
     }
   }
 }

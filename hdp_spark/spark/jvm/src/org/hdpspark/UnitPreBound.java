@@ -107,7 +107,7 @@ public final class UnitPreBound {
   }
 
   /** The logical node: a superset of the rows {@link UnitBound.Node} keeps, ε the chunk's. */
-  public static final class PreNode extends UnitBound.Logical {
+  public static final class PreNode extends UnitBound.Logical<Spec> {
     private static final long serialVersionUID = 1L;
 
     public PreNode(Seq<Attribute> columns, LogicalPlan child, Spec spec) {
@@ -115,7 +115,7 @@ public final class UnitPreBound {
     }
 
     @Override
-    UnitBound.Logical over(LogicalPlan kid) {
+    UnitBound.Logical<Spec> over(LogicalPlan kid) {
       return new PreNode(columns, kid, spec);
     }
 
@@ -128,7 +128,7 @@ public final class UnitPreBound {
   /** The physical node: one map over each input partition, its partitioning kept (a
    * subset of each partition's rows), so an input already clustered by the id gets no
    * exchange. The budget is read when it runs. */
-  public static final class PreExec extends UnitBound.Physical {
+  public static final class PreExec extends UnitBound.Physical<Spec> {
     private static final long serialVersionUID = 1L;
 
     public PreExec(Seq<Attribute> columns, SparkPlan child, Spec spec) {
@@ -136,14 +136,14 @@ public final class UnitPreBound {
     }
 
     @Override
-    UnitBound.Physical over(SparkPlan kid) {
+    UnitBound.Physical<Spec> over(SparkPlan kid) {
       return new PreExec(columns, kid, spec);
     }
 
     @Override
-    long[] budget() {
-      return new long[] {setting(PERSONS, 200_000L), setting(BYTES, 64L << 20),
-          setting(THRESHOLD, 9L) - 1};
+    UnitBound.Streamer streamer() {
+      return new UnitBound.Bound(spec, new long[] {setting(PERSONS, 200_000L),
+          setting(BYTES, 64L << 20), setting(THRESHOLD, 9L) - 1});
     }
 
     @Override

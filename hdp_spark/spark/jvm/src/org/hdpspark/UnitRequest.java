@@ -44,6 +44,11 @@ import scala.runtime.AbstractPartialFunction;
  * node's output is the operator's: which of person p's rows are kept, and ε_p, are a
  * function of p's own rows, the key and the public bounds only ({@link UnitBound}'s
  * argument), the same rows as classic Spark and pandas for the same key.
+ *
+ * <p>The same marker carries the release API's request for the local-DP one-report operator
+ * ({@link LdpUnitBound}): {@code df.where(hdp_ldp_keep(id, safe eps, index, q, 'aggregator
+ * name', <secret>))}, which the rule replaces by that operator's node over the filter's
+ * input, its key moved the same way (the node prints the aggregator's name only).
  */
 public final class UnitRequest extends Expression implements java.io.Serializable {
 
@@ -56,19 +61,28 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
       + "key, group or null, code...): the release API's request, the key built by "
       + "hdp_spark, never a literal";
 
+  /** The SQL function of the local-DP one-report request. */
+  static final String LDP_FUNCTION = "hdp_ldp_keep";
+
+  static final String LDP_USAGE = "hdp_ldp_keep takes (id, safe eps, index, q, constant "
+      + "aggregator name, secret key): the release API's request, the key built by "
+      + "hdp_spark, never a literal";
+
   private final Seq<Expression> columns;  // id, eps, [group], codes
   private final boolean grouped;
   private final int maxGroups;
   private final int maxRows;
   private final String key;  // not a product element: never printed
+  private final String ldp;  // the local-DP aggregator's name; "": the bounding request
 
   public UnitRequest(Seq<Expression> columns, boolean grouped, int maxGroups, int maxRows,
-      String key) {
+      String key, String ldp) {
     this.columns = columns;
     this.grouped = grouped;
     this.maxGroups = maxGroups;
     this.maxRows = maxRows;
     this.key = key;
+    this.ldp = ldp;
   }
 
   /** Builds the marker from the function's arguments. */
@@ -92,7 +106,7 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
       }
       cols.addAll(in.subList(6, in.size()));
       return new UnitRequest(HdpCells.seq(cols), grouped, maxGroups, maxRows,
-          ((HdpSecret) in.get(4)).material());
+          ((HdpSecret) in.get(4)).material(), "");
     }
 
     private static int bound(Expression e) {
@@ -101,6 +115,25 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
         throw new IllegalArgumentException(USAGE + " (the bounds: constant integers >= 1)");
       }
       return (Integer) v;
+    }
+  }
+
+  /** Builds the local-DP one-report marker from {@code hdp_ldp_keep}'s arguments. */
+  static final class LdpBuilder
+      extends scala.runtime.AbstractFunction1<Seq<Expression>, Expression>
+      implements java.io.Serializable {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Expression apply(Seq<Expression> args) {
+      List<Expression> in = CollectionConverters.asJava(args);
+      if (in.size() != 6 || !(in.get(5) instanceof HdpSecret) || !in.get(4).foldable()
+          || !(in.get(4).dataType() instanceof org.apache.spark.sql.types.StringType)
+          || in.get(4).eval(null) == null) {
+        throw new IllegalArgumentException(LDP_USAGE);
+      }
+      return new UnitRequest(HdpCells.seq(in.subList(0, 4)), false, 1, 1,
+          ((HdpSecret) in.get(5)).material(), in.get(4).eval(null).toString());
     }
   }
 
@@ -142,11 +175,15 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
         }
       }
       if (at[i] < 0) {
-        throw new IllegalArgumentException(USAGE + " (its columns: columns of its input)");
+        throw new IllegalArgumentException((ldp.isEmpty() ? USAGE : LDP_USAGE)
+            + " (its columns: columns of its input)");
       }
     }
     int first = grouped ? 3 : 2;
     LogicalPlan rows = new Filter(new IsNotNull(out.get(at[0])), child);
+    if (!ldp.isEmpty()) {
+      return LdpUnitBound.node(rows, at[0], at[1], at[2], at[3], key, ldp);
+    }
     return UnitBound.node(rows, at[0], grouped ? at[2] : -1,
         Arrays.copyOfRange(at, first, at.length), at[1], maxGroups, maxRows, key, true);
   }
@@ -168,19 +205,20 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
 
   @Override
   public Object eval(InternalRow input) {
-    throw new IllegalStateException("hdp_spark: " + FUNCTION + " is never evaluated: the "
-        + "extension's analyzer rule replaces it by the bounding operator");
+    throw new IllegalStateException("hdp_spark: " + prettyName() + " is never evaluated: "
+        + "the extension's analyzer rule replaces it by its operator");
   }
 
   @Override
   public ExprCode doGenCode(CodegenContext ctx, ExprCode ev) {
-    throw new IllegalStateException("hdp_spark: " + FUNCTION + " cannot be code-generated");
+    throw new IllegalStateException("hdp_spark: " + prettyName() + " cannot be "
+        + "code-generated");
   }
 
   @Override
   public Expression withNewChildrenInternal(
       scala.collection.immutable.IndexedSeq<Expression> kids) {
-    return new UnitRequest(kids.toList(), grouped, maxGroups, maxRows, key);
+    return new UnitRequest(kids.toList(), grouped, maxGroups, maxRows, key, ldp);
   }
 
   @Override
@@ -199,7 +237,7 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
   @Override
   public Seq<Object> otherCopyArgs() {  // makeCopy/clone keep the bounds and the key
     return CollectionConverters.asScala(Arrays.asList((Object) grouped, maxGroups, maxRows,
-        key)).toSeq();
+        key, ldp)).toSeq();
   }
 
   @Override
@@ -214,7 +252,7 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
     }
     UnitRequest r = (UnitRequest) o;
     return r.columns.equals(columns) && r.grouped == grouped && r.maxGroups == maxGroups
-        && r.maxRows == maxRows && r.key.equals(key);
+        && r.maxRows == maxRows && r.key.equals(key) && r.ldp.equals(ldp);
   }
 
   @Override
@@ -224,13 +262,18 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
 
   @Override
   public String prettyName() {
-    return FUNCTION;
+    return ldp.isEmpty() ? FUNCTION : LDP_FUNCTION;
+  }
+
+  /** The public parameters: the bounds, or the local-DP aggregator's name. */
+  private String shown() {
+    return ldp.isEmpty() ? ", max_groups=" + maxGroups + ", max_rows=" + maxRows
+        : ", " + ldp;
   }
 
   @Override
   public String toString() {
-    return FUNCTION + "(" + columns.mkString(", ") + ", max_groups=" + maxGroups
-        + ", max_rows=" + maxRows + ")";
+    return prettyName() + "(" + columns.mkString(", ") + shown() + ")";
   }
 
   @Override
@@ -239,7 +282,6 @@ public final class UnitRequest extends Expression implements java.io.Serializabl
     for (Expression c : CollectionConverters.asJava(columns)) {
       parts.add(c.sql());
     }
-    return FUNCTION + "(" + String.join(", ", parts) + ", max_groups=" + maxGroups
-        + ", max_rows=" + maxRows + ")";
+    return prettyName() + "(" + String.join(", ", parts) + shown() + ")";
   }
 }

@@ -32,6 +32,61 @@ final class UnitStream {
 
   private static final String SEP = "\u001f";
 
+  /** A person's id as the operators read it (an integral id as a long, a string id's
+   * bytes), its order against a row's id and its length-tagged text. */
+  static final class Id {
+    private final int at;
+    private final char kind;
+    private long number;
+    private UTF8String text;
+    private byte[] tagged;
+
+    Id(int at, char kind) {
+      this.at = at;
+      this.kind = kind;
+    }
+
+    /** The id of {@code row}. */
+    void set(InternalRow row) {
+      if (kind == 'S') {
+        text = row.getUTF8String(at).clone();
+      } else {
+        number = integral(row, at, kind);
+      }
+      tagged = null;
+    }
+
+    /** The order of {@code row}'s id against this one (Spark's: numbers, bytes). */
+    int compare(InternalRow row) {
+      if (kind == 'S') {
+        return text.binaryCompare(row.getUTF8String(at));
+      }
+      return Long.compare(number, integral(row, at, kind));
+    }
+
+    /** The id's text, length-prefixed: {@code <code points>:<text>}, as UTF-8 (the text
+     * every rank of the person reads, as the native path's and pandas'). */
+    byte[] tagged() {
+      if (tagged == null) {
+        byte[] bytes;
+        int length;
+        if (kind == 'S') {
+          bytes = text.getBytes();
+          length = text.numChars();
+        } else {
+          String decimal = Long.toString(number);
+          bytes = decimal.getBytes(StandardCharsets.UTF_8);
+          length = decimal.length();
+        }
+        byte[] prefix = (length + ":").getBytes(StandardCharsets.UTF_8);
+        tagged = new byte[prefix.length + bytes.length];
+        System.arraycopy(prefix, 0, tagged, 0, prefix.length);
+        System.arraycopy(bytes, 0, tagged, prefix.length, bytes.length);
+      }
+      return tagged;
+    }
+  }
+
   static Iterator<InternalRow> hashed(Spec spec, Ranks ranks, Iterator<InternalRow> in) {
     Map<Object, Person> persons = new HashMap<>();
     while (in.hasNext()) {
@@ -69,17 +124,33 @@ final class UnitStream {
     }
   }
 
+  /** One person's state while their rows stream in: the bounding rule's {@link Person},
+   * the local-DP one-report rule's {@link LdpUnitBound.Reports}. */
+  interface State {
+    /** Starts the person of {@code row} (lets go of the previous one's state). */
+    void reset(InternalRow row);
+
+    /** The order of {@code row}'s id against the person's (Spark's: numbers, bytes). */
+    int compareId(InternalRow row);
+
+    /** Reads one of the person's rows. */
+    void add(InternalRow row);
+
+    /** Appends the person's kept rows. */
+    void emit(List<InternalRow> out);
+  }
+
   /** The kept rows of a sorted partition, one person at a time. */
   static final class Stream implements Iterator<InternalRow> {
     private final Iterator<InternalRow> input;
-    private final Person person;
+    private final State person;
     private final List<InternalRow> ready = new ArrayList<>();
     private int next;
     private boolean open;
 
-    Stream(Spec spec, Ranks ranks, Iterator<InternalRow> input) {
+    Stream(State person, Iterator<InternalRow> input) {
       this.input = input;
-      this.person = new Person(spec, ranks);
+      this.person = person;
     }
 
     @Override
@@ -237,12 +308,10 @@ final class UnitStream {
   private static final Long GLOBAL = 0L;
 
   /** The state of one person while their rows stream in. */
-  static final class Person {
+  static final class Person implements State {
     private final Spec spec;
     private final Ranks ranks;
-    private long idLong;
-    private UTF8String idText;
-    private byte[] tagged;
+    private final Id id;
     private double eps;
     private final List<Cell> cells = new ArrayList<>();  // in the order they came
     private Map<Object, Cell> index;  // once the person has more than SMALL cells
@@ -263,6 +332,7 @@ final class UnitStream {
       this.spec = spec;
       this.ranks = ranks;
       this.carry = carry;
+      this.id = new Id(spec.idAt, spec.idKind);
     }
 
     /** An upper bound of the bytes the person holds (copies, cells, dropped ranks). */
@@ -271,18 +341,14 @@ final class UnitStream {
     }
 
     /** Starts the person of {@code row}. */
-    void reset(InternalRow row) {
-      if (spec.idKind == 'S') {
-        idText = row.getUTF8String(spec.idAt).clone();
-      } else {
-        idLong = integral(row, spec.idAt, spec.idKind);
-      }
+    @Override
+    public void reset(InternalRow row) {
+      id.set(row);
       clear();
     }
 
     /** Lets go of everything held (the id aside). */
     void clear() {
-      tagged = null;
       eps = Double.POSITIVE_INFINITY;
       cells.clear();
       index = null;
@@ -292,36 +358,17 @@ final class UnitStream {
       held = 0;
     }
 
-    /** The order of {@code row}'s id against this person's (Spark's: numbers, bytes). */
-    int compareId(InternalRow row) {
-      if (spec.idKind == 'S') {
-        return idText.binaryCompare(row.getUTF8String(spec.idAt));
-      }
-      return Long.compare(idLong, integral(row, spec.idAt, spec.idKind));
+    @Override
+    public int compareId(InternalRow row) {
+      return id.compare(row);
     }
 
-    /** The id's text, length-prefixed: {@code <code points>:<text>}, as UTF-8. */
     private byte[] tagged() {
-      if (tagged == null) {
-        byte[] text;
-        int length;
-        if (spec.idKind == 'S') {
-          text = idText.getBytes();
-          length = idText.numChars();
-        } else {
-          String decimal = Long.toString(idLong);
-          text = decimal.getBytes(StandardCharsets.UTF_8);
-          length = decimal.length();
-        }
-        byte[] prefix = (length + ":").getBytes(StandardCharsets.UTF_8);
-        tagged = new byte[prefix.length + text.length];
-        System.arraycopy(prefix, 0, tagged, 0, prefix.length);
-        System.arraycopy(text, 0, tagged, prefix.length, text.length);
-      }
-      return tagged;
+      return id.tagged();
     }
 
-    void add(InternalRow row) {
+    @Override
+    public void add(InternalRow row) {
       double level = row.isNullAt(spec.epsAt) ? 0.0 : row.getDouble(spec.epsAt);
       if (Double.isNaN(level) || level < 0.0) {
         level = 0.0;
@@ -492,7 +539,8 @@ final class UnitStream {
 
     /** Appends the kept rows, ε replaced by the person's (in a chunk: the chunk's, and
      * its carrier row when it has no row inside the keys). */
-    void emit(List<InternalRow> out) {
+    @Override
+    public void emit(List<InternalRow> out) {
       if (carrier != null && cells.isEmpty()) {
         carrier.setDouble(spec.epsAt, eps);
         out.add(carrier);
