@@ -12,8 +12,15 @@ The raw exact discrete-Laplace sampler is timed on its own as a reference.
 expressions only; synthetic reports generated natively in Spark and cached), and the
 Spark simulation transform (``mapInPandas``).
 
+``--unit`` times, instead, ``ldp_agg`` of a Laplace mean under a privacy unit on Spark
+(local[2], one session, the cases interleaved, reports cached): without the unit
+(``none``), with it (``unit``: the extension's one-report operator ``HdpLdpUnitBound``),
+with it forced to the native windows (``windows``: ``hdp_spark.unitOperator`` false), and
+Spark's own per-person aggregate as a floor (``floor``: ``groupBy(id).agg(min(eps),
+first(report))``, then the release without a unit), for each ``--persons`` count.
+
 Run: .venv/bin/python benchmarks/bench_ldp_throughput.py [--rows 1000000] [--repeats 3]
-     [--aggregators] [--smoke] [--json out.json]
+     [--aggregators] [--unit [--persons 200000,1000000]] [--smoke] [--json out.json]
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ from common import (
     add_report_args,
     driver_peak_rss_mib,
     fmt,
+    interleaved_runs,
     load_average,
     md_table,
     median,
     spark_session,
+    uniform,
     use_repo,
     write_report,
 )
@@ -168,16 +177,75 @@ def aggregators(n: int, repeats: int) -> dict[str, Any]:
     return out
 
 
+def unit_cases(n: int, persons: list[int], repeats: int) -> dict[str, Any]:
+    """Median seconds of the ``--unit`` cases (module docstring) per persons count."""
+    from pyspark.sql import functions as F
+
+    import hdp_spark.spark as sl
+
+    warnings.simplefilter("ignore", L.LdpEpsilonWarning)
+    spark = spark_session()
+    spec = L.ldp_mean("lap", eps="eps", mechanism="laplace")
+    levels = F.array(*[F.lit(e) for e in (0.1, 0.25, 0.5, 1.0, 2.0)])
+    out: dict[str, Any] = {}
+    for count in persons:
+        sdf = spark.range(n).select(
+            F.floor(uniform(1) * count).cast("long").alias("uid"),
+            F.element_at(levels, (F.floor(uniform(2) * 5) + 1).cast("int")).alias("eps"),
+            (uniform(3) * 8 - 4).alias("lap"),
+        ).cache()
+        sdf.count()
+
+        def release(df: Any = sdf, **kw: Any) -> object:
+            return sl.ldp_agg(df, spec, already_randomized=True, **kw).collect()
+
+        def windows() -> object:
+            spark.conf.set("hdp_spark.unitOperator", "false")
+            try:
+                return release(privacy_unit="uid")
+            finally:
+                spark.conf.unset("hdp_spark.unitOperator")
+
+        floor = sdf.groupBy("uid").agg(F.min("eps").alias("eps"), F.first("lap").alias("lap"))
+        cases = {"none": release, "unit": lambda: release(privacy_unit="uid"),
+                 "windows": windows, "floor": lambda per=floor: release(per)}
+        load = load_average()
+        times, _ = interleaved_runs(cases, repeats=repeats, warmup=1, keep_values=False)
+        out[str(count)] = {name: {"seconds": median(ts), "all_seconds": ts}
+                           for name, ts in times.items()}
+        out[str(count)]["load"] = [load, load_average()]
+        sdf.unpersist()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--aggregators", action="store_true")
+    parser.add_argument("--unit", action="store_true")
+    parser.add_argument("--persons", default="200000,1000000")
     add_report_args(parser)
     args = parser.parse_args(argv)
     n = 20_000 if args.smoke else args.rows
     repeats = 1 if args.smoke else args.repeats
     load_start = load_average()
+    if args.unit:
+        persons = [2_000 if args.smoke else int(p) for p in args.persons.split(",")]
+        res_unit = unit_cases(n, persons, repeats)
+        urows = [[f"{int(p):,}", *(fmt(v[c]["seconds"]) for c in
+                                   ("none", "unit", "windows", "floor")),
+                  fmt(v["unit"]["seconds"] / v["windows"]["seconds"]),
+                  fmt(v["unit"]["seconds"] / v["floor"]["seconds"]), v["load"]]
+                 for p, v in res_unit.items()]
+        md = [f"## ldp_agg under a privacy unit ({n:,} reports, median of {repeats})", "",
+              md_table(["persons", "none s", "unit s", "windows s", "floor s",
+                        "unit/windows", "unit/floor", "load (start, end)"], urows),
+              "", f"* Load average at start {load_start}, at end {load_average()}."]
+        write_report(args.json, name="bench_ldp_unit", markdown="\n".join(md),
+                     figures={"rows": n, "repeats": repeats, "unit": res_unit},
+                     meta={"rows": n})
+        return
     res = randomizers(n, repeats)
     figures: dict[str, Any] = {"rows": n, "repeats": repeats, "randomizers": res}
     rows = [[name, n, v["seconds"], fmt(v["rows_per_s"])] for name, v in res.items()
