@@ -13,8 +13,10 @@ Columns' bounding key (which orders rows and keys no noise, and is a plan litera
   ``HdpConnectSecret`` plugin turns into the same expression), so it is never a literal of
   the Catalyst plan.
 * At analysis the extension's rule (``LdpUnitPlan``) inserts the release API's rule below
-  the aggregate (one window specification partitioned by the person) and ranks each person
-  with ``hdp_ldp_position``, which holds the query's key
+  the aggregate: the one-report operator ``HdpLdpUnitBound`` (``LdpUnitBound``: one
+  shuffle by the person, one sort, each person read in turn and ranked once), or where the
+  session sets ``hdp_spark.unitOperator`` to false one window specification partitioned by
+  the person with each row ranked by ``hdp_ldp_position``; either holds the query's key
   (:func:`~hdp_spark.core.privacy_unit.spec.query_bounding_key` of the Column's bounding key
   and the query's fingerprint) in a field that no printed form of a plan shows (explain in
   every mode, the Spark UI and event log, plan logs, JSON) and the fingerprint does not read.
@@ -26,10 +28,12 @@ Global only, one aggregator per aggregate, ``max_groups``/``max_rows`` 1: the re
 rules, named on refusal.
 
 The same channel serves three more callers. The release API on Spark Connect
-(:func:`hdp_spark.spark.privacy_unit.keep_one_report`) ranks persons with
-``hdp_ldp_rank(tagged, name, <secret>)``, which the extension turns into
-``hdp_ldp_position`` (:func:`connect_secret_ready` checks that the server has the function
-and the plugin; without them the key is a plan literal, as documented); its central
+(:func:`hdp_spark.spark.privacy_unit.keep_one_report`) requests the one-report operator
+with ``hdp_ldp_keep(id, ε, index, q, name, <secret>)`` (on the window plan, with the
+operator turned off, it ranks persons with ``hdp_ldp_rank(tagged, name, <secret>)``, which
+the extension turns into ``hdp_ldp_position``; :func:`connect_secret_ready` checks that
+the server has the function and the plugin; without them the key is a plan literal, as
+documented); its central
 releases under a unit request the bounding operator with ``hdp_unit_bound(..., <secret>,
 ...)`` (:func:`hdp_spark.spark.privacy_unit.bound_rows`). The SQL functions under
 ``'unit'`` (:mod:`hdp_spark.spark.sql_ldp`) get the registration's key through

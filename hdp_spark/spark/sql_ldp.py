@@ -43,9 +43,11 @@ output, so the key is a secret:
   (:func:`~hdp_spark.spark.ldp_unit.send_sql_key`); the JVM keeps it in the function
   builders of this session only.
 * The builder puts it in the call's ``HdpQuery`` placeholder (a field outside the plan's
-  printed form), and at analysis ``LdpUnitPlan`` ranks persons with ``hdp_ldp_position``
-  under the query's key, SHA-256 of it and the query's fingerprint (outside the printed
-  form too): the numbers are ``ldp_agg(..., privacy_unit=...)``'s under
+  printed form), and at analysis ``LdpUnitPlan`` keeps one report per person with the
+  one-report operator ``HdpLdpUnitBound`` (the window plan's ``hdp_ldp_position`` where
+  the session turns the operator off) under the query's key, SHA-256 of it and the
+  query's fingerprint (outside the printed form too): the numbers are
+  ``ldp_agg(..., privacy_unit=...)``'s under
   ``sql_unit_key(registration key).for_query(fingerprint)``, the Column's rule for the same
   key. Re-running a query keeps the same reports; another query keeps independent ones.
 

@@ -16,10 +16,8 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.IsNotNull;
-import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -136,26 +134,12 @@ public final class LdpUnitBound {
       Alias index, Alias q, String key, String name) {
     List<Attribute> input = CollectionConverters.asJava(base.output());
     List<NamedExpression> cols = new ArrayList<>();
-    int idAt = -1;
-    for (Attribute a : input) {
-      if (a.exprId().equals(person.exprId())) {
-        idAt = cols.size();
-        cols.add(a);
-      } else if (read.contains(a)) {
-        cols.add(a);
-      }
-    }
+    int idAt = UnitBoundPlan.carried(input, person, read, cols);
     int epsAt = cols.size();
     cols.addAll(Arrays.asList(eps, index, q));
     LogicalPlan rows = new Project(UnitPlan.seq(cols), new Filter(new IsNotNull(person), base));
-    Node kept = node(rows, idAt, epsAt, epsAt + 1, epsAt + 2, key, name);
-    List<NamedExpression> out = new ArrayList<>();
-    for (Attribute a : input) {
-      out.add(cols.contains(a) ? a : SelectionPlan.alias(Literal.create(null, a.dataType()),
-          a.name()));
-    }
-    out.add(eps.toAttribute());
-    return new Project(UnitPlan.seq(out), kept);
+    return UnitBoundPlan.restored(input, cols, eps.toAttribute(),
+        node(rows, idAt, epsAt, epsAt + 1, epsAt + 2, key, name));
   }
 
   /** The operator's parameters (serialized into each task). */
@@ -329,11 +313,12 @@ public final class LdpUnitBound {
     private long[] counts = new long[4];
     private double eps;
     private boolean past;  // a row above ε_person came: the candidates are complete
-    private UnsafeProjection copier;
+    private final UnitStream.Copier copier;
 
     Reports(Spec spec) {
       this.spec = spec;
       this.id = new UnitStream.Id(spec.idAt, spec.idKind);
+      this.copier = new UnitStream.Copier(spec.schema);
     }
 
     @Override
@@ -380,15 +365,7 @@ public final class LdpUnitBound {
     }
 
     private void run(InternalRow row) {
-      UnsafeRow copy;
-      if (row instanceof UnsafeRow) {
-        copy = ((UnsafeRow) row).copy();
-      } else {
-        if (copier == null) {
-          copier = UnsafeProjection.create(spec.schema);
-        }
-        copy = copier.apply(row).copy();
-      }
+      UnsafeRow copy = copier.copy(row);
       if (runs.size() == counts.length) {
         counts = Arrays.copyOf(counts, 2 * counts.length);
       }

@@ -107,15 +107,7 @@ final class UnitBoundPlan {
     }
     List<Attribute> input = CollectionConverters.asJava(base.output());
     List<NamedExpression> cols = new ArrayList<>();
-    int idAt = -1;
-    for (Attribute a : input) {
-      if (a.exprId().equals(person.exprId())) {
-        idAt = cols.size();
-        cols.add(a);
-      } else if (read.contains(a)) {
-        cols.add(a);
-      }
-    }
+    int idAt = carried(input, person, read, cols);
     int groupAt = -1;
     char groupKind = 'n';
     if (group != null) {
@@ -143,12 +135,36 @@ final class UnitBoundPlan {
     // the node's output: its child's columns, the ε column now holding ε_person
     LogicalPlan node = new UnitBound.Node(rows.output(),
         pre ? new UnitPreBound.PreNode(rows.output(), rows, spec) : rows, spec);
+    return restored(input, cols, epsA.toAttribute(), node);
+  }
+
+  /** Appends to {@code cols} the {@code input} columns an operator carries: the id
+   * {@code person} and those the aggregate {@code read}s (in the input's order); returns
+   * the id's position. */
+  static int carried(List<Attribute> input, Attribute person, AttributeSet read,
+      List<NamedExpression> cols) {
+    int idAt = -1;
+    for (Attribute a : input) {
+      if (a.exprId().equals(person.exprId())) {
+        idAt = cols.size();
+        cols.add(a);
+      } else if (read.contains(a)) {
+        cols.add(a);
+      }
+    }
+    return idAt;
+  }
+
+  /** The {@code input}'s columns over {@code node} (those not among {@code cols}: null,
+   * unread), then {@code eps}. */
+  static LogicalPlan restored(List<Attribute> input, List<NamedExpression> cols,
+      Attribute eps, LogicalPlan node) {
     List<NamedExpression> kept = new ArrayList<>();
     for (Attribute a : input) {
       kept.add(cols.contains(a) ? a : SelectionPlan.alias(Literal.create(null, a.dataType()),
           a.name()));
     }
-    kept.add(epsA.toAttribute());
+    kept.add(eps);
     return new Project(UnitPlan.seq(kept), node);
   }
 }

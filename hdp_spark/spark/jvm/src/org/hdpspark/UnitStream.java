@@ -16,6 +16,7 @@ import java.util.TreeSet;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 import org.hdpspark.UnitBound.Spec;
@@ -31,6 +32,27 @@ final class UnitStream {
   private UnitStream() {}
 
   private static final String SEP = "\u001f";
+
+  /** Copies of a task's rows (Spark reuses a row's buffer for the next one) as UnsafeRows,
+   * whatever row class the child gives. */
+  static final class Copier {
+    private final StructType schema;
+    private UnsafeProjection projection;  // made once, for a child that gives other rows
+
+    Copier(StructType schema) {
+      this.schema = schema;
+    }
+
+    UnsafeRow copy(InternalRow row) {
+      if (row instanceof UnsafeRow) {
+        return ((UnsafeRow) row).copy();
+      }
+      if (projection == null) {
+        projection = UnsafeProjection.create(schema);
+      }
+      return projection.apply(row).copy();
+    }
+  }
 
   /** A person's id as the operators read it (an integral id as a long, a string id's
    * bytes), its order against a row's id and its length-tagged text. */
@@ -317,7 +339,7 @@ final class UnitStream {
     private Map<Object, Cell> index;  // once the person has more than SMALL cells
     private TreeSet<Cell> order;  // once the person has more than maxGroups groups
     private final Map<Object, Long> dropped = new HashMap<>();
-    private UnsafeProjection copier;
+    private final Copier copier;
     private final boolean carry;  // the pre-bound's: keep an out-of-key carrier of ε
     private UnsafeRow carrier;  // a copy of the person's first out-of-key row, while no cell
     private long held;  // the bytes of the copies made since reset (an upper bound)
@@ -333,6 +355,7 @@ final class UnitStream {
       this.ranks = ranks;
       this.carry = carry;
       this.id = new Id(spec.idAt, spec.idKind);
+      this.copier = new Copier(spec.schema);
     }
 
     /** An upper bound of the bytes the person holds (copies, cells, dropped ranks). */
@@ -476,15 +499,7 @@ final class UnitStream {
     }
 
     private UnsafeRow copy(InternalRow row) {
-      UnsafeRow c;
-      if (row instanceof UnsafeRow) {
-        c = ((UnsafeRow) row).copy();
-      } else {
-        if (copier == null) {
-          copier = UnsafeProjection.create(spec.schema);
-        }
-        c = copier.apply(row).copy();
-      }
+      UnsafeRow c = copier.copy(row);
       held += c.getSizeInBytes() + 48L;
       return c;
     }
