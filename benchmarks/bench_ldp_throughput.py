@@ -184,7 +184,7 @@ def unit_cases(n: int, persons: list[int], repeats: int) -> dict[str, Any]:
     import hdp_spark.spark as sl
 
     warnings.simplefilter("ignore", L.LdpEpsilonWarning)
-    spark = spark_session()
+    spark = spark_session(extension=True)
     spec = L.ldp_mean("lap", eps="eps", mechanism="laplace")
     levels = F.array(*[F.lit(e) for e in (0.1, 0.25, 0.5, 1.0, 2.0)])
     out: dict[str, Any] = {}
@@ -209,6 +209,10 @@ def unit_cases(n: int, persons: list[int], repeats: int) -> dict[str, Any]:
         floor = sdf.groupBy("uid").agg(F.min("eps").alias("eps"), F.first("lap").alias("lap"))
         cases = {"none": release, "unit": lambda: release(privacy_unit="uid"),
                  "windows": windows, "floor": lambda per=floor: release(per)}
+        plan = sl.ldp_agg(sdf, spec, already_randomized=True, privacy_unit="uid")
+        if "HdpLdpUnitBound" not in plan._jdf.queryExecution().executedPlan().toString():
+            msg = "the session has no one-report operator: build the extension's jar first"
+            raise RuntimeError(msg)
         load = load_average()
         times, _ = interleaved_runs(cases, repeats=repeats, warmup=1, keep_values=False)
         out[str(count)] = {name: {"seconds": median(ts), "all_seconds": ts}

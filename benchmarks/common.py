@@ -34,8 +34,10 @@ def use_repo() -> None:
             sys.path.insert(0, p)
 
 
-def spark_session(memory: str = "8g", conf: dict[str, str] | None = None) -> Any:
-    """A local[2] session sized for 10M cached rows (``conf``: extra settings).
+def spark_session(memory: str = "8g", conf: dict[str, str] | None = None,
+                  extension: bool = False) -> Any:
+    """A local[2] session sized for 10M cached rows (``conf``: extra settings;
+    ``extension``: built with hdp_spark's JVM extension, ``hs.configure``).
 
     The Python workers use this interpreter (``PYSPARK_PYTHON``), which matters when a
     benchmark runs from an anchor venv with another Python version than the default.
@@ -56,6 +58,10 @@ def spark_session(memory: str = "8g", conf: dict[str, str] | None = None) -> Any
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
+    if extension:
+        import hdp_spark.spark as hs
+
+        builder = hs.configure(builder)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -6,7 +6,9 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.TreeMap;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -14,7 +16,6 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
-import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.IsNotNull;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
@@ -43,20 +44,21 @@ import scala.jdk.javaapi.CollectionConverters;
  * replaces the native plan of one window specification (kept as the fallback where the
  * extension is absent, or where the session sets {@code hdp_spark.unitOperator} to false).
  *
- * <p>The operator requires its input clustered by the id and sorted by (id, safe ε, index,
- * q) — Spark's planner inserts the one shuffle and the one sort, the native windows' own —
- * and reads each partition person by person over Spark's own rows ({@link UnitStream.Stream}
- * over {@link Reports}). Per person: ε_person is the first row's safe ε (the smallest: the
- * input is sorted by it); the candidates are the rows at ε_person, already in the rule's
- * (index, q) order; equal (index, q) rows arrive together, held as one copy and a count (a
- * run); after the candidates, rows are read but not held. At the person's end, with m the
- * candidates' count, the kept row is the candidate at position {@code pmod(rank, m)}, the
- * rank computed once for the person: {@link HdpSecretRank#rank} of the person's
- * length-tagged id text ({@link UnitStream.Id}) under the key and aggregator name, the
- * number {@code hdp_ldp_position} gives each of the person's rows on the window plan, so the
- * same position, hence (up to rows tying on (ε, index, q)) the same report as the window
- * plan and pandas. Memory: one person's distinct candidate (index, q) values, never a
- * partition.
+ * <p>The operator requires its input clustered by the id and sorted by it — Spark's planner
+ * inserts the one shuffle and the one sort (by the id only: the window plan's sort by (id,
+ * ε, index, q) measured several times dearer, its ties compared row by row) — and reads
+ * each partition person by person over Spark's own rows ({@link UnitStream.Stream} over
+ * {@link Reports}). Per person, in the order their rows come: the smallest safe ε so far,
+ * and the rows at it by their (index, q), in the order Spark's sort would give them (a
+ * sorted map: equal (index, q) rows held as one copy and a count, a run); a smaller ε
+ * starts them anew, a larger one is read and not held. At the person's end, ε_person is the
+ * smallest, m the candidates' count, and the kept row is the candidate at position
+ * {@code pmod(rank, m)} in that order, the rank computed once for the person: {@link
+ * HdpSecretRank#rank} of the person's length-tagged id text ({@link UnitStream.Id}) under
+ * the key and aggregator name, the number {@code hdp_ldp_position} gives each of the
+ * person's rows on the window plan, so the same position, hence (up to rows tying on (ε,
+ * index, q)) the same report as the window plan and pandas. Memory: one person's distinct
+ * candidate (index, q) values, never a partition.
  *
  * <p>Privacy (why this keeps the rule and its argument): the kept report and ε_person are a
  * function of the person's own rows, the key and the aggregator's name only (the stream
@@ -64,20 +66,20 @@ import scala.jdk.javaapi.CollectionConverters;
  * every local-DP aggregator reads alone ({@link HdpLdpCells}: the level of ε, the index, q;
  * the raw columns for their types only; the release API's cells the same encodings): rows
  * of one run add the same to every cell, so keeping a run's first row for any of them
- * releases what keeping that row would, and the position — a PRF of the key, the name and
+ * releases what keeping that row would (the order of rows in a run is Spark's, unfixed on
+ * the window plan too), and the position — a PRF of the key, the name and
  * the person, uniform on [m] and unknown to whoever reads the output — reads no value. The
- * rule needs the input's order: a smaller id after a larger one, a smaller ε, or smaller
- * codes at ε_person after larger ones, fails the task (fail closed), as does an ε that is
- * not the safe ε (null, NaN or negative: the callers make it safe below the operator). The
+ * order of a person's rows changes nothing (the candidates and their order are the
+ * smallest ε's rows, sorted); a person's rows reaching the operator split (input not sorted
+ * by the id) would keep two reports, so a smaller id after a larger one fails the task (fail
+ * closed), as does an ε that is not the safe ε (null, NaN or negative: the callers make it
+ * safe below the operator). The
  * key lives in the node's {@link Spec}, not a product element: no printed plan shows it
  * (the node prints the aggregator's name).
  */
 public final class LdpUnitBound {
 
   private LdpUnitBound() {}
-
-  static final String UNSORTED = "hdp_spark: the local-DP one-report operator's input is "
-      + "not sorted by (id, safe epsilon, index, q); refusing to keep a report";
 
   /**
    * The release API's kept reports of {@code framed} (classic Spark, through py4j): its rows
@@ -212,8 +214,8 @@ public final class LdpUnitBound {
     }
   }
 
-  /** The physical node: one shuffle by the id and one sort by (id, ε, index, q) below
-   * (required), one map. */
+  /** The physical node: one shuffle by the id and one sort by it below (required), one
+   * map. */
   public static final class Exec extends UnitBound.Physical<Spec> {
     private static final long serialVersionUID = 1L;
 
@@ -243,8 +245,7 @@ public final class LdpUnitBound {
 
     @Override
     public Seq<Seq<SortOrder>> requiredChildOrdering() {
-      return UnitBound.ascending(Arrays.asList((Expression) columns.apply(spec.idAt),
-          columns.apply(spec.epsAt), columns.apply(spec.indexAt), columns.apply(spec.qAt)));
+      return UnitBound.ascending(List.of(columns.apply(spec.idAt)));
     }
   }
 
@@ -303,29 +304,28 @@ public final class LdpUnitBound {
     return Long.compare(a.getLong(at), b.getLong(at));
   }
 
-  /** One person's candidates while their rows stream in: runs of equal (index, q) at
-   * ε_person, each one row's copy and a count. */
+  /** One person's candidates while their rows stream in, in any order: the smallest safe
+   * ε so far and the distinct (index, q) of the rows at it, in the rule's order, each held
+   * as one row's copy and a count (a run); a smaller ε starts them anew. */
   static final class Reports implements UnitStream.State {
     private final Spec spec;
     private final UnitStream.Id id;
     private final MessageDigest sha = HdpSecretRank.digest();
-    private final List<UnsafeRow> runs = new ArrayList<>();
-    private long[] counts = new long[4];
+    private final TreeMap<InternalRow, long[]> runs;
     private double eps;
-    private boolean past;  // a row above ε_person came: the candidates are complete
     private final UnitStream.Copier copier;
 
     Reports(Spec spec) {
       this.spec = spec;
       this.id = new UnitStream.Id(spec.idAt, spec.idKind);
       this.copier = new UnitStream.Copier(spec.schema);
+      this.runs = new TreeMap<>((a, b) -> compareCodes(spec, a, b));
     }
 
     @Override
     public void reset(InternalRow row) {
       id.set(row);
       runs.clear();
-      past = false;
     }
 
     @Override
@@ -340,53 +340,37 @@ public final class LdpUnitBound {
         throw new IllegalStateException("hdp_spark: the local-DP one-report operator reads "
             + "the safe epsilon (null, NaN and negative as 0), got another value");
       }
-      if (runs.isEmpty()) {  // the person's first row: the smallest ε
-        eps = level;
-        run(row);
-        return;
-      }
-      int c = compareDoubles(level, eps);
-      if (c < 0 || (c == 0 && past)) {
-        throw new IllegalStateException(UNSORTED);
-      }
+      int c = runs.isEmpty() ? -1 : compareDoubles(level, eps);
       if (c > 0) {
-        past = true;  // not a candidate: read, not held
-        return;
+        return;  // above the person's smallest ε so far: not a candidate, not held
       }
-      int o = compareCodes(spec, runs.get(runs.size() - 1), row);
-      if (o > 0) {
-        throw new IllegalStateException(UNSORTED);
+      if (c < 0) {  // a smaller ε: the candidates so far are not the person's
+        runs.clear();
+        eps = level;
       }
-      if (o == 0) {
-        counts[runs.size() - 1]++;
+      long[] count = runs.get(row);
+      if (count != null) {
+        count[0]++;
       } else {
-        run(row);
+        runs.put(copier.copy(row), new long[] {1L});
       }
     }
 
-    private void run(InternalRow row) {
-      UnsafeRow copy = copier.copy(row);
-      if (runs.size() == counts.length) {
-        counts = Arrays.copyOf(counts, 2 * counts.length);
-      }
-      counts[runs.size()] = 1;
-      runs.add(copy);
-    }
-
-    /** The candidate at position pmod(rank, m): the run holding it. */
+    /** The candidate at position pmod(rank, m) in the (index, q) order: its run's row. */
     @Override
     public void emit(List<InternalRow> out) {
       long m = 0;
-      for (int i = 0; i < runs.size(); i++) {
-        m += counts[i];
+      for (long[] count : runs.values()) {
+        m += count[0];
       }
       long at = Math.floorMod(HdpSecretRank.rank(sha, spec.prefix, id.tagged()), m);
-      int i = 0;
-      while (at >= counts[i]) {
-        at -= counts[i];
-        i++;
+      for (Map.Entry<InternalRow, long[]> run : runs.entrySet()) {
+        if (at < run.getValue()[0]) {
+          out.add(run.getKey());
+          return;
+        }
+        at -= run.getValue()[0];
       }
-      out.add(runs.get(i));
     }
   }
 }
