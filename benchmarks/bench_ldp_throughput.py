@@ -182,6 +182,8 @@ def unit_cases(n: int, persons: list[int], repeats: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     import hdp_spark.spark as sl
+    from hdp_spark.core.privacy_unit import PrivacyUnit
+    from hdp_spark.spark.privacy_unit import keep_one_report
 
     warnings.simplefilter("ignore", L.LdpEpsilonWarning)
     spark = spark_session(extension=True)
@@ -209,8 +211,8 @@ def unit_cases(n: int, persons: list[int], repeats: int) -> dict[str, Any]:
         floor = sdf.groupBy("uid").agg(F.min("eps").alias("eps"), F.first("lap").alias("lap"))
         cases = {"none": release, "unit": lambda: release(privacy_unit="uid"),
                  "windows": windows, "floor": lambda per=floor: release(per)}
-        plan = sl.ldp_agg(sdf, spec, already_randomized=True, privacy_unit="uid")
-        if "HdpLdpUnitBound" not in plan._jdf.queryExecution().executedPlan().toString():
+        kept = keep_one_report(sdf, PrivacyUnit("uid"), spec, ReleaseKey.fresh())
+        if "HdpLdpUnitBound" not in kept._jdf.queryExecution().executedPlan().toString():
             msg = "the session has no one-report operator: build the extension's jar first"
             raise RuntimeError(msg)
         load = load_average()
