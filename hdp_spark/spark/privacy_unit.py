@@ -24,8 +24,9 @@ groups are a ``dense_rank`` over the person's group ranks and the kept rows a
 ordered by a prefix of one order, so one sort. So the step costs one shuffle of the rows,
 one shuffle of per-person partial aggregates and one sort; no Python runs per row. The
 ranks are the same numbers as the pandas engine's, so both engines keep the same rows.
-The local-DP rule (one report per person, :func:`keep_one_report`) is one more window
-spec of the same shape.
+The local-DP rule (one report per person, :func:`keep_one_report`) is, with the extension,
+one more streaming operator (``LdpUnitBound``: one shuffle and one sort by the id, each
+person ranked once) and, without it, one more window spec of the same shape.
 """
 
 from __future__ import annotations
