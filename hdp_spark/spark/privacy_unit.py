@@ -447,8 +447,9 @@ def _ldp_operator(framed: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseK
     """:func:`keep_one_report` as the JVM extension's streaming operator (``LdpUnitBound``,
     printed ``HdpLdpUnitBound``) over ``framed`` (the rows with an id, ε made safe, the
     codes ``__pu_index`` and ``__pu_q``): the rows cross one shuffle by the id and one sort
-    by (id, ε, index, q), and the operator reads each person in turn, ranks them once and
-    keeps their candidate at ``pmod(rank, m)``. On classic Spark through py4j; on Spark
+    by the id alone, and the operator reads each person in turn, holds their reports at
+    their smallest ε in (index, q) order, ranks them once and keeps the candidate at
+    ``pmod(rank, m)``. On classic Spark through py4j; on Spark
     Connect the request ``hdp_ldp_keep(..., <secret>)``, which the extension's analyzer rule
     replaces by the same node. None where it does not apply: the session setting
     ``hdp_spark.unitOperator`` false, no extension jar on the classic session, a Connect
@@ -482,7 +483,7 @@ def keep_one_report(df: DataFrame, unit: PrivacyUnit, spec: Any, key: ReleaseKey
     """The one report per person a local-DP ``spec`` reads under ``unit``, as
     :func:`hdp_spark.pandas.privacy_unit.keep_one_report`. With the extension (classic
     Spark with its jar, a Spark Connect server started with it and its plugin): one
-    streaming operator after one shuffle by the id and one sort by (id, ε, index, q), the
+    streaming operator after one shuffle by the id and one sort by the id alone, the
     person's rank computed once (:func:`_ldp_operator`). Elsewhere, or where the session
     sets ``hdp_spark.unitOperator`` to false: native expressions and one window spec,
     partitioned by the id and ordered by (ε, index, q) — the person's ε its minimum, m the
